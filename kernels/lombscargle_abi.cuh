@@ -1,0 +1,30 @@
+// The layout the periodogram kernels read: shared by the host packer (C++) and the NVRTC
+// kernel, so it uses only built-in types (NVRTC has no standard headers).
+#pragma once
+
+namespace gpucompute_kernels {
+
+// One series of a batch. Samples live at [sample_offset, sample_offset + n_samples) of the
+// t / w / wy arrays, power at [out_offset, out_offset + n_freq) of the output.
+struct LsSeriesDesc {
+  long long sample_offset;
+  long long out_offset;
+  long long n_freq;
+  long long explicit_offset;  // into the explicit-frequency array; -1 for a uniform grid
+  double f0;                  // uniform grid: f_k = f0 + k * df
+  double df;
+  double yy;                  // sum w y^2
+  double psd_scale;           // sum(dy^-2) / 2
+  int n_samples;
+  int fit_mean;               // 0 or 1
+  int normalization;          // 0 standard, 1 model, 2 log, 3 psd
+  int pad;
+};
+
+// One thread block's work: a series and which chunk of its frequencies.
+struct LsBlockWork {
+  int series;
+  int chunk;
+};
+
+}  // namespace gpucompute_kernels

@@ -1,0 +1,118 @@
+// Lomb-Scargle periodogram kernel, compiled at run time by NVRTC (server/runtime/cuda/
+// kernel_cache) with these macros:
+//   LS_T      float or double: accumulation and trigonometry type
+//   LS_BLOCK  threads per block; LS_K frequencies per thread; LS_TILE samples per smem tile
+// One launch covers every series and frequency of a batch: each block takes one
+// (series, chunk) from the work table. A thread owns LS_K frequencies spaced LS_BLOCK grid
+// steps apart. Phases are formed and reduced modulo one cycle in float64 (t is centred on the
+// host), so float32 trigonometry sees an argument in [-pi, pi] however long the baseline. On
+// uniform grids one exact sin/cos per sample seeds the thread's first frequency and angle
+// addition (a rotation by 2 pi LS_BLOCK df t, also tabulated per sample) reaches the others.
+#include "lombscargle_abi.cuh"
+#include "lombscargle_math.cuh"
+
+using gpucompute_kernels::LsBlockWork;
+using gpucompute_kernels::LsSeriesDesc;
+typedef LS_T T;
+
+__device__ __forceinline__ void SinCosPi(float x, float* s, float* c) { sincospif(x, s, c); }
+__device__ __forceinline__ void SinCosPi(double x, double* s, double* c) { sincospi(x, s, c); }
+
+// sin and cos of 2 pi * (x reduced modulo 1), the reduction in float64.
+__device__ __forceinline__ void SinCosCycles(double x, T* s, T* c) {
+  const double r = x - rint(x);
+  SinCosPi(static_cast<T>(2.0 * r), s, c);
+}
+
+struct Acc {
+  T c, s, yc, ys, cc, cs;
+};
+
+__device__ __forceinline__ void Accumulate(Acc& a, T w, T wy, T cv, T sv) {
+  const T wc = w * cv;
+  a.c += wc;
+  a.s = fma(w, sv, a.s);
+  a.yc = fma(wy, cv, a.yc);
+  a.ys = fma(wy, sv, a.ys);
+  a.cc = fma(wc, cv, a.cc);
+  a.cs = fma(wc, sv, a.cs);
+}
+
+extern "C" __global__ void __launch_bounds__(LS_BLOCK)
+lombscargle(const LsSeriesDesc* __restrict__ series, const LsBlockWork* __restrict__ work,
+            const double* __restrict__ t, const T* __restrict__ w, const T* __restrict__ wy,
+            const double* __restrict__ explicit_freqs, T* __restrict__ power) {
+  __shared__ double s_t[LS_TILE];
+  __shared__ T s_w[LS_TILE], s_wy[LS_TILE], s_dc[LS_TILE], s_ds[LS_TILE];
+
+  const LsBlockWork job = work[blockIdx.x];
+  const LsSeriesDesc d = series[job.series];
+  const long long k_first = static_cast<long long>(job.chunk) * (LS_BLOCK * LS_K) + threadIdx.x;
+  const bool uniform = d.explicit_offset < 0;
+
+  double f[LS_K];  // this thread's frequencies (explicit grids use all; uniform only f[0])
+#pragma unroll
+  for (int j = 0; j < LS_K; ++j) {
+    const long long k = k_first + static_cast<long long>(j) * LS_BLOCK;
+    if (uniform) {
+      f[j] = d.f0 + static_cast<double>(k) * d.df;
+    } else {
+      f[j] = k < d.n_freq ? explicit_freqs[d.explicit_offset + k] : 0.0;
+    }
+  }
+  const double f_step = static_cast<double>(LS_BLOCK) * d.df;
+
+  Acc acc[LS_K];
+#pragma unroll
+  for (int j = 0; j < LS_K; ++j) acc[j] = Acc{0, 0, 0, 0, 0, 0};
+
+  for (int start = 0; start < d.n_samples; start += LS_TILE) {
+    const int m = min(LS_TILE, d.n_samples - start);
+    __syncthreads();
+    for (int i = threadIdx.x; i < m; i += LS_BLOCK) {
+      const long long g = d.sample_offset + start + i;
+      const double ti = t[g];
+      s_t[i] = ti;
+      s_w[i] = w[g];
+      s_wy[i] = wy[g];
+      if (uniform) SinCosCycles(f_step * ti, &s_ds[i], &s_dc[i]);
+    }
+    __syncthreads();
+    if (uniform) {
+      for (int i = 0; i < m; ++i) {
+        T sv, cv;
+        SinCosCycles(f[0] * s_t[i], &sv, &cv);
+        const T wi = s_w[i], wyi = s_wy[i], dc = s_dc[i], ds = s_ds[i];
+#pragma unroll
+        for (int j = 0; j < LS_K; ++j) {
+          Accumulate(acc[j], wi, wyi, cv, sv);
+          const T c_next = fma(cv, dc, -sv * ds);
+          sv = fma(sv, dc, cv * ds);
+          cv = c_next;
+        }
+      }
+    } else {
+      for (int i = 0; i < m; ++i) {
+        const double ti = s_t[i];
+        const T wi = s_w[i], wyi = s_wy[i];
+#pragma unroll
+        for (int j = 0; j < LS_K; ++j) {
+          T sv, cv;
+          SinCosCycles(f[j] * ti, &sv, &cv);
+          Accumulate(acc[j], wi, wyi, cv, sv);
+        }
+      }
+    }
+  }
+
+  const T yy = static_cast<T>(d.yy), psd = static_cast<T>(d.psd_scale);
+#pragma unroll
+  for (int j = 0; j < LS_K; ++j) {
+    const long long k = k_first + static_cast<long long>(j) * LS_BLOCK;
+    if (k < d.n_freq) {
+      const Acc& a = acc[j];
+      power[d.out_offset + k] = gpucompute_kernels::LombScarglePower<T>(
+          a.c, a.s, a.yc, a.ys, a.cc, a.cs, d.fit_mean != 0, d.normalization, yy, psd);
+    }
+  }
+}

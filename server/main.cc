@@ -1,0 +1,99 @@
+// gpucompute-server: flags, logging, signal handling; the server itself is server/service.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/time/time.h"
+#include "server/common/version.h"
+#include "server/service/server.h"
+#include "spdlog/spdlog.h"
+
+ABSL_FLAG(std::string, address, "0.0.0.0:50051", "HOST:PORT to listen on; port 0 picks a free one");
+ABSL_FLAG(std::string, port_file, "", "if set, the chosen port is written here once listening");
+ABSL_FLAG(std::string, backend, "auto", "auto | cuda | cpu (auto: CUDA if a device is visible)");
+ABSL_FLAG(int, streams, 4, "CUDA streams per device");
+ABSL_FLAG(std::string, kernel_cache_dir, "",
+          "on-disk NVRTC kernel cache (default: $XDG_CACHE_HOME or ~/.cache /gpucompute/kernels)");
+ABSL_FLAG(int, max_batch_size, 64, "most requests coalesced into one launch");
+ABSL_FLAG(int64_t, max_queue_delay_us, 200, "longest a request waits for its batch to fill (µs)");
+ABSL_FLAG(int, max_queue_depth, 1024, "queued requests before RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, max_request_bytes, int64_t{1} << 30, "largest request message accepted");
+ABSL_FLAG(int64_t, max_series_per_request, 100000, "series per periodogram request");
+ABSL_FLAG(int64_t, max_samples_per_series, int64_t{1} << 24, "samples per series");
+ABSL_FLAG(int64_t, max_frequencies_per_series, int64_t{1} << 26, "frequencies per series");
+ABSL_FLAG(int64_t, max_pairs_per_request, int64_t{1} << 40, "sample x frequency pairs per request");
+ABSL_FLAG(int, cpu_threads, 0, "CPU backend worker threads (0: all cores)");
+ABSL_FLAG(int, completion_threads, 2, "threads that finish calls");
+ABSL_FLAG(bool, debug_sync, false, "synchronise after every kernel launch (pins faults)");
+ABSL_FLAG(std::string, log_level, "info", "trace | debug | info | warn | error");
+
+namespace {
+
+std::string DefaultKernelCacheDir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+    return std::string(xdg) + "/gpucompute/kernels";
+  }
+  if (const char* home = std::getenv("HOME"); home && *home) {
+    return std::string(home) + "/.cache/gpucompute/kernels";
+  }
+  return "/tmp/gpucompute-kernels";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("gpucompute-server: batched GPU compute over gRPC");
+  absl::ParseCommandLine(argc, argv);
+  spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
+  spdlog::info("gpucompute-server {}", GPUCOMPUTE_VERSION);
+
+  // Every thread created from here on inherits the blocked signals; one waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  gpucompute::ServerConfig config;
+  config.address = absl::GetFlag(FLAGS_address);
+  config.backend.kind = absl::GetFlag(FLAGS_backend);
+  config.backend.streams_per_device = absl::GetFlag(FLAGS_streams);
+  config.backend.kernel_cache_dir = absl::GetFlag(FLAGS_kernel_cache_dir).empty()
+                                        ? DefaultKernelCacheDir()
+                                        : absl::GetFlag(FLAGS_kernel_cache_dir);
+  config.backend.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
+  config.backend.debug_sync = absl::GetFlag(FLAGS_debug_sync);
+  config.scheduler.max_batch_size = std::max(1, absl::GetFlag(FLAGS_max_batch_size));
+  config.scheduler.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
+  config.scheduler.max_queue_depth = std::max(1, absl::GetFlag(FLAGS_max_queue_depth));
+  config.limits.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
+  config.limits.max_series_per_request = absl::GetFlag(FLAGS_max_series_per_request);
+  config.limits.max_samples_per_series = absl::GetFlag(FLAGS_max_samples_per_series);
+  config.limits.max_frequencies_per_series = absl::GetFlag(FLAGS_max_frequencies_per_series);
+  config.limits.max_pairs_per_request = absl::GetFlag(FLAGS_max_pairs_per_request);
+  config.completion_threads = std::max(1, absl::GetFlag(FLAGS_completion_threads));
+
+  auto server = gpucompute::Server::Start(config);
+  if (!server.ok()) {
+    spdlog::critical("could not start: {}", server.status().ToString());
+    return 1;
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
+    const std::string tmp = path + ".tmp";
+    std::ofstream(tmp) << (*server)->port() << "\n";
+    std::rename(tmp.c_str(), path.c_str());
+  }
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("received {}: stopping (draining in-flight work)", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  (*server)->Shutdown();
+  server->reset();
+  return 0;
+}

@@ -1,0 +1,242 @@
+// CUDA periodogram host code (see cuda_periodogram.h).
+#include "server/ops/periodogram/cuda_periodogram.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/embedded_sources.h"
+#include "kernels/lombscargle_abi.cuh"
+#include "kernels/peak_reduce.cuh"
+#include "server/common/nvtx.h"
+#include "server/common/status_macros.h"
+#include "server/runtime/cuda/cuda_resources.h"
+
+namespace gpucompute::periodogram {
+namespace {
+
+using gpucompute_kernels::LsBlockWork;
+using gpucompute_kernels::LsSeriesDesc;
+using kernels::SegmentPeak;
+
+constexpr size_t kAlign = 256;
+size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Byte offsets of the sections of the input buffer (the same on host and device).
+struct InputLayout {
+  size_t desc = 0, work = 0, seg = 0, t = 0, w = 0, wy = 0, freqs = 0, total = 0;
+};
+
+InputLayout MakeInputLayout(size_t series, size_t blocks, size_t samples, size_t freqs, int elem) {
+  InputLayout l;
+  size_t at = 0;
+  l.desc = at;  at = AlignUp(at + series * sizeof(LsSeriesDesc));
+  l.work = at;  at = AlignUp(at + blocks * sizeof(LsBlockWork));
+  l.seg = at;   at = AlignUp(at + (series + 1) * sizeof(long long));
+  l.t = at;     at = AlignUp(at + samples * sizeof(double));
+  l.w = at;     at = AlignUp(at + samples * elem);
+  l.wy = at;    at = AlignUp(at + samples * elem);
+  l.freqs = at; at = AlignUp(at + freqs * sizeof(double));
+  l.total = at;
+  return l;
+}
+
+template <typename T>
+void PackSamples(const PreparedSeries& p, int64_t offset, double* t, char* w, char* wy) {
+  std::memcpy(t + offset, p.t.data(), p.t.size() * sizeof(double));
+  T* wt = reinterpret_cast<T*>(w) + offset;
+  T* wyt = reinterpret_cast<T*>(wy) + offset;
+  for (size_t i = 0; i < p.t.size(); ++i) {
+    wt[i] = static_cast<T>(p.w[i]);
+    wyt[i] = static_cast<T>(p.wy[i]);
+  }
+}
+
+// Picks the shape for a batch: many frequencies per thread when the batch fills the GPU,
+// fewer when it would leave multiprocessors idle.
+CudaKernelShape ChooseShape(const std::vector<const SeriesSpec*>& series, int multiprocessors) {
+  const std::vector<CudaKernelShape> shapes = DefaultKernelShapes();
+  for (const CudaKernelShape& s : shapes) {
+    int64_t blocks = 0;
+    for (const SeriesSpec* x : series) blocks += (x->grid.size() + s.block * s.k - 1) / (s.block * s.k);
+    if (blocks >= 2 * multiprocessors) return s;
+  }
+  return shapes.back();
+}
+
+}  // namespace
+
+std::vector<CudaKernelShape> DefaultKernelShapes() {
+  // Largest work per thread first (fewest sin/cos per pair), then smaller for small batches.
+  return {CudaKernelShape{128, 8, 256}, CudaKernelShape{128, 2, 256}};
+}
+
+KernelSpec LombScargleKernelSpec(ComputeType dtype, const CudaKernelShape& shape) {
+  KernelSpec spec;
+  spec.label = absl::StrCat("lombscargle<", ComputeTypeName(dtype), ",b", shape.block, ",k",
+                            shape.k, ",tile", shape.tile, ">");
+  spec.program_name = "lombscargle_rtc.cu";
+  spec.source = std::string(EmbeddedKernelSource("lombscargle_rtc.cu"));
+  for (const char* h : {"lombscargle_abi.cuh", "lombscargle_math.cuh"}) {
+    spec.headers.emplace_back(h, std::string(EmbeddedKernelSource(h)));
+  }
+  spec.options = {absl::StrCat("-DLS_T=", dtype == ComputeType::kFloat32 ? "float" : "double"),
+                  absl::StrCat("-DLS_BLOCK=", shape.block), absl::StrCat("-DLS_K=", shape.k),
+                  absl::StrCat("-DLS_TILE=", shape.tile)};
+  spec.kernel_name = "lombscargle";
+  return spec;
+}
+
+absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, StreamSlot& slot,
+                                                      const Batch& batch) {
+  RETURN_IF_ERROR(device.MakeCurrent());
+  const cudaStream_t stream = slot.stream.get();
+  const int elem = ElementSize(batch.dtype);
+  std::vector<const SeriesSpec*> series;
+  for (const auto& r : batch.requests)
+    for (const auto& s : r->series) series.push_back(&s);
+  const CudaKernelShape shape = ChooseShape(series, device.description().multiprocessors);
+  ASSIGN_OR_RETURN(cudaKernel_t kernel,
+                   device.kernels().Get(LombScargleKernelSpec(batch.dtype, shape)));
+
+  PendingPeriodogram pending;
+  pending.dtype = batch.dtype;
+  InputLayout layout;
+  int64_t total_freqs = 0, n_blocks = 0;
+  {
+    NVTX_RANGE("periodogram.pack");
+    std::vector<PreparedSeries> prepared;
+    prepared.reserve(series.size());
+    int64_t samples = 0, explicit_freqs = 0;
+    const int64_t per_block = static_cast<int64_t>(shape.block) * shape.k;
+    for (const SeriesSpec* s : series) {
+      prepared.push_back(Prepare(*s));
+      samples += static_cast<int64_t>(s->t.size());
+      if (!s->grid.uniform) explicit_freqs += s->grid.size();
+      n_blocks += (s->grid.size() + per_block - 1) / per_block;
+    }
+    layout = MakeInputLayout(series.size(), n_blocks, samples, explicit_freqs, elem);
+    RETURN_IF_ERROR(slot.staging_in.Reserve(layout.total));
+    char* base = static_cast<char*>(slot.staging_in.data());
+    auto* desc = reinterpret_cast<LsSeriesDesc*>(base + layout.desc);
+    auto* work = reinterpret_cast<LsBlockWork*>(base + layout.work);
+    auto* seg = reinterpret_cast<long long*>(base + layout.seg);
+    auto* t = reinterpret_cast<double*>(base + layout.t);
+    auto* freqs = reinterpret_cast<double*>(base + layout.freqs);
+    int64_t sample_at = 0, freq_at = 0, block_at = 0;
+    for (size_t i = 0; i < series.size(); ++i) {
+      const SeriesSpec& s = *series[i];
+      const PreparedSeries& p = prepared[i];
+      LsSeriesDesc& d = desc[i];
+      d = LsSeriesDesc{};
+      d.sample_offset = sample_at;
+      d.out_offset = total_freqs;
+      d.n_freq = s.grid.size();
+      d.n_samples = static_cast<int>(s.t.size());
+      d.fit_mean = s.fit_mean ? 1 : 0;
+      d.normalization = static_cast<int>(s.normalization);
+      d.yy = p.yy;
+      d.psd_scale = p.psd_scale;
+      if (s.grid.uniform) {
+        d.explicit_offset = -1;
+        d.f0 = s.grid.uniform->f0;
+        d.df = s.grid.uniform->df;
+      } else {
+        d.explicit_offset = freq_at;
+        std::memcpy(freqs + freq_at, s.grid.explicit_frequencies.data(),
+                    s.grid.explicit_frequencies.size() * sizeof(double));
+        freq_at += s.grid.size();
+      }
+      if (batch.dtype == ComputeType::kFloat32) {
+        PackSamples<float>(p, sample_at, t, base + layout.w, base + layout.wy);
+      } else {
+        PackSamples<double>(p, sample_at, t, base + layout.w, base + layout.wy);
+      }
+      const int64_t chunks = (d.n_freq + per_block - 1) / per_block;
+      for (int64_t c = 0; c < chunks; ++c) work[block_at++] = LsBlockWork{static_cast<int>(i), static_cast<int>(c)};
+      seg[i] = total_freqs;
+      pending.out_offsets.push_back(total_freqs);
+      sample_at += d.n_samples;
+      total_freqs += d.n_freq;
+    }
+    seg[series.size()] = total_freqs;
+  }
+
+  const size_t power_bytes = AlignUp(static_cast<size_t>(total_freqs) * elem);
+  pending.peaks_offset = power_bytes;
+  const size_t out_bytes = power_bytes + series.size() * sizeof(SegmentPeak);
+  RETURN_IF_ERROR(slot.staging_out.Reserve(out_bytes));
+
+  void* d_in = nullptr;
+  void* d_out = nullptr;
+  CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&d_in, layout.total, device.memory_pool(), stream));
+  CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&d_out, out_bytes, device.memory_pool(), stream));
+  {
+    NVTX_RANGE("periodogram.copy_in");
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_in, slot.staging_in.data(), layout.total,
+                                         cudaMemcpyHostToDevice, stream));
+  }
+  {
+    NVTX_RANGE("periodogram.kernel");
+    char* in = static_cast<char*>(d_in);
+    const void* a_desc = in + layout.desc;
+    const void* a_work = in + layout.work;
+    const void* a_t = in + layout.t;
+    const void* a_w = in + layout.w;
+    const void* a_wy = in + layout.wy;
+    const void* a_freqs = in + layout.freqs;
+    void* a_power = d_out;
+    void* args[] = {&a_desc, &a_work, &a_t, &a_w, &a_wy, &a_freqs, &a_power};
+    if (n_blocks > 0) {
+      CUDA_RETURN_IF_ERROR(cudaLaunchKernel(reinterpret_cast<const void*>(kernel),
+                                            dim3(static_cast<unsigned>(n_blocks)), dim3(shape.block),
+                                            args, 0, stream));
+      CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+    }
+    auto* seg = reinterpret_cast<const long long*>(in + layout.seg);
+    auto* peaks = reinterpret_cast<SegmentPeak*>(static_cast<char*>(d_out) + power_bytes);
+    const int n = static_cast<int>(series.size());
+    if (batch.dtype == ComputeType::kFloat32) {
+      CUDA_RETURN_IF_ERROR(kernels::LaunchSegmentArgmax(static_cast<const float*>(d_out), seg, n, peaks, stream));
+    } else {
+      CUDA_RETURN_IF_ERROR(kernels::LaunchSegmentArgmax(static_cast<const double*>(d_out), seg, n, peaks, stream));
+    }
+    CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+  }
+  {
+    NVTX_RANGE("periodogram.copy_out");
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slot.staging_out.data(), d_out, out_bytes,
+                                         cudaMemcpyDeviceToHost, stream));
+  }
+  CUDA_RETURN_IF_ERROR(cudaFreeAsync(d_in, stream));
+  CUDA_RETURN_IF_ERROR(cudaFreeAsync(d_out, stream));
+  return pending;
+}
+
+std::vector<SeriesPower> UnpackPeriodogram(const PendingPeriodogram& pending,
+                                           const StreamSlot& slot, const Batch& batch) {
+  NVTX_RANGE("periodogram.unpack");
+  const int elem = ElementSize(pending.dtype);
+  const char* base = static_cast<const char*>(slot.staging_out.data());
+  const auto* peaks = reinterpret_cast<const SegmentPeak*>(base + pending.peaks_offset);
+  std::vector<SeriesPower> out;
+  out.reserve(pending.out_offsets.size());
+  size_t i = 0;
+  for (const auto& r : batch.requests) {
+    for (const auto& s : r->series) {
+      SeriesPower p;
+      const int64_t n = s.grid.size();
+      p.power.assign(base + pending.out_offsets[i] * elem, static_cast<size_t>(n) * elem);
+      const SegmentPeak& peak = peaks[i];
+      p.peak_index = peak.index < 0 ? 0 : peak.index;
+      p.peak_frequency = s.grid.frequency(p.peak_index);
+      p.peak_power = peak.index < 0 ? std::nan("") : peak.value;
+      out.push_back(std::move(p));
+      ++i;
+    }
+  }
+  return out;
+}
+
+}  // namespace gpucompute::periodogram

@@ -1,0 +1,45 @@
+// CUDA host code of the periodogram: packs a batch into the slot's pinned staging buffer,
+// copies it in, launches the NVRTC kernel over every series and frequency in one launch,
+// reduces the peaks on the device and copies power and peaks out, all on the slot's stream.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/ops/periodogram/periodogram.h"
+#include "server/runtime/cuda/device_context.h"
+#include "server/runtime/cuda/kernel_cache.h"
+
+namespace gpucompute::periodogram {
+
+// Kernel shape: threads per block, frequencies per thread, samples per shared-memory tile.
+struct CudaKernelShape {
+  int block = 128;
+  int k = 8;
+  int tile = 256;
+};
+
+// The NVRTC program for one dtype and shape (a kernel-cache key).
+KernelSpec LombScargleKernelSpec(ComputeType dtype, const CudaKernelShape& shape);
+
+// The shapes the server warms at start-up and chooses from per batch.
+std::vector<CudaKernelShape> DefaultKernelShapes();
+
+// Where one enqueued batch's results will be in the slot's output staging buffer.
+struct PendingPeriodogram {
+  ComputeType dtype = ComputeType::kFloat64;
+  std::vector<int64_t> out_offsets;  // per series, in elements of power
+  size_t peaks_offset = 0;           // bytes; SegmentPeak per series
+};
+
+// Enqueues `batch` on `slot`'s stream. Returns once everything is enqueued; the results are
+// valid in slot.staging_out once the stream reaches the point after this call.
+absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, StreamSlot& slot,
+                                                      const Batch& batch);
+
+// Copies the results out of the slot's staging buffer (host work only; no CUDA call).
+std::vector<SeriesPower> UnpackPeriodogram(const PendingPeriodogram& pending,
+                                           const StreamSlot& slot, const Batch& batch);
+
+}  // namespace gpucompute::periodogram

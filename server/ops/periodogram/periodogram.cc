@@ -1,0 +1,100 @@
+// Periodogram semantics shared by every backend: grids, host preparation, peaks.
+#include "server/ops/periodogram/periodogram.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace gpucompute::periodogram {
+
+const char* ComputeTypeName(ComputeType t) {
+  return t == ComputeType::kFloat32 ? "float32" : "float64";
+}
+
+absl::StatusOr<UniformGrid> AutoFrequency(const std::vector<double>& t,
+                                          const AutoGridParams& params) {
+  if (t.empty()) return absl::InvalidArgumentError("autofrequency needs at least one sample");
+  const auto [lo, hi] = std::minmax_element(t.begin(), t.end());
+  const double baseline = *hi - *lo;
+  if (!(baseline > 0)) {
+    return absl::InvalidArgumentError(
+        "automatic frequency grid needs a baseline > 0 (at least two distinct times)");
+  }
+  UniformGrid grid;
+  grid.df = 1.0 / baseline / params.samples_per_peak;
+  grid.f0 = params.minimum_frequency.value_or(0.5 * grid.df);
+  const double f_max = params.maximum_frequency.value_or(
+      params.nyquist_factor * (0.5 * static_cast<double>(t.size()) / baseline));
+  // Astropy: Nf = 1 + int(np.round((f_max - f_min) / df)); np.round rounds half to even, as
+  // nearbyint does in the default rounding mode.
+  const double steps = std::nearbyint((f_max - grid.f0) / grid.df);
+  if (!std::isfinite(steps) || steps < 0 || steps > 1e15) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "automatic frequency grid is empty or unbounded: minimum ", grid.f0, ", maximum ", f_max,
+        ", step ", grid.df));
+  }
+  grid.n = 1 + static_cast<int64_t>(steps);
+  return grid;
+}
+
+int64_t Request::pairs() const {
+  int64_t total = 0;
+  for (const auto& s : series) total += static_cast<int64_t>(s.t.size()) * s.grid.size();
+  return total;
+}
+
+int64_t Batch::series_count() const {
+  int64_t total = 0;
+  for (const auto& r : requests) total += static_cast<int64_t>(r->series.size());
+  return total;
+}
+
+PreparedSeries Prepare(const SeriesSpec& series) {
+  const size_t n = series.t.size();
+  PreparedSeries p;
+  p.t.resize(n);
+  p.w.resize(n);
+  p.wy.resize(n);
+  if (n == 0) return p;
+  const auto [lo, hi] = std::minmax_element(series.t.begin(), series.t.end());
+  const double t_mid = 0.5 * (*lo + *hi);
+  for (size_t i = 0; i < n; ++i) p.t[i] = series.t[i] - t_mid;
+
+  double inv_var_sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    p.w[i] = series.dy.empty() ? 1.0 : 1.0 / (series.dy[i] * series.dy[i]);
+    inv_var_sum += p.w[i];
+  }
+  for (double& w : p.w) w /= inv_var_sum;
+  double y_mean = 0;
+  if (series.fit_mean || series.center_data) {
+    for (size_t i = 0; i < n; ++i) y_mean += p.w[i] * series.y[i];
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const double y = series.y[i] - y_mean;
+    p.wy[i] = p.w[i] * y;
+    p.yy += p.wy[i] * y;
+  }
+  p.psd_scale = 0.5 * inv_var_sum;
+  return p;
+}
+
+template <typename T>
+void FindPeak(const T* power, const Grid& grid, SeriesPower* out) {
+  const int64_t n = grid.size();
+  int64_t best = -1;
+  for (int64_t k = 0; k < n; ++k) {
+    if (std::isnan(power[k])) continue;
+    if (best < 0 || power[k] > power[best]) best = k;
+  }
+  out->peak_index = best < 0 ? 0 : best;
+  out->peak_frequency = n > 0 ? grid.frequency(out->peak_index) : 0;
+  out->peak_power = best < 0 ? std::nan("") : static_cast<double>(power[best]);
+}
+
+template void FindPeak<float>(const float*, const Grid&, SeriesPower*);
+template void FindPeak<double>(const double*, const Grid&, SeriesPower*);
+
+}  // namespace gpucompute::periodogram

@@ -1,0 +1,115 @@
+// The periodogram operation's semantics, shared by every backend: Astropy's LombScargle with
+// nterms = 1 (floating mean, weights from dy, normalizations standard/model/log/psd).
+//
+// Conventions (the same as astropy.timeseries.LombScargle, method "slow"/"cython"):
+//   w_i = dy_i^-2 / sum(dy^-2)            (dy absent: dy_i = 1)
+//   y  <- y - sum(w y)                     if fit_mean or center_data
+//   p(f) = v^T M^-1 v, the weighted least-squares power of a sinusoid at f, where with
+//   c_i = cos(2 pi f t_i), s_i = sin(2 pi f t_i):
+//     v = (sum w y c, sum w y s),  M = [[sum w c c, sum w c s], [sum w c s, sum w s s]]
+//   and, with fit_mean, every sum is taken about the weighted means (M_hat = M - m m^T with
+//   m = (sum w c, sum w s)). This equals Astropy's time-shift (tau) form exactly in exact
+//   arithmetic: tau is the rotation that diagonalises M.
+//   YY = sum w y^2;  standard p/YY, model p/(YY-p), log -log(1-p/YY), psd p * sum(dy^-2)/2.
+// Frequencies are in cycles per unit of t. Time is centred on the midpoint of the series before
+// any phase is formed (the power is invariant to a time shift), which keeps f*t small.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace gpucompute::periodogram {
+
+enum class Normalization : int { kStandard = 0, kModel = 1, kLog = 2, kPsd = 3 };
+enum class ComputeType { kFloat32, kFloat64 };
+
+inline int ElementSize(ComputeType t) { return t == ComputeType::kFloat32 ? 4 : 8; }
+const char* ComputeTypeName(ComputeType t);
+
+// f_k = f0 + k * df, k = 0 .. n-1.
+struct UniformGrid {
+  double f0 = 0;
+  double df = 0;
+  int64_t n = 0;
+};
+
+// A frequency grid: uniform (also what AutoGrid produces) or an explicit list.
+struct Grid {
+  std::optional<UniformGrid> uniform;
+  std::vector<double> explicit_frequencies;  // used when `uniform` is unset
+
+  int64_t size() const { return uniform ? uniform->n : static_cast<int64_t>(explicit_frequencies.size()); }
+  double frequency(int64_t k) const {
+    return uniform ? uniform->f0 + static_cast<double>(k) * uniform->df : explicit_frequencies[k];
+  }
+};
+
+// Astropy's LombScargle.autofrequency parameters.
+struct AutoGridParams {
+  double samples_per_peak = 5;
+  double nyquist_factor = 5;
+  std::optional<double> minimum_frequency;
+  std::optional<double> maximum_frequency;
+};
+
+// Astropy's autofrequency rule for sample times `t` (baseline = max - min). Fails with
+// INVALID_ARGUMENT when the rule yields no valid grid (zero baseline, max <= min, ...).
+absl::StatusOr<UniformGrid> AutoFrequency(const std::vector<double>& t, const AutoGridParams& params);
+
+// One validated series with its resolved grid and options.
+struct SeriesSpec {
+  std::vector<double> t;
+  std::vector<double> y;
+  std::vector<double> dy;  // empty: no measurement errors
+  Grid grid;
+  bool fit_mean = true;
+  bool center_data = true;
+  Normalization normalization = Normalization::kStandard;
+};
+
+// One decoded request: all its series share the compute dtype.
+struct Request {
+  ComputeType dtype = ComputeType::kFloat64;
+  std::vector<SeriesSpec> series;
+
+  int64_t pairs() const;  // sum over series of samples x frequencies
+};
+
+// A batch of requests coalesced by the scheduler; all have the same dtype. Backends compute
+// every series of every request, in order.
+struct Batch {
+  ComputeType dtype = ComputeType::kFloat64;
+  std::vector<std::shared_ptr<const Request>> requests;
+
+  int64_t series_count() const;
+};
+
+// Everything a backend needs of one series besides its grid, computed once on the host.
+struct PreparedSeries {
+  std::vector<double> t;   // centred on the midpoint of [min t, max t]
+  std::vector<double> w;   // normalised weights (sum 1)
+  std::vector<double> wy;  // w * y, y centred when fit_mean or center_data
+  double yy = 0;           // sum w y^2 (y as above)
+  double psd_scale = 0;    // sum(dy^-2) / 2
+};
+PreparedSeries Prepare(const SeriesSpec& series);
+
+// The result for one series: power in the request's dtype as raw little-endian bytes (moved
+// into the response Tensor without a copy) and the peak.
+struct SeriesPower {
+  std::string power;
+  int64_t peak_index = 0;
+  double peak_frequency = 0;
+  double peak_power = 0;
+};
+
+// Finds the peak of `power` (n values of type T) over `grid`; NaN values are skipped.
+template <typename T>
+void FindPeak(const T* power, const Grid& grid, SeriesPower* out);
+
+}  // namespace gpucompute::periodogram

@@ -1,0 +1,76 @@
+// The compute backend behind the scheduler: CUDA (one DeviceContext per GPU) or the CPU
+// reference. Backends run batches asynchronously and report through the completion queue.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/ops/periodogram/periodogram.h"
+
+namespace gpucompute {
+
+class CompletionQueue;
+
+struct DeviceDescription {
+  int index = 0;
+  std::string name;
+  int cc_major = 0;
+  int cc_minor = 0;
+  int64_t total_memory_bytes = 0;
+  int multiprocessors = 0;
+  int streams = 0;
+};
+
+struct KernelCacheStats {
+  int64_t entries = 0;
+  int64_t hits = 0;
+  int64_t misses = 0;
+  int64_t disk_hits = 0;
+  double compile_ms_total = 0;
+  std::vector<std::string> kernels;
+  std::string directory;
+};
+
+struct BackendOptions {
+  std::string kind = "auto";     // auto | cuda | cpu
+  int streams_per_device = 4;
+  std::string kernel_cache_dir;  // empty: in memory only
+  int cpu_threads = 0;           // 0: hardware concurrency
+  bool debug_sync = false;       // synchronise after each launch (pins faults)
+};
+
+class Backend {
+ public:
+  using PeriodogramDone =
+      std::function<void(absl::StatusOr<std::vector<periodogram::SeriesPower>>)>;
+
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;  // "cuda" or "cpu"
+
+  // Computes every series of every request in `batch` (one SeriesPower each, in order) and
+  // calls `done` exactly once, on a completion-queue thread. May block the caller while every
+  // stream (or worker) is busy: that is the scheduler's back-pressure. Never call it from a
+  // gRPC thread.
+  virtual void RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
+                              PeriodogramDone done) = 0;
+
+  virtual std::vector<DeviceDescription> Devices() const = 0;
+  virtual KernelCacheStats KernelStats() const { return {}; }
+  virtual std::string NvrtcVersion() const { return ""; }
+};
+
+// Picks the backend: "cuda" requires a device (error otherwise), "cpu" always works, "auto"
+// takes CUDA when the build has it and a device is visible, else the CPU. `completions` must
+// outlive the backend.
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options,
+                                                       CompletionQueue* completions);
+
+// True when this build includes the CUDA backend and at least one device is visible.
+bool CudaDeviceAvailable();
+
+}  // namespace gpucompute

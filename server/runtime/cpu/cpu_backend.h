@@ -1,0 +1,40 @@
+// CPU backend: the float64 reference periodogram on a pool of worker threads. A batch is cut
+// into (series, frequency range) tasks so that one large series uses every core.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "server/runtime/backend.h"
+
+namespace gpucompute {
+
+class CpuBackend final : public Backend {
+ public:
+  // `threads` <= 0: hardware concurrency. `completions` must outlive the backend.
+  CpuBackend(int threads, CompletionQueue* completions);
+  ~CpuBackend() override;  // finishes queued tasks, joins workers
+
+  std::string name() const override { return "cpu"; }
+  void RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
+                      PeriodogramDone done) override;
+  std::vector<DeviceDescription> Devices() const override { return {}; }
+
+ private:
+  void WorkerLoop();
+
+  CompletionQueue* const completions_;
+  int max_in_flight_batches_ = 1;
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  int in_flight_batches_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace gpucompute

@@ -1,0 +1,40 @@
+// CUDA backend: one DeviceContext per visible GPU; batches go round-robin to devices and to
+// a free stream slot on each. Completion: cudaLaunchHostFunc posts to the completion queue
+// (the host function itself makes no CUDA call).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/runtime/backend.h"
+#include "server/runtime/cuda/device_context.h"
+
+namespace gpucompute {
+
+class CudaBackend final : public Backend {
+ public:
+  static int DeviceCount();  // 0 when no driver or device
+  // Creates a context per device and warms the kernel cache with the default variants.
+  static absl::StatusOr<std::unique_ptr<Backend>> Create(const BackendOptions& options,
+                                                         CompletionQueue* completions);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  void RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
+                      PeriodogramDone done) override;
+  std::vector<DeviceDescription> Devices() const override;
+  KernelCacheStats KernelStats() const override;
+  std::string NvrtcVersion() const override { return KernelCache::NvrtcVersion(); }
+
+ private:
+  CudaBackend(std::vector<std::unique_ptr<DeviceContext>> devices, CompletionQueue* completions)
+      : devices_(std::move(devices)), completions_(completions) {}
+
+  std::vector<std::unique_ptr<DeviceContext>> devices_;
+  CompletionQueue* const completions_;
+  std::atomic<uint64_t> next_device_{0};
+};
+
+}  // namespace gpucompute

@@ -1,0 +1,80 @@
+// One GPU's runtime: a fixed pool of streams (each with its own pinned staging buffers), the
+// stream-ordered memory pool, and the kernel cache. Nothing here allocates on the request path
+// except pinned staging growth, which happens only when a batch is larger than any before.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/runtime/backend.h"
+#include "server/runtime/cuda/cuda_resources.h"
+#include "server/runtime/cuda/kernel_cache.h"
+
+namespace gpucompute {
+
+// A stream and the pinned host buffers that belong to it. Owned by the DeviceContext; lent to
+// one batch at a time between AcquireSlot and ReleaseSlot.
+struct StreamSlot {
+  int index = 0;
+  CudaStream stream;
+  PinnedBuffer staging_in;   // host -> device
+  PinnedBuffer staging_out;  // device -> host
+};
+
+class DeviceContext {
+ public:
+  struct Options {
+    int device = 0;
+    int streams = 4;
+    std::string kernel_cache_dir;                      // empty: memory only
+    size_t initial_staging_bytes = size_t{8} << 20;   // per slot, each direction
+    uint64_t pool_release_threshold = UINT64_MAX;      // bytes the pool keeps when idle
+    bool debug_sync = false;
+  };
+
+  static absl::StatusOr<std::unique_ptr<DeviceContext>> Create(const Options& options);
+  ~DeviceContext();  // synchronises its streams, then releases everything (logs errors)
+  DeviceContext(const DeviceContext&) = delete;
+  DeviceContext& operator=(const DeviceContext&) = delete;
+
+  int device() const { return options_.device; }
+  int arch() const { return description_.cc_major * 10 + description_.cc_minor; }
+  const DeviceDescription& description() const { return description_; }
+  bool debug_sync() const { return options_.debug_sync; }
+  KernelCache& kernels() { return *kernels_; }
+  cudaMemPool_t memory_pool() const { return pool_; }
+  int num_streams() const { return static_cast<int>(slots_.size()); }
+
+  // Makes this device current on the calling thread.
+  absl::Status MakeCurrent() const;
+
+  // Blocks until a slot is free and lends it (never null). Thread-safe.
+  StreamSlot* AcquireSlot();
+  // Returns a slot once all work enqueued on it has finished. Thread-safe, no CUDA call: may
+  // run on a completion thread. A slot that is not lent (double release, foreign pointer) is
+  // logged and ignored.
+  void ReleaseSlot(StreamSlot* slot);
+
+ private:
+  explicit DeviceContext(const Options& options);
+  bool HasFreeSlot() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !free_slots_.empty(); }
+
+  Options options_;
+  DeviceDescription description_;
+  cudaMemPool_t pool_ = nullptr;  // the device's default pool, configured (not owned)
+  std::unique_ptr<KernelCache> kernels_;
+  std::vector<std::unique_ptr<StreamSlot>> slots_;  // fixed once Create returns
+
+  absl::Mutex mu_;
+  std::vector<StreamSlot*> free_slots_ ABSL_GUARDED_BY(mu_);  // LIFO: reuse the warmest slot
+};
+
+}  // namespace gpucompute

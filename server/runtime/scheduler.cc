@@ -1,0 +1,182 @@
+// Dynamic batching scheduler (see scheduler.h).
+#include "server/runtime/scheduler.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "server/common/nvtx.h"
+#include "spdlog/spdlog.h"
+
+namespace gpucompute {
+
+PeriodogramScheduler::PeriodogramScheduler(Backend* backend, SchedulerOptions options)
+    : backend_(backend), options_(options) {
+  dispatcher_ = std::thread([this] { DispatchLoop(); });
+}
+
+PeriodogramScheduler::~PeriodogramScheduler() { Shutdown(); }
+
+absl::Status PeriodogramScheduler::Enqueue(Job job) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::UnavailableError("server is shutting down");
+  if (static_cast<int>(queue_.size()) >= options_.max_queue_depth) {
+    ++stats_.rejected_queue_full;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "periodogram queue is full (", options_.max_queue_depth, " requests waiting); retry later"));
+  }
+  queue_.push_back(Queued{std::move(job), absl::Now(), NvtxStart("periodogram.queue")});
+  return absl::OkStatus();
+}
+
+void PeriodogramScheduler::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_ && !dispatcher_.joinable()) return;
+    stopping_ = true;
+  }
+  if (dispatcher_.joinable()) dispatcher_.join();
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](int64_t* n) { return *n == 0; }, &in_flight_batches_));
+}
+
+BatchingStats PeriodogramScheduler::Stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+bool PeriodogramScheduler::BatchReady(absl::Time now) const {
+  if (queue_.empty()) return false;
+  if (stopping_) return true;
+  if (now - queue_.front().enqueued >= options_.max_queue_delay) return true;
+  // Full when enough compatible requests wait.
+  const auto dtype = queue_.front().job.request->dtype;
+  int count = 0;
+  int64_t pairs = 0;
+  for (const auto& q : queue_) {
+    if (q.job.request->dtype != dtype) continue;
+    ++count;
+    pairs += q.job.request->pairs();
+    if (count >= options_.max_batch_size || pairs >= options_.max_batch_pairs) return true;
+  }
+  return false;
+}
+
+std::vector<PeriodogramScheduler::Queued> PeriodogramScheduler::TakeBatch() {
+  std::vector<Queued> batch;
+  const auto dtype = queue_.front().job.request->dtype;
+  int64_t pairs = 0;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (static_cast<int>(batch.size()) >= options_.max_batch_size) break;
+    if (it->job.request->dtype != dtype) {
+      ++it;
+      continue;
+    }
+    const int64_t p = it->job.request->pairs();
+    if (!batch.empty() && pairs + p > options_.max_batch_pairs) break;
+    pairs += p;
+    batch.push_back(std::move(*it));
+    it = queue_.erase(it);
+  }
+  return batch;
+}
+
+void PeriodogramScheduler::DispatchLoop() {
+  for (;;) {
+    std::vector<Queued> batch;
+    {
+      absl::MutexLock lock(&mu_);
+      for (;;) {
+        if (queue_.empty() && stopping_) return;
+        const absl::Time now = absl::Now();
+        if (BatchReady(now)) break;
+        if (queue_.empty()) {
+          mu_.Await(absl::Condition(
+              +[](PeriodogramScheduler* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
+                return s->stopping_ || !s->queue_.empty();
+              },
+              this));
+        } else {
+          // Wait for more requests until the oldest has waited max_queue_delay.
+          const absl::Time fire = queue_.front().enqueued + options_.max_queue_delay;
+          const size_t seen = queue_.size();
+          struct Arg {
+            PeriodogramScheduler* s;
+            size_t seen;
+          } arg{this, seen};
+          mu_.AwaitWithDeadline(
+              absl::Condition(
+                  +[](Arg* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                    return a->s->stopping_ || a->s->queue_.size() != a->seen;
+                  },
+                  &arg),
+              fire);
+        }
+      }
+      batch = TakeBatch();
+    }
+    Dispatch(std::move(batch));
+  }
+}
+
+void PeriodogramScheduler::Dispatch(std::vector<Queued> queued) {
+  const absl::Time now = absl::Now();
+  auto batch = std::make_shared<periodogram::Batch>();
+  batch->dtype = queued.front().job.request->dtype;
+  std::vector<Queued> live;
+  live.reserve(queued.size());
+  int64_t expired = 0;
+  for (auto& q : queued) {
+    NvtxEnd(q.nvtx_queue);
+    const JobTimings timings{now - q.enqueued, absl::ZeroDuration(), 0};
+    if (q.job.is_cancelled && q.job.is_cancelled()) {
+      q.job.done(absl::CancelledError("request cancelled before dispatch"), timings);
+      ++expired;
+    } else if (now > q.job.deadline) {
+      q.job.done(absl::DeadlineExceededError("deadline passed while queued"), timings);
+      ++expired;
+    } else {
+      batch->requests.push_back(q.job.request);
+      live.push_back(std::move(q));
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.expired_before_dispatch += expired;
+    if (live.empty()) return;
+    stats_.requests += static_cast<int64_t>(live.size());
+    stats_.batches += 1;
+    stats_.largest_batch = std::max<int64_t>(stats_.largest_batch, live.size());
+    ++in_flight_batches_;
+  }
+  if (live.size() > 1) {
+    SPDLOG_DEBUG("periodogram batch of {} requests ({} series)", live.size(),
+                 batch->series_count());
+  }
+  auto jobs = std::make_shared<std::vector<Queued>>(std::move(live));
+  backend_->RunPeriodogram(
+      batch, [this, jobs, dispatched = now](
+                 absl::StatusOr<std::vector<periodogram::SeriesPower>> result) {
+        const absl::Duration compute = absl::Now() - dispatched;
+        const int n = static_cast<int>(jobs->size());
+        size_t next = 0;
+        for (auto& q : *jobs) {
+          const JobTimings timings{dispatched - q.enqueued, compute, n};
+          if (!result.ok()) {
+            q.job.done(result.status(), timings);
+            continue;
+          }
+          const size_t count = q.job.request->series.size();
+          std::vector<periodogram::SeriesPower> mine;
+          mine.reserve(count);
+          for (size_t i = 0; i < count; ++i) mine.push_back(std::move((*result)[next + i]));
+          next += count;
+          q.job.done(std::move(mine), timings);
+        }
+        absl::MutexLock lock(&mu_);
+        --in_flight_batches_;
+      });
+}
+
+}  // namespace gpucompute

@@ -1,0 +1,17 @@
+// Per-request size limits enforced while decoding (RESOURCE_EXHAUSTED when exceeded).
+#pragma once
+
+#include <cstdint>
+
+namespace gpucompute {
+
+struct ServiceLimits {
+  int64_t max_request_bytes = int64_t{1} << 30;    // gRPC receive limit
+  int64_t max_response_bytes = int64_t{1} << 30;   // gRPC send limit; bounds total output
+  int64_t max_series_per_request = 100000;
+  int64_t max_samples_per_series = int64_t{1} << 24;
+  int64_t max_frequencies_per_series = int64_t{1} << 26;
+  int64_t max_pairs_per_request = int64_t{1} << 40;
+};
+
+}  // namespace gpucompute

@@ -1,0 +1,193 @@
+// PeriodogramRequest decoding and validation (see periodogram_decode.h).
+#include "server/service/periodogram_decode.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
+#include "server/service/tensor_codec.h"
+
+namespace gpucompute {
+namespace {
+
+using periodogram::Grid;
+
+absl::Status CheckPositiveFinite(double v, const std::string& field) {
+  if (!std::isfinite(v) || !(v > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": must be finite and > 0 (got ", v, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Grid> DecodeGrid(const v1::FrequencyGrid* spec, const std::vector<double>& t,
+                                const std::string& field, const ServiceLimits& limits) {
+  Grid grid;
+  if (spec == nullptr || spec->kind_case() == v1::FrequencyGrid::KIND_NOT_SET ||
+      spec->kind_case() == v1::FrequencyGrid::kAuto) {
+    periodogram::AutoGridParams params;
+    if (spec != nullptr && spec->has_auto_()) {
+      const auto& a = spec->auto_();
+      const std::string f = field + ".auto";
+      if (a.has_samples_per_peak()) {
+        RETURN_IF_ERROR(CheckPositiveFinite(a.samples_per_peak(), f + ".samples_per_peak"));
+        params.samples_per_peak = a.samples_per_peak();
+      }
+      if (a.has_nyquist_factor()) {
+        RETURN_IF_ERROR(CheckPositiveFinite(a.nyquist_factor(), f + ".nyquist_factor"));
+        params.nyquist_factor = a.nyquist_factor();
+      }
+      if (a.has_minimum_frequency()) {
+        RETURN_IF_ERROR(CheckPositiveFinite(a.minimum_frequency(), f + ".minimum_frequency"));
+        params.minimum_frequency = a.minimum_frequency();
+      }
+      if (a.has_maximum_frequency()) {
+        RETURN_IF_ERROR(CheckPositiveFinite(a.maximum_frequency(), f + ".maximum_frequency"));
+        params.maximum_frequency = a.maximum_frequency();
+      }
+    }
+    auto uniform = periodogram::AutoFrequency(t, params);
+    if (!uniform.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".auto: ", uniform.status().message()));
+    }
+    if (uniform->n > limits.max_frequencies_per_series) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          field, ".auto: the automatic grid has ", uniform->n,
+          " frequencies, over the limit of ", limits.max_frequencies_per_series,
+          " per series (set maximum_frequency or samples_per_peak)"));
+    }
+    grid.uniform = *uniform;
+  } else if (spec->kind_case() == v1::FrequencyGrid::kUniform) {
+    const auto& u = spec->uniform();
+    RETURN_IF_ERROR(CheckPositiveFinite(u.f0(), field + ".uniform.f0"));
+    RETURN_IF_ERROR(CheckPositiveFinite(u.df(), field + ".uniform.df"));
+    if (u.n() < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".uniform.n: must be >= 1 (got ", u.n(), ")"));
+    }
+    if (u.n() > limits.max_frequencies_per_series) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(field, ".uniform.n: ", u.n(), " frequencies is over the limit of ",
+                       limits.max_frequencies_per_series, " per series"));
+    }
+    RETURN_IF_ERROR(CheckPositiveFinite(u.f0() + static_cast<double>(u.n() - 1) * u.df(),
+                                        field + ".uniform (last frequency)"));
+    grid.uniform = periodogram::UniformGrid{u.f0(), u.df(), u.n()};
+  } else {
+    const std::string f = field + ".explicit_frequencies";
+    ASSIGN_OR_RETURN(grid.explicit_frequencies,
+                     DecodeVector(spec->explicit_frequencies(), f, /*require_finite=*/false));
+    if (grid.explicit_frequencies.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(f, ": at least one frequency is required"));
+    }
+    if (static_cast<int64_t>(grid.explicit_frequencies.size()) > limits.max_frequencies_per_series) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(f, ": ", grid.explicit_frequencies.size(),
+                       " frequencies is over the limit of ", limits.max_frequencies_per_series,
+                       " per series"));
+    }
+    for (size_t k = 0; k < grid.explicit_frequencies.size(); ++k) {
+      const double v = grid.explicit_frequencies[k];
+      if (!std::isfinite(v) || !(v > 0)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            f, ": frequencies must be finite and > 0 (index ", k, " is ", v, ")"));
+      }
+    }
+  }
+  return grid;
+}
+
+}  // namespace
+
+absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::PeriodogramRequest& request,
+                                                              const ServiceLimits& limits) {
+  periodogram::Request out;
+  switch (request.dtype()) {
+    case v1::DTYPE_UNSPECIFIED:
+    case v1::FLOAT64: out.dtype = periodogram::ComputeType::kFloat64; break;
+    case v1::FLOAT32: out.dtype = periodogram::ComputeType::kFloat32; break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dtype: must be float32 or float64 (got ", DTypeName(request.dtype()), ")"));
+  }
+  if (!v1::Normalization_IsValid(request.normalization())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "normalization: unknown value ", request.normalization(),
+        " (standard, model, log or psd)"));
+  }
+  if (request.series_size() == 0) {
+    return absl::InvalidArgumentError("series: at least one series is required");
+  }
+  if (request.series_size() > limits.max_series_per_request) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("series: ", request.series_size(), " series is over the limit of ",
+                     limits.max_series_per_request, " per request"));
+  }
+  const bool fit_mean = request.has_fit_mean() ? request.fit_mean() : true;
+  const bool center_data = request.has_center_data() ? request.center_data() : true;
+  const auto normalization = static_cast<periodogram::Normalization>(request.normalization());
+  const int64_t elem = periodogram::ElementSize(out.dtype);
+  int64_t pairs = 0;
+  int64_t output_bytes = 0;
+  out.series.resize(request.series_size());
+  for (int i = 0; i < request.series_size(); ++i) {
+    const v1::Series& in = request.series(i);
+    periodogram::SeriesSpec& s = out.series[i];
+    const std::string field = absl::StrCat("series[", i, "]");
+    if (!in.has_t()) return absl::InvalidArgumentError(field + ".t: missing");
+    if (!in.has_y()) return absl::InvalidArgumentError(field + ".y: missing");
+    ASSIGN_OR_RETURN(s.t, DecodeVector(in.t(), field + ".t"));
+    if (static_cast<int64_t>(s.t.size()) > limits.max_samples_per_series) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(field, ".t: ", s.t.size(), " samples is over the limit of ",
+                       limits.max_samples_per_series, " per series"));
+    }
+    if (s.t.size() < 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".t: a series needs at least 2 samples (got ", s.t.size(), ")"));
+    }
+    ASSIGN_OR_RETURN(s.y, DecodeVector(in.y(), field + ".y"));
+    if (s.y.size() != s.t.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".y: length ", s.y.size(),
+                                                     " differs from t's length ", s.t.size()));
+    }
+    if (in.has_dy()) {
+      ASSIGN_OR_RETURN(s.dy, DecodeVector(in.dy(), field + ".dy", /*require_finite=*/false));
+      if (s.dy.size() != s.t.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ".dy: length ", s.dy.size(), " differs from t's length ", s.t.size()));
+      }
+      for (size_t k = 0; k < s.dy.size(); ++k) {
+        if (!std::isfinite(s.dy[k]) || !(s.dy[k] > 0)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              field, ".dy: values must be finite and > 0 (index ", k, " is ", s.dy[k], ")"));
+        }
+      }
+    }
+    const v1::FrequencyGrid* spec = in.has_frequency()        ? &in.frequency()
+                                    : request.has_frequency() ? &request.frequency()
+                                                              : nullptr;
+    const std::string grid_field = in.has_frequency() ? field + ".frequency" : "frequency";
+    ASSIGN_OR_RETURN(s.grid, DecodeGrid(spec, s.t, grid_field, limits));
+    s.fit_mean = fit_mean;
+    s.center_data = center_data;
+    s.normalization = normalization;
+    pairs += static_cast<int64_t>(s.t.size()) * s.grid.size();
+    output_bytes += s.grid.size() * elem;
+  }
+  if (pairs > limits.max_pairs_per_request) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("series: ", pairs, " sample-frequency pairs is over the limit of ",
+                     limits.max_pairs_per_request, " per request"));
+  }
+  if (output_bytes > limits.max_response_bytes - (int64_t{1} << 20)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("series: the response would hold ", output_bytes,
+                     " bytes of power, over the limit of ", limits.max_response_bytes));
+  }
+  return out;
+}
+
+}  // namespace gpucompute

@@ -1,0 +1,65 @@
+// Server assembly (see server.h).
+#include "server/service/server.h"
+
+#include <chrono>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace gpucompute {
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
+  std::unique_ptr<Server> s(new Server());
+  s->completions_ = std::make_unique<CompletionQueue>(config.completion_threads);
+  ASSIGN_OR_RETURN(s->backend_, CreateBackend(config.backend, s->completions_.get()));
+  s->backend_name_ = s->backend_->name();
+  s->scheduler_ = std::make_unique<PeriodogramScheduler>(s->backend_.get(), config.scheduler);
+  s->service_ =
+      std::make_unique<ComputeService>(s->backend_.get(), s->scheduler_.get(), config.limits);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config.address, grpc::InsecureServerCredentials(), &s->port_);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(config.limits.max_request_bytes, INT32_MAX)));
+  builder.SetMaxSendMessageSize(static_cast<int>(std::min<int64_t>(config.limits.max_response_bytes, INT32_MAX)));
+  builder.RegisterService(s->service_.get());
+  s->server_ = builder.BuildAndStart();
+  if (!s->server_ || s->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("could not listen on ", config.address));
+  }
+  if (auto* health = s->server_->GetHealthCheckService()) {
+    health->SetServingStatus(true);
+    health->SetServingStatus("gpucompute.v1.Compute", true);
+  }
+  spdlog::info("gpucompute listening on {} (port {}), backend {}", config.address, s->port_,
+               s->backend_name_);
+  return s;
+}
+
+Server::~Server() { Shutdown(absl::Seconds(5)); }
+
+void Server::Shutdown(absl::Duration grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (auto* health = server_->GetHealthCheckService()) health->SetServingStatus(false);
+  // Stops accepting; waits for in-flight calls (whose results arrive through the scheduler,
+  // which keeps running) until `grace`, then cancels the rest.
+  server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
+  scheduler_->Shutdown();
+  server_.reset();
+  service_.reset();
+  scheduler_.reset();
+  backend_.reset();
+  completions_.reset();
+  spdlog::info("gpucompute stopped");
+}
+
+}  // namespace gpucompute

@@ -1,0 +1,54 @@
+// Assembles the server: completion threads, backend, scheduler, the Compute service, health
+// and reflection, on one listening address. Used by main.cc and by in-process tests.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/server.h>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/runtime/backend.h"
+#include "server/runtime/completion_queue.h"
+#include "server/runtime/scheduler.h"
+#include "server/service/compute_service.h"
+#include "server/service/limits.h"
+
+namespace gpucompute {
+
+struct ServerConfig {
+  std::string address = "0.0.0.0:50051";  // port 0 picks a free port
+  BackendOptions backend;
+  SchedulerOptions scheduler;
+  ServiceLimits limits;
+  int completion_threads = 2;
+};
+
+class Server {
+ public:
+  static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerConfig& config);
+  ~Server();  // Shutdown() with a short grace period if still running
+
+  int port() const { return port_; }
+  const std::string& backend_name() const { return backend_name_; }
+
+  // Stops accepting calls, lets in-flight calls finish (cancelling those still running after
+  // `grace`), drains the scheduler and releases the devices. Idempotent.
+  void Shutdown(absl::Duration grace = absl::Seconds(30));
+
+ private:
+  Server() = default;
+
+  // Destruction order matters: service and gRPC server first, completions last.
+  std::unique_ptr<CompletionQueue> completions_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<PeriodogramScheduler> scheduler_;
+  std::unique_ptr<ComputeService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::string backend_name_;
+  bool shut_down_ = false;
+};
+
+}  // namespace gpucompute

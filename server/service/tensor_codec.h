@@ -1,0 +1,30 @@
+// The one place where wire Tensors are decoded and encoded. Every check names the field path
+// it was given (e.g. "series[2].t") and the rule broken.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gpucompute/v1/tensor.pb.h"
+
+namespace gpucompute {
+
+int DTypeSize(v1::DType dtype);  // 0 for DTYPE_UNSPECIFIED or unknown values
+const char* DTypeName(v1::DType dtype);
+
+// Checks dtype, shape (non-negative dims) and that the payload holds exactly
+// product(shape) * sizeof(dtype) bytes. Returns the element count.
+absl::StatusOr<int64_t> CheckTensor(const v1::Tensor& tensor, absl::string_view field);
+
+// A 1-D float32/float64 tensor as doubles. With `require_finite`, NaN and infinities are
+// INVALID_ARGUMENT naming the first bad index.
+absl::StatusOr<std::vector<double>> DecodeVector(const v1::Tensor& tensor, absl::string_view field,
+                                                 bool require_finite = true);
+
+// A 1-D tensor of `dtype` that takes ownership of `bytes` (no copy).
+void EncodeVector(v1::DType dtype, int64_t n, std::string&& bytes, v1::Tensor* out);
+
+}  // namespace gpucompute

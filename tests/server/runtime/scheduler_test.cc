@@ -1,0 +1,146 @@
+// Scheduler: coalescing, queue limits, deadlines and cancellation, on the real CPU backend.
+#include "server/runtime/scheduler.h"
+
+#include <atomic>
+#include <random>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "server/runtime/completion_queue.h"
+#include "server/ops/periodogram/cpu_periodogram.h"
+#include "server/runtime/cpu/cpu_backend.h"
+#include "tests/server/ops/periodogram/test_series.h"
+
+namespace gpucompute {
+namespace {
+
+std::shared_ptr<const periodogram::Request> SmallRequest(std::mt19937_64& rng,
+                                                         periodogram::ComputeType dtype) {
+  auto r = std::make_shared<periodogram::Request>();
+  r->dtype = dtype;
+  auto s = periodogram::testing::RandomSeries(rng, 40, 1.0, false);
+  s.grid.uniform = periodogram::UniformGrid{0.1, 0.1, 50};
+  r->series.push_back(std::move(s));
+  return r;
+}
+
+struct Harness {
+  CompletionQueue completions{1};
+  CpuBackend backend{2, &completions};
+};
+
+TEST(Scheduler, CoalescesConcurrentRequestsAndSplitsResults) {
+  Harness h;
+  SchedulerOptions o;
+  o.max_queue_delay = absl::Milliseconds(200);
+  o.max_batch_size = 16;
+  PeriodogramScheduler scheduler(&h.backend, o);
+  std::mt19937_64 rng(3);
+  std::atomic<int> ok{0};
+  absl::Notification all_done;
+  std::atomic<int> remaining{16};
+  for (int i = 0; i < 16; ++i) {
+    PeriodogramScheduler::Job job;
+    job.request = SmallRequest(rng, periodogram::ComputeType::kFloat64);
+    job.done = [&, req = job.request](absl::StatusOr<std::vector<periodogram::SeriesPower>> r,
+                                      const JobTimings& t) {
+      if (r.ok() && r->size() == 1 && t.batch_requests == 16) {
+        const auto expected = periodogram::ComputeSeriesCpu(req->series[0], req->dtype);
+        if (expected.power == (*r)[0].power) ok.fetch_add(1);
+      }
+      if (remaining.fetch_sub(1) == 1) all_done.Notify();
+    };
+    ASSERT_TRUE(scheduler.Enqueue(std::move(job)).ok());
+  }
+  all_done.WaitForNotification();
+  EXPECT_EQ(ok.load(), 16);
+  const BatchingStats stats = scheduler.Stats();
+  EXPECT_EQ(stats.batches, 1);
+  EXPECT_EQ(stats.largest_batch, 16);
+}
+
+TEST(Scheduler, FullQueueIsResourceExhausted) {
+  Harness h;
+  SchedulerOptions o;
+  o.max_queue_delay = absl::Seconds(1);
+  o.max_queue_depth = 2;
+  o.max_batch_size = 64;
+  PeriodogramScheduler scheduler(&h.backend, o);
+  std::mt19937_64 rng(4);
+  std::atomic<int> done{0};
+  for (int i = 0; i < 3; ++i) {
+    PeriodogramScheduler::Job job;
+    job.request = SmallRequest(rng, periodogram::ComputeType::kFloat32);
+    job.done = [&](auto, const JobTimings&) { done.fetch_add(1); };
+    const absl::Status s = scheduler.Enqueue(std::move(job));
+    if (i < 2) {
+      EXPECT_TRUE(s.ok()) << s;
+    } else {
+      EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+    }
+  }
+  scheduler.Shutdown();  // dispatches the two queued requests and waits for them
+  EXPECT_EQ(done.load(), 2);
+  EXPECT_EQ(scheduler.Stats().rejected_queue_full, 1);
+}
+
+TEST(Scheduler, ExpiredAndCancelledJobsAreNotComputed) {
+  Harness h;
+  PeriodogramScheduler scheduler(&h.backend, SchedulerOptions{});
+  std::mt19937_64 rng(5);
+  absl::Notification n1, n2;
+  absl::StatusCode c1, c2;
+  PeriodogramScheduler::Job expired;
+  expired.request = SmallRequest(rng, periodogram::ComputeType::kFloat64);
+  expired.deadline = absl::Now() - absl::Seconds(1);
+  expired.done = [&](auto r, const JobTimings&) { c1 = r.status().code(); n1.Notify(); };
+  PeriodogramScheduler::Job cancelled;
+  cancelled.request = SmallRequest(rng, periodogram::ComputeType::kFloat64);
+  cancelled.is_cancelled = [] { return true; };
+  cancelled.done = [&](auto r, const JobTimings&) { c2 = r.status().code(); n2.Notify(); };
+  ASSERT_TRUE(scheduler.Enqueue(std::move(expired)).ok());
+  ASSERT_TRUE(scheduler.Enqueue(std::move(cancelled)).ok());
+  n1.WaitForNotification();
+  n2.WaitForNotification();
+  EXPECT_EQ(c1, absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(c2, absl::StatusCode::kCancelled);
+  EXPECT_EQ(scheduler.Stats().expired_before_dispatch, 2);
+}
+
+TEST(Scheduler, DifferentDtypesGoToDifferentBatches) {
+  Harness h;
+  SchedulerOptions o;
+  o.max_queue_delay = absl::Milliseconds(100);
+  PeriodogramScheduler scheduler(&h.backend, o);
+  std::mt19937_64 rng(6);
+  std::atomic<int> remaining{4};
+  absl::Notification done;
+  for (int i = 0; i < 4; ++i) {
+    PeriodogramScheduler::Job job;
+    job.request = SmallRequest(rng, i % 2 ? periodogram::ComputeType::kFloat32
+                                          : periodogram::ComputeType::kFloat64);
+    job.done = [&, dtype = job.request->dtype](auto r, const JobTimings& t) {
+      EXPECT_TRUE(r.ok());
+      EXPECT_EQ(t.batch_requests, 2);
+      EXPECT_EQ((*r)[0].power.size(), 50u * periodogram::ElementSize(dtype));
+      if (remaining.fetch_sub(1) == 1) done.Notify();
+    };
+    ASSERT_TRUE(scheduler.Enqueue(std::move(job)).ok());
+  }
+  done.WaitForNotification();
+  EXPECT_EQ(scheduler.Stats().batches, 2);
+}
+
+TEST(Scheduler, EnqueueAfterShutdownIsUnavailable) {
+  Harness h;
+  PeriodogramScheduler scheduler(&h.backend, SchedulerOptions{});
+  scheduler.Shutdown();
+  std::mt19937_64 rng(8);
+  PeriodogramScheduler::Job job;
+  job.request = SmallRequest(rng, periodogram::ComputeType::kFloat64);
+  job.done = [](auto, const JobTimings&) { FAIL() << "must not run"; };
+  EXPECT_EQ(scheduler.Enqueue(std::move(job)).code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace gpucompute

@@ -1,0 +1,143 @@
+// Request decoding: every rule gives INVALID_ARGUMENT or RESOURCE_EXHAUSTED naming the field.
+#include "server/service/periodogram_decode.h"
+
+#include <cmath>
+#include <limits>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/service/tensor_codec.h"
+
+namespace gpucompute {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::Tensor Vec(const std::vector<double>& v) {
+  v1::Tensor t;
+  std::string bytes(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double));
+  EncodeVector(v1::FLOAT64, static_cast<int64_t>(v.size()), std::move(bytes), &t);
+  return t;
+}
+
+v1::PeriodogramRequest Good() {
+  v1::PeriodogramRequest r;
+  auto* s = r.add_series();
+  *s->mutable_t() = Vec({0, 1.5, 2, 3.7, 5});
+  *s->mutable_y() = Vec({1, -1, 0.5, 2, 0});
+  *s->mutable_dy() = Vec({1, 1, 2, 1, 0.5});
+  return r;
+}
+
+void ExpectError(const v1::PeriodogramRequest& r, absl::StatusCode code, const std::string& text,
+                 const ServiceLimits& limits = {}) {
+  auto d = DecodePeriodogramRequest(r, limits);
+  ASSERT_FALSE(d.ok()) << text;
+  EXPECT_EQ(d.status().code(), code) << d.status();
+  EXPECT_THAT(std::string(d.status().message()), HasSubstr(text));
+}
+
+TEST(PeriodogramDecode, GoodRequestUsesDefaults) {
+  auto d = DecodePeriodogramRequest(Good(), {});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->dtype, periodogram::ComputeType::kFloat64);
+  ASSERT_EQ(d->series.size(), 1u);
+  EXPECT_TRUE(d->series[0].fit_mean);
+  EXPECT_TRUE(d->series[0].center_data);
+  ASSERT_TRUE(d->series[0].grid.uniform.has_value());  // automatic grid
+  EXPECT_DOUBLE_EQ(d->series[0].grid.uniform->df, 1.0 / 5.0 / 5.0);
+}
+
+TEST(PeriodogramDecode, RejectsBadSeries) {
+  v1::PeriodogramRequest r;
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "series: at least one");
+
+  r = Good();
+  *r.mutable_series(0)->mutable_y() = Vec({1, 2, 3});
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "series[0].y: length 3 differs");
+
+  r = Good();
+  *r.mutable_series(0)->mutable_dy() = Vec({1, 1, 0, 1, 1});
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "series[0].dy: values must be finite and > 0 (index 2");
+
+  r = Good();
+  *r.mutable_series(0)->mutable_y() = Vec({1, NAN, 0, 0, 0});
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "series[0].y: values must be finite (index 1");
+
+  r = Good();
+  *r.mutable_series(0)->mutable_t() = Vec({0, 1, std::numeric_limits<double>::infinity(), 3, 4});
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "series[0].t: values must be finite");
+
+  r = Good();
+  *r.mutable_series(0)->mutable_t() = Vec({});
+  *r.mutable_series(0)->mutable_y() = Vec({});
+  r.mutable_series(0)->clear_dy();
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "series[0].t: a series needs at least 2 samples");
+
+  r = Good();
+  r.mutable_series(0)->mutable_t()->mutable_data()->resize(12);
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "series[0].t.data: holds 12 bytes");
+
+  r = Good();
+  r.mutable_series(0)->mutable_y()->set_dtype(v1::INT32);
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "series[0].y.dtype: must be float32 or float64");
+
+  r = Good();
+  r.mutable_series(0)->mutable_y()->add_shape(1);
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "series[0].y.shape: must be 1-D");
+}
+
+TEST(PeriodogramDecode, RejectsBadFrequencies) {
+  auto r = Good();
+  *r.mutable_frequency()->mutable_explicit_frequencies() = Vec({0.1, 0.0, 0.3});
+  ExpectError(r, absl::StatusCode::kInvalidArgument,
+              "frequency.explicit_frequencies: frequencies must be finite and > 0 (index 1");
+  r = Good();
+  *r.mutable_frequency()->mutable_explicit_frequencies() = Vec({0.1, NAN});
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "frequency.explicit_frequencies");
+  r = Good();
+  r.mutable_frequency()->mutable_uniform()->set_f0(-1);
+  r.mutable_frequency()->mutable_uniform()->set_df(0.1);
+  r.mutable_frequency()->mutable_uniform()->set_n(10);
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "frequency.uniform.f0: must be finite and > 0");
+  r = Good();
+  r.mutable_series(0)->mutable_frequency()->mutable_uniform()->set_f0(1);
+  r.mutable_series(0)->mutable_frequency()->mutable_uniform()->set_df(0.1);
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "series[0].frequency.uniform.n: must be >= 1");
+  r = Good();
+  r.mutable_frequency()->mutable_auto_()->set_samples_per_peak(0);
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "frequency.auto.samples_per_peak");
+}
+
+TEST(PeriodogramDecode, RejectsBadEnums) {
+  auto r = Good();
+  r.set_dtype(v1::INT64);
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "dtype: must be float32 or float64");
+  r = Good();
+  r.set_normalization(static_cast<v1::Normalization>(17));
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "normalization: unknown value 17");
+}
+
+TEST(PeriodogramDecode, LimitsAreResourceExhausted) {
+  ServiceLimits limits;
+  limits.max_frequencies_per_series = 100;
+  auto r = Good();
+  r.mutable_frequency()->mutable_uniform()->set_f0(1);
+  r.mutable_frequency()->mutable_uniform()->set_df(0.1);
+  r.mutable_frequency()->mutable_uniform()->set_n(101);
+  ExpectError(r, absl::StatusCode::kResourceExhausted, "frequency.uniform.n: 101 frequencies is over the limit of 100", limits);
+  limits = {};
+  limits.max_samples_per_series = 4;
+  ExpectError(Good(), absl::StatusCode::kResourceExhausted, "series[0].t: 5 samples is over the limit of 4", limits);
+  limits = {};
+  limits.max_series_per_request = 1;
+  r = Good();
+  *r.add_series() = r.series(0);
+  ExpectError(r, absl::StatusCode::kResourceExhausted, "series: 2 series is over the limit of 1", limits);
+  limits = {};
+  limits.max_pairs_per_request = 10;
+  ExpectError(Good(), absl::StatusCode::kResourceExhausted, "sample-frequency pairs", limits);
+}
+
+}  // namespace
+}  // namespace gpucompute
