@@ -89,14 +89,17 @@ KernelSpec LombScargleKernelSpec(ComputeType dtype, const CudaKernelShape& shape
 }
 
 absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, StreamSlot& slot,
-                                                      const Batch& batch) {
+                                                      const Batch& batch,
+                                                      const EnqueueOptions* options) {
   RETURN_IF_ERROR(device.MakeCurrent());
   const cudaStream_t stream = slot.stream.get();
   const int elem = ElementSize(batch.dtype);
   std::vector<const SeriesSpec*> series;
   for (const auto& r : batch.requests)
     for (const auto& s : r->series) series.push_back(&s);
-  const CudaKernelShape shape = ChooseShape(series, device.description().multiprocessors);
+  const CudaKernelShape shape = options && options->shape
+                                     ? *options->shape
+                                     : ChooseShape(series, device.description().multiprocessors);
   ASSIGN_OR_RETURN(cudaKernel_t kernel,
                    device.kernels().Get(LombScargleKernelSpec(batch.dtype, shape)));
 
@@ -188,12 +191,14 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
     const void* a_freqs = in + layout.freqs;
     void* a_power = d_out;
     void* args[] = {&a_desc, &a_work, &a_t, &a_w, &a_wy, &a_freqs, &a_power};
+    if (options && options->before) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->before, stream));
     if (n_blocks > 0) {
       CUDA_RETURN_IF_ERROR(cudaLaunchKernel(reinterpret_cast<const void*>(kernel),
                                             dim3(static_cast<unsigned>(n_blocks)), dim3(shape.block),
                                             args, 0, stream));
       CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
     }
+    if (options && options->after) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->after, stream));
     auto* seg = reinterpret_cast<const long long*>(in + layout.seg);
     auto* peaks = reinterpret_cast<SegmentPeak*>(static_cast<char*>(d_out) + power_bytes);
     const int n = static_cast<int>(series.size());

@@ -33,10 +33,19 @@ struct PendingPeriodogram {
   size_t peaks_offset = 0;           // bytes; SegmentPeak per series
 };
 
+// Benchmark and diagnostic knobs: events recorded on the stream just before and after the
+// periodogram kernel, and a kernel shape that overrides the automatic choice.
+struct EnqueueOptions {
+  cudaEvent_t before = nullptr;
+  cudaEvent_t after = nullptr;
+  const CudaKernelShape* shape = nullptr;
+};
+
 // Enqueues `batch` on `slot`'s stream. Returns once everything is enqueued; the results are
 // valid in slot.staging_out once the stream reaches the point after this call.
 absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, StreamSlot& slot,
-                                                      const Batch& batch);
+                                                      const Batch& batch,
+                                                      const EnqueueOptions* options = nullptr);
 
 // Copies the results out of the slot's staging buffer (host work only; no CUDA call).
 std::vector<SeriesPower> UnpackPeriodogram(const PendingPeriodogram& pending,

@@ -26,7 +26,10 @@ struct KernelSpec {
   std::string program_name;  // e.g. "lombscargle.cu"
   std::string source;
   std::vector<std::pair<std::string, std::string>> headers;  // (include name, contents)
-  std::vector<std::string> options;  // e.g. "-DLS_T=float"; the cache adds -arch=sm_XX, -std=c++17
+  // Passed to NVRTC as given (e.g. "-DLS_T=float"; nothing like --use_fast_math is implied).
+  // The cache adds -arch=sm_XX (an -arch option here is INVALID_ARGUMENT) and -std=c++17
+  // unless a -std= option is given.
+  std::vector<std::string> options;
   std::string kernel_name;  // extern "C" symbol
 };
 

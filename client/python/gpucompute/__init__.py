@@ -1,0 +1,26 @@
+"""Python client of gpucompute, a gRPC service for batched numerical work on a GPU.
+
+    import gpucompute
+    client = gpucompute.Client("localhost:50051")
+    frequency, power = client.lombscargle(t, y, dy)            # Astropy LombScargle semantics
+    results = client.lombscargle_batch([(t1, y1), (t2, y2, dy2)], return_peaks=True)
+    client.server_info()["backend"], client.last_timings["compute_us"]
+
+Frequencies are in cycles per unit of t. Server errors raise ``grpc.RpcError``.
+The generated messages and stubs are ``gpucompute.v1.compute_pb2`` / ``compute_pb2_grpc``.
+"""
+
+from gpucompute.client import NORMALIZATIONS, Client, PeriodogramResult, message_to_dict
+from gpucompute.grids import AutoGrid, UniformGrid
+from gpucompute.tensor import from_tensor, to_tensor
+
+__all__ = [
+    "AutoGrid",
+    "Client",
+    "NORMALIZATIONS",
+    "PeriodogramResult",
+    "UniformGrid",
+    "from_tensor",
+    "message_to_dict",
+    "to_tensor",
+]

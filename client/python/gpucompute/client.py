@@ -1,0 +1,327 @@
+"""The gpucompute gRPC client: a channel, deadlines on every call, NumPy in and out.
+
+Threading: a ``Client`` may be shared by many threads (gRPC channels are thread-safe);
+``last_timings`` and ``last_trailing_metadata`` are kept per thread. Errors from the server
+propagate as ``grpc.RpcError`` (use ``.code()`` and ``.details()``).
+"""
+
+import dataclasses
+import threading
+
+import grpc
+import numpy as np
+from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor
+
+from gpucompute.grids import AutoGrid, UniformGrid, frequency_grid_proto, uniform_frequencies
+from gpucompute.tensor import from_tensor, to_tensor
+from gpucompute.v1 import compute_pb2, compute_pb2_grpc, tensor_pb2
+
+_MiB = 1 << 20
+DEFAULT_MAX_MESSAGE_BYTES = 1024 * _MiB
+
+NORMALIZATIONS = {
+    "standard": compute_pb2.NORMALIZATION_STANDARD,
+    "model": compute_pb2.NORMALIZATION_MODEL,
+    "log": compute_pb2.NORMALIZATION_LOG,
+    "psd": compute_pb2.NORMALIZATION_PSD,
+}
+_DTYPES = {"float32": tensor_pb2.FLOAT32, "float64": tensor_pb2.FLOAT64}
+_TIMING_PREFIX = "x-gpucompute-"
+
+
+@dataclasses.dataclass
+class PeriodogramResult:
+    """One series' periodogram.
+
+    Attributes:
+      frequency: float64 array, cycles per unit of t (the grid the server used).
+      power: array of the request's dtype (float32 or float64), one value per frequency, in
+        the request's normalization.
+      peak_frequency, peak_power, peak_index: the largest power and where it is (server-side).
+      grid: the ``UniformGrid`` used, or None for explicit frequencies.
+    """
+    frequency: np.ndarray
+    power: np.ndarray
+    peak_frequency: float
+    peak_power: float
+    peak_index: int
+    grid: UniformGrid = None
+
+    def __iter__(self):
+        """Unpacks as ``frequency, power``, like ``LombScargle.autopower``."""
+        return iter((self.frequency, self.power))
+
+
+class Client:
+    """A connection to a gpucompute server.
+
+    Args:
+      target: ``"host:port"`` (any gRPC target string).
+      timeout: deadline of each call in seconds, unless a call overrides it.
+      options: extra gRPC channel options ``[(key, value), ...]``; they override the defaults,
+        which raise the send/receive message limits to 1 GiB.
+      credentials: ``grpc.ChannelCredentials`` for TLS; plaintext when None.
+    """
+
+    def __init__(self, target, *, timeout=60.0, options=None, credentials=None):
+        merged = {
+            "grpc.max_send_message_length": DEFAULT_MAX_MESSAGE_BYTES,
+            "grpc.max_receive_message_length": DEFAULT_MAX_MESSAGE_BYTES,
+        }
+        merged.update(dict(options or ()))
+        opts = list(merged.items())
+        if credentials is None:
+            self._channel = grpc.insecure_channel(target, options=opts)
+        else:
+            self._channel = grpc.secure_channel(target, credentials, options=opts)
+        self.target = target
+        self.timeout = timeout
+        self.stub = compute_pb2_grpc.ComputeStub(self._channel)
+        self._local = threading.local()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self):
+        """Closes the channel; calls in flight are cancelled."""
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def wait_for_ready(self, timeout=None):
+        """Blocks until the channel is connected (``grpc.FutureTimeoutError`` after timeout s)."""
+        grpc.channel_ready_future(self._channel).result(
+            timeout=self.timeout if timeout is None else timeout)
+
+    # ------------------------------------------------------------------ timings
+
+    @property
+    def last_trailing_metadata(self):
+        """Trailing metadata ``((key, value), ...)`` of this thread's last successful call."""
+        return getattr(self._local, "metadata", ())
+
+    @property
+    def last_timings(self):
+        """Server-side timings of this thread's last successful call, from trailing metadata.
+
+        A dict with ints, e.g. ``{"queue_us", "compute_us", "total_us", "batch_requests"}``:
+        microseconds queued before dispatch, in compute, in the server in total, and the
+        number of requests coalesced into the batch that carried this call.
+        """
+        timings = {}
+        for key, value in self.last_trailing_metadata:
+            if key.startswith(_TIMING_PREFIX):
+                name = key[len(_TIMING_PREFIX):].replace("-", "_")
+                try:
+                    timings[name] = int(value)
+                except (TypeError, ValueError):
+                    timings[name] = value
+        return timings
+
+    def _call(self, method, request, timeout):
+        response, call = method.with_call(
+            request, timeout=self.timeout if timeout is None else timeout)
+        self._local.metadata = tuple(call.trailing_metadata() or ())
+        return response
+
+    # ------------------------------------------------------------------ periodograms
+
+    def periodogram(self, series, frequency=None, *, fit_mean=True, center_data=True,
+                    normalization="standard", dtype="float64", samples_per_peak=5,
+                    nyquist_factor=5, minimum_frequency=None, maximum_frequency=None,
+                    timeout=None):
+        """Lomb-Scargle periodograms of many series in one RPC; returns ``PeriodogramResult``s.
+
+        Args:
+          series: a list whose items are ``(t, y)``, ``(t, y, dy)`` or a dict with keys
+            ``t``, ``y`` and optionally ``dy`` and ``frequency`` (a per-series grid that
+            overrides ``frequency``). t, y, dy are 1-D array-likes of one length, sent as
+            float64; series may differ in length.
+          frequency: the grid for every series; see ``gpucompute.grids``. None: Astropy's
+            autofrequency per series, from ``samples_per_peak``, ``nyquist_factor``,
+            ``minimum_frequency``, ``maximum_frequency`` (ignored for other grids).
+          Other arguments: as ``lombscargle``.
+
+        Returns:
+          A list of ``PeriodogramResult``, in the order of ``series``.
+        """
+        if frequency is None:
+            frequency = AutoGrid(samples_per_peak, nyquist_factor,
+                                 minimum_frequency, maximum_frequency)
+        grid_msg, explicit = frequency_grid_proto(frequency)
+        request = compute_pb2.PeriodogramRequest(
+            frequency=grid_msg,
+            fit_mean=bool(fit_mean),
+            center_data=bool(center_data),
+            normalization=_normalization(normalization),
+            dtype=_dtype(dtype))
+        grids = []  # (FrequencyGrid in effect, explicit frequencies or None) per series
+        for item in series:
+            msg, own = _series_proto(item)
+            request.series.append(msg)
+            grids.append((msg.frequency, own) if msg.HasField("frequency")
+                         else (grid_msg, explicit))
+
+        response = self._call(self.stub.Periodogram, request, timeout)
+        if len(response.results) != len(request.series):
+            raise RuntimeError(
+                f"server returned {len(response.results)} results for "
+                f"{len(request.series)} series")
+        return [_result(r, *g) for r, g in zip(response.results, grids)]
+
+    def lombscargle(self, t, y, dy=None, frequency=None, *, fit_mean=True, center_data=True,
+                    normalization="standard", dtype="float64", samples_per_peak=5,
+                    nyquist_factor=5, minimum_frequency=None, maximum_frequency=None,
+                    timeout=None):
+        """Lomb-Scargle periodogram of one series, with Astropy ``LombScargle`` semantics.
+
+        ``client.lombscargle(t, y, dy, f, fit_mean=a, center_data=b, normalization=n)`` equals
+        ``LombScargle(t, y, dy, fit_mean=a, center_data=b, normalization=n).power(f)``, and with
+        ``frequency=None`` it equals ``LombScargle(...).autopower(samples_per_peak=...,
+        nyquist_factor=..., minimum_frequency=..., maximum_frequency=...)``.
+
+        SciPy: ``scipy.signal.lombscargle(t, y - y.mean(), 2 * np.pi * f)`` (angular
+        frequencies, no weights, no floating mean) equals
+        ``lombscargle(t, y, None, f, fit_mean=False, center_data=True, normalization="psd")``.
+
+        Args:
+          t: observation times (any unit; frequencies are cycles per that unit).
+          y: observations, same length as t.
+          dy: measurement errors (> 0), same length; None means unweighted.
+          frequency: None (automatic grid), ``UniformGrid(f0, df, n)``, ``AutoGrid(...)``, a
+            ``{"f0", "df", "n"}`` dict, or explicit frequencies (array-like, > 0).
+          fit_mean: fit a floating mean with the sinusoid (generalised Lomb-Scargle).
+          center_data: subtract the (weighted) mean of y first.
+          normalization: "standard", "model", "log" or "psd".
+          dtype: "float64" or "float32": the server's compute type and the power's dtype.
+          samples_per_peak, nyquist_factor, minimum_frequency, maximum_frequency: the
+            automatic grid's parameters, used only when frequency is None.
+          timeout: this call's deadline in seconds (default: the client's).
+
+        Returns:
+          ``(frequency, power)``: float64 frequencies and the power at each.
+        """
+        series = (t, y) if dy is None else (t, y, dy)
+        (result,) = self.periodogram(
+            [series], frequency, fit_mean=fit_mean, center_data=center_data,
+            normalization=normalization, dtype=dtype, samples_per_peak=samples_per_peak,
+            nyquist_factor=nyquist_factor, minimum_frequency=minimum_frequency,
+            maximum_frequency=maximum_frequency, timeout=timeout)
+        return result.frequency, result.power
+
+    def lombscargle_batch(self, series, frequency=None, *, return_peaks=False, **kwargs):
+        """``lombscargle`` of many series in one RPC.
+
+        ``series`` is as in ``periodogram``; keyword arguments are those of ``lombscargle``.
+        Returns a list of ``(frequency, power)``, or of ``PeriodogramResult`` (which also
+        unpacks as ``frequency, power``) when ``return_peaks`` is true.
+        """
+        results = self.periodogram(series, frequency, **kwargs)
+        if return_peaks:
+            return results
+        return [(r.frequency, r.power) for r in results]
+
+    # ------------------------------------------------------------------ server info
+
+    def server_info(self, timeout=None):
+        """Server version, backend ("cuda"/"cpu"), devices, limits, kernel cache and batching.
+
+        Returns the ``ServerInfoResponse`` as ``json_format.MessageToDict`` does (lowerCamelCase
+        keys, e.g. ``info["periodogramBatching"]["largestBatch"]``), with every field present
+        and 64-bit integers as Python ints rather than strings.
+        """
+        response = self._call(self.stub.ServerInfo, compute_pb2.ServerInfoRequest(), timeout)
+        return message_to_dict(response)
+
+
+# ---------------------------------------------------------------------- helpers
+
+def _normalization(name):
+    try:
+        return NORMALIZATIONS[str(name).lower()]
+    except KeyError:
+        raise ValueError(
+            f"normalization {name!r}: expected one of {sorted(NORMALIZATIONS)}") from None
+
+
+def _dtype(dtype):
+    name = np.dtype(dtype).name
+    try:
+        return _DTYPES[name]
+    except KeyError:
+        raise ValueError(f"dtype {name!r}: expected float32 or float64") from None
+
+
+def _series_proto(item):
+    """Returns ``(Series message, explicit frequencies of its own grid or None)``."""
+    if isinstance(item, dict):
+        t, y, dy, freq = item["t"], item["y"], item.get("dy"), item.get("frequency")
+    else:
+        if len(item) not in (2, 3):
+            raise ValueError("each series must be (t, y) or (t, y, dy)")
+        t, y = item[0], item[1]
+        dy = item[2] if len(item) == 3 else None
+        freq = None
+    msg = compute_pb2.Series(t=to_tensor(t, "<f8"), y=to_tensor(y, "<f8"))
+    if dy is not None:
+        msg.dy.CopyFrom(to_tensor(dy, "<f8"))
+    explicit = None
+    if freq is not None:
+        grid_msg, explicit = frequency_grid_proto(freq)
+        msg.frequency.CopyFrom(grid_msg)
+    return msg, explicit
+
+
+def _result(result, grid_msg, explicit):
+    """Builds a ``PeriodogramResult`` from a ``SeriesResult`` and the grid that was asked for."""
+    power = from_tensor(result.power)
+    grid = None
+    if result.HasField("grid"):
+        grid = UniformGrid(result.grid.f0, result.grid.df, int(result.grid.n))
+        frequency = uniform_frequencies(grid)
+    elif explicit is not None:
+        frequency = explicit
+    elif grid_msg.WhichOneof("kind") == "uniform":
+        grid = UniformGrid(grid_msg.uniform.f0, grid_msg.uniform.df, int(grid_msg.uniform.n))
+        frequency = uniform_frequencies(grid)
+    else:
+        raise RuntimeError("server did not return the automatic grid it used")
+    return PeriodogramResult(frequency=frequency, power=power,
+                             peak_frequency=result.peak_frequency,
+                             peak_power=result.peak_power,
+                             peak_index=int(result.peak_index), grid=grid)
+
+
+_INT64_TYPES = (FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64)
+
+
+def message_to_dict(message):
+    """``json_format.MessageToDict`` with all fields present and int64 fields as ints."""
+    try:
+        d = json_format.MessageToDict(message, including_default_value_fields=True)
+    except TypeError:  # protobuf >= 5.26 renamed the flag
+        d = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
+    _int64_to_int(message, d)
+    return d
+
+
+def _int64_to_int(message, d):
+    for field in message.DESCRIPTOR.fields:
+        key = field.json_name
+        if key not in d:
+            continue
+        repeated = field.label == FieldDescriptor.LABEL_REPEATED
+        if field.cpp_type in _INT64_TYPES:
+            d[key] = [int(v) for v in d[key]] if repeated else int(d[key])
+        elif field.cpp_type == FieldDescriptor.CPPTYPE_MESSAGE and not (
+                field.message_type.GetOptions().map_entry):
+            value = getattr(message, field.name)
+            if repeated:
+                for sub, sub_d in zip(value, d[key]):
+                    _int64_to_int(sub, sub_d)
+            else:
+                _int64_to_int(value, d[key])

@@ -1,0 +1,64 @@
+"""Frequency grids of a periodogram request, in cycles per unit of ``t`` (not angular).
+
+A grid is given to the client in one of these forms:
+
+* ``None``: the server chooses one per series, as Astropy's ``LombScargle.autofrequency``
+  (``samples_per_peak``, ``nyquist_factor``, ``minimum_frequency``, ``maximum_frequency``).
+* ``AutoGrid(...)``: the same, with its parameters spelled in one value.
+* ``UniformGrid(f0, df, n)`` or a dict ``{"f0":, "df":, "n":}``: ``f_k = f0 + k * df``,
+  ``k = 0 .. n-1``.
+* anything else array-like (NumPy array, list, plain tuple): explicit frequencies, sent as
+  float64.
+"""
+
+import collections
+
+import numpy as np
+
+from gpucompute.tensor import to_tensor
+from gpucompute.v1 import compute_pb2
+
+UniformGrid = collections.namedtuple("UniformGrid", ["f0", "df", "n"])
+UniformGrid.__doc__ = "Uniform grid f_k = f0 + k * df, k = 0 .. n-1 (cycles per unit of t)."
+
+AutoGrid = collections.namedtuple(
+    "AutoGrid",
+    ["samples_per_peak", "nyquist_factor", "minimum_frequency", "maximum_frequency"],
+    defaults=[5, 5, None, None])
+AutoGrid.__doc__ = (
+    "Astropy autofrequency grid: df = 1 / (baseline * samples_per_peak), f0 = "
+    "minimum_frequency or df / 2, f_max = maximum_frequency or nyquist_factor * n / "
+    "(2 * baseline), n = 1 + round((f_max - f0) / df).")
+
+
+def frequency_grid_proto(frequency):
+    """Returns ``(FrequencyGrid message, explicit float64 array or None)`` for a grid form.
+
+    The array is returned so that the client can hand back exactly the frequencies it sent.
+    """
+    if isinstance(frequency, AutoGrid):
+        auto = compute_pb2.AutoGrid(
+            samples_per_peak=float(frequency.samples_per_peak),
+            nyquist_factor=float(frequency.nyquist_factor))
+        if frequency.minimum_frequency is not None:
+            auto.minimum_frequency = float(frequency.minimum_frequency)
+        if frequency.maximum_frequency is not None:
+            auto.maximum_frequency = float(frequency.maximum_frequency)
+        return compute_pb2.FrequencyGrid(auto=auto), None
+    if isinstance(frequency, dict):
+        frequency = UniformGrid(**frequency)
+    if isinstance(frequency, UniformGrid):
+        uniform = compute_pb2.UniformGrid(
+            f0=float(frequency.f0), df=float(frequency.df), n=int(frequency.n))
+        return compute_pb2.FrequencyGrid(uniform=uniform), None
+    f = np.asarray(frequency, dtype=np.float64)
+    return compute_pb2.FrequencyGrid(explicit_frequencies=to_tensor(f)), f
+
+
+def uniform_frequencies(grid):
+    """Frequencies of a ``UniformGrid`` (or its message): ``f0 + df * arange(n)``, float64.
+
+    This is Astropy's ``minimum_frequency + df * np.arange(Nf)``, so an automatic grid
+    rebuilt from the server's ``SeriesResult.grid`` equals ``autofrequency()`` bit for bit.
+    """
+    return grid.f0 + grid.df * np.arange(int(grid.n))

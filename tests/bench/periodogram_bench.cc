@@ -1,0 +1,253 @@
+// Periodogram benchmarks on the GPU: kernel device time (CUDA events) for the peers' problem
+// (1,024 samples x 1,048,576 frequencies) per dtype and kernel shape, a mixed-length batch,
+// and end-to-end through a server on loopback (with first-request latency). JSON lines out.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <grpcpp/create_channel.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gpucompute/v1/compute.grpc.pb.h"
+#include "server/ops/periodogram/cpu_periodogram.h"
+#include "server/ops/periodogram/cuda_periodogram.h"
+#include "server/runtime/cuda/cuda_resources.h"
+#include "server/runtime/cuda/device_context.h"
+#include "server/service/server.h"
+#include "server/service/tensor_codec.h"
+
+namespace gpucompute {
+namespace {
+
+using periodogram::ComputeType;
+using Clock = std::chrono::steady_clock;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void Die(const absl::Status& s) {
+  std::fprintf(stderr, "bench: %s\n", s.ToString().c_str());
+  std::exit(1);
+}
+
+// The peers' problem: sorted uniform times on [0, 10], a 1.3 Hz sinusoid plus noise.
+periodogram::SeriesSpec PeerSeries(int nx, int64_t nf) {
+  std::mt19937_64 rng(0);
+  std::uniform_real_distribution<double> u(0, 10);
+  std::normal_distribution<double> g(0, 1);
+  periodogram::SeriesSpec s;
+  for (int i = 0; i < nx; ++i) s.t.push_back(u(rng));
+  std::sort(s.t.begin(), s.t.end());
+  for (double t : s.t) s.y.push_back(std::sin(2 * M_PI * 1.3 * t) + 0.1 * g(rng));
+  s.grid.uniform = periodogram::UniformGrid{0.01, (100.0 - 0.01) / (nf - 1), nf};
+  return s;
+}
+
+std::shared_ptr<periodogram::Request> MixedBatch(ComputeType dtype, int count, int64_t nf) {
+  std::mt19937_64 rng(1);
+  std::uniform_int_distribution<int> len(200, 2000);
+  std::uniform_real_distribution<double> u(0, 1);
+  auto r = std::make_shared<periodogram::Request>();
+  r->dtype = dtype;
+  for (int i = 0; i < count; ++i) {
+    periodogram::SeriesSpec s;
+    const int n = len(rng);
+    const double f = 0.5 + 20 * u(rng), baseline = 50 + 500 * u(rng);
+    for (int k = 0; k < n; ++k) s.t.push_back(baseline * u(rng));
+    std::sort(s.t.begin(), s.t.end());
+    for (double t : s.t) s.y.push_back(std::sin(2 * M_PI * f * t) + 0.5 * (u(rng) - 0.5));
+    s.grid.uniform = periodogram::UniformGrid{0.01, 25.0 / nf, nf};
+    r->series.push_back(std::move(s));
+  }
+  return r;
+}
+
+struct DeviceTimes {
+  double kernel_ms;  // median kernel time
+  double total_ms;   // median pack + copies + kernel + peaks + copy back
+};
+
+DeviceTimes TimeOnDevice(DeviceContext& dev, std::shared_ptr<periodogram::Request> request,
+                         const periodogram::CudaKernelShape* shape, int reps,
+                         std::vector<periodogram::SeriesPower>* results) {
+  auto batch = std::make_shared<periodogram::Batch>();
+  batch->dtype = request->dtype;
+  batch->requests.push_back(request);
+  auto before = CudaEvent::Create();
+  auto after = CudaEvent::Create();
+  if (!before.ok() || !after.ok()) Die(before.status());
+  periodogram::EnqueueOptions opts{before->get(), after->get(), shape};
+  StreamSlot* slot = dev.AcquireSlot();
+  std::vector<double> kernel, total;
+  for (int r = 0; r < reps + 3; ++r) {
+    const auto t0 = Clock::now();
+    auto pending = periodogram::EnqueuePeriodogram(dev, *slot, *batch, &opts);
+    if (!pending.ok()) Die(pending.status());
+    cudaStreamSynchronize(slot->stream.get());
+    const double wall = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    float ms = 0;
+    cudaEventElapsedTime(&ms, before->get(), after->get());
+    if (r >= 3) {
+      kernel.push_back(ms);
+      total.push_back(wall);
+    }
+    if (r == reps + 2 && results) *results = periodogram::UnpackPeriodogram(*pending, *slot, *batch);
+  }
+  dev.ReleaseSlot(slot);
+  return {Median(kernel), Median(total)};
+}
+
+// Max |gpu - cpu float64| over every 97th frequency (the CPU reference is slow at 1M).
+double MaxErrorVsCpu(const periodogram::SeriesSpec& s, ComputeType dtype,
+                     const periodogram::SeriesPower& got) {
+  periodogram::SeriesSpec sub = s;
+  sub.grid = periodogram::Grid{};
+  std::vector<int64_t> idx;
+  for (int64_t k = 0; k < s.grid.size(); k += 97) idx.push_back(k);
+  for (int64_t k : idx) sub.grid.explicit_frequencies.push_back(s.grid.frequency(k));
+  const auto ref = periodogram::ComputeSeriesCpu(sub, ComputeType::kFloat64);
+  const double* r = reinterpret_cast<const double*>(ref.power.data());
+  double err = 0;
+  for (size_t i = 0; i < idx.size(); ++i) {
+    const double v = dtype == ComputeType::kFloat32
+                         ? reinterpret_cast<const float*>(got.power.data())[idx[i]]
+                         : reinterpret_cast<const double*>(got.power.data())[idx[i]];
+    err = std::max(err, std::abs(v - r[i]));
+    if (std::isnan(v)) return NAN;
+  }
+  return err;
+}
+
+v1::PeriodogramRequest ToProto(const periodogram::Request& r) {
+  v1::PeriodogramRequest req;
+  req.set_dtype(r.dtype == ComputeType::kFloat32 ? v1::FLOAT32 : v1::FLOAT64);
+  for (const auto& s : r.series) {
+    auto* out = req.add_series();
+    auto vec = [](const std::vector<double>& v, v1::Tensor* t) {
+      EncodeVector(v1::FLOAT64, static_cast<int64_t>(v.size()),
+                   std::string(reinterpret_cast<const char*>(v.data()), v.size() * 8), t);
+    };
+    vec(s.t, out->mutable_t());
+    vec(s.y, out->mutable_y());
+    if (s.grid.uniform) {
+      auto* u = out->mutable_frequency()->mutable_uniform();
+      u->set_f0(s.grid.uniform->f0);
+      u->set_df(s.grid.uniform->df);
+      u->set_n(s.grid.uniform->n);
+    }
+  }
+  return req;
+}
+
+double CallMs(v1::Compute::Stub& stub, const v1::PeriodogramRequest& req) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  v1::PeriodogramResponse resp;
+  const auto t0 = Clock::now();
+  const grpc::Status s = stub.Periodogram(&ctx, req, &resp);
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  if (!s.ok()) Die(absl::InternalError(s.error_message()));
+  return ms;
+}
+
+void Emit(const std::string& json) { std::printf("%s\n", json.c_str()); std::fflush(stdout); }
+
+int Main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  const int reps = quick ? 5 : 30;
+  const int nx = 1024;
+  const int64_t nf = int64_t{1} << 20;
+
+  DeviceContext::Options o;
+  auto dev = DeviceContext::Create(o);
+  if (!dev.ok()) Die(dev.status());
+  Emit(absl::StrFormat(R"({"what":"device","name":"%s","sms":%d,"sm":%d})", (*dev)->description().name,
+                       (*dev)->description().multiprocessors, (*dev)->arch()));
+
+  // 1. The peers' problem, per dtype and kernel shape.
+  const std::vector<periodogram::CudaKernelShape> shapes = {
+      {128, 4, 256}, {128, 8, 256}, {128, 16, 256}, {256, 8, 256}, {64, 8, 256}};
+  for (ComputeType dtype : {ComputeType::kFloat32, ComputeType::kFloat64}) {
+    auto req = std::make_shared<periodogram::Request>();
+    req->dtype = dtype;
+    req->series.push_back(PeerSeries(nx, nf));
+    for (const auto& shape : shapes) {
+      std::vector<periodogram::SeriesPower> out;
+      const DeviceTimes t = TimeOnDevice(**dev, req, &shape, reps, &out);
+      const double err = MaxErrorVsCpu(req->series[0], dtype, out[0]);
+      Emit(absl::StrFormat(
+          R"({"what":"lombscargle kernel","nx":%d,"nf":%d,"dtype":"%s","block":%d,"k":%d,"tile":%d,"ms":%.4f,"gpairs_per_s":%.1f,"pipeline_ms":%.3f,"max_abs_err_vs_cpu_f64":%.3g})",
+          nx, nf, periodogram::ComputeTypeName(dtype), shape.block, shape.k, shape.tile, t.kernel_ms,
+          nx * static_cast<double>(nf) / t.kernel_ms / 1e6, t.total_ms, err));
+    }
+    // The shape the server picks by itself.
+    const DeviceTimes t = TimeOnDevice(**dev, req, nullptr, reps, nullptr);
+    Emit(absl::StrFormat(R"({"what":"lombscargle kernel auto-shape","nx":%d,"nf":%d,"dtype":"%s","ms":%.4f,"pipeline_ms":%.3f})",
+                         nx, nf, periodogram::ComputeTypeName(dtype), t.kernel_ms, t.total_ms));
+  }
+
+  // 2. Mixed-length batch: 4,096 series of 200-2,000 samples on 10,000 frequencies.
+  for (ComputeType dtype : {ComputeType::kFloat32, ComputeType::kFloat64}) {
+    auto req = MixedBatch(dtype, 4096, 10000);
+    const DeviceTimes t = TimeOnDevice(**dev, req, nullptr, quick ? 3 : 10, nullptr);
+    Emit(absl::StrFormat(R"({"what":"lombscargle mixed batch","series":4096,"samples":"200-2000","pairs":%d,"nf":10000,"dtype":"%s","kernel_ms":%.3f,"pipeline_ms":%.3f})",
+                         req->pairs(), periodogram::ComputeTypeName(dtype), t.kernel_ms, t.total_ms));
+  }
+  dev->reset();
+
+  // 3. End to end through the server on loopback.
+  ServerConfig c;
+  c.address = "127.0.0.1:0";
+  c.backend.kind = "cuda";
+  c.backend.kernel_cache_dir = "/tmp/gpucompute-bench-kernels";
+  const auto start0 = Clock::now();
+  auto server = Server::Start(c);
+  if (!server.ok()) Die(server.status());
+  const double start_ms = std::chrono::duration<double, std::milli>(Clock::now() - start0).count();
+  auto channel = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", (*server)->port()),
+                                           grpc::InsecureChannelCredentials(), [] {
+                                             grpc::ChannelArguments a;
+                                             a.SetMaxReceiveMessageSize(1 << 30);
+                                             a.SetMaxSendMessageSize(1 << 30);
+                                             return a;
+                                           }());
+  auto stub = v1::Compute::NewStub(channel);
+  periodogram::Request small;
+  small.dtype = ComputeType::kFloat32;
+  small.series.push_back(PeerSeries(1000, 1000));
+  const auto small_req = ToProto(small);
+  const double first = CallMs(*stub, small_req);
+  std::vector<double> steady;
+  for (int i = 0; i < 50; ++i) steady.push_back(CallMs(*stub, small_req));
+  Emit(absl::StrFormat(R"({"what":"server first request","nx":1000,"nf":1000,"dtype":"float32","server_start_ms":%.1f,"first_ms":%.3f,"steady_median_ms":%.3f,"ratio":%.2f})",
+                       start_ms, first, Median(steady), first / Median(steady)));
+  for (ComputeType dtype : {ComputeType::kFloat32, ComputeType::kFloat64}) {
+    periodogram::Request big;
+    big.dtype = dtype;
+    big.series.push_back(PeerSeries(nx, nf));
+    const auto req = ToProto(big);
+    std::vector<double> ms;
+    for (int i = 0; i < (quick ? 3 : 10); ++i) ms.push_back(CallMs(*stub, req));
+    Emit(absl::StrFormat(R"({"what":"server end-to-end","nx":%d,"nf":%d,"dtype":"%s","median_ms":%.3f})", nx, nf,
+                         periodogram::ComputeTypeName(dtype), Median(ms)));
+    const auto mixed = ToProto(*MixedBatch(dtype, 4096, 10000));
+    ms.clear();
+    for (int i = 0; i < (quick ? 2 : 5); ++i) ms.push_back(CallMs(*stub, mixed));
+    Emit(absl::StrFormat(R"({"what":"server end-to-end mixed batch","series":4096,"nf":10000,"dtype":"%s","median_ms":%.3f})",
+                         periodogram::ComputeTypeName(dtype), Median(ms)));
+  }
+  (*server)->Shutdown();
+  return 0;
+}
+
+}  // namespace
+}  // namespace gpucompute
+
+int main(int argc, char** argv) { return gpucompute::Main(argc, argv); }

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs the GPU tests and benchmarks on the GPU machine from a device bundle (see README,
+# "GPU machine"). Usage there: source .device/env.sh; tests/bench/run_gpu.sh [--quick]
+# Writes logs and JSON lines under $OUT (or ./gpu-out).
+set -uo pipefail
+out=${OUT:-gpu-out}; mkdir -p "$out"
+bin=$(dirname "$(command -v periodogram_bench)")
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/nvidia-smi.txt"
+status=0
+for t in cuda_resources_test kernel_cache_test device_context_test periodogram_cuda_test; do
+  "$bin/$t" --gtest_brief=1 > "$out/$t.log" 2>&1 || status=1
+  echo "$t: $(tail -1 "$out/$t.log")"
+done
+GPUCOMPUTE_TEST_BACKEND=cuda "$bin/periodogram_server_test" --gtest_brief=1 > "$out/periodogram_server_test_cuda.log" 2>&1 || status=1
+echo "periodogram_server_test (cuda): $(tail -1 "$out/periodogram_server_test_cuda.log")"
+periodogram_bench "$@" 2>"$out/bench.err" | tee "$out/bench.jsonl"
+if [ -f "$(dirname "$bin")/peers.py" ]; then
+  python3 "$(dirname "$bin")/peers.py" ls 2>"$out/peers.err" | tee "$out/peers.jsonl"
+fi
+exit $status

@@ -1,0 +1,245 @@
+// Tests of DeviceContext: description, slot lending and blocking, pinned staging growth and
+// stream-ordered allocation from the configured pool.
+#include "server/runtime/cuda/device_context.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gpucompute {
+namespace {
+
+std::string NoDeviceReason() {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return absl::StrCat(cudaGetErrorName(err), ": ", cudaGetErrorString(err));
+  }
+  if (count == 0) return "cudaGetDeviceCount returned 0";
+  return "";
+}
+
+#define SKIP_WITHOUT_CUDA_DEVICE()                                            \
+  do {                                                                        \
+    if (std::string why = NoDeviceReason(); !why.empty()) {                   \
+      GTEST_SKIP() << "no CUDA device visible: " << why;                      \
+    }                                                                         \
+  } while (0)
+
+DeviceContext::Options SmallOptions() {
+  DeviceContext::Options options;
+  options.device = 0;
+  options.streams = 3;
+  options.initial_staging_bytes = size_t{1} << 20;
+  return options;
+}
+
+TEST(DeviceContextTest, RejectsZeroStreamsWithoutTouchingTheDevice) {
+  DeviceContext::Options options = SmallOptions();
+  options.streams = 0;
+  EXPECT_EQ(DeviceContext::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DeviceContextTest, RejectsDeviceThatDoesNotExist) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  DeviceContext::Options options = SmallOptions();
+  options.device = 4096;
+  EXPECT_EQ(DeviceContext::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DeviceContextTest, DescribesTheDeviceAndConfiguresThePool) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  DeviceContext::Options options = SmallOptions();
+  options.pool_release_threshold = uint64_t{256} << 20;
+  auto context = DeviceContext::Create(options);
+  ASSERT_TRUE(context.ok()) << context.status();
+  DeviceContext& ctx = **context;
+
+  const DeviceDescription& d = ctx.description();
+  EXPECT_EQ(d.index, 0);
+  EXPECT_FALSE(d.name.empty());
+  EXPECT_GE(d.cc_major, 7);
+  EXPECT_GT(d.total_memory_bytes, 0);
+  EXPECT_GT(d.multiprocessors, 0);
+  EXPECT_EQ(d.streams, 3);
+  EXPECT_EQ(ctx.num_streams(), 3);
+  EXPECT_EQ(ctx.arch(), d.cc_major * 10 + d.cc_minor);
+  EXPECT_EQ(ctx.device(), 0);
+  EXPECT_FALSE(ctx.debug_sync());
+  EXPECT_TRUE(ctx.MakeCurrent().ok());
+  EXPECT_TRUE(ctx.kernels().Stats().directory.empty());
+
+  ASSERT_NE(ctx.memory_pool(), nullptr);
+  uint64_t threshold = 0;
+  ASSERT_EQ(cudaMemPoolGetAttribute(ctx.memory_pool(), cudaMemPoolAttrReleaseThreshold,
+                                    &threshold),
+            cudaSuccess);
+  EXPECT_EQ(threshold, options.pool_release_threshold);
+  // The start-up warm-up left memory in the pool (the threshold is above it).
+  uint64_t reserved = 0;
+  ASSERT_EQ(cudaMemPoolGetAttribute(ctx.memory_pool(), cudaMemPoolAttrReservedMemCurrent,
+                                    &reserved),
+            cudaSuccess);
+  EXPECT_GE(reserved, uint64_t{64} << 20);
+}
+
+TEST(DeviceContextTest, LendsEverySlotOnceThenBlocksUntilARelease) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  auto context = DeviceContext::Create(SmallOptions());
+  ASSERT_TRUE(context.ok()) << context.status();
+  DeviceContext& ctx = **context;
+
+  std::vector<StreamSlot*> lent;
+  std::set<int> indices;
+  std::set<cudaStream_t> streams;
+  for (int i = 0; i < ctx.num_streams(); ++i) {
+    StreamSlot* slot = ctx.AcquireSlot();
+    ASSERT_NE(slot, nullptr);
+    ASSERT_NE(slot->stream.get(), nullptr);
+    EXPECT_GE(slot->staging_in.capacity(), size_t{1} << 20);
+    EXPECT_GE(slot->staging_out.capacity(), size_t{1} << 20);
+    lent.push_back(slot);
+    indices.insert(slot->index);
+    streams.insert(slot->stream.get());
+  }
+  EXPECT_EQ(indices, (std::set<int>{0, 1, 2}));
+  EXPECT_EQ(streams.size(), 3u);
+
+  std::atomic<StreamSlot*> acquired{nullptr};
+  absl::Notification started;
+  std::thread waiter([&] {
+    started.Notify();
+    acquired = ctx.AcquireSlot();
+  });
+  started.WaitForNotification();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(acquired.load(), nullptr) << "AcquireSlot returned while every slot was lent";
+
+  ctx.ReleaseSlot(lent[1]);
+  waiter.join();
+  EXPECT_EQ(acquired.load(), lent[1]);
+
+  // A double release is ignored rather than lending one slot twice.
+  ctx.ReleaseSlot(lent[0]);
+  ctx.ReleaseSlot(lent[0]);
+  StreamSlot* again = ctx.AcquireSlot();
+  EXPECT_EQ(again, lent[0]);
+  ctx.ReleaseSlot(again);
+  ctx.ReleaseSlot(lent[1]);
+  ctx.ReleaseSlot(lent[2]);
+}
+
+TEST(DeviceContextTest, PinnedStagingGrowsAndCarriesCopies) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  auto context = DeviceContext::Create(SmallOptions());
+  ASSERT_TRUE(context.ok()) << context.status();
+  DeviceContext& ctx = **context;
+  StreamSlot* slot = ctx.AcquireSlot();
+
+  const size_t before = slot->staging_in.capacity();
+  void* const old_data = slot->staging_in.data();
+  ASSERT_TRUE(slot->staging_in.Reserve(before / 2).ok());
+  EXPECT_EQ(slot->staging_in.data(), old_data) << "a smaller Reserve must not reallocate";
+  EXPECT_EQ(slot->staging_in.capacity(), before);
+
+  const size_t bytes = before * 3 + 5;
+  ASSERT_TRUE(slot->staging_in.Reserve(bytes).ok());
+  ASSERT_TRUE(slot->staging_out.Reserve(bytes).ok());
+  EXPECT_GE(slot->staging_in.capacity(), bytes);
+  ASSERT_NE(slot->staging_in.data(), nullptr);
+  cudaPointerAttributes attributes{};
+  ASSERT_EQ(cudaPointerGetAttributes(&attributes, slot->staging_in.data()), cudaSuccess);
+  EXPECT_EQ(attributes.type, cudaMemoryTypeHost);
+
+  // Round trip host -> device -> host through the pool on the slot's stream.
+  auto* in = static_cast<unsigned char*>(slot->staging_in.data());
+  auto* out = static_cast<unsigned char*>(slot->staging_out.data());
+  for (size_t i = 0; i < bytes; ++i) in[i] = static_cast<unsigned char>(i * 7 + 3);
+  std::memset(out, 0, bytes);
+  cudaStream_t stream = slot->stream.get();
+  void* device = nullptr;
+  ASSERT_EQ(cudaMallocFromPoolAsync(&device, bytes, ctx.memory_pool(), stream), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(device, in, bytes, cudaMemcpyHostToDevice, stream), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(out, device, bytes, cudaMemcpyDeviceToHost, stream), cudaSuccess);
+  ASSERT_EQ(cudaFreeAsync(device, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(std::memcmp(in, out, bytes), 0);
+  ctx.ReleaseSlot(slot);
+}
+
+TEST(DeviceContextTest, PoolAllocationOnEverySlotStream) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  auto context = DeviceContext::Create(SmallOptions());
+  ASSERT_TRUE(context.ok()) << context.status();
+  DeviceContext& ctx = **context;
+  std::vector<StreamSlot*> slots;
+  for (int i = 0; i < ctx.num_streams(); ++i) slots.push_back(ctx.AcquireSlot());
+  constexpr size_t kBytes = size_t{4} << 20;
+  std::vector<void*> buffers(slots.size(), nullptr);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    ASSERT_EQ(cudaMallocFromPoolAsync(&buffers[i], kBytes, ctx.memory_pool(),
+                                      slots[i]->stream.get()),
+              cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(buffers[i], static_cast<int>(i + 1), kBytes,
+                              slots[i]->stream.get()),
+              cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(slots[i]->staging_out.data(), buffers[i], 1,
+                              cudaMemcpyDeviceToHost, slots[i]->stream.get()),
+              cudaSuccess);
+    ASSERT_EQ(cudaFreeAsync(buffers[i], slots[i]->stream.get()), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(slots[i]->stream.get()), cudaSuccess);
+    const unsigned char probe = *static_cast<unsigned char*>(slots[i]->staging_out.data());
+    EXPECT_EQ(probe, static_cast<unsigned char>(i + 1));
+  }
+  for (StreamSlot* slot : slots) ctx.ReleaseSlot(slot);
+}
+
+TEST(DeviceContextTest, DestroyingWithQueuedWorkWaitsForIt) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  auto context = DeviceContext::Create(SmallOptions());
+  ASSERT_TRUE(context.ok()) << context.status();
+  StreamSlot* slot = (*context)->AcquireSlot();
+  void* device = nullptr;
+  const size_t bytes = size_t{1} << 20;
+  ASSERT_EQ(cudaMallocFromPoolAsync(&device, bytes, (*context)->memory_pool(),
+                                    slot->stream.get()),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(slot->staging_in.data(), device, bytes, cudaMemcpyDeviceToHost,
+                            slot->stream.get()),
+            cudaSuccess);
+  ASSERT_EQ(cudaFreeAsync(device, slot->stream.get()), cudaSuccess);
+  (*context)->ReleaseSlot(slot);
+  context->reset();  // synchronises the stream before freeing the pinned buffer
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST(DeviceContextTest, KernelCacheUsesTheGivenDirectory) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  DeviceContext::Options options = SmallOptions();
+  options.kernel_cache_dir =
+      absl::StrCat(::testing::TempDir(), "/device_context_test_kernels_", getpid());
+  auto context = DeviceContext::Create(options);
+  ASSERT_TRUE(context.ok()) << context.status();
+  EXPECT_EQ((*context)->kernels().Stats().directory, options.kernel_cache_dir);
+  context->reset();
+  std::error_code ignored;
+  std::filesystem::remove_all(options.kernel_cache_dir, ignored);
+}
+
+}  // namespace
+}  // namespace gpucompute
