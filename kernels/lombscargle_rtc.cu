@@ -2,12 +2,15 @@
 // kernel_cache) with these macros:
 //   LS_T      float or double: accumulation and trigonometry type
 //   LS_BLOCK  threads per block; LS_K frequencies per thread; LS_TILE samples per smem tile
+//   LS_MIN_BLOCKS  resident blocks per SM the register allocation must allow (0: no bound)
 // One launch covers every series and frequency of a batch: each block takes one
 // (series, chunk) from the work table. A thread owns LS_K frequencies spaced LS_BLOCK grid
 // steps apart. Phases are formed and reduced modulo one cycle in float64 (t is centred on the
 // host), so float32 trigonometry sees an argument in [-pi, pi] however long the baseline. On
 // uniform grids one exact sin/cos per sample seeds the thread's first frequency and angle
-// addition (a rotation by 2 pi LS_BLOCK df t, also tabulated per sample) reaches the others.
+// addition reaches the others: one rotation by theta = 2 pi LS_BLOCK df t (tabulated per sample)
+// gives the second, then the Chebyshev recurrence x_{j+1} = 2 cos(theta) x_j - x_{j-1} (one FMA
+// each for cos and sin) the rest. Its rounding error grows at most linearly in j (<= LS_K ulp).
 #include "lombscargle_abi.cuh"
 #include "lombscargle_math.cuh"
 
@@ -38,7 +41,13 @@ __device__ __forceinline__ void Accumulate(Acc& a, T w, T wy, T cv, T sv) {
   a.cs = fma(wc, sv, a.cs);
 }
 
-extern "C" __global__ void __launch_bounds__(LS_BLOCK)
+#if LS_MIN_BLOCKS > 0
+#define LS_LAUNCH_BOUNDS __launch_bounds__(LS_BLOCK, LS_MIN_BLOCKS)
+#else
+#define LS_LAUNCH_BOUNDS __launch_bounds__(LS_BLOCK)
+#endif
+
+extern "C" __global__ void LS_LAUNCH_BOUNDS
 lombscargle(const LsSeriesDesc* __restrict__ series, const LsBlockWork* __restrict__ work,
             const double* __restrict__ t, const T* __restrict__ w, const T* __restrict__ wy,
             const double* __restrict__ explicit_freqs, T* __restrict__ power) {
@@ -80,16 +89,26 @@ lombscargle(const LsSeriesDesc* __restrict__ series, const LsBlockWork* __restri
     __syncthreads();
     if (uniform) {
       for (int i = 0; i < m; ++i) {
-        T sv, cv;
-        SinCosCycles(f[0] * s_t[i], &sv, &cv);
+        T s0, c0;
+        SinCosCycles(f[0] * s_t[i], &s0, &c0);
         const T wi = s_w[i], wyi = s_wy[i], dc = s_dc[i], ds = s_ds[i];
+        Accumulate(acc[0], wi, wyi, c0, s0);
+#if LS_K > 1
+        {
+          T c1 = fma(c0, dc, -s0 * ds), s1 = fma(s0, dc, c0 * ds);
+          Accumulate(acc[1], wi, wyi, c1, s1);
+          const T dc2 = dc + dc;
 #pragma unroll
-        for (int j = 0; j < LS_K; ++j) {
-          Accumulate(acc[j], wi, wyi, cv, sv);
-          const T c_next = fma(cv, dc, -sv * ds);
-          sv = fma(sv, dc, cv * ds);
-          cv = c_next;
+          for (int j = 2; j < LS_K; ++j) {
+            const T c2 = fma(dc2, c1, -c0), s2 = fma(dc2, s1, -s0);
+            Accumulate(acc[j], wi, wyi, c2, s2);
+            c0 = c1;
+            s0 = s1;
+            c1 = c2;
+            s1 = s2;
+          }
         }
+#endif
       }
     } else {
       for (int i = 0; i < m; ++i) {

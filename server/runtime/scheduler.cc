@@ -49,6 +49,7 @@ BatchingStats PeriodogramScheduler::Stats() const {
 bool PeriodogramScheduler::BatchReady(absl::Time now) const {
   if (queue_.empty()) return false;
   if (stopping_) return true;
+  if (options_.dispatch_when_idle && in_flight_batches_ == 0) return true;
   if (now - queue_.front().enqueued >= options_.max_queue_delay) return true;
   // Full when enough compatible requests wait.
   const auto dtype = queue_.front().job.request->dtype;
@@ -108,7 +109,8 @@ void PeriodogramScheduler::DispatchLoop() {
           mu_.AwaitWithDeadline(
               absl::Condition(
                   +[](Arg* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                    return a->s->stopping_ || a->s->queue_.size() != a->seen;
+                    return a->s->stopping_ || a->s->queue_.size() != a->seen ||
+                           (a->s->options_.dispatch_when_idle && a->s->in_flight_batches_ == 0);
                   },
                   &arg),
               fire);

@@ -26,6 +26,10 @@ struct SchedulerOptions {
   absl::Duration max_queue_delay = absl::Microseconds(200);
   int max_queue_depth = 1024;
   int64_t max_batch_pairs = int64_t{1} << 32;
+  // When nothing is in flight, dispatch at once instead of waiting max_queue_delay for
+  // company: a lone request pays no batching delay, and under load (something in flight)
+  // requests still coalesce while they wait.
+  bool dispatch_when_idle = true;
 };
 
 // Server-side timings of one request (sent back as trailing metadata).

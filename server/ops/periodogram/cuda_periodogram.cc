@@ -55,8 +55,9 @@ void PackSamples(const PreparedSeries& p, int64_t offset, double* t, char* w, ch
 
 // Picks the shape for a batch: many frequencies per thread when the batch fills the GPU,
 // fewer when it would leave multiprocessors idle.
-CudaKernelShape ChooseShape(const std::vector<const SeriesSpec*>& series, int multiprocessors) {
-  const std::vector<CudaKernelShape> shapes = DefaultKernelShapes();
+CudaKernelShape ChooseShape(ComputeType dtype, const std::vector<const SeriesSpec*>& series,
+                            int multiprocessors) {
+  const std::vector<CudaKernelShape> shapes = DefaultKernelShapes(dtype);
   for (const CudaKernelShape& s : shapes) {
     int64_t blocks = 0;
     for (const SeriesSpec* x : series) blocks += (x->grid.size() + s.block * s.k - 1) / (s.block * s.k);
@@ -67,15 +68,19 @@ CudaKernelShape ChooseShape(const std::vector<const SeriesSpec*>& series, int mu
 
 }  // namespace
 
-std::vector<CudaKernelShape> DefaultKernelShapes() {
-  // Largest work per thread first (fewest sin/cos per pair), then smaller for small batches.
-  return {CudaKernelShape{128, 8, 256}, CudaKernelShape{128, 2, 256}};
+std::vector<CudaKernelShape> DefaultKernelShapes(ComputeType dtype) {
+  // Largest work per thread first (fewest sin/cos per pair), then smaller for small batches
+  // that would otherwise leave multiprocessors idle. Chosen by tests/bench (see NOTES.md).
+  if (dtype == ComputeType::kFloat32) {
+    return {CudaKernelShape{128, 16, 256, 4}, CudaKernelShape{128, 2, 256, 0}};
+  }
+  return {CudaKernelShape{128, 16, 256, 0}, CudaKernelShape{128, 2, 256, 0}};
 }
 
 KernelSpec LombScargleKernelSpec(ComputeType dtype, const CudaKernelShape& shape) {
   KernelSpec spec;
   spec.label = absl::StrCat("lombscargle<", ComputeTypeName(dtype), ",b", shape.block, ",k",
-                            shape.k, ",tile", shape.tile, ">");
+                            shape.k, ",tile", shape.tile, ",minb", shape.min_blocks, ">");
   spec.program_name = "lombscargle_rtc.cu";
   spec.source = std::string(EmbeddedKernelSource("lombscargle_rtc.cu"));
   for (const char* h : {"lombscargle_abi.cuh", "lombscargle_math.cuh"}) {
@@ -83,7 +88,8 @@ KernelSpec LombScargleKernelSpec(ComputeType dtype, const CudaKernelShape& shape
   }
   spec.options = {absl::StrCat("-DLS_T=", dtype == ComputeType::kFloat32 ? "float" : "double"),
                   absl::StrCat("-DLS_BLOCK=", shape.block), absl::StrCat("-DLS_K=", shape.k),
-                  absl::StrCat("-DLS_TILE=", shape.tile)};
+                  absl::StrCat("-DLS_TILE=", shape.tile),
+                  absl::StrCat("-DLS_MIN_BLOCKS=", shape.min_blocks)};
   spec.kernel_name = "lombscargle";
   return spec;
 }
@@ -99,7 +105,7 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
     for (const auto& s : r->series) series.push_back(&s);
   const CudaKernelShape shape = options && options->shape
                                      ? *options->shape
-                                     : ChooseShape(series, device.description().multiprocessors);
+                                     : ChooseShape(batch.dtype, series, device.description().multiprocessors);
   ASSIGN_OR_RETURN(cudaKernel_t kernel,
                    device.kernels().Get(LombScargleKernelSpec(batch.dtype, shape)));
 

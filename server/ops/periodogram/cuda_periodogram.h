@@ -18,13 +18,14 @@ struct CudaKernelShape {
   int block = 128;
   int k = 8;
   int tile = 256;
+  int min_blocks = 0;  // __launch_bounds__ minimum resident blocks per SM (0: none)
 };
 
 // The NVRTC program for one dtype and shape (a kernel-cache key).
 KernelSpec LombScargleKernelSpec(ComputeType dtype, const CudaKernelShape& shape);
 
 // The shapes the server warms at start-up and chooses from per batch.
-std::vector<CudaKernelShape> DefaultKernelShapes();
+std::vector<CudaKernelShape> DefaultKernelShapes(ComputeType dtype);
 
 // Where one enqueued batch's results will be in the slot's output staging buffer.
 struct PendingPeriodogram {

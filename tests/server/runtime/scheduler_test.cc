@@ -34,6 +34,7 @@ TEST(Scheduler, CoalescesConcurrentRequestsAndSplitsResults) {
   SchedulerOptions o;
   o.max_queue_delay = absl::Milliseconds(200);
   o.max_batch_size = 16;
+  o.dispatch_when_idle = false;
   PeriodogramScheduler scheduler(&h.backend, o);
   std::mt19937_64 rng(3);
   std::atomic<int> ok{0};
@@ -65,6 +66,7 @@ TEST(Scheduler, FullQueueIsResourceExhausted) {
   o.max_queue_delay = absl::Seconds(1);
   o.max_queue_depth = 2;
   o.max_batch_size = 64;
+  o.dispatch_when_idle = false;
   PeriodogramScheduler scheduler(&h.backend, o);
   std::mt19937_64 rng(4);
   std::atomic<int> done{0};
@@ -111,6 +113,7 @@ TEST(Scheduler, DifferentDtypesGoToDifferentBatches) {
   Harness h;
   SchedulerOptions o;
   o.max_queue_delay = absl::Milliseconds(100);
+  o.dispatch_when_idle = false;
   PeriodogramScheduler scheduler(&h.backend, o);
   std::mt19937_64 rng(6);
   std::atomic<int> remaining{4};
@@ -129,6 +132,24 @@ TEST(Scheduler, DifferentDtypesGoToDifferentBatches) {
   }
   done.WaitForNotification();
   EXPECT_EQ(scheduler.Stats().batches, 2);
+}
+
+TEST(Scheduler, LoneRequestOnIdleBackendSkipsTheQueueDelay) {
+  Harness h;
+  SchedulerOptions o;
+  o.max_queue_delay = absl::Seconds(30);  // would time the test out if waited for
+  PeriodogramScheduler scheduler(&h.backend, o);
+  std::mt19937_64 rng(9);
+  absl::Notification done;
+  PeriodogramScheduler::Job job;
+  job.request = SmallRequest(rng, periodogram::ComputeType::kFloat64);
+  job.done = [&](auto r, const JobTimings& t) {
+    EXPECT_TRUE(r.ok());
+    EXPECT_LT(t.queue, absl::Seconds(5));
+    done.Notify();
+  };
+  ASSERT_TRUE(scheduler.Enqueue(std::move(job)).ok());
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
 }
 
 TEST(Scheduler, EnqueueAfterShutdownIsUnavailable) {
