@@ -1,0 +1,57 @@
+// Small helpers shared by the CLI's subcommands.
+#pragma once
+
+#include <charconv>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "client/cli/commands.h"
+#include "client/cpp/client.h"
+
+namespace gpucompute::cli {
+
+// Shortest text that reads back as the same value (float32 values as floats).
+template <typename T>
+std::string FormatShortest(T value) {
+  char buffer[64];
+  auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return ec == std::errc() ? std::string(buffer, end) : std::string("nan");
+}
+
+// "12.3 ms"
+inline std::string FormatMs(absl::Duration d) {
+  return absl::StrFormat("%.1f ms", absl::ToDoubleMilliseconds(d));
+}
+
+// Prints "gpucompute: <context>: CODE: message" to stderr and returns exit code 1.
+inline int Fail(absl::string_view context, const absl::Status& status) {
+  std::fprintf(stderr, "gpucompute: %.*s: %s\n", static_cast<int>(context.size()), context.data(),
+               status.ToString().c_str());
+  return 1;
+}
+
+inline absl::StatusOr<std::unique_ptr<client::Client>> ConnectFromFlags(
+    const GlobalOptions& global) {
+  client::ClientOptions options;
+  options.default_timeout = absl::Seconds(global.timeout_s);
+  return client::Client::Connect(global.target, options);
+}
+
+// "queue 12 us, compute 340 us, total 400 us, batch 3" (fields the server did not send: "?").
+inline std::string FormatTimings(const client::ServerTimings& t) {
+  auto field = [](const std::optional<int64_t>& v) {
+    return v ? absl::StrCat(*v) : std::string("?");
+  };
+  return absl::StrCat("queue ", field(t.queue_us), " us, compute ", field(t.compute_us),
+                      " us, total ", field(t.total_us), " us, batch of ",
+                      field(t.batch_requests));
+}
+
+}  // namespace gpucompute::cli

@@ -1,0 +1,47 @@
+// The `gpucompute` CLI's subcommands. Each returns the process exit code: 0 on success, 1 when
+// a call or a file fails (the reason is printed to stderr).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpucompute::cli {
+
+struct GlobalOptions {
+  std::string target = "localhost:50051";
+  double timeout_s = 60;  // deadline of every call, seconds
+};
+
+struct PeriodogramOptions {
+  std::vector<std::string> files;
+  bool dy_column = false;
+  // Uniform grid from a range: all three or none.
+  std::optional<double> fmin, fmax;
+  std::optional<int64_t> nf;
+  // Explicit grid.
+  std::string frequencies_file;
+  // Automatic grid (the default).
+  std::optional<double> samples_per_peak, nyquist_factor, minimum_frequency, maximum_frequency;
+  std::string normalization = "standard";
+  std::string dtype = "float64";
+  bool no_fit_mean = false;
+  bool no_center_data = false;
+  std::string output;  // empty: stdout
+  std::string format;  // csv | json; empty: json when output ends in .json, else csv
+};
+
+struct InfoOptions {
+  bool json = false;
+};
+
+struct DemoOptions {
+  int burst = 32;  // concurrent requests of the burst
+  unsigned seed = 20240611;
+};
+
+int RunPeriodogram(const GlobalOptions& global, const PeriodogramOptions& options);
+int RunInfo(const GlobalOptions& global, const InfoOptions& options);
+int RunDemo(const GlobalOptions& global, const DemoOptions& options);
+
+}  // namespace gpucompute::cli

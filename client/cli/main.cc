@@ -1,0 +1,86 @@
+// gpucompute: command-line client of the gpucompute service (periodogram, info, demo).
+#include <cstdint>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "client/cli/commands.h"
+
+int main(int argc, char** argv) {
+  using gpucompute::cli::DemoOptions;
+  using gpucompute::cli::GlobalOptions;
+  using gpucompute::cli::InfoOptions;
+  using gpucompute::cli::PeriodogramOptions;
+
+  CLI::App app{"gpucompute: client of the gpucompute GPU compute service"};
+  app.require_subcommand(1);
+  GlobalOptions global;
+  app.add_option("--target", global.target, "server address host:port")
+      ->capture_default_str();
+  app.add_option("--timeout", global.timeout_s, "deadline of each call, seconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+
+  // ------------------------------------------------------------------ periodogram
+  PeriodogramOptions p;
+  CLI::App* periodogram = app.add_subcommand(
+      "periodogram",
+      "Lomb-Scargle periodograms of time series files (CSV t,y[,dy] or .npy (N,2|3)), all in "
+      "one batched request");
+  periodogram->add_option("files", p.files, "input files")->required()->check(CLI::ExistingFile);
+  periodogram->add_flag("--dy-column", p.dy_column,
+                        "read the third column as measurement errors dy (otherwise ignored)");
+  auto* grid_group = periodogram->add_option_group("uniform grid", "f_k = fmin .. fmax, nf values");
+  auto* fmin = grid_group->add_option("--fmin", p.fmin, "lowest frequency (cycles per unit t)");
+  auto* fmax = grid_group->add_option("--fmax", p.fmax, "highest frequency");
+  auto* nf = grid_group->add_option("--nf", p.nf, "number of frequencies")->check(CLI::PositiveNumber);
+  fmin->needs(fmax)->needs(nf);
+  fmax->needs(fmin)->needs(nf);
+  nf->needs(fmin)->needs(fmax);
+  auto* freq_file = periodogram
+                        ->add_option("--frequencies", p.frequencies_file,
+                                     "explicit frequency list (text or 1-D .npy)")
+                        ->check(CLI::ExistingFile);
+  auto* auto_group = periodogram->add_option_group(
+      "automatic grid", "Astropy autofrequency (the default grid)");
+  auto* spp = auto_group->add_option("--samples-per-peak", p.samples_per_peak, "default 5");
+  auto* nyq = auto_group->add_option("--nyquist-factor", p.nyquist_factor, "default 5");
+  auto* minf = auto_group->add_option("--minimum-frequency", p.minimum_frequency);
+  auto* maxf = auto_group->add_option("--maximum-frequency", p.maximum_frequency);
+  for (CLI::Option* uniform : {fmin, fmax, nf}) {
+    uniform->excludes(freq_file);
+    for (CLI::Option* a : {spp, nyq, minf, maxf}) uniform->excludes(a);
+  }
+  for (CLI::Option* a : {spp, nyq, minf, maxf}) freq_file->excludes(a);
+  periodogram->add_option("--normalization", p.normalization)
+      ->check(CLI::IsMember({"standard", "model", "log", "psd"}))
+      ->capture_default_str();
+  periodogram->add_option("--dtype", p.dtype, "compute and output precision")
+      ->check(CLI::IsMember({"float32", "float64"}))
+      ->capture_default_str();
+  periodogram->add_flag("--no-fit-mean", p.no_fit_mean, "do not fit a floating mean");
+  periodogram->add_flag("--no-center-data", p.no_center_data, "do not centre y first");
+  periodogram->add_option("-o,--output", p.output, "write here instead of stdout");
+  periodogram->add_option("--format", p.format, "csv or json (default: from --output's suffix)")
+      ->check(CLI::IsMember({"csv", "json"}));
+
+  // ------------------------------------------------------------------ info
+  InfoOptions info;
+  CLI::App* info_cmd = app.add_subcommand("info", "print the server's ServerInfo");
+  info_cmd->add_flag("--json", info.json, "print as JSON");
+
+  // ------------------------------------------------------------------ demo
+  DemoOptions demo;
+  CLI::App* demo_cmd = app.add_subcommand(
+      "demo", "run every operation on generated data with known answers; exit 0 iff all pass");
+  demo_cmd->add_option("--burst", demo.burst, "concurrent requests in the burst")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  demo_cmd->add_option("--seed", demo.seed, "random seed")->capture_default_str();
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (periodogram->parsed()) return gpucompute::cli::RunPeriodogram(global, p);
+  if (info_cmd->parsed()) return gpucompute::cli::RunInfo(global, info);
+  if (demo_cmd->parsed()) return gpucompute::cli::RunDemo(global, demo);
+  return 2;
+}

@@ -1,0 +1,140 @@
+// `gpucompute periodogram FILE...`: one batched Periodogram call over every file.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "client/cli/cli_util.h"
+#include "client/cli/commands.h"
+#include "client/cli/series_file.h"
+#include "client/cpp/periodogram_request_builder.h"
+#include "nlohmann/json.hpp"
+
+namespace gpucompute::cli {
+namespace {
+
+using client::DecodedSeriesResult;
+
+void WriteCsv(const std::vector<DecodedSeriesResult>& results, bool float32, std::ostream& out) {
+  out << "series,frequency,power\n";
+  std::string line;
+  for (size_t s = 0; s < results.size(); ++s) {
+    const DecodedSeriesResult& r = results[s];
+    for (size_t k = 0; k < r.power.size(); ++k) {
+      line = absl::StrCat(s, ",", FormatShortest(r.frequency[k]), ",",
+                          float32 ? FormatShortest(static_cast<float>(r.power[k]))
+                                  : FormatShortest(r.power[k]),
+                          "\n");
+      out << line;
+    }
+  }
+}
+
+void WriteJson(const std::vector<SeriesData>& inputs,
+               const std::vector<DecodedSeriesResult>& results, std::ostream& out) {
+  nlohmann::json series = nlohmann::json::array();
+  for (size_t s = 0; s < results.size(); ++s) {
+    const DecodedSeriesResult& r = results[s];
+    series.push_back({{"file", inputs[s].name},
+                      {"n_samples", inputs[s].t.size()},
+                      {"peak_frequency", r.peak_frequency},
+                      {"peak_power", r.peak_power},
+                      {"frequency", r.frequency},
+                      {"power", r.power}});
+  }
+  out << nlohmann::json{{"series", std::move(series)}}.dump() << "\n";
+}
+
+}  // namespace
+
+int RunPeriodogram(const GlobalOptions& global, const PeriodogramOptions& options) {
+  // Inputs.
+  std::vector<SeriesData> inputs;
+  for (const std::string& file : options.files) {
+    absl::StatusOr<SeriesData> series = ReadSeriesFile(file, options.dy_column);
+    if (!series.ok()) return Fail("reading input", series.status());
+    if (!options.dy_column && series->columns == 3) {
+      std::fprintf(stderr, "gpucompute: %s: third column ignored (pass --dy-column to use it as dy)\n",
+                   file.c_str());
+    }
+    inputs.push_back(*std::move(series));
+  }
+
+  // Request.
+  client::PeriodogramRequestBuilder builder;
+  for (const SeriesData& s : inputs) builder.AddSeries(s.t, s.y, s.dy);
+  std::vector<double> explicit_frequencies;
+  if (options.nf) {
+    absl::StatusOr<v1::FrequencyGrid> grid = client::RangeGrid(*options.fmin, *options.fmax, *options.nf);
+    if (!grid.ok()) return Fail("--fmin/--fmax/--nf", grid.status());
+    builder.SetGrid(*grid);
+  } else if (!options.frequencies_file.empty()) {
+    absl::StatusOr<std::vector<double>> f = ReadFrequencyFile(options.frequencies_file);
+    if (!f.ok()) return Fail("--frequencies", f.status());
+    explicit_frequencies = *std::move(f);
+    builder.SetGrid(client::ExplicitGrid(explicit_frequencies));
+  } else {
+    builder.SetGrid(client::AutoGrid({.samples_per_peak = options.samples_per_peak,
+                                      .nyquist_factor = options.nyquist_factor,
+                                      .minimum_frequency = options.minimum_frequency,
+                                      .maximum_frequency = options.maximum_frequency}));
+  }
+  absl::StatusOr<v1::Normalization> normalization = client::ParseNormalization(options.normalization);
+  if (!normalization.ok()) return Fail("--normalization", normalization.status());
+  absl::StatusOr<v1::DType> dtype = client::ParseComputeDType(options.dtype);
+  if (!dtype.ok()) return Fail("--dtype", dtype.status());
+  builder.SetNormalization(*normalization).SetDType(*dtype);
+  if (options.no_fit_mean) builder.SetFitMean(false);
+  if (options.no_center_data) builder.SetCenterData(false);
+  absl::StatusOr<v1::PeriodogramRequest> request = builder.Build();
+  if (!request.ok()) return Fail("building the request", request.status());
+
+  // Call.
+  absl::StatusOr<std::unique_ptr<client::Client>> client = ConnectFromFlags(global);
+  if (!client.ok()) return Fail(global.target, client.status());
+  absl::StatusOr<client::PeriodogramResult> result = (*client)->Periodogram(*std::move(request));
+  if (!result.ok()) return Fail("Periodogram", result.status());
+  const v1::PeriodogramResponse& response = result->response;
+  if (response.results_size() != static_cast<int>(inputs.size())) {
+    return Fail("Periodogram", absl::InternalError(absl::StrCat(
+                                   "server returned ", response.results_size(), " results for ",
+                                   inputs.size(), " series")));
+  }
+  std::vector<DecodedSeriesResult> decoded;
+  for (int s = 0; s < response.results_size(); ++s) {
+    absl::StatusOr<DecodedSeriesResult> r =
+        client::DecodeSeriesResult(response.results(s), explicit_frequencies);
+    if (!r.ok()) return Fail(absl::StrCat("result ", s), r.status());
+    decoded.push_back(*std::move(r));
+  }
+
+  // Peaks to stderr, data to stdout or --output.
+  for (size_t s = 0; s < decoded.size(); ++s) {
+    std::fprintf(stderr, "series %zu (%s): %zu samples, %zu frequencies, peak at f = %s (power %s)\n",
+                 s, inputs[s].name.c_str(), inputs[s].t.size(), decoded[s].frequency.size(),
+                 FormatShortest(decoded[s].peak_frequency).c_str(),
+                 FormatShortest(decoded[s].peak_power).c_str());
+  }
+  std::fprintf(stderr, "server: %s; round trip %s\n", FormatTimings(result->timings).c_str(),
+               FormatMs(result->latency).c_str());
+
+  std::string format = options.format;
+  if (format.empty()) format = absl::EndsWithIgnoreCase(options.output, ".json") ? "json" : "csv";
+  std::ofstream file;
+  if (!options.output.empty()) {
+    file.open(options.output, std::ios::binary | std::ios::trunc);
+    if (!file) return Fail("--output", absl::PermissionDeniedError("cannot write " + options.output));
+  }
+  std::ostream& out = options.output.empty() ? std::cout : file;
+  if (format == "json") {
+    WriteJson(inputs, decoded, out);
+  } else {
+    WriteCsv(decoded, *dtype == v1::FLOAT32, out);
+  }
+  out.flush();
+  if (!out) return Fail("writing output", absl::DataLossError("write failed"));
+  return 0;
+}
+
+}  // namespace gpucompute::cli

@@ -1,0 +1,51 @@
+// Building gpucompute.v1.Tensor messages from host vectors and decoding them back.
+//
+// A Tensor is {dtype, shape, raw little-endian row-major bytes}. These helpers are the client's
+// one place that knows the byte layout; they are pure functions, safe from any thread.
+#pragma once
+
+#include <cstdint>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "gpucompute/v1/tensor.pb.h"
+
+namespace gpucompute::client {
+
+// Bytes per element of `dtype`; 0 for DTYPE_UNSPECIFIED or an unknown value.
+int DTypeSize(v1::DType dtype);
+
+// "float32", "float64", ...; "unspecified" for DTYPE_UNSPECIFIED.
+absl::string_view DTypeName(v1::DType dtype);
+
+// Product of `shape`, or INVALID_ARGUMENT when a dimension is negative or the product overflows.
+absl::StatusOr<int64_t> NumElements(absl::Span<const int64_t> shape);
+
+// 1-D tensors holding `values` (FLOAT64 / FLOAT32).
+v1::Tensor MakeTensor(absl::Span<const double> values);
+v1::Tensor MakeTensor(absl::Span<const float> values);
+
+// `values` converted to `dtype` (FLOAT64 or FLOAT32), 1-D. Converting to FLOAT32 rounds.
+absl::StatusOr<v1::Tensor> MakeTensor(absl::Span<const double> values, v1::DType dtype);
+
+// N-D tensors; INVALID_ARGUMENT when product(shape) != values.size().
+absl::StatusOr<v1::Tensor> MakeTensor(absl::Span<const double> values,
+                                      absl::Span<const int64_t> shape);
+absl::StatusOr<v1::Tensor> MakeTensor(absl::Span<const float> values,
+                                      absl::Span<const int64_t> shape);
+
+// All elements of `tensor`, in row-major order, converted to double. Accepts every dtype of
+// tensor.proto (float16/bfloat16 widened exactly; int64 rounded above 2^53). INVALID_ARGUMENT
+// when the dtype is unspecified, the payload is missing, or its size does not match the shape.
+absl::StatusOr<std::vector<double>> TensorToDoubles(const v1::Tensor& tensor);
+
+// All elements converted to float (float64 and int values round to nearest).
+absl::StatusOr<std::vector<float>> TensorToFloats(const v1::Tensor& tensor);
+
+// IEEE half / bfloat16 bit patterns to float (exact).
+float HalfToFloat(uint16_t bits);
+float BFloat16ToFloat(uint16_t bits);
+
+}  // namespace gpucompute::client
