@@ -3,10 +3,10 @@
 
 #include <charconv>
 #include <chrono>
-#include "absl/strings/string_view.h"
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace gpucompute::client {
 namespace {

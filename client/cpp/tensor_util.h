@@ -5,10 +5,10 @@
 #pragma once
 
 #include <cstdint>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "gpucompute/v1/tensor.pb.h"
 

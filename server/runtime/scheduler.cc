@@ -156,6 +156,15 @@ void PeriodogramScheduler::Dispatch(std::vector<Queued> queued) {
     SPDLOG_DEBUG("periodogram batch of {} requests ({} series)", live.size(),
                  batch->series_count());
   }
+  std::vector<std::pair<absl::Time, std::function<bool()>>> waiting;
+  for (const auto& q : live) waiting.emplace_back(q.job.deadline, q.job.is_cancelled);
+  batch->abandoned = [waiting = std::move(waiting)] {
+    const absl::Time now = absl::Now();
+    for (const auto& [deadline, cancelled] : waiting) {
+      if (now <= deadline && !(cancelled && cancelled())) return false;
+    }
+    return true;
+  };
   auto jobs = std::make_shared<std::vector<Queued>>(std::move(live));
   backend_->RunPeriodogram(
       batch, [this, jobs, dispatched = now](

@@ -13,6 +13,13 @@ for t in cuda_resources_test kernel_cache_test device_context_test periodogram_c
 done
 GPUCOMPUTE_TEST_BACKEND=cuda "$bin/periodogram_server_test" --gtest_brief=1 > "$out/periodogram_server_test_cuda.log" 2>&1 || status=1
 echo "periodogram_server_test (cuda): $(tail -1 "$out/periodogram_server_test_cuda.log")"
+# The CLI demo against a CUDA server process, then SIGTERM: it must drain and exit 0.
+rm -f /tmp/gc.port
+gpucompute-server --address=127.0.0.1:0 --port_file=/tmp/gc.port --backend=cuda > "$out/server.log" 2>&1 &
+spid=$!
+for _ in $(seq 1 300); do [ -s /tmp/gc.port ] && break; sleep 0.1; done
+gpucompute --target="127.0.0.1:$(cat /tmp/gc.port)" demo || status=1
+kill -TERM $spid; wait $spid; echo "server exit status after SIGTERM: $?"
 periodogram_bench "$@" 2>"$out/bench.err" | tee "$out/bench.jsonl"
 if [ -f "$(dirname "$bin")/peers.py" ]; then
   python3 "$(dirname "$bin")/peers.py" ls 2>"$out/peers.err" | tee "$out/peers.jsonl"

@@ -230,6 +230,32 @@ TEST_F(PeriodogramServer, ExpiredDeadlineIsDeadlineExceeded) {
   EXPECT_EQ(stub_->Periodogram(&ctx, req, &resp).error_code(), grpc::DEADLINE_EXCEEDED);
 }
 
+TEST_F(PeriodogramServer, AbandonedLongRequestDoesNotHoldTheServer) {
+  // 20,000 samples x 2,000,000 frequencies: minutes on the CPU backend. Its caller gives up
+  // after 300 ms; the server must stop computing it and serve the next request promptly.
+  std::mt19937_64 rng(4);
+  auto big_series = periodogram::testing::RandomSeries(rng, 20000, 3.0, false, 0, 1000);
+  v1::PeriodogramRequest big;
+  *big.add_series()->mutable_t() = Vec(big_series.t);
+  *big.mutable_series(0)->mutable_y() = Vec(big_series.y);
+  auto* u = big.mutable_frequency()->mutable_uniform();
+  u->set_f0(0.001);
+  u->set_df(1e-5);
+  u->set_n(2000000);
+  grpc::ClientContext big_ctx;
+  big_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
+  v1::PeriodogramResponse big_resp;
+  EXPECT_EQ(stub_->Periodogram(&big_ctx, big, &big_resp).error_code(), grpc::DEADLINE_EXCEEDED);
+
+  std::vector<periodogram::SeriesSpec> specs;
+  const auto small = RandomRequest(rng, 1, v1::FLOAT64, &specs);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  v1::PeriodogramResponse resp;
+  ASSERT_TRUE(stub_->Periodogram(&ctx, small, &resp).ok());
+  ExpectMatches(specs, v1::FLOAT64, resp);
+}
+
 TEST_F(PeriodogramServer, ShutdownDrainsInFlightCalls) {
   std::mt19937_64 rng(3);
   std::vector<periodogram::SeriesSpec> specs;

@@ -106,8 +106,12 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   const CudaKernelShape shape = options && options->shape
                                      ? *options->shape
                                      : ChooseShape(batch.dtype, series, device.description().multiprocessors);
+  // The label names every parameter of the spec (the sources are embedded in the binary), so
+  // the cache can skip building and hashing the spec after the first batch.
+  const std::string tag = absl::StrCat("lombscargle/", ComputeTypeName(batch.dtype), "/", shape.block,
+                                       "/", shape.k, "/", shape.tile, "/", shape.min_blocks);
   ASSIGN_OR_RETURN(cudaKernel_t kernel,
-                   device.kernels().Get(LombScargleKernelSpec(batch.dtype, shape)));
+                   device.kernels().GetTagged(tag, [&] { return LombScargleKernelSpec(batch.dtype, shape); }));
 
   PendingPeriodogram pending;
   pending.dtype = batch.dtype;

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -85,6 +86,9 @@ struct Request {
 struct Batch {
   ComputeType dtype = ComputeType::kFloat64;
   std::vector<std::shared_ptr<const Request>> requests;
+  // Optional; true once no caller waits any more (every deadline passed or call cancelled).
+  // Backends that compute in pieces poll it and stop early (reporting DEADLINE_EXCEEDED).
+  std::function<bool()> abandoned;
 
   int64_t series_count() const;
 };

@@ -61,6 +61,7 @@ void CpuBackend::RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
     std::vector<periodogram::PreparedSeries> prepared;
     std::vector<periodogram::SeriesPower> results;
     std::atomic<int64_t> remaining{0};
+    std::atomic<bool> abandoned{false};
     PeriodogramDone done;
   };
   auto state = std::make_shared<State>();
@@ -80,6 +81,15 @@ void CpuBackend::RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
   }
   // Runs on the thread that finishes the batch's last task: peaks, then the completion thread.
   auto finish = [this, state] {
+    if (state->abandoned) {
+      completions_->Post([this, state] {
+        state->done(absl::DeadlineExceededError(
+            "every caller of the batch went away (deadline or cancellation) while it was computed"));
+        absl::MutexLock lock(&mu_);
+        --in_flight_batches_;
+      });
+      return;
+    }
     for (size_t s = 0; s < state->series.size(); ++s) {
       if (state->batch->dtype == periodogram::ComputeType::kFloat32) {
         FindPeakBytes<float>(state->results[s].power, state->series[s]->grid, &state->results[s]);
@@ -100,7 +110,11 @@ void CpuBackend::RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
       const int64_t end = std::min(n, k + kFrequenciesPerTask);
       tasks.push_back([state, i, k, end, elem, finish] {
         NVTX_RANGE("periodogram.cpu.compute");
-        periodogram::ComputePowerCpu(*state->series[i], state->prepared[i], state->batch->dtype, k,
+        // A long CPU batch nobody waits for any more would hold the workers: stop early.
+        if (!state->abandoned && state->batch->abandoned && state->batch->abandoned()) {
+          state->abandoned = true;
+        }
+        if (!state->abandoned) periodogram::ComputePowerCpu(*state->series[i], state->prepared[i], state->batch->dtype, k,
                                      end, state->results[i].power.data() + k * elem);
         if (state->remaining.fetch_sub(1) == 1) finish();
       });

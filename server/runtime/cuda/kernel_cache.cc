@@ -321,6 +321,23 @@ std::string KernelCache::Key(const KernelSpec& spec) const {
   return key;
 }
 
+absl::StatusOr<cudaKernel_t> KernelCache::GetTagged(const std::string& tag,
+                                                    const std::function<KernelSpec()>& make_spec) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = tagged_.find(tag); it != tagged_.end()) {
+      ++stats_.hits;
+      return it->second;
+    }
+  }
+  auto kernel = Get(make_spec());
+  if (kernel.ok()) {
+    absl::MutexLock lock(&mu_);
+    tagged_.emplace(tag, *kernel);
+  }
+  return kernel;
+}
+
 absl::StatusOr<cudaKernel_t> KernelCache::Get(const KernelSpec& spec) {
   if (spec.source.empty() || spec.kernel_name.empty()) {
     return absl::InvalidArgumentError(

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -60,6 +61,12 @@ class KernelCache {
 
   // misses counts Gets that found no ready entry in memory; disk_hits is the part of them
   // served from disk; compile_ms_total sums successful NVRTC compiles.
+  // Like Get, for a caller whose `tag` fully determines the spec (e.g. a string of the
+  // compile-time parameters of a source embedded in the binary): after the first success the
+  // spec is neither built nor hashed again. Tagged lookups after the first count as hits.
+  absl::StatusOr<cudaKernel_t> GetTagged(const std::string& tag,
+                                         const std::function<KernelSpec()>& make_spec);
+
   KernelCacheStats Stats() const;
   static std::string NvrtcVersion();  // "13.0"
 
@@ -91,6 +98,7 @@ class KernelCache {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<Entry>> entries_ ABSL_GUARDED_BY(mu_);
   KernelCacheStats stats_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, cudaKernel_t> tagged_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpucompute
