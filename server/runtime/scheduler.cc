@@ -127,17 +127,14 @@ void PeriodogramScheduler::Dispatch(std::vector<Queued> queued) {
   auto batch = std::make_shared<periodogram::Batch>();
   batch->dtype = queued.front().job.request->dtype;
   std::vector<Queued> live;
+  std::vector<std::pair<Queued, absl::Status>> dropped;
   live.reserve(queued.size());
-  int64_t expired = 0;
   for (auto& q : queued) {
     NvtxEnd(q.nvtx_queue);
-    const JobTimings timings{now - q.enqueued, absl::ZeroDuration(), 0};
     if (q.job.is_cancelled && q.job.is_cancelled()) {
-      q.job.done(absl::CancelledError("request cancelled before dispatch"), timings);
-      ++expired;
+      dropped.emplace_back(std::move(q), absl::CancelledError("request cancelled before dispatch"));
     } else if (now > q.job.deadline) {
-      q.job.done(absl::DeadlineExceededError("deadline passed while queued"), timings);
-      ++expired;
+      dropped.emplace_back(std::move(q), absl::DeadlineExceededError("deadline passed while queued"));
     } else {
       batch->requests.push_back(q.job.request);
       live.push_back(std::move(q));
@@ -145,13 +142,17 @@ void PeriodogramScheduler::Dispatch(std::vector<Queued> queued) {
   }
   {
     absl::MutexLock lock(&mu_);
-    stats_.expired_before_dispatch += expired;
-    if (live.empty()) return;
-    stats_.requests += static_cast<int64_t>(live.size());
-    stats_.batches += 1;
-    stats_.largest_batch = std::max<int64_t>(stats_.largest_batch, live.size());
-    ++in_flight_batches_;
+    stats_.expired_before_dispatch += static_cast<int64_t>(dropped.size());
+    if (!live.empty()) {
+      stats_.requests += static_cast<int64_t>(live.size());
+      stats_.batches += 1;
+      stats_.largest_batch = std::max<int64_t>(stats_.largest_batch, live.size());
+      ++in_flight_batches_;
+    }
   }
+  // Statistics first, then the callbacks: whoever a callback wakes sees consistent stats.
+  for (auto& [q, status] : dropped) q.job.done(status, JobTimings{now - q.enqueued, absl::ZeroDuration(), 0});
+  if (live.empty()) return;
   if (live.size() > 1) {
     SPDLOG_DEBUG("periodogram batch of {} requests ({} series)", live.size(),
                  batch->series_count());
