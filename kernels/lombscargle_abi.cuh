@@ -15,6 +15,7 @@ struct LsSeriesDesc {
   double df;
   double yy;                  // sum w y^2
   double psd_scale;           // sum(dy^-2) / 2
+  double t_absmax;            // max |t| (t as packed, relative to the reference sample)
   int n_samples;
   int fit_mean;               // 0 or 1
   int normalization;          // 0 standard, 1 model, 2 log, 3 psd

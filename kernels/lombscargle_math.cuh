@@ -15,10 +15,15 @@ namespace gpucompute_kernels {
 //   c = sum w cos, s = sum w sin, yc = sum w y cos, ys = sum w y sin,
 //   cc = sum w cos^2, cs = sum w cos sin.
 // norm: 0 standard, 1 model, 2 log, 3 psd. yy = sum w y^2; psd_scale = sum(dy^-2) / 2.
+// shifted (fit_mean only): the sums were taken over cos - 1 instead of cos. With a floating
+// mean this changes nothing in exact arithmetic (the mean absorbs the constant), but when the
+// phases cluster near 0 (low frequencies: t is centred on a sample) the centred sums
+// cc - c^2, ss - s^2 no longer cancel against 1, which float32 needs.
 template <typename T>
 LS_HOST_DEVICE T LombScarglePower(T c, T s, T yc, T ys, T cc, T cs, bool fit_mean, int norm,
-                                  T yy, T psd_scale) {
-  T ss = T(1) - cc;
+                                  T yy, T psd_scale, bool shifted = false) {
+  // sum w sin^2 = 1 - sum w cos^2; shifted: 1 - sum w (1 + c')^2 = -2 c' - c'c'.
+  T ss = shifted ? -(c + c) - cc : T(1) - cc;
   if (fit_mean) {
     cc -= c * c;
     ss -= s * s;

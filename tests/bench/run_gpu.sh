@@ -8,10 +8,10 @@ bin=$(dirname "$(command -v periodogram_bench)")
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/nvidia-smi.txt"
 status=0
 for t in cuda_resources_test kernel_cache_test device_context_test periodogram_cuda_test; do
-  "$bin/$t" --gtest_brief=1 > "$out/$t.log" 2>&1 || status=1
+  "$bin/$t" --gtest_brief=1 > "$out/$t.log" 2>&1 || { status=1; grep -A6 Failure "$out/$t.log" | head -40; }
   echo "$t: $(tail -1 "$out/$t.log")"
 done
-GPUCOMPUTE_TEST_BACKEND=cuda "$bin/periodogram_server_test" --gtest_brief=1 > "$out/periodogram_server_test_cuda.log" 2>&1 || status=1
+GPUCOMPUTE_TEST_BACKEND=cuda "$bin/periodogram_server_test" --gtest_brief=1 > "$out/periodogram_server_test_cuda.log" 2>&1 || { status=1; grep -A6 Failure "$out/periodogram_server_test_cuda.log" | head -40; }
 echo "periodogram_server_test (cuda): $(tail -1 "$out/periodogram_server_test_cuda.log")"
 # The CLI demo against a CUDA server process, then SIGTERM: it must drain and exit 0.
 rm -f /tmp/gc.port
@@ -20,6 +20,8 @@ spid=$!
 for _ in $(seq 1 300); do [ -s /tmp/gc.port ] && break; sleep 0.1; done
 gpucompute --target="127.0.0.1:$(cat /tmp/gc.port)" demo || status=1
 kill -TERM $spid; wait $spid; echo "server exit status after SIGTERM: $?"
+echo "tests status $status"
+[ "${SKIP_BENCH:-0}" = 1 ] && exit $status
 periodogram_bench "$@" 2>"$out/bench.err" | tee "$out/bench.jsonl"
 if [ -f "$(dirname "$bin")/peers.py" ]; then
   python3 "$(dirname "$bin")/peers.py" ls 2>"$out/peers.err" | tee "$out/peers.jsonl"

@@ -45,8 +45,10 @@ class PeriodogramServer : public ::testing::Test {
     auto s = Server::Start(c);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);
-    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
-                                   grpc::InsecureChannelCredentials());
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(256 << 20);
+    channel_ = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                         grpc::InsecureChannelCredentials(), args);
     stub_ = v1::Compute::NewStub(channel_);
   }
 
@@ -91,7 +93,8 @@ class PeriodogramServer : public ::testing::Test {
       for (size_t k = 0; k < got->size(); ++k) {
         ASSERT_NEAR((*got)[k], p[k], dtype == v1::FLOAT32 ? 1e-4 : 1e-9) << "series " << i << " k " << k;
       }
-      EXPECT_EQ(r.peak_index(), ref.peak_index);
+      // Near-ties may pick either bin: the power at the reported peak is the maximum.
+      EXPECT_GE(p[r.peak_index()], p[ref.peak_index] - (dtype == v1::FLOAT32 ? 1e-4 : 1e-9));
       EXPECT_DOUBLE_EQ(r.peak_frequency(), specs[i].grid.frequency(r.peak_index()));
     }
   }
@@ -231,8 +234,9 @@ TEST_F(PeriodogramServer, ExpiredDeadlineIsDeadlineExceeded) {
 }
 
 TEST_F(PeriodogramServer, AbandonedLongRequestDoesNotHoldTheServer) {
-  // 20,000 samples x 2,000,000 frequencies: minutes on the CPU backend. Its caller gives up
-  // after 300 ms; the server must stop computing it and serve the next request promptly.
+  // 20,000 samples x 2,000,000 frequencies: minutes on the CPU backend (tens of ms on a GPU,
+  // where it may finish in time). Its caller gives up after 300 ms; the server must stop
+  // computing it and serve the next request promptly.
   std::mt19937_64 rng(4);
   auto big_series = periodogram::testing::RandomSeries(rng, 20000, 3.0, false, 0, 1000);
   v1::PeriodogramRequest big;
@@ -245,7 +249,8 @@ TEST_F(PeriodogramServer, AbandonedLongRequestDoesNotHoldTheServer) {
   grpc::ClientContext big_ctx;
   big_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
   v1::PeriodogramResponse big_resp;
-  EXPECT_EQ(stub_->Periodogram(&big_ctx, big, &big_resp).error_code(), grpc::DEADLINE_EXCEEDED);
+  const grpc::StatusCode code = stub_->Periodogram(&big_ctx, big, &big_resp).error_code();
+  EXPECT_TRUE(code == grpc::DEADLINE_EXCEEDED || (Backend() == "cuda" && code == grpc::OK)) << code;
 
   std::vector<periodogram::SeriesSpec> specs;
   const auto small = RandomRequest(rng, 1, v1::FLOAT64, &specs);

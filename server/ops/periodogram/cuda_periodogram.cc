@@ -151,6 +151,8 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
       d.normalization = static_cast<int>(s.normalization);
       d.yy = p.yy;
       d.psd_scale = p.psd_scale;
+      d.t_absmax = 0;
+      for (double t : p.t) d.t_absmax = std::max(d.t_absmax, std::abs(t));
       if (s.grid.uniform) {
         d.explicit_offset = -1;
         d.f0 = s.grid.uniform->f0;

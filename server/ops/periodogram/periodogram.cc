@@ -58,9 +58,16 @@ PreparedSeries Prepare(const SeriesSpec& series) {
   p.w.resize(n);
   p.wy.resize(n);
   if (n == 0) return p;
+  // Time origin: the sample nearest the middle of the span. |t| stays at most about half the
+  // baseline, and at frequencies where the phases cluster (low frequencies, or aliases of a
+  // regular cadence) they cluster near 0, which the float32 kernel's shifted sums rely on.
   const auto [lo, hi] = std::minmax_element(series.t.begin(), series.t.end());
   const double t_mid = 0.5 * (*lo + *hi);
-  for (size_t i = 0; i < n; ++i) p.t[i] = series.t[i] - t_mid;
+  double t_ref = series.t[0];
+  for (double t : series.t) {
+    if (std::abs(t - t_mid) < std::abs(t_ref - t_mid)) t_ref = t;
+  }
+  for (size_t i = 0; i < n; ++i) p.t[i] = series.t[i] - t_ref;
 
   double inv_var_sum = 0;
   for (size_t i = 0; i < n; ++i) {

@@ -11,8 +11,9 @@
 //   m = (sum w c, sum w s)). This equals Astropy's time-shift (tau) form exactly in exact
 //   arithmetic: tau is the rotation that diagonalises M.
 //   YY = sum w y^2;  standard p/YY, model p/(YY-p), log -log(1-p/YY), psd p * sum(dy^-2)/2.
-// Frequencies are in cycles per unit of t. Time is centred on the midpoint of the series before
-// any phase is formed (the power is invariant to a time shift), which keeps f*t small.
+// Frequencies are in cycles per unit of t. Time is re-centred on the sample nearest the middle
+// of the series before any phase is formed (the power is invariant to a time shift), which
+// keeps f*t small.
 #pragma once
 
 #include <cstdint>
@@ -95,7 +96,7 @@ struct Batch {
 
 // Everything a backend needs of one series besides its grid, computed once on the host.
 struct PreparedSeries {
-  std::vector<double> t;   // centred on the midpoint of [min t, max t]
+  std::vector<double> t;   // relative to the sample nearest the midpoint of [min t, max t]
   std::vector<double> w;   // normalised weights (sum 1)
   std::vector<double> wy;  // w * y, y centred when fit_mean or center_data
   double yy = 0;           // sum w y^2 (y as above)

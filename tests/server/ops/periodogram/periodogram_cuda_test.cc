@@ -66,7 +66,11 @@ class PeriodogramCuda : public ::testing::Test {
                              ? 1e-9 * peak
                              : (s.normalization == Normalization::kStandard ? f32_tol : f32_tol * peak);
       EXPECT_LE(max_err, tol) << "series " << i << " n " << s.t.size() << " nf " << n;
-      EXPECT_EQ(got[i].peak_index, ref.peak_index) << "series " << i;
+      // The peak: the reference power at the reported index is the maximum within tolerance
+      // (near-ties may pick either bin).
+      ASSERT_GE(got[i].peak_index, 0);
+      ASSERT_LT(got[i].peak_index, n);
+      EXPECT_GE(r[got[i].peak_index], r[ref.peak_index] - tol) << "series " << i;
     }
   }
 
