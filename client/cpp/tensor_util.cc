@@ -108,33 +108,6 @@ absl::StatusOr<std::vector<Out>> DecodeAs(const v1::Tensor& tensor) {
 
 }  // namespace
 
-int DTypeSize(v1::DType dtype) {
-  switch (dtype) {
-    case v1::FLOAT32: return 4;
-    case v1::FLOAT64: return 8;
-    case v1::FLOAT16: return 2;
-    case v1::BFLOAT16: return 2;
-    case v1::INT32: return 4;
-    case v1::INT64: return 8;
-    case v1::UINT8: return 1;
-    default: return 0;
-  }
-}
-
-absl::string_view DTypeName(v1::DType dtype) {
-  switch (dtype) {
-    case v1::FLOAT32: return "float32";
-    case v1::FLOAT64: return "float64";
-    case v1::FLOAT16: return "float16";
-    case v1::BFLOAT16: return "bfloat16";
-    case v1::INT32: return "int32";
-    case v1::INT64: return "int64";
-    case v1::UINT8: return "uint8";
-    case v1::DTYPE_UNSPECIFIED: return "unspecified";
-    default: return "unknown";
-  }
-}
-
 absl::StatusOr<int64_t> NumElements(absl::Span<const int64_t> shape) {
   int64_t n = 1;
   for (int64_t d : shape) {

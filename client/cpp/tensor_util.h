@@ -10,15 +10,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "gpucompute/v1/dtype.h"
 #include "gpucompute/v1/tensor.pb.h"
 
 namespace gpucompute::client {
 
-// Bytes per element of `dtype`; 0 for DTYPE_UNSPECIFIED or an unknown value.
-int DTypeSize(v1::DType dtype);
-
-// "float32", "float64", ...; "unspecified" for DTYPE_UNSPECIFIED.
-absl::string_view DTypeName(v1::DType dtype);
+// Bytes per element and names of dtypes (gpucompute/v1/dtype.h, shared with the server).
+using v1::DTypeName;
+using v1::DTypeSize;
 
 // Product of `shape`, or INVALID_ARGUMENT when a dimension is negative or the product overflows.
 absl::StatusOr<int64_t> NumElements(absl::Span<const int64_t> shape);

@@ -11,32 +11,6 @@
 
 namespace gpucompute {
 
-int DTypeSize(v1::DType dtype) {
-  switch (dtype) {
-    case v1::FLOAT32: return 4;
-    case v1::FLOAT64: return 8;
-    case v1::FLOAT16: return 2;
-    case v1::BFLOAT16: return 2;
-    case v1::INT32: return 4;
-    case v1::INT64: return 8;
-    case v1::UINT8: return 1;
-    default: return 0;
-  }
-}
-
-const char* DTypeName(v1::DType dtype) {
-  switch (dtype) {
-    case v1::FLOAT32: return "float32";
-    case v1::FLOAT64: return "float64";
-    case v1::FLOAT16: return "float16";
-    case v1::BFLOAT16: return "bfloat16";
-    case v1::INT32: return "int32";
-    case v1::INT64: return "int64";
-    case v1::UINT8: return "uint8";
-    default: return "unspecified";
-  }
-}
-
 absl::StatusOr<int64_t> CheckTensor(const v1::Tensor& tensor, absl::string_view field) {
   const int size = DTypeSize(tensor.dtype());
   if (size == 0) {

@@ -8,12 +8,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "gpucompute/v1/dtype.h"
 #include "gpucompute/v1/tensor.pb.h"
 
 namespace gpucompute {
 
-int DTypeSize(v1::DType dtype);  // 0 for DTYPE_UNSPECIFIED or unknown values
-const char* DTypeName(v1::DType dtype);
+using v1::DTypeName;
+using v1::DTypeSize;
 
 // Checks dtype, shape (non-negative dims) and that the payload holds exactly
 // product(shape) * sizeof(dtype) bytes. Returns the element count.

@@ -9,30 +9,13 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/server/runtime/cuda/cuda_test_util.h"
 
 namespace gpucompute {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-std::string NoDeviceReason() {
-  int count = 0;
-  cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    return absl::StrCat(cudaGetErrorName(err), ": ", cudaGetErrorString(err));
-  }
-  if (count == 0) return "cudaGetDeviceCount returned 0";
-  return "";
-}
-
-#define SKIP_WITHOUT_CUDA_DEVICE()                                            \
-  do {                                                                        \
-    if (std::string why = NoDeviceReason(); !why.empty()) {                   \
-      GTEST_SKIP() << "no CUDA device visible: " << why;                      \
-    }                                                                         \
-  } while (0)
 
 absl::Status FailingCall() {
   CUDA_RETURN_IF_ERROR(cudaErrorInvalidValue);

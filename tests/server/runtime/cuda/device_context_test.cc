@@ -19,27 +19,10 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/server/runtime/cuda/cuda_test_util.h"
 
 namespace gpucompute {
 namespace {
-
-std::string NoDeviceReason() {
-  int count = 0;
-  cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    return absl::StrCat(cudaGetErrorName(err), ": ", cudaGetErrorString(err));
-  }
-  if (count == 0) return "cudaGetDeviceCount returned 0";
-  return "";
-}
-
-#define SKIP_WITHOUT_CUDA_DEVICE()                                            \
-  do {                                                                        \
-    if (std::string why = NoDeviceReason(); !why.empty()) {                   \
-      GTEST_SKIP() << "no CUDA device visible: " << why;                      \
-    }                                                                         \
-  } while (0)
 
 DeviceContext::Options SmallOptions() {
   DeviceContext::Options options;
