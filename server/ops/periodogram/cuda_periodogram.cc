@@ -10,6 +10,7 @@
 #include "kernels/lombscargle_abi.cuh"
 #include "kernels/peak_reduce.cuh"
 #include "server/common/nvtx.h"
+#include "server/common/parallel_for.h"
 #include "server/common/status_macros.h"
 #include "server/runtime/cuda/cuda_resources.h"
 
@@ -40,17 +41,6 @@ InputLayout MakeInputLayout(size_t series, size_t blocks, size_t samples, size_t
   l.freqs = at; at = AlignUp(at + freqs * sizeof(double));
   l.total = at;
   return l;
-}
-
-template <typename T>
-void PackSamples(const PreparedSeries& p, int64_t offset, double* t, char* w, char* wy) {
-  std::memcpy(t + offset, p.t.data(), p.t.size() * sizeof(double));
-  T* wt = reinterpret_cast<T*>(w) + offset;
-  T* wyt = reinterpret_cast<T*>(wy) + offset;
-  for (size_t i = 0; i < p.t.size(); ++i) {
-    wt[i] = static_cast<T>(p.w[i]);
-    wyt[i] = static_cast<T>(p.wy[i]);
-  }
 }
 
 // Picks the shape for a batch: many frequencies per thread when the batch fills the GPU,
@@ -119,12 +109,9 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   int64_t total_freqs = 0, n_blocks = 0;
   {
     NVTX_RANGE("periodogram.pack");
-    std::vector<PreparedSeries> prepared;
-    prepared.reserve(series.size());
     int64_t samples = 0, explicit_freqs = 0;
     const int64_t per_block = static_cast<int64_t>(shape.block) * shape.k;
     for (const SeriesSpec* s : series) {
-      prepared.push_back(Prepare(*s));
       samples += static_cast<int64_t>(s->t.size());
       if (!s->grid.uniform) explicit_freqs += s->grid.size();
       n_blocks += (s->grid.size() + per_block - 1) / per_block;
@@ -137,45 +124,59 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
     auto* seg = reinterpret_cast<long long*>(base + layout.seg);
     auto* t = reinterpret_cast<double*>(base + layout.t);
     auto* freqs = reinterpret_cast<double*>(base + layout.freqs);
+    // Offsets first (cheap, serial), then the per-sample work on several threads when the
+    // batch is large: each series writes only its own ranges.
+    std::vector<int64_t> block_offsets(series.size());
     int64_t sample_at = 0, freq_at = 0, block_at = 0;
     for (size_t i = 0; i < series.size(); ++i) {
       const SeriesSpec& s = *series[i];
-      const PreparedSeries& p = prepared[i];
       LsSeriesDesc& d = desc[i];
       d = LsSeriesDesc{};
       d.sample_offset = sample_at;
       d.out_offset = total_freqs;
       d.n_freq = s.grid.size();
       d.n_samples = static_cast<int>(s.t.size());
-      d.fit_mean = s.fit_mean ? 1 : 0;
-      d.normalization = static_cast<int>(s.normalization);
-      d.yy = p.yy;
-      d.psd_scale = p.psd_scale;
-      d.t_absmax = 0;
-      for (double t : p.t) d.t_absmax = std::max(d.t_absmax, std::abs(t));
-      if (s.grid.uniform) {
-        d.explicit_offset = -1;
-        d.f0 = s.grid.uniform->f0;
-        d.df = s.grid.uniform->df;
-      } else {
-        d.explicit_offset = freq_at;
-        std::memcpy(freqs + freq_at, s.grid.explicit_frequencies.data(),
-                    s.grid.explicit_frequencies.size() * sizeof(double));
-        freq_at += s.grid.size();
-      }
-      if (batch.dtype == ComputeType::kFloat32) {
-        PackSamples<float>(p, sample_at, t, base + layout.w, base + layout.wy);
-      } else {
-        PackSamples<double>(p, sample_at, t, base + layout.w, base + layout.wy);
-      }
-      const int64_t chunks = (d.n_freq + per_block - 1) / per_block;
-      for (int64_t c = 0; c < chunks; ++c) work[block_at++] = LsBlockWork{static_cast<int>(i), static_cast<int>(c)};
+      d.explicit_offset = s.grid.uniform ? -1 : freq_at;
+      block_offsets[i] = block_at;
       seg[i] = total_freqs;
       pending.out_offsets.push_back(total_freqs);
       sample_at += d.n_samples;
+      if (!s.grid.uniform) freq_at += d.n_freq;
+      block_at += (d.n_freq + per_block - 1) / per_block;
       total_freqs += d.n_freq;
     }
     seg[series.size()] = total_freqs;
+    ParallelFor(static_cast<int64_t>(series.size()), samples, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const SeriesSpec& s = *series[i];
+        const SeriesMoments m = ComputeMoments(s);
+        LsSeriesDesc& d = desc[i];
+        d.fit_mean = s.fit_mean ? 1 : 0;
+        d.normalization = static_cast<int>(s.normalization);
+        d.yy = m.yy;
+        d.psd_scale = 0.5 * m.inv_var_sum;
+        d.t_absmax = m.t_absmax;
+        if (s.grid.uniform) {
+          d.f0 = s.grid.uniform->f0;
+          d.df = s.grid.uniform->df;
+        } else {
+          std::memcpy(freqs + d.explicit_offset, s.grid.explicit_frequencies.data(),
+                      s.grid.explicit_frequencies.size() * sizeof(double));
+        }
+        const int64_t at = d.sample_offset;
+        if (batch.dtype == ComputeType::kFloat32) {
+          WritePrepared(s, m, t + at, reinterpret_cast<float*>(base + layout.w) + at,
+                        reinterpret_cast<float*>(base + layout.wy) + at);
+        } else {
+          WritePrepared(s, m, t + at, reinterpret_cast<double*>(base + layout.w) + at,
+                        reinterpret_cast<double*>(base + layout.wy) + at);
+        }
+        const int64_t chunks = (d.n_freq + per_block - 1) / per_block;
+        for (int64_t c = 0; c < chunks; ++c) {
+          work[block_offsets[i] + c] = LsBlockWork{static_cast<int>(i), static_cast<int>(c)};
+        }
+      }
+    });
   }
 
   const size_t power_bytes = AlignUp(static_cast<size_t>(total_freqs) * elem);
@@ -237,22 +238,27 @@ std::vector<SeriesPower> UnpackPeriodogram(const PendingPeriodogram& pending,
   const int elem = ElementSize(pending.dtype);
   const char* base = static_cast<const char*>(slot.staging_out.data());
   const auto* peaks = reinterpret_cast<const SegmentPeak*>(base + pending.peaks_offset);
-  std::vector<SeriesPower> out;
-  out.reserve(pending.out_offsets.size());
-  size_t i = 0;
-  for (const auto& r : batch.requests) {
-    for (const auto& s : r->series) {
-      SeriesPower p;
+  std::vector<const SeriesSpec*> series;
+  for (const auto& r : batch.requests)
+    for (const auto& s : r->series) series.push_back(&s);
+  std::vector<SeriesPower> out(series.size());
+  const int64_t total = pending.out_offsets.empty()
+                            ? 0
+                            : pending.out_offsets.back() + series.back()->grid.size();
+  // Copying power out of pinned memory (and faulting in the strings) dominates for big
+  // batches: several threads when there is a lot of it.
+  ParallelFor(static_cast<int64_t>(series.size()), total, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const SeriesSpec& s = *series[i];
+      SeriesPower& p = out[i];
       const int64_t n = s.grid.size();
       p.power.assign(base + pending.out_offsets[i] * elem, static_cast<size_t>(n) * elem);
       const SegmentPeak& peak = peaks[i];
       p.peak_index = peak.index < 0 ? 0 : peak.index;
       p.peak_frequency = s.grid.frequency(p.peak_index);
       p.peak_power = peak.index < 0 ? std::nan("") : peak.value;
-      out.push_back(std::move(p));
-      ++i;
     }
-  }
+  }, /*min_cost_per_thread=*/int64_t{1} << 21);
   return out;
 }
 

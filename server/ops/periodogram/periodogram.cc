@@ -51,40 +51,68 @@ int64_t Batch::series_count() const {
   return total;
 }
 
-PreparedSeries Prepare(const SeriesSpec& series) {
+SeriesMoments ComputeMoments(const SeriesSpec& series) {
+  SeriesMoments m;
   const size_t n = series.t.size();
-  PreparedSeries p;
-  p.t.resize(n);
-  p.w.resize(n);
-  p.wy.resize(n);
-  if (n == 0) return p;
+  if (n == 0) return m;
   // Time origin: the sample nearest the middle of the span. |t| stays at most about half the
   // baseline, and at frequencies where the phases cluster (low frequencies, or aliases of a
   // regular cadence) they cluster near 0, which the float32 kernel's shifted sums rely on.
   const auto [lo, hi] = std::minmax_element(series.t.begin(), series.t.end());
   const double t_mid = 0.5 * (*lo + *hi);
-  double t_ref = series.t[0];
+  m.t_ref = series.t[0];
   for (double t : series.t) {
-    if (std::abs(t - t_mid) < std::abs(t_ref - t_mid)) t_ref = t;
+    if (std::abs(t - t_mid) < std::abs(m.t_ref - t_mid)) m.t_ref = t;
   }
-  for (size_t i = 0; i < n; ++i) p.t[i] = series.t[i] - t_ref;
+  m.t_absmax = std::max(*hi - m.t_ref, m.t_ref - *lo);
+  double wy_sum = 0;
+  if (series.dy.empty()) {
+    m.inv_var_sum = static_cast<double>(n);
+    for (double y : series.y) wy_sum += y;
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      const double w = 1.0 / (series.dy[i] * series.dy[i]);
+      m.inv_var_sum += w;
+      wy_sum += w * series.y[i];
+    }
+  }
+  if (series.fit_mean || series.center_data) m.y_mean = wy_sum / m.inv_var_sum;
+  double yy = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double w = series.dy.empty() ? 1.0 : 1.0 / (series.dy[i] * series.dy[i]);
+    const double y = series.y[i] - m.y_mean;
+    yy += w * y * y;
+  }
+  m.yy = yy / m.inv_var_sum;
+  return m;
+}
 
-  double inv_var_sum = 0;
+template <typename T>
+void WritePrepared(const SeriesSpec& series, const SeriesMoments& m, double* t, T* w, T* wy) {
+  const size_t n = series.t.size();
+  const double inv = 1.0 / m.inv_var_sum;
   for (size_t i = 0; i < n; ++i) {
-    p.w[i] = series.dy.empty() ? 1.0 : 1.0 / (series.dy[i] * series.dy[i]);
-    inv_var_sum += p.w[i];
+    const double wi = series.dy.empty() ? inv : inv / (series.dy[i] * series.dy[i]);
+    t[i] = series.t[i] - m.t_ref;
+    w[i] = static_cast<T>(wi);
+    wy[i] = static_cast<T>(wi * (series.y[i] - m.y_mean));
   }
-  for (double& w : p.w) w /= inv_var_sum;
-  double y_mean = 0;
-  if (series.fit_mean || series.center_data) {
-    for (size_t i = 0; i < n; ++i) y_mean += p.w[i] * series.y[i];
-  }
-  for (size_t i = 0; i < n; ++i) {
-    const double y = series.y[i] - y_mean;
-    p.wy[i] = p.w[i] * y;
-    p.yy += p.wy[i] * y;
-  }
-  p.psd_scale = 0.5 * inv_var_sum;
+}
+
+template void WritePrepared<float>(const SeriesSpec&, const SeriesMoments&, double*, float*, float*);
+template void WritePrepared<double>(const SeriesSpec&, const SeriesMoments&, double*, double*,
+                                    double*);
+
+PreparedSeries Prepare(const SeriesSpec& series) {
+  const SeriesMoments m = ComputeMoments(series);
+  PreparedSeries p;
+  const size_t n = series.t.size();
+  p.t.resize(n);
+  p.w.resize(n);
+  p.wy.resize(n);
+  WritePrepared<double>(series, m, p.t.data(), p.w.data(), p.wy.data());
+  p.yy = m.yy;
+  p.psd_scale = 0.5 * m.inv_var_sum;
   return p;
 }
 

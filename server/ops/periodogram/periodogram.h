@@ -94,6 +94,22 @@ struct Batch {
   int64_t series_count() const;
 };
 
+// The per-series scalars of the preparation (one pass over the samples, no allocation).
+struct SeriesMoments {
+  double t_ref = 0;          // the sample nearest the midpoint of [min t, max t]
+  double t_absmax = 0;       // max |t - t_ref|
+  double inv_var_sum = 0;    // sum(dy^-2) (n without dy)
+  double y_mean = 0;         // weighted mean removed from y (0 unless fit_mean or center_data)
+  double yy = 0;             // sum w (y - y_mean)^2, w normalised
+};
+SeriesMoments ComputeMoments(const SeriesSpec& series);
+
+// Writes, for every sample, t - t_ref, the normalised weight and w * (y - y_mean) into the
+// caller's arrays (n elements each; T is float or double): straight into pinned staging on
+// the CUDA path.
+template <typename T>
+void WritePrepared(const SeriesSpec& series, const SeriesMoments& m, double* t, T* w, T* wy);
+
 // Everything a backend needs of one series besides its grid, computed once on the host.
 struct PreparedSeries {
   std::vector<double> t;   // relative to the sample nearest the midpoint of [min t, max t]
