@@ -45,13 +45,14 @@ __device__ __forceinline__ void Accumulate(Acc& a, T w, T wy, T cv, T sv) {
 
 // Adds one shared-memory tile of m samples to the thread's LS_K accumulators.
 template <bool kShift>
-__device__ __forceinline__ void AccumulateTile(bool uniform, int m, const double* f,
-                                               const double* s_t, const T* s_w, const T* s_wy,
-                                               const T* s_dc, const T* s_ds, Acc* acc) {
+__device__ __forceinline__ void AccumulateTile(bool uniform, int m, double f_first,
+                                               const double* s_f, const double* s_t,
+                                               const T* s_w, const T* s_wy, const T* s_dc,
+                                               const T* s_ds, Acc* acc) {
   if (uniform) {
     for (int i = 0; i < m; ++i) {
       T s0, c0;
-      SinCosCycles(f[0] * s_t[i], &s0, &c0);
+      SinCosCycles(f_first * s_t[i], &s0, &c0);
       const T wi = s_w[i], wyi = s_wy[i], dc = s_dc[i], ds = s_ds[i];
       Accumulate<kShift>(acc[0], wi, wyi, c0, s0);
 #if LS_K > 1
@@ -72,14 +73,15 @@ __device__ __forceinline__ void AccumulateTile(bool uniform, int m, const double
 #endif
     }
   } else {
-    for (int i = 0; i < m; ++i) {
-      const double ti = s_t[i];
-      const T wi = s_w[i], wyi = s_wy[i];
+    // One frequency at a time over the tile: a sin/cos per pair either way, and only one
+    // in flight keeps the registers for the accumulators (no spills).
 #pragma unroll
-      for (int j = 0; j < LS_K; ++j) {
+    for (int j = 0; j < LS_K; ++j) {
+      const double fj = s_f[j * LS_BLOCK + threadIdx.x];
+      for (int i = 0; i < m; ++i) {
         T sv, cv;
-        SinCosCycles(f[j] * ti, &sv, &cv);
-        Accumulate<kShift>(acc[j], wi, wyi, cv, sv);
+        SinCosCycles(fj * s_t[i], &sv, &cv);
+        Accumulate<kShift>(acc[j], s_w[i], s_wy[i], cv, sv);
       }
     }
   }
@@ -103,14 +105,14 @@ lombscargle(const LsSeriesDesc* __restrict__ series, const LsBlockWork* __restri
   const long long k_first = static_cast<long long>(job.chunk) * (LS_BLOCK * LS_K) + threadIdx.x;
   const bool uniform = d.explicit_offset < 0;
 
-  double f[LS_K];  // this thread's frequencies (explicit grids use all; uniform only f[0])
-#pragma unroll
-  for (int j = 0; j < LS_K; ++j) {
-    const long long k = k_first + static_cast<long long>(j) * LS_BLOCK;
-    if (uniform) {
-      f[j] = d.f0 + static_cast<double>(k) * d.df;
-    } else {
-      f[j] = k < d.n_freq ? explicit_freqs[d.explicit_offset + k] : 0.0;
+  // Uniform grids need only the thread's first frequency; explicit grids keep the block's
+  // frequencies in shared memory rather than LS_K registers per thread.
+  __shared__ double s_f[LS_BLOCK * LS_K];
+  const double f_first = uniform ? d.f0 + static_cast<double>(k_first) * d.df : 0.0;
+  if (!uniform) {
+    for (int j = 0; j < LS_K; ++j) {
+      const long long k = k_first + static_cast<long long>(j) * LS_BLOCK;
+      s_f[j * LS_BLOCK + threadIdx.x] = k < d.n_freq ? explicit_freqs[d.explicit_offset + k] : 0.0;
     }
   }
   const double f_step = static_cast<double>(LS_BLOCK) * d.df;
@@ -139,9 +141,9 @@ lombscargle(const LsSeriesDesc* __restrict__ series, const LsBlockWork* __restri
     }
     __syncthreads();
     if (shifted) {
-      AccumulateTile<true>(uniform, m, f, s_t, s_w, s_wy, s_dc, s_ds, acc);
+      AccumulateTile<true>(uniform, m, f_first, s_f, s_t, s_w, s_wy, s_dc, s_ds, acc);
     } else {
-      AccumulateTile<false>(uniform, m, f, s_t, s_w, s_wy, s_dc, s_ds, acc);
+      AccumulateTile<false>(uniform, m, f_first, s_f, s_t, s_w, s_wy, s_dc, s_ds, acc);
     }
   }
 

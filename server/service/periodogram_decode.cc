@@ -182,6 +182,8 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
         absl::StrCat("series: ", pairs, " sample-frequency pairs is over the limit of ",
                      limits.max_pairs_per_request, " per request"));
   }
+  // Power bytes plus the per-result fields (tensor header, grid, peak: < 128 bytes each).
+  output_bytes += 128 * static_cast<int64_t>(out.series.size());
   if (output_bytes > limits.max_response_bytes - (int64_t{1} << 20)) {
     return absl::ResourceExhaustedError(
         absl::StrCat("series: the response would hold ", output_bytes,

@@ -49,17 +49,20 @@ Server::~Server() { Shutdown(absl::Seconds(5)); }
 void Server::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
-  if (auto* health = server_->GetHealthCheckService()) health->SetServingStatus(false);
-  // Stops accepting; waits for in-flight calls (whose results arrive through the scheduler,
-  // which keeps running) until `grace`, then cancels the rest.
-  server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
-  scheduler_->Shutdown();
+  // Start() may have failed half-way: every member can be null here.
+  if (server_) {
+    if (auto* health = server_->GetHealthCheckService()) health->SetServingStatus(false);
+    // Stops accepting; waits for in-flight calls (whose results arrive through the scheduler,
+    // which keeps running) until `grace`, then cancels the rest.
+    server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
+  }
+  if (scheduler_) scheduler_->Shutdown();
   server_.reset();
   service_.reset();
   scheduler_.reset();
   backend_.reset();
   completions_.reset();
-  spdlog::info("gpucompute stopped");
+  if (port_ != 0) spdlog::info("gpucompute stopped");
 }
 
 }  // namespace gpucompute

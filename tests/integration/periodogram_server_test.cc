@@ -281,5 +281,22 @@ TEST_F(PeriodogramServer, ShutdownDrainsInFlightCalls) {
   EXPECT_GT(ok.load(), 0);
 }
 
+TEST(ServerStart, FailuresAreErrorsNotCrashes) {
+  ServerConfig bad_address;
+  bad_address.address = "999.1.1.1:5";
+  bad_address.backend.kind = "cpu";
+  EXPECT_FALSE(Server::Start(bad_address).ok());
+  ServerConfig bad_backend;
+  bad_backend.address = "127.0.0.1:0";
+  bad_backend.backend.kind = "tpu";
+  EXPECT_EQ(Server::Start(bad_backend).status().code(), absl::StatusCode::kInvalidArgument);
+  if (!CudaDeviceAvailable()) {
+    ServerConfig no_gpu;
+    no_gpu.address = "127.0.0.1:0";
+    no_gpu.backend.kind = "cuda";
+    EXPECT_FALSE(Server::Start(no_gpu).ok());
+  }
+}
+
 }  // namespace
 }  // namespace gpucompute

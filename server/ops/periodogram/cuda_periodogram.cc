@@ -184,8 +184,19 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   const size_t out_bytes = power_bytes + series.size() * sizeof(SegmentPeak);
   RETURN_IF_ERROR(slot.staging_out.Reserve(out_bytes));
 
+  // Stream-ordered buffers, freed on the stream on every path (an early error return too: the
+  // pool keeps what it is given back, so a leak here would be for the life of the process).
   void* d_in = nullptr;
   void* d_out = nullptr;
+  struct FreeOnStream {
+    void** ptrs[2];
+    cudaStream_t stream;
+    ~FreeOnStream() {
+      for (void** p : ptrs) {
+        if (*p != nullptr) cudaFreeAsync(*p, stream);
+      }
+    }
+  } release{{&d_in, &d_out}, stream};
   CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&d_in, layout.total, device.memory_pool(), stream));
   CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&d_out, out_bytes, device.memory_pool(), stream));
   {
@@ -227,9 +238,7 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slot.staging_out.data(), d_out, out_bytes,
                                          cudaMemcpyDeviceToHost, stream));
   }
-  CUDA_RETURN_IF_ERROR(cudaFreeAsync(d_in, stream));
-  CUDA_RETURN_IF_ERROR(cudaFreeAsync(d_out, stream));
-  return pending;
+  return pending;  // `release` frees d_in and d_out after the copy out, in stream order
 }
 
 std::vector<SeriesPower> UnpackPeriodogram(const PendingPeriodogram& pending,

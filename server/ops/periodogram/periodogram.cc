@@ -24,6 +24,11 @@ absl::StatusOr<UniformGrid> AutoFrequency(const std::vector<double>& t,
   }
   UniformGrid grid;
   grid.df = 1.0 / baseline / params.samples_per_peak;
+  if (!std::isfinite(grid.df) || !(grid.df > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "automatic frequency grid step 1 / (baseline * samples_per_peak) is not a finite "
+        "positive number (baseline ", baseline, ", samples_per_peak ", params.samples_per_peak, ")"));
+  }
   grid.f0 = params.minimum_frequency.value_or(0.5 * grid.df);
   const double f_max = params.maximum_frequency.value_or(
       params.nyquist_factor * (0.5 * static_cast<double>(t.size()) / baseline));

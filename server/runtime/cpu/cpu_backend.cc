@@ -53,6 +53,11 @@ void CpuBackend::WorkerLoop() {
   }
 }
 
+void CpuBackend::ReleaseBatch() {
+  absl::MutexLock lock(&mu_);
+  --in_flight_batches_;
+}
+
 void CpuBackend::RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
                                 PeriodogramDone done) {
   struct State {
@@ -83,10 +88,9 @@ void CpuBackend::RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
   auto finish = [this, state] {
     if (state->abandoned) {
       completions_->Post([this, state] {
+        ReleaseBatch();  // before done(): done may let the server destroy this backend
         state->done(absl::DeadlineExceededError(
             "every caller of the batch went away (deadline or cancellation) while it was computed"));
-        absl::MutexLock lock(&mu_);
-        --in_flight_batches_;
       });
       return;
     }
@@ -98,9 +102,8 @@ void CpuBackend::RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
       }
     }
     completions_->Post([this, state] {
+      ReleaseBatch();  // before done(): done may let the server destroy this backend
       state->done(std::move(state->results));
-      absl::MutexLock lock(&mu_);
-      --in_flight_batches_;
     });
   };
   std::vector<std::function<void()>> tasks;

@@ -27,6 +27,7 @@ class CpuBackend final : public Backend {
 
  private:
   void WorkerLoop();
+  void ReleaseBatch();  // a batch finished: admits the next one
 
   CompletionQueue* const completions_;
   int max_in_flight_batches_ = 1;

@@ -24,11 +24,18 @@ struct InFlight {
   CompletionQueue* completions;
 };
 
-// Runs on a CUDA-internal thread once the stream reaches it: no CUDA calls here.
-void CUDART_CB OnStreamDone(void* data) {
+// Runs on a CUDA-internal thread once the stream reaches it: no CUDA calls here. A stream
+// callback (unlike cudaLaunchHostFunc) also runs after a device fault, with the error, so no
+// call is left waiting and no slot is lost.
+void CUDART_CB OnStreamDone(cudaStream_t /*stream*/, cudaError_t status, void* data) {
   auto* raw = static_cast<InFlight*>(data);
-  raw->completions->Post([raw] {
+  raw->completions->Post([raw, status] {
     std::unique_ptr<InFlight> f(raw);
+    if (status != cudaSuccess) {
+      f->device->ReleaseSlot(f->slot);
+      f->done(CudaErrorStatus(status, "periodogram batch on the stream", __FILE__, __LINE__));
+      return;
+    }
     std::vector<periodogram::SeriesPower> results =
         periodogram::UnpackPeriodogram(f->pending, *f->slot, *f->batch);
     f->device->ReleaseSlot(f->slot);
@@ -106,9 +113,9 @@ void CudaBackend::RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch
   absl::Status status = pending.status();
   if (status.ok()) {
     auto* f = new InFlight{device, slot, batch, *std::move(pending), std::move(done), completions_};
-    const cudaError_t err = cudaLaunchHostFunc(slot->stream.get(), OnStreamDone, f);
+    const cudaError_t err = cudaStreamAddCallback(slot->stream.get(), OnStreamDone, f, 0);
     if (err == cudaSuccess) return;
-    status = CudaErrorStatus(err, "cudaLaunchHostFunc", __FILE__, __LINE__);
+    status = CudaErrorStatus(err, "cudaStreamAddCallback", __FILE__, __LINE__);
     done = std::move(f->done);
     delete f;
   }

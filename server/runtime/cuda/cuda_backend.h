@@ -1,6 +1,7 @@
 // CUDA backend: one DeviceContext per visible GPU; batches go round-robin to devices and to
-// a free stream slot on each. Completion: cudaLaunchHostFunc posts to the completion queue
-// (the host function itself makes no CUDA call).
+// a free stream slot on each. Completion: a stream callback posts to the completion queue
+// (the callback itself makes no CUDA call; unlike cudaLaunchHostFunc it also runs after a
+// device fault, so calls get an error instead of waiting forever).
 #pragma once
 
 #include <atomic>

@@ -135,6 +135,15 @@ TEST(PeriodogramDecode, LimitsAreResourceExhausted) {
   *r.add_series() = r.series(0);
   ExpectError(r, absl::StatusCode::kResourceExhausted, "series: 2 series is over the limit of 1", limits);
   limits = {};
+  limits.max_response_bytes = (1 << 20) + 100000;  // room for 100,000 bytes beyond the margin
+  r = Good();
+  r.mutable_frequency()->mutable_uniform()->set_f0(1);
+  r.mutable_frequency()->mutable_uniform()->set_df(0.1);
+  r.mutable_frequency()->mutable_uniform()->set_n(12000);  // 96,000 bytes of float64 power
+  EXPECT_TRUE(DecodePeriodogramRequest(r, limits).ok());
+  for (int i = 0; i < 40; ++i) *r.add_series() = r.series(0);  // + per-result overhead
+  ExpectError(r, absl::StatusCode::kResourceExhausted, "the response would hold", limits);
+  limits = {};
   limits.max_pairs_per_request = 10;
   ExpectError(Good(), absl::StatusCode::kResourceExhausted, "sample-frequency pairs", limits);
 }

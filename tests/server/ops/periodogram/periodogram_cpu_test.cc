@@ -174,6 +174,10 @@ TEST(AutoFrequency, RejectsZeroBaselineAndEmptyGrid) {
   p.minimum_frequency = 10;
   p.maximum_frequency = 1;
   EXPECT_FALSE(AutoFrequency({0.0, 1.0}, p).ok());
+  AutoGridParams tiny;
+  tiny.samples_per_peak = 1e-310;  // step 1 / (baseline * 1e-310) overflows to infinity
+  tiny.minimum_frequency = 1;
+  EXPECT_EQ(AutoFrequency({0.0, 1.0}, tiny).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
