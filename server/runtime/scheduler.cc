@@ -18,6 +18,7 @@ PeriodogramScheduler::PeriodogramScheduler(Backend* backend, SchedulerOptions op
 PeriodogramScheduler::~PeriodogramScheduler() { Shutdown(); }
 
 absl::Status PeriodogramScheduler::Enqueue(Job job) {
+  const int64_t pairs = job.request->pairs();
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("server is shutting down");
   if (static_cast<int>(queue_.size()) >= options_.max_queue_depth) {
@@ -25,7 +26,7 @@ absl::Status PeriodogramScheduler::Enqueue(Job job) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "periodogram queue is full (", options_.max_queue_depth, " requests waiting); retry later"));
   }
-  queue_.push_back(Queued{std::move(job), absl::Now(), NvtxStart("periodogram.queue")});
+  queue_.push_back(Queued{std::move(job), absl::Now(), NvtxStart("periodogram.queue"), pairs});
   return absl::OkStatus();
 }
 
@@ -58,7 +59,7 @@ bool PeriodogramScheduler::BatchReady(absl::Time now) const {
   for (const auto& q : queue_) {
     if (q.job.request->dtype != dtype) continue;
     ++count;
-    pairs += q.job.request->pairs();
+    pairs += q.pairs;
     if (count >= options_.max_batch_size || pairs >= options_.max_batch_pairs) return true;
   }
   return false;
@@ -74,7 +75,7 @@ std::vector<PeriodogramScheduler::Queued> PeriodogramScheduler::TakeBatch() {
       ++it;
       continue;
     }
-    const int64_t p = it->job.request->pairs();
+    const int64_t p = it->pairs;
     if (!batch.empty() && pairs + p > options_.max_batch_pairs) break;
     pairs += p;
     batch.push_back(std::move(*it));

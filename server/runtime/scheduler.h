@@ -80,6 +80,7 @@ class PeriodogramScheduler {
     Job job;
     absl::Time enqueued;
     uint64_t nvtx_queue;
+    int64_t pairs;  // job.request->pairs(), computed once at enqueue
   };
 
   void DispatchLoop();
