@@ -28,4 +28,12 @@ struct LsBlockWork {
   int chunk;
 };
 
+// The largest non-NaN power of a range of frequencies and its index within the series
+// (index -1: every value was NaN). Each block of the periodogram kernel writes one; the
+// peak-reduction kernel combines a series' blocks.
+struct LsPeak {
+  long long index;
+  double value;
+};
+
 }  // namespace gpucompute_kernels

@@ -40,4 +40,44 @@ LS_HOST_DEVICE T LombScarglePower(T c, T s, T yc, T ys, T cc, T cs, bool fit_mea
   }
 }
 
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+// Peak bookkeeping shared by the periodogram kernel and the peak reduction: the larger value
+// wins, the smaller index among equals; index -1 (no value yet, or NaN) always loses.
+__device__ __forceinline__ void BetterPeak(double& v, long long& i, double v2, long long i2) {
+  if (i2 < 0 || !(v2 == v2)) return;
+  if (i < 0 || v2 > v || (v2 == v && i2 < i)) {
+    v = v2;
+    i = i2;
+  }
+}
+
+// Reduces (v, i) over a block of kThreads threads (a multiple of 32); thread 0 gets the result.
+template <int kThreads>
+__device__ __forceinline__ void BlockReducePeak(double& v, long long& i) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const double v2 = __shfl_down_sync(0xffffffffu, v, offset);
+    const long long i2 = __shfl_down_sync(0xffffffffu, i, offset);
+    BetterPeak(v, i, v2, i2);
+  }
+  __shared__ double s_v[kThreads / 32];
+  __shared__ long long s_i[kThreads / 32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();  // the shared arrays may still be read by a previous use
+  if (lane == 0) {
+    s_v[warp] = v;
+    s_i[warp] = i;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < kThreads / 32 ? s_v[lane] : 0.0;
+    i = lane < kThreads / 32 ? s_i[lane] : -1;
+    for (int offset = 16; offset > 0; offset /= 2) {
+      const double v2 = __shfl_down_sync(0xffffffffu, v, offset);
+      const long long i2 = __shfl_down_sync(0xffffffffu, i, offset);
+      BetterPeak(v, i, v2, i2);
+    }
+  }
+}
+#endif
+
 }  // namespace gpucompute_kernels

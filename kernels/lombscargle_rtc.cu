@@ -96,7 +96,8 @@ __device__ __forceinline__ void AccumulateTile(bool uniform, int m, double f_fir
 extern "C" __global__ void LS_LAUNCH_BOUNDS
 lombscargle(const LsSeriesDesc* __restrict__ series, const LsBlockWork* __restrict__ work,
             const double* __restrict__ t, const T* __restrict__ w, const T* __restrict__ wy,
-            const double* __restrict__ explicit_freqs, T* __restrict__ power) {
+            const double* __restrict__ explicit_freqs, T* __restrict__ power,
+            gpucompute_kernels::LsPeak* __restrict__ block_peaks) {
   __shared__ double s_t[LS_TILE];
   __shared__ T s_w[LS_TILE], s_wy[LS_TILE], s_dc[LS_TILE], s_ds[LS_TILE];
 
@@ -148,14 +149,22 @@ lombscargle(const LsSeriesDesc* __restrict__ series, const LsBlockWork* __restri
   }
 
   const T yy = static_cast<T>(d.yy), psd = static_cast<T>(d.psd_scale);
+  double best = 0;
+  long long best_k = -1;
 #pragma unroll
   for (int j = 0; j < LS_K; ++j) {
     const long long k = k_first + static_cast<long long>(j) * LS_BLOCK;
     if (k < d.n_freq) {
       const Acc& a = acc[j];
-      power[d.out_offset + k] = gpucompute_kernels::LombScarglePower<T>(
+      const T p = gpucompute_kernels::LombScarglePower<T>(
           a.c, a.s, a.yc, a.ys, a.cc, a.cs, d.fit_mean != 0, d.normalization, yy, psd,
           shifted);
+      power[d.out_offset + k] = p;
+      gpucompute_kernels::BetterPeak(best, best_k, static_cast<double>(p), k);
     }
   }
+  // The block's peak; the peak-reduction kernel combines a series' blocks, so the power is
+  // never read back for it.
+  gpucompute_kernels::BlockReducePeak<LS_BLOCK>(best, best_k);
+  if (threadIdx.x == 0) block_peaks[blockIdx.x] = gpucompute_kernels::LsPeak{best_k, best};
 }

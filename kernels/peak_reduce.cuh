@@ -1,21 +1,18 @@
-// Per-segment argmax on the device (nvcc-built): the peak of each series' power.
+// The peak of each series from the per-block peaks the periodogram kernel wrote (nvcc-built).
 #pragma once
-
-#include <cstdint>
 
 #include <cuda_runtime.h>
 
+#include "kernels/lombscargle_abi.cuh"
+
 namespace gpucompute::kernels {
 
-struct SegmentPeak {
-  long long index;  // within the segment; -1 when every value is NaN
-  double value;
-};
+using gpucompute_kernels::LsPeak;
 
-// For each segment s in [0, n_segments): the largest non-NaN value of
-// values[offsets[s] .. offsets[s+1]) and its first index. One block per segment.
-template <typename T>
-cudaError_t LaunchSegmentArgmax(const T* values, const long long* offsets, int n_segments,
-                                SegmentPeak* out, cudaStream_t stream);
+// For each series s in [0, n_series): combines partials[offsets[s] .. offsets[s+1]) into
+// out[s]: the largest value, the smallest index among equals, NaN-only ranges (index -1)
+// losing to any value. One block per series.
+cudaError_t LaunchReducePeaks(const LsPeak* partials, const long long* offsets, int n_series,
+                              LsPeak* out, cudaStream_t stream);
 
 }  // namespace gpucompute::kernels

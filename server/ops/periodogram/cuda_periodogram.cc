@@ -19,7 +19,7 @@ namespace {
 
 using gpucompute_kernels::LsBlockWork;
 using gpucompute_kernels::LsSeriesDesc;
-using kernels::SegmentPeak;
+using gpucompute_kernels::LsPeak;
 
 constexpr size_t kAlign = 256;
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
@@ -126,7 +126,6 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
     auto* freqs = reinterpret_cast<double*>(base + layout.freqs);
     // Offsets first (cheap, serial), then the per-sample work on several threads when the
     // batch is large: each series writes only its own ranges.
-    std::vector<int64_t> block_offsets(series.size());
     int64_t sample_at = 0, freq_at = 0, block_at = 0;
     for (size_t i = 0; i < series.size(); ++i) {
       const SeriesSpec& s = *series[i];
@@ -137,15 +136,14 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
       d.n_freq = s.grid.size();
       d.n_samples = static_cast<int>(s.t.size());
       d.explicit_offset = s.grid.uniform ? -1 : freq_at;
-      block_offsets[i] = block_at;
-      seg[i] = total_freqs;
+      seg[i] = block_at;  // the series' first block (the peak reduction reads these ranges)
       pending.out_offsets.push_back(total_freqs);
       sample_at += d.n_samples;
       if (!s.grid.uniform) freq_at += d.n_freq;
       block_at += (d.n_freq + per_block - 1) / per_block;
       total_freqs += d.n_freq;
     }
-    seg[series.size()] = total_freqs;
+    seg[series.size()] = block_at;
     ParallelFor(static_cast<int64_t>(series.size()), samples, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const SeriesSpec& s = *series[i];
@@ -173,7 +171,7 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
         }
         const int64_t chunks = (d.n_freq + per_block - 1) / per_block;
         for (int64_t c = 0; c < chunks; ++c) {
-          work[block_offsets[i] + c] = LsBlockWork{static_cast<int>(i), static_cast<int>(c)};
+          work[seg[i] + c] = LsBlockWork{static_cast<int>(i), static_cast<int>(c)};
         }
       }
     });
@@ -181,7 +179,10 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
 
   const size_t power_bytes = AlignUp(static_cast<size_t>(total_freqs) * elem);
   pending.peaks_offset = power_bytes;
-  const size_t out_bytes = power_bytes + series.size() * sizeof(SegmentPeak);
+  // Output: power, then one peak per series, then one partial peak per block.
+  const size_t peaks_bytes = AlignUp(series.size() * sizeof(LsPeak));
+  const size_t out_bytes = power_bytes + peaks_bytes;  // copied back
+  const size_t device_out_bytes = out_bytes + static_cast<size_t>(n_blocks) * sizeof(LsPeak);
   RETURN_IF_ERROR(slot.staging_out.Reserve(out_bytes));
 
   // Stream-ordered buffers, freed on the stream on every path (an early error return too: the
@@ -198,7 +199,8 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
     }
   } release{{&d_in, &d_out}, stream};
   CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&d_in, layout.total, device.memory_pool(), stream));
-  CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&d_out, out_bytes, device.memory_pool(), stream));
+  CUDA_RETURN_IF_ERROR(
+      cudaMallocFromPoolAsync(&d_out, device_out_bytes, device.memory_pool(), stream));
   {
     NVTX_RANGE("periodogram.copy_in");
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_in, slot.staging_in.data(), layout.total,
@@ -214,7 +216,8 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
     const void* a_wy = in + layout.wy;
     const void* a_freqs = in + layout.freqs;
     void* a_power = d_out;
-    void* args[] = {&a_desc, &a_work, &a_t, &a_w, &a_wy, &a_freqs, &a_power};
+    void* a_block_peaks = static_cast<char*>(d_out) + out_bytes;
+    void* args[] = {&a_desc, &a_work, &a_t, &a_w, &a_wy, &a_freqs, &a_power, &a_block_peaks};
     if (options && options->before) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->before, stream));
     if (n_blocks > 0) {
       CUDA_RETURN_IF_ERROR(cudaLaunchKernel(reinterpret_cast<const void*>(kernel),
@@ -224,13 +227,9 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
     }
     if (options && options->after) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->after, stream));
     auto* seg = reinterpret_cast<const long long*>(in + layout.seg);
-    auto* peaks = reinterpret_cast<SegmentPeak*>(static_cast<char*>(d_out) + power_bytes);
-    const int n = static_cast<int>(series.size());
-    if (batch.dtype == ComputeType::kFloat32) {
-      CUDA_RETURN_IF_ERROR(kernels::LaunchSegmentArgmax(static_cast<const float*>(d_out), seg, n, peaks, stream));
-    } else {
-      CUDA_RETURN_IF_ERROR(kernels::LaunchSegmentArgmax(static_cast<const double*>(d_out), seg, n, peaks, stream));
-    }
+    auto* peaks = reinterpret_cast<LsPeak*>(static_cast<char*>(d_out) + power_bytes);
+    CUDA_RETURN_IF_ERROR(kernels::LaunchReducePeaks(static_cast<const LsPeak*>(a_block_peaks), seg,
+                                                    static_cast<int>(series.size()), peaks, stream));
     CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
   }
   {
@@ -246,7 +245,7 @@ std::vector<SeriesPower> UnpackPeriodogram(const PendingPeriodogram& pending,
   NVTX_RANGE("periodogram.unpack");
   const int elem = ElementSize(pending.dtype);
   const char* base = static_cast<const char*>(slot.staging_out.data());
-  const auto* peaks = reinterpret_cast<const SegmentPeak*>(base + pending.peaks_offset);
+  const auto* peaks = reinterpret_cast<const LsPeak*>(base + pending.peaks_offset);
   std::vector<const SeriesSpec*> series;
   for (const auto& r : batch.requests)
     for (const auto& s : r->series) series.push_back(&s);
@@ -262,7 +261,7 @@ std::vector<SeriesPower> UnpackPeriodogram(const PendingPeriodogram& pending,
       SeriesPower& p = out[i];
       const int64_t n = s.grid.size();
       p.power.assign(base + pending.out_offsets[i] * elem, static_cast<size_t>(n) * elem);
-      const SegmentPeak& peak = peaks[i];
+      const LsPeak& peak = peaks[i];
       p.peak_index = peak.index < 0 ? 0 : peak.index;
       p.peak_frequency = s.grid.frequency(p.peak_index);
       p.peak_power = peak.index < 0 ? std::nan("") : peak.value;

@@ -31,7 +31,7 @@ std::vector<CudaKernelShape> DefaultKernelShapes(ComputeType dtype);
 struct PendingPeriodogram {
   ComputeType dtype = ComputeType::kFloat64;
   std::vector<int64_t> out_offsets;  // per series, in elements of power
-  size_t peaks_offset = 0;           // bytes; SegmentPeak per series
+  size_t peaks_offset = 0;           // bytes; one LsPeak per series
 };
 
 // Benchmark and diagnostic knobs: events recorded on the stream just before and after the
