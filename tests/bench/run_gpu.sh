@@ -20,6 +20,19 @@ spid=$!
 for _ in $(seq 1 300); do [ -s /tmp/gc.port ] && break; sleep 0.1; done
 gpucompute --target="127.0.0.1:$(cat /tmp/gc.port)" demo || status=1
 kill -TERM $spid; wait $spid; echo "server exit status after SIGTERM: $?"
+# The Python client against the CUDA server, checked against Astropy references made on the
+# build machine (tests/python/gpu/astropy_fixture_check.py make; bundled as fixture.npz).
+root=$(dirname "$bin")
+if [ -f "$root/fixture.npz" ] && [ -d "$root/python" ]; then
+  rm -f /tmp/gc2.port
+  gpucompute-server --address=127.0.0.1:0 --port_file=/tmp/gc2.port --backend=cuda > "$out/server2.log" 2>&1 &
+  spid=$!
+  for _ in $(seq 1 300); do [ -s /tmp/gc2.port ] && break; sleep 0.1; done
+  PYTHONPATH="$root/python" python3 tests/python/gpu/astropy_fixture_check.py check "$root/fixture.npz" \
+    "127.0.0.1:$(cat /tmp/gc2.port)" > "$out/astropy_check.log" 2>&1 || status=1
+  grep -E "FAIL|passed|backend|Error|error" "$out/astropy_check.log" | head -20
+  kill -TERM $spid; wait $spid
+fi
 echo "tests status $status"
 [ "${SKIP_BENCH:-0}" = 1 ] && exit $status
 periodogram_bench "$@" 2>"$out/bench.err" | tee "$out/bench.jsonl"
