@@ -314,7 +314,8 @@ def _int64_to_int(message, d):
         key = field.json_name
         if key not in d:
             continue
-        repeated = field.label == FieldDescriptor.LABEL_REPEATED
+        # From the JSON value itself: FieldDescriptor.label is gone in newer protobuf (upb).
+        repeated = isinstance(d[key], list)
         if field.cpp_type in _INT64_TYPES:
             d[key] = [int(v) for v in d[key]] if repeated else int(d[key])
         elif field.cpp_type == FieldDescriptor.CPPTYPE_MESSAGE and not (
