@@ -84,6 +84,50 @@ KernelSpec LombScargleKernelSpec(ComputeType dtype, const CudaKernelShape& shape
   return spec;
 }
 
+absl::StatusOr<cudaKernel_t> PeriodogramKernel(DeviceContext& device, ComputeType dtype,
+                                               const CudaKernelShape& shape) {
+  // The tag names every parameter of the spec (the sources are embedded in the binary), so
+  // the cache can skip building and hashing the spec after the first lookup.
+  const std::string tag = absl::StrCat("lombscargle/", ComputeTypeName(dtype), "/", shape.block,
+                                       "/", shape.k, "/", shape.tile, "/", shape.min_blocks);
+  return device.kernels().GetTagged(tag, [&] { return LombScargleKernelSpec(dtype, shape); });
+}
+
+absl::Status WarmUpPeriodogram(DeviceContext& device) {
+  // Every slot at once, so that each stream and its staging buffers get their first use here.
+  std::vector<StreamSlot*> slots;
+  for (int i = 0; i < device.num_streams(); ++i) slots.push_back(device.AcquireSlot());
+  absl::Status status;
+  for (ComputeType dtype : {ComputeType::kFloat32, ComputeType::kFloat64}) {
+    auto request = std::make_shared<Request>();
+    request->dtype = dtype;
+    SeriesSpec s;
+    s.t = {0.0, 0.3, 1.1, 1.7};
+    s.y = {1.0, -0.5, 0.25, 2.0};
+    s.grid.uniform = UniformGrid{0.1, 0.1, 16};
+    request->series.push_back(std::move(s));
+    Batch batch;
+    batch.dtype = dtype;
+    batch.requests.push_back(request);
+    for (const CudaKernelShape& shape : DefaultKernelShapes(dtype)) {
+      EnqueueOptions options;
+      options.shape = &shape;
+      for (StreamSlot* slot : slots) {
+        if (status.ok()) status = EnqueuePeriodogram(device, *slot, batch, &options).status();
+      }
+      // The next round reuses the slots' staging buffers: wait for this one.
+      for (StreamSlot* slot : slots) {
+        const cudaError_t err = cudaStreamSynchronize(slot->stream.get());
+        if (err != cudaSuccess && status.ok()) {
+          status = CudaErrorStatus(err, "periodogram warm-up", __FILE__, __LINE__);
+        }
+      }
+    }
+  }
+  for (StreamSlot* slot : slots) device.ReleaseSlot(slot);
+  return status;
+}
+
 absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, StreamSlot& slot,
                                                       const Batch& batch,
                                                       const EnqueueOptions* options) {
@@ -96,12 +140,7 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   const CudaKernelShape shape = options && options->shape
                                      ? *options->shape
                                      : ChooseShape(batch.dtype, series, device.description().multiprocessors);
-  // The label names every parameter of the spec (the sources are embedded in the binary), so
-  // the cache can skip building and hashing the spec after the first batch.
-  const std::string tag = absl::StrCat("lombscargle/", ComputeTypeName(batch.dtype), "/", shape.block,
-                                       "/", shape.k, "/", shape.tile, "/", shape.min_blocks);
-  ASSIGN_OR_RETURN(cudaKernel_t kernel,
-                   device.kernels().GetTagged(tag, [&] { return LombScargleKernelSpec(batch.dtype, shape); }));
+  ASSIGN_OR_RETURN(cudaKernel_t kernel, PeriodogramKernel(device, batch.dtype, shape));
 
   PendingPeriodogram pending;
   pending.dtype = batch.dtype;

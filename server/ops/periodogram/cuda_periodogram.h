@@ -24,6 +24,15 @@ struct CudaKernelShape {
 // The NVRTC program for one dtype and shape (a kernel-cache key).
 KernelSpec LombScargleKernelSpec(ComputeType dtype, const CudaKernelShape& shape);
 
+// The kernel for (dtype, shape) from the device's cache: built on first use, then a lookup.
+absl::StatusOr<cudaKernel_t> PeriodogramKernel(DeviceContext& device, ComputeType dtype,
+                                               const CudaKernelShape& shape);
+
+// Compiles (or loads) every default kernel and runs a tiny batch of each dtype and shape
+// through the whole pipeline on every stream, so that no request pays for first-use costs
+// (NVRTC, lazy module loading of the nvcc-built kernels, pool growth, first use of a stream).
+absl::Status WarmUpPeriodogram(DeviceContext& device);
+
 // The shapes the server warms at start-up and chooses from per batch.
 std::vector<CudaKernelShape> DefaultKernelShapes(ComputeType dtype);
 

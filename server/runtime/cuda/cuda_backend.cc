@@ -66,35 +66,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(const BackendOption
     o.kernel_cache_dir = options.kernel_cache_dir;
     o.debug_sync = options.debug_sync;
     ASSIGN_OR_RETURN(auto ctx, DeviceContext::Create(o));
-    // Warm the kernel cache so that no request pays for a compile it could have avoided.
     const auto start = std::chrono::steady_clock::now();
-    for (auto dtype : {periodogram::ComputeType::kFloat32, periodogram::ComputeType::kFloat64}) {
-      for (const auto& shape : periodogram::DefaultKernelShapes(dtype)) {
-        RETURN_IF_ERROR(ctx->kernels().Get(periodogram::LombScargleKernelSpec(dtype, shape)).status());
-      }
-    }
-    // One tiny batch per dtype through the whole pipeline: loads the nvcc-built kernels (lazy
-    // module loading), touches the memory pool and the staging buffers.
-    for (auto dtype : {periodogram::ComputeType::kFloat32, periodogram::ComputeType::kFloat64}) {
-      auto request = std::make_shared<periodogram::Request>();
-      request->dtype = dtype;
-      periodogram::SeriesSpec s;
-      s.t = {0.0, 0.3, 1.1, 1.7};
-      s.y = {1.0, -0.5, 0.25, 2.0};
-      s.grid.uniform = periodogram::UniformGrid{0.1, 0.1, 16};
-      request->series.push_back(std::move(s));
-      periodogram::Batch batch;
-      batch.dtype = dtype;
-      batch.requests.push_back(request);
-      StreamSlot* slot = ctx->AcquireSlot();
-      absl::Status warm = periodogram::EnqueuePeriodogram(*ctx, *slot, batch).status();
-      if (warm.ok()) {
-        const cudaError_t err = cudaStreamSynchronize(slot->stream.get());
-        if (err != cudaSuccess) warm = CudaErrorStatus(err, "warm-up batch", __FILE__, __LINE__);
-      }
-      ctx->ReleaseSlot(slot);
-      RETURN_IF_ERROR(warm);
-    }
+    RETURN_IF_ERROR(periodogram::WarmUpPeriodogram(*ctx));
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     spdlog::info("device {}: {} (sm_{}), {} streams, kernels and pipeline warmed in {:.1f} ms", d,
                  ctx->description().name, ctx->arch(), ctx->num_streams(), ms);
