@@ -94,11 +94,7 @@ SeriesPower ComputeSeriesCpu(const SeriesSpec& series, ComputeType dtype) {
   const int64_t n = series.grid.size();
   result.power.resize(static_cast<size_t>(n) * ElementSize(dtype));
   ComputePowerCpu(series, Prepare(series), dtype, 0, n, result.power.data());
-  if (dtype == ComputeType::kFloat32) {
-    FindPeak(reinterpret_cast<const float*>(result.power.data()), series.grid, &result);
-  } else {
-    FindPeak(reinterpret_cast<const double*>(result.power.data()), series.grid, &result);
-  }
+  FindPeak(dtype, series.grid, &result);
   return result;
 }
 

@@ -134,9 +134,7 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   RETURN_IF_ERROR(device.MakeCurrent());
   const cudaStream_t stream = slot.stream.get();
   const int elem = ElementSize(batch.dtype);
-  std::vector<const SeriesSpec*> series;
-  for (const auto& r : batch.requests)
-    for (const auto& s : r->series) series.push_back(&s);
+  const std::vector<const SeriesSpec*> series = batch.all_series();
   const CudaKernelShape shape = options && options->shape
                                      ? *options->shape
                                      : ChooseShape(batch.dtype, series, device.description().multiprocessors);
@@ -285,9 +283,7 @@ std::vector<SeriesPower> UnpackPeriodogram(const PendingPeriodogram& pending,
   const int elem = ElementSize(pending.dtype);
   const char* base = static_cast<const char*>(slot.staging_out.data());
   const auto* peaks = reinterpret_cast<const LsPeak*>(base + pending.peaks_offset);
-  std::vector<const SeriesSpec*> series;
-  for (const auto& r : batch.requests)
-    for (const auto& s : r->series) series.push_back(&s);
+  const std::vector<const SeriesSpec*> series = batch.all_series();
   std::vector<SeriesPower> out(series.size());
   const int64_t total = pending.out_offsets.empty()
                             ? 0

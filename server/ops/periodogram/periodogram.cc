@@ -108,6 +108,14 @@ template void WritePrepared<float>(const SeriesSpec&, const SeriesMoments&, doub
 template void WritePrepared<double>(const SeriesSpec&, const SeriesMoments&, double*, double*,
                                     double*);
 
+std::vector<const SeriesSpec*> Batch::all_series() const {
+  std::vector<const SeriesSpec*> out;
+  out.reserve(static_cast<size_t>(series_count()));
+  for (const auto& r : requests)
+    for (const auto& s : r->series) out.push_back(&s);
+  return out;
+}
+
 PreparedSeries Prepare(const SeriesSpec& series) {
   const SeriesMoments m = ComputeMoments(series);
   PreparedSeries p;
@@ -136,5 +144,13 @@ void FindPeak(const T* power, const Grid& grid, SeriesPower* out) {
 
 template void FindPeak<float>(const float*, const Grid&, SeriesPower*);
 template void FindPeak<double>(const double*, const Grid&, SeriesPower*);
+
+void FindPeak(ComputeType dtype, const Grid& grid, SeriesPower* out) {
+  if (dtype == ComputeType::kFloat32) {
+    FindPeak(reinterpret_cast<const float*>(out->power.data()), grid, out);
+  } else {
+    FindPeak(reinterpret_cast<const double*>(out->power.data()), grid, out);
+  }
+}
 
 }  // namespace gpucompute::periodogram

@@ -92,6 +92,8 @@ struct Batch {
   std::function<bool()> abandoned;
 
   int64_t series_count() const;
+  // Every series of every request, in order (the order of the results).
+  std::vector<const SeriesSpec*> all_series() const;
 };
 
 // The per-series scalars of the preparation (one pass over the samples, no allocation).
@@ -132,5 +134,7 @@ struct SeriesPower {
 // Finds the peak of `power` (n values of type T) over `grid`; NaN values are skipped.
 template <typename T>
 void FindPeak(const T* power, const Grid& grid, SeriesPower* out);
+// The same for out->power, read as `dtype`.
+void FindPeak(ComputeType dtype, const Grid& grid, SeriesPower* out);
 
 }  // namespace gpucompute::periodogram

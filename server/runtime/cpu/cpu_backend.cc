@@ -14,11 +14,6 @@ namespace {
 // series over every worker.
 constexpr int64_t kFrequenciesPerTask = 4096;
 
-template <typename T>
-void FindPeakBytes(const std::string& power, const periodogram::Grid& grid,
-                   periodogram::SeriesPower* out) {
-  periodogram::FindPeak(reinterpret_cast<const T*>(power.data()), grid, out);
-}
 }  // namespace
 
 CpuBackend::CpuBackend(int threads, CompletionQueue* completions) : completions_(completions) {
@@ -72,8 +67,7 @@ void CpuBackend::RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
   auto state = std::make_shared<State>();
   state->batch = batch;
   state->done = std::move(done);
-  for (const auto& r : batch->requests)
-    for (const auto& s : r->series) state->series.push_back(&s);
+  state->series = batch->all_series();
   const int elem = periodogram::ElementSize(batch->dtype);
   state->results.resize(state->series.size());
   state->prepared.resize(state->series.size());
@@ -95,11 +89,7 @@ void CpuBackend::RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
       return;
     }
     for (size_t s = 0; s < state->series.size(); ++s) {
-      if (state->batch->dtype == periodogram::ComputeType::kFloat32) {
-        FindPeakBytes<float>(state->results[s].power, state->series[s]->grid, &state->results[s]);
-      } else {
-        FindPeakBytes<double>(state->results[s].power, state->series[s]->grid, &state->results[s]);
-      }
+      periodogram::FindPeak(state->batch->dtype, state->series[s]->grid, &state->results[s]);
     }
     completions_->Post([this, state] {
       ReleaseBatch();  // before done(): done may let the server destroy this backend
