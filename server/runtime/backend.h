@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/ops/dense/dense.h"
 #include "server/ops/periodogram/periodogram.h"
 
 namespace gpucompute {
@@ -58,6 +59,25 @@ class Backend {
   // gRPC thread.
   virtual void RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
                               PeriodogramDone done) = 0;
+
+  // ---- dense models
+  using DenseDone = std::function<void(absl::StatusOr<std::vector<dense::Output>>)>;
+
+  // OK when a model of `stored_bytes` (dense::StoredBytes) can be made resident now;
+  // RESOURCE_EXHAUSTED naming the bytes needed and free otherwise. Checked before a model's
+  // bytes are received.
+  virtual absl::Status CheckModelFits(int64_t stored_bytes) const = 0;
+
+  // Makes `spec` resident (on every device). Blocking, and long for large models: call it off
+  // the gRPC threads. RESOURCE_EXHAUSTED when memory runs out; nothing stays allocated on
+  // failure.
+  virtual absl::StatusOr<std::shared_ptr<const dense::LoadedModel>> LoadDenseModel(
+      dense::ModelSpec spec) = 0;
+
+  // Runs every request of `batch` (concatenated by rows) through its model and calls `done`
+  // exactly once, on a completion-queue thread, with one Output per request in order. Blocks
+  // like RunPeriodogram while every stream (or worker) is busy.
+  virtual void RunDense(std::shared_ptr<const dense::Batch> batch, DenseDone done) = 0;
 
   virtual std::vector<DeviceDescription> Devices() const = 0;
   virtual KernelCacheStats KernelStats() const { return {}; }

@@ -10,27 +10,31 @@
 
 namespace gpucompute {
 
-PeriodogramScheduler::PeriodogramScheduler(Backend* backend, SchedulerOptions options)
-    : backend_(backend), options_(options) {
+template <typename Traits>
+BatchScheduler<Traits>::BatchScheduler(Traits traits, SchedulerOptions options)
+    : traits_(traits), options_(options) {
   dispatcher_ = std::thread([this] { DispatchLoop(); });
 }
 
-PeriodogramScheduler::~PeriodogramScheduler() { Shutdown(); }
+template <typename Traits>
+BatchScheduler<Traits>::~BatchScheduler() { Shutdown(); }
 
-absl::Status PeriodogramScheduler::Enqueue(Job job) {
-  const int64_t pairs = job.request->pairs();
+template <typename Traits>
+absl::Status BatchScheduler<Traits>::Enqueue(Job job) {
+  const int64_t cost = Traits::Cost(*job.request);
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("server is shutting down");
   if (static_cast<int>(queue_.size()) >= options_.max_queue_depth) {
     ++stats_.rejected_queue_full;
     return absl::ResourceExhaustedError(absl::StrCat(
-        "periodogram queue is full (", options_.max_queue_depth, " requests waiting); retry later"));
+        Traits::kName, " queue is full (", options_.max_queue_depth, " requests waiting); retry later"));
   }
-  queue_.push_back(Queued{std::move(job), absl::Now(), NvtxStart("periodogram.queue"), pairs});
+  queue_.push_back(Queued{std::move(job), absl::Now(), NvtxStart(Traits::kName), cost});
   return absl::OkStatus();
 }
 
-void PeriodogramScheduler::Shutdown() {
+template <typename Traits>
+void BatchScheduler<Traits>::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
     if (stopping_ && !dispatcher_.joinable()) return;
@@ -42,49 +46,53 @@ void PeriodogramScheduler::Shutdown() {
       +[](int64_t* n) { return *n == 0; }, &in_flight_batches_));
 }
 
-BatchingStats PeriodogramScheduler::Stats() const {
+template <typename Traits>
+BatchingStats BatchScheduler<Traits>::Stats() const {
   absl::MutexLock lock(&mu_);
   return stats_;
 }
 
-bool PeriodogramScheduler::BatchReady(absl::Time now) const {
+template <typename Traits>
+bool BatchScheduler<Traits>::BatchReady(absl::Time now) const {
   if (queue_.empty()) return false;
   if (stopping_) return true;
   if (options_.dispatch_when_idle && in_flight_batches_ == 0) return true;
   if (now - queue_.front().enqueued >= options_.max_queue_delay) return true;
   // Full when enough compatible requests wait.
-  const auto dtype = queue_.front().job.request->dtype;
+  const auto key = Traits::Key(*queue_.front().job.request);
   int count = 0;
-  int64_t pairs = 0;
+  int64_t cost = 0;
   for (const auto& q : queue_) {
-    if (q.job.request->dtype != dtype) continue;
+    if (Traits::Key(*q.job.request) != key) continue;
     ++count;
-    pairs += q.pairs;
-    if (count >= options_.max_batch_size || pairs >= options_.max_batch_pairs) return true;
+    cost += q.cost;
+    if (count >= options_.max_batch_size || cost >= options_.max_batch_cost) return true;
   }
   return false;
 }
 
-std::vector<PeriodogramScheduler::Queued> PeriodogramScheduler::TakeBatch() {
+template <typename Traits>
+std::vector<typename BatchScheduler<Traits>::Queued> BatchScheduler<Traits>::TakeBatch() {
   std::vector<Queued> batch;
-  const auto dtype = queue_.front().job.request->dtype;
-  int64_t pairs = 0;
+  const auto key = Traits::Key(*queue_.front().job.request);
+  int64_t cost = 0;
   for (auto it = queue_.begin(); it != queue_.end();) {
     if (static_cast<int>(batch.size()) >= options_.max_batch_size) break;
-    if (it->job.request->dtype != dtype) {
+    if (Traits::Key(*it->job.request) != key) {
       ++it;
       continue;
     }
-    const int64_t p = it->pairs;
-    if (!batch.empty() && pairs + p > options_.max_batch_pairs) break;
-    pairs += p;
+    const int64_t c = it->cost;
+    if (!batch.empty() && cost + c > options_.max_batch_cost) break;
+    cost += c;
     batch.push_back(std::move(*it));
     it = queue_.erase(it);
   }
   return batch;
 }
 
-void PeriodogramScheduler::DispatchLoop() {
+template <typename Traits>
+void BatchScheduler<Traits>::DispatchLoop() {
   for (;;) {
     std::vector<Queued> batch;
     {
@@ -95,7 +103,7 @@ void PeriodogramScheduler::DispatchLoop() {
         if (BatchReady(now)) break;
         if (queue_.empty()) {
           mu_.Await(absl::Condition(
-              +[](PeriodogramScheduler* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
+              +[](BatchScheduler* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
                 return s->stopping_ || !s->queue_.empty();
               },
               this));
@@ -104,7 +112,7 @@ void PeriodogramScheduler::DispatchLoop() {
           const absl::Time fire = queue_.front().enqueued + options_.max_queue_delay;
           const size_t seen = queue_.size();
           struct Arg {
-            PeriodogramScheduler* s;
+            BatchScheduler* s;
             size_t seen;
           } arg{this, seen};
           mu_.AwaitWithDeadline(
@@ -123,10 +131,10 @@ void PeriodogramScheduler::DispatchLoop() {
   }
 }
 
-void PeriodogramScheduler::Dispatch(std::vector<Queued> queued) {
+template <typename Traits>
+void BatchScheduler<Traits>::Dispatch(std::vector<Queued> queued) {
   const absl::Time now = absl::Now();
-  auto batch = std::make_shared<periodogram::Batch>();
-  batch->dtype = queued.front().job.request->dtype;
+  std::vector<std::shared_ptr<const Request>> requests;
   std::vector<Queued> live;
   std::vector<std::pair<Queued, absl::Status>> dropped;
   live.reserve(queued.size());
@@ -137,7 +145,7 @@ void PeriodogramScheduler::Dispatch(std::vector<Queued> queued) {
     } else if (now > q.job.deadline) {
       dropped.emplace_back(std::move(q), absl::DeadlineExceededError("deadline passed while queued"));
     } else {
-      batch->requests.push_back(q.job.request);
+      requests.push_back(q.job.request);
       live.push_back(std::move(q));
     }
   }
@@ -154,13 +162,10 @@ void PeriodogramScheduler::Dispatch(std::vector<Queued> queued) {
   // Statistics first, then the callbacks: whoever a callback wakes sees consistent stats.
   for (auto& [q, status] : dropped) q.job.done(status, JobTimings{now - q.enqueued, absl::ZeroDuration(), 0});
   if (live.empty()) return;
-  if (live.size() > 1) {
-    SPDLOG_DEBUG("periodogram batch of {} requests ({} series)", live.size(),
-                 batch->series_count());
-  }
+  if (live.size() > 1) SPDLOG_DEBUG("{} batch of {} requests", Traits::kName, live.size());
   std::vector<std::pair<absl::Time, std::function<bool()>>> waiting;
   for (const auto& q : live) waiting.emplace_back(q.job.deadline, q.job.is_cancelled);
-  batch->abandoned = [waiting = std::move(waiting)] {
+  auto abandoned = [waiting = std::move(waiting)] {
     const absl::Time now = absl::Now();
     for (const auto& [deadline, cancelled] : waiting) {
       if (now <= deadline && !(cancelled && cancelled())) return false;
@@ -168,28 +173,64 @@ void PeriodogramScheduler::Dispatch(std::vector<Queued> queued) {
     return true;
   };
   auto jobs = std::make_shared<std::vector<Queued>>(std::move(live));
-  backend_->RunPeriodogram(
-      batch, [this, jobs, dispatched = now](
-                 absl::StatusOr<std::vector<periodogram::SeriesPower>> result) {
-        const absl::Duration compute = absl::Now() - dispatched;
-        const int n = static_cast<int>(jobs->size());
-        size_t next = 0;
-        for (auto& q : *jobs) {
-          const JobTimings timings{dispatched - q.enqueued, compute, n};
-          if (!result.ok()) {
-            q.job.done(result.status(), timings);
-            continue;
-          }
-          const size_t count = q.job.request->series.size();
-          std::vector<periodogram::SeriesPower> mine;
-          mine.reserve(count);
-          for (size_t i = 0; i < count; ++i) mine.push_back(std::move((*result)[next + i]));
-          next += count;
-          q.job.done(std::move(mine), timings);
-        }
-        absl::MutexLock lock(&mu_);
-        --in_flight_batches_;
-      });
+  traits_.Run(std::move(requests), std::move(abandoned),
+              [this, jobs, dispatched = now](absl::StatusOr<std::vector<Result>> result) {
+                const absl::Duration compute = absl::Now() - dispatched;
+                const int n = static_cast<int>(jobs->size());
+                for (size_t i = 0; i < jobs->size(); ++i) {
+                  Queued& q = (*jobs)[i];
+                  const JobTimings timings{dispatched - q.enqueued, compute, n};
+                  if (!result.ok()) {
+                    q.job.done(result.status(), timings);
+                  } else {
+                    q.job.done(std::move((*result)[i]), timings);
+                  }
+                }
+                absl::MutexLock lock(&mu_);
+                --in_flight_batches_;
+              });
 }
+
+void PeriodogramTraits::Run(std::vector<std::shared_ptr<const Request>> requests,
+                            std::function<bool()> abandoned,
+                            std::function<void(absl::StatusOr<std::vector<Result>>)> done) const {
+  auto batch = std::make_shared<periodogram::Batch>();
+  batch->dtype = requests.front()->dtype;
+  batch->requests = std::move(requests);
+  batch->abandoned = std::move(abandoned);
+  backend->RunPeriodogram(batch, [batch, done = std::move(done)](
+                                     absl::StatusOr<std::vector<periodogram::SeriesPower>> all) {
+    if (!all.ok()) {
+      done(all.status());
+      return;
+    }
+    // Split the batch's series back into the requests that sent them.
+    std::vector<Result> per_request;
+    per_request.reserve(batch->requests.size());
+    size_t next = 0;
+    for (const auto& r : batch->requests) {
+      Result mine;
+      mine.reserve(r->series.size());
+      for (size_t i = 0; i < r->series.size(); ++i) mine.push_back(std::move((*all)[next + i]));
+      next += r->series.size();
+      per_request.push_back(std::move(mine));
+    }
+    done(std::move(per_request));
+  });
+}
+
+void DenseTraits::Run(std::vector<std::shared_ptr<const Request>> requests,
+                      std::function<bool()> abandoned,
+                      std::function<void(absl::StatusOr<std::vector<Result>>)> done) const {
+  auto batch = std::make_shared<dense::Batch>();
+  batch->model = requests.front()->model;
+  batch->input_dtype = requests.front()->input_dtype;
+  batch->requests = std::move(requests);
+  batch->abandoned = std::move(abandoned);
+  backend->RunDense(batch, std::move(done));
+}
+
+template class BatchScheduler<PeriodogramTraits>;
+template class BatchScheduler<DenseTraits>;
 
 }  // namespace gpucompute

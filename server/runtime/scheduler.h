@@ -1,8 +1,11 @@
-// The periodogram scheduler: a bounded queue with dynamic batching. Requests with the same
-// compute dtype that arrive close together are coalesced into one backend launch, up to
-// `max_batch_size` requests (and `max_batch_pairs` sample x frequency pairs), waiting at most
+// The schedulers: a bounded queue with dynamic batching, one per operation. Compatible
+// requests (same key: the periodogram's dtype; the dense model and input dtype) that arrive
+// close together are coalesced into one backend launch, up to `max_batch_size` requests and
+// `max_batch_cost` units of work (sample x frequency pairs; rows), waiting at most
 // `max_queue_delay` for a batch to fill. Deadlines and cancellation are checked just before
-// dispatch. One dispatch thread; the backend's completion threads call each job's `done`.
+// dispatch. One dispatch thread per scheduler; the backend's completion threads call each
+// job's `done`. The batching logic is one template (BatchScheduler); each operation supplies
+// a small traits class that says what a key, a cost and a run are.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +28,7 @@ struct SchedulerOptions {
   int max_batch_size = 64;
   absl::Duration max_queue_delay = absl::Microseconds(200);
   int max_queue_depth = 1024;
-  int64_t max_batch_pairs = int64_t{1} << 32;
+  int64_t max_batch_cost = int64_t{1} << 32;  // pairs (periodogram), rows (dense)
   // When nothing is in flight, dispatch at once instead of waiting max_queue_delay for
   // company: a lone request pays no batching delay, and under load (something in flight)
   // requests still coalesce while they wait.
@@ -47,22 +50,27 @@ struct BatchingStats {
   int64_t expired_before_dispatch = 0;
 };
 
-class PeriodogramScheduler {
+// Traits: `Request`, `Result` (one per request), `Key(request)` (equality-comparable),
+// `Cost(request)`, and `Run(requests, abandoned, done)` which runs one batch on the backend
+// and calls done with one Result per request, in order.
+template <typename Traits>
+class BatchScheduler {
  public:
-  using Done = std::function<void(absl::StatusOr<std::vector<periodogram::SeriesPower>>,
-                                  const JobTimings&)>;
+  using Request = typename Traits::Request;
+  using Result = typename Traits::Result;
+  using Done = std::function<void(absl::StatusOr<Result>, const JobTimings&)>;
   struct Job {
-    std::shared_ptr<const periodogram::Request> request;
+    std::shared_ptr<const Request> request;
     absl::Time deadline = absl::InfiniteFuture();
     std::function<bool()> is_cancelled;  // optional; polled before dispatch
     Done done;                           // called exactly once, unless Enqueue fails
   };
 
-  // `backend` must outlive the scheduler.
-  PeriodogramScheduler(Backend* backend, SchedulerOptions options);
-  ~PeriodogramScheduler();  // Shutdown()
-  PeriodogramScheduler(const PeriodogramScheduler&) = delete;
-  PeriodogramScheduler& operator=(const PeriodogramScheduler&) = delete;
+  // `traits` holds the backend, which must outlive the scheduler.
+  BatchScheduler(Traits traits, SchedulerOptions options);
+  ~BatchScheduler();  // Shutdown()
+  BatchScheduler(const BatchScheduler&) = delete;
+  BatchScheduler& operator=(const BatchScheduler&) = delete;
 
   // RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE after Shutdown; `done` is then
   // not called.
@@ -80,7 +88,7 @@ class PeriodogramScheduler {
     Job job;
     absl::Time enqueued;
     uint64_t nvtx_queue;
-    int64_t pairs;  // job.request->pairs(), computed once at enqueue
+    int64_t cost;  // Traits::Cost(*job.request), computed once at enqueue
   };
 
   void DispatchLoop();
@@ -88,7 +96,7 @@ class PeriodogramScheduler {
   std::vector<Queued> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch(std::vector<Queued> batch);
 
-  Backend* const backend_;
+  const Traits traits_;
   const SchedulerOptions options_;
 
   mutable absl::Mutex mu_;
@@ -98,5 +106,46 @@ class PeriodogramScheduler {
   BatchingStats stats_ ABSL_GUARDED_BY(mu_);
   std::thread dispatcher_;
 };
+
+// Periodogram requests batch by compute dtype; cost is sample x frequency pairs.
+struct PeriodogramTraits {
+  using Request = periodogram::Request;
+  using Result = std::vector<periodogram::SeriesPower>;  // one per series of the request
+  static constexpr const char* kName = "periodogram";
+
+  PeriodogramTraits(Backend* b) : backend(b) {}  // NOLINT(google-explicit-constructor)
+  static periodogram::ComputeType Key(const Request& r) { return r.dtype; }
+  static int64_t Cost(const Request& r) { return r.pairs(); }
+  void Run(std::vector<std::shared_ptr<const Request>> requests, std::function<bool()> abandoned,
+           std::function<void(absl::StatusOr<std::vector<Result>>)> done) const;
+
+  Backend* backend;
+};
+
+// Dense requests batch by (model, input dtype); cost is rows.
+struct DenseTraits {
+  using Request = dense::Request;
+  using Result = dense::Output;
+  static constexpr const char* kName = "dense";
+  struct BatchKey {
+    const dense::LoadedModel* model;
+    ElementType input_dtype;
+    bool operator==(const BatchKey& o) const { return model == o.model && input_dtype == o.input_dtype; }
+    bool operator!=(const BatchKey& o) const { return !(*this == o); }
+  };
+
+  DenseTraits(Backend* b) : backend(b) {}  // NOLINT(google-explicit-constructor)
+  static BatchKey Key(const Request& r) { return {r.model.get(), r.input_dtype}; }
+  static int64_t Cost(const Request& r) { return r.rows; }
+  void Run(std::vector<std::shared_ptr<const Request>> requests, std::function<bool()> abandoned,
+           std::function<void(absl::StatusOr<std::vector<Result>>)> done) const;
+
+  Backend* backend;
+};
+
+extern template class BatchScheduler<PeriodogramTraits>;
+extern template class BatchScheduler<DenseTraits>;
+using PeriodogramScheduler = BatchScheduler<PeriodogramTraits>;
+using DenseScheduler = BatchScheduler<DenseTraits>;
 
 }  // namespace gpucompute

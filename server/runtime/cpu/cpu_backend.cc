@@ -1,8 +1,15 @@
 // CPU backend (see cpu_backend.h).
 #include "server/runtime/cpu/cpu_backend.h"
 
+#include <cblas.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <new>
+
+#include "absl/strings/str_cat.h"
+#include "server/ops/dense/cpu_dense.h"
 
 #include "server/common/nvtx.h"
 #include "server/ops/periodogram/cpu_periodogram.h"
@@ -13,12 +20,15 @@ namespace {
 // Frequencies per task: large enough to amortise scheduling, small enough to spread one long
 // series over every worker.
 constexpr int64_t kFrequenciesPerTask = 4096;
+// Rows per dense task: each task runs the whole stack on its rows with single-threaded BLAS.
+constexpr int64_t kDenseRowsPerTask = 32;
 
 }  // namespace
 
 CpuBackend::CpuBackend(int threads, CompletionQueue* completions) : completions_(completions) {
   const int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   max_in_flight_batches_ = 2 * n;
+  openblas_set_num_threads(1);  // the workers are the parallelism
   for (int i = 0; i < n; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
@@ -114,6 +124,11 @@ void CpuBackend::RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
     }
   }
   state->remaining = static_cast<int64_t>(tasks.size());
+  if (tasks.empty()) tasks.push_back(finish);  // no frequencies at all: still report through a worker
+  Submit(std::move(tasks));
+}
+
+void CpuBackend::Submit(std::vector<std::function<void()>> tasks) {
   absl::MutexLock lock(&mu_);
   // Back-pressure: at most max_in_flight_batches_ batches queued or running.
   mu_.Await(absl::Condition(
@@ -122,11 +137,91 @@ void CpuBackend::RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
       },
       this));
   ++in_flight_batches_;
-  if (tasks.empty()) {
-    tasks_.push_back(finish);  // no frequencies at all: still report through a worker
-    return;
-  }
   for (auto& t : tasks) tasks_.push_back(std::move(t));
+}
+
+absl::Status CpuBackend::CheckModelFits(int64_t stored_bytes) const {
+  // The CPU model holds float64 copies: at most 4x the stored bytes (bfloat16 -> double).
+  const int64_t needed = stored_bytes * 4;
+  const int64_t available = static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  if (available > 0 && needed > available) {
+    return absl::ResourceExhaustedError(absl::StrCat("model needs up to ", needed,
+                                                     " bytes of host memory on the CPU backend but only ",
+                                                     available, " are free"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const dense::LoadedModel>> CpuBackend::LoadDenseModel(
+    dense::ModelSpec spec) {
+  try {
+    return std::shared_ptr<const dense::LoadedModel>(dense::CpuModel::Make(std::move(spec)));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("out of host memory while loading the model");
+  }
+}
+
+void CpuBackend::RunDense(std::shared_ptr<const dense::Batch> batch, DenseDone done) {
+  struct State {
+    std::shared_ptr<const dense::Batch> batch;
+    const dense::CpuModel* model;
+    std::vector<double> x;  // every request's rows, concatenated
+    std::vector<double> y;
+    std::atomic<int64_t> remaining{0};
+    std::atomic<bool> abandoned{false};
+    DenseDone done;
+  };
+  auto state = std::make_shared<State>();
+  state->batch = batch;
+  state->model = static_cast<const dense::CpuModel*>(batch->model.get());
+  state->done = std::move(done);
+  const int64_t rows = batch->rows();
+  const int64_t in = state->model->info().in_features();
+  const int64_t out = state->model->info().out_features();
+  state->x.resize(static_cast<size_t>(rows * in));
+  state->y.resize(static_cast<size_t>(rows * out));
+  int64_t row = 0;
+  for (const auto& r : batch->requests) {
+    ToDouble(batch->input_dtype, r->input.data(), r->rows * in, state->x.data() + row * in);
+    row += r->rows;
+  }
+  auto finish = [this, state, out] {
+    completions_->Post([this, state, out] {
+      ReleaseBatch();  // before done(): done may let the server destroy this backend
+      if (state->abandoned) {
+        state->done(absl::DeadlineExceededError(
+            "every caller of the batch went away (deadline or cancellation) while it was computed"));
+        return;
+      }
+      std::vector<dense::Output> outputs;
+      const ElementType dtype = state->model->dtype();
+      int64_t first = 0;
+      for (const auto& r : state->batch->requests) {
+        dense::Output o(static_cast<size_t>(r->rows * out * ElementSize(dtype)), '\0');
+        FromDouble(state->y.data() + first * out, r->rows * out, dtype, o.data());
+        outputs.push_back(std::move(o));
+        first += r->rows;
+      }
+      state->done(std::move(outputs));
+    });
+  };
+  std::vector<std::function<void()>> tasks;
+  for (int64_t first = 0; first < rows; first += kDenseRowsPerTask) {
+    const int64_t n = std::min(kDenseRowsPerTask, rows - first);
+    tasks.push_back([state, first, n, in, out, finish] {
+      NVTX_RANGE("dense.cpu.forward");
+      if (!state->abandoned && state->batch->abandoned && state->batch->abandoned()) {
+        state->abandoned = true;
+      }
+      if (!state->abandoned) {
+        dense::CpuForward(*state->model, state->x.data() + first * in, n, state->y.data() + first * out);
+      }
+      if (state->remaining.fetch_sub(1) == 1) finish();
+    });
+  }
+  state->remaining = static_cast<int64_t>(tasks.size());
+  if (tasks.empty()) tasks.push_back(finish);
+  Submit(std::move(tasks));
 }
 
 }  // namespace gpucompute

@@ -23,11 +23,17 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   void RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
                       PeriodogramDone done) override;
+  absl::Status CheckModelFits(int64_t stored_bytes) const override;
+  absl::StatusOr<std::shared_ptr<const dense::LoadedModel>> LoadDenseModel(
+      dense::ModelSpec spec) override;
+  void RunDense(std::shared_ptr<const dense::Batch> batch, DenseDone done) override;
   std::vector<DeviceDescription> Devices() const override { return {}; }
 
  private:
   void WorkerLoop();
   void ReleaseBatch();  // a batch finished: admits the next one
+  // Queues a batch's tasks once fewer than max_in_flight_batches_ are queued or running.
+  void Submit(std::vector<std::function<void()>> tasks);
 
   CompletionQueue* const completions_;
   int max_in_flight_batches_ = 1;
