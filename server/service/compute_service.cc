@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "server/common/nvtx.h"
 #include "server/common/version.h"
+#include "server/service/call_timing.h"
 #include "server/service/periodogram_decode.h"
 #include "server/service/status_mapping.h"
 #include "server/service/tensor_codec.h"
@@ -17,26 +18,17 @@
 namespace gpucompute {
 namespace {
 
-absl::Time ToAbslTime(std::chrono::system_clock::time_point tp) {
-  if (tp == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
-  return absl::FromChrono(tp);
-}
-
-void AddTimings(grpc::CallbackServerContext* context, const JobTimings& t, absl::Time start) {
-  context->AddTrailingMetadata("x-gpucompute-queue-us",
-                               absl::StrCat(absl::ToInt64Microseconds(t.queue)));
-  context->AddTrailingMetadata("x-gpucompute-compute-us",
-                               absl::StrCat(absl::ToInt64Microseconds(t.compute)));
-  context->AddTrailingMetadata("x-gpucompute-total-us",
-                               absl::StrCat(absl::ToInt64Microseconds(absl::Now() - start)));
-  context->AddTrailingMetadata("x-gpucompute-batch-requests", absl::StrCat(t.batch_requests));
+void FillBatchingStats(const BatchingStats& b, v1::BatchingStats* out) {
+  out->set_requests(b.requests);
+  out->set_batches(b.batches);
+  out->set_largest_batch(b.largest_batch);
+  out->set_rejected_queue_full(b.rejected_queue_full);
+  out->set_expired_before_dispatch(b.expired_before_dispatch);
 }
 
 }  // namespace
 
-ComputeService::ComputeService(Backend* backend, PeriodogramScheduler* scheduler,
-                               ServiceLimits limits)
-    : backend_(backend), scheduler_(scheduler), limits_(limits) {}
+ComputeService::ComputeService(ServiceParts parts) : parts_(std::move(parts)) {}
 
 grpc::ServerUnaryReactor* ComputeService::Periodogram(grpc::CallbackServerContext* context,
                                                       const v1::PeriodogramRequest* request,
@@ -46,7 +38,7 @@ grpc::ServerUnaryReactor* ComputeService::Periodogram(grpc::CallbackServerContex
   absl::StatusOr<periodogram::Request> decoded;
   {
     NVTX_RANGE("periodogram.decode");
-    decoded = DecodePeriodogramRequest(*request, limits_);
+    decoded = DecodePeriodogramRequest(*request, parts_.limits);
   }
   if (!decoded.ok()) {
     reactor->Finish(ToGrpcStatus(decoded.status()));
@@ -84,7 +76,7 @@ grpc::ServerUnaryReactor* ComputeService::Periodogram(grpc::CallbackServerContex
     }
     reactor->Finish(grpc::Status::OK);
   };
-  const absl::Status enqueued = scheduler_->Enqueue(std::move(job));
+  const absl::Status enqueued = parts_.periodogram->Enqueue(std::move(job));
   if (!enqueued.ok()) reactor->Finish(ToGrpcStatus(enqueued));
   return reactor;
 }
@@ -93,9 +85,9 @@ grpc::ServerUnaryReactor* ComputeService::ServerInfo(grpc::CallbackServerContext
                                                      const v1::ServerInfoRequest* /*request*/,
                                                      v1::ServerInfoResponse* response) {
   response->set_version(GPUCOMPUTE_VERSION);
-  response->set_backend(backend_->name());
-  response->set_nvrtc_version(backend_->NvrtcVersion());
-  for (const DeviceDescription& d : backend_->Devices()) {
+  response->set_backend(parts_.backend->name());
+  response->set_nvrtc_version(parts_.backend->NvrtcVersion());
+  for (const DeviceDescription& d : parts_.backend->Devices()) {
     v1::DeviceInfo* out = response->add_devices();
     out->set_index(d.index);
     out->set_name(d.name);
@@ -106,17 +98,17 @@ grpc::ServerUnaryReactor* ComputeService::ServerInfo(grpc::CallbackServerContext
     out->set_streams(d.streams);
   }
   v1::Limits* limits = response->mutable_limits();
-  limits->set_max_request_bytes(limits_.max_request_bytes);
-  limits->set_max_series_per_request(limits_.max_series_per_request);
-  limits->set_max_samples_per_series(limits_.max_samples_per_series);
-  limits->set_max_frequencies_per_series(limits_.max_frequencies_per_series);
-  limits->set_max_pairs_per_request(limits_.max_pairs_per_request);
-  const SchedulerOptions& so = scheduler_->options();
+  limits->set_max_request_bytes(parts_.limits.max_request_bytes);
+  limits->set_max_series_per_request(parts_.limits.max_series_per_request);
+  limits->set_max_samples_per_series(parts_.limits.max_samples_per_series);
+  limits->set_max_frequencies_per_series(parts_.limits.max_frequencies_per_series);
+  limits->set_max_pairs_per_request(parts_.limits.max_pairs_per_request);
+  const SchedulerOptions& so = parts_.periodogram->options();
   limits->set_max_batch_size(so.max_batch_size);
   limits->set_max_queue_delay_us(absl::ToInt64Microseconds(so.max_queue_delay));
   limits->set_max_queue_depth(so.max_queue_depth);
 
-  const KernelCacheStats k = backend_->KernelStats();
+  const KernelCacheStats k = parts_.backend->KernelStats();
   v1::KernelCacheInfo* kc = response->mutable_kernel_cache();
   kc->set_entries(k.entries);
   kc->set_hits(k.hits);
@@ -126,13 +118,16 @@ grpc::ServerUnaryReactor* ComputeService::ServerInfo(grpc::CallbackServerContext
   for (const auto& name : k.kernels) kc->add_kernels(name);
   kc->set_directory(k.directory);
 
-  const BatchingStats b = scheduler_->Stats();
-  v1::BatchingStats* bs = response->mutable_periodogram_batching();
-  bs->set_requests(b.requests);
-  bs->set_batches(b.batches);
-  bs->set_largest_batch(b.largest_batch);
-  bs->set_rejected_queue_full(b.rejected_queue_full);
-  bs->set_expired_before_dispatch(b.expired_before_dispatch);
+  FillBatchingStats(parts_.periodogram->Stats(), response->mutable_periodogram_batching());
+  FillBatchingStats(parts_.dense->Stats(), response->mutable_dense_batching());
+  v1::DenseLimits* dl = response->mutable_dense_limits();
+  const DenseLimits& d = parts_.limits.dense;
+  dl->set_max_model_bytes(d.max_model_bytes);
+  dl->set_max_models(parts_.models->max_models());
+  dl->set_max_layers(d.max_layers);
+  dl->set_max_rows_per_request(d.max_rows_per_request);
+  dl->set_max_batch_rows(parts_.dense->options().max_batch_cost);
+  dl->set_max_batch_size(parts_.dense->options().max_batch_size);
 
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);

@@ -5,6 +5,15 @@
 
 namespace gpucompute {
 
+// Dense models and requests.
+struct DenseLimits {
+  int64_t max_model_bytes = int64_t{64} << 30;  // stored bytes of one model (dense::StoredBytes)
+  int max_models = 64;
+  int max_layers = 1024;
+  int64_t max_features = int64_t{1} << 20;      // in or out features of a layer
+  int64_t max_rows_per_request = int64_t{1} << 20;
+};
+
 struct ServiceLimits {
   int64_t max_request_bytes = int64_t{1} << 30;    // gRPC receive limit
   int64_t max_response_bytes = int64_t{1} << 30;   // gRPC send limit; bounds total output
@@ -12,6 +21,7 @@ struct ServiceLimits {
   int64_t max_samples_per_series = int64_t{1} << 24;
   int64_t max_frequencies_per_series = int64_t{1} << 26;
   int64_t max_pairs_per_request = int64_t{1} << 40;
+  DenseLimits dense;
 };
 
 }  // namespace gpucompute

@@ -21,8 +21,17 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   ASSIGN_OR_RETURN(s->backend_, CreateBackend(config.backend, s->completions_.get()));
   s->backend_name_ = s->backend_->name();
   s->scheduler_ = std::make_unique<PeriodogramScheduler>(s->backend_.get(), config.scheduler);
-  s->service_ =
-      std::make_unique<ComputeService>(s->backend_.get(), s->scheduler_.get(), config.limits);
+  s->dense_scheduler_ = std::make_unique<DenseScheduler>(s->backend_.get(), config.dense_scheduler);
+  s->models_ = std::make_unique<ModelRegistry>(config.limits.dense.max_models);
+  s->loader_ = std::make_unique<CompletionQueue>(1);
+  ServiceParts parts;
+  parts.backend = s->backend_.get();
+  parts.periodogram = s->scheduler_.get();
+  parts.dense = s->dense_scheduler_.get();
+  parts.models = s->models_.get();
+  parts.loader = s->loader_.get();
+  parts.limits = config.limits;
+  s->service_ = std::make_unique<ComputeService>(std::move(parts));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -57,9 +66,14 @@ void Server::Shutdown(absl::Duration grace) {
     server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
   }
   if (scheduler_) scheduler_->Shutdown();
+  if (dense_scheduler_) dense_scheduler_->Shutdown();
+  loader_.reset();  // runs what is posted (loads of calls gRPC still waits for), then joins
   server_.reset();
   service_.reset();
   scheduler_.reset();
+  dense_scheduler_.reset();
+  if (models_) models_->Clear();  // device memory goes before the backend does
+  models_.reset();
   backend_.reset();
   completions_.reset();
   if (port_ != 0) spdlog::info("gpucompute stopped");

@@ -17,10 +17,19 @@
 
 namespace gpucompute {
 
+// Dense defaults: up to 256 requests or 8192 rows in one pass through a model.
+inline SchedulerOptions DefaultDenseScheduling() {
+  SchedulerOptions o;
+  o.max_batch_size = 256;
+  o.max_batch_cost = 8192;
+  return o;
+}
+
 struct ServerConfig {
   std::string address = "0.0.0.0:50051";  // port 0 picks a free port
   BackendOptions backend;
-  SchedulerOptions scheduler;
+  SchedulerOptions scheduler;        // periodogram batching (cost: sample x frequency pairs)
+  SchedulerOptions dense_scheduler = DefaultDenseScheduling();  // dense batching (cost: rows)
   ServiceLimits limits;
   int completion_threads = 2;
 };
@@ -44,6 +53,9 @@ class Server {
   std::unique_ptr<CompletionQueue> completions_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<PeriodogramScheduler> scheduler_;
+  std::unique_ptr<DenseScheduler> dense_scheduler_;
+  std::unique_ptr<ModelRegistry> models_;
+  std::unique_ptr<CompletionQueue> loader_;
   std::unique_ptr<ComputeService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

@@ -83,4 +83,26 @@ void EncodeVector(v1::DType dtype, int64_t n, std::string&& bytes, v1::Tensor* o
   out->set_data(std::move(bytes));
 }
 
+absl::StatusOr<ElementType> FloatElementType(v1::DType dtype, absl::string_view field) {
+  switch (dtype) {
+    case v1::FLOAT32: return ElementType::kFloat32;
+    case v1::FLOAT64: return ElementType::kFloat64;
+    case v1::FLOAT16: return ElementType::kFloat16;
+    case v1::BFLOAT16: return ElementType::kBFloat16;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(field, " is ", DTypeName(dtype),
+                                                     " but must be float32, float64, float16 or bfloat16"));
+  }
+}
+
+v1::DType ToWireDType(ElementType type) {
+  switch (type) {
+    case ElementType::kFloat32: return v1::FLOAT32;
+    case ElementType::kFloat64: return v1::FLOAT64;
+    case ElementType::kFloat16: return v1::FLOAT16;
+    case ElementType::kBFloat16: return v1::BFLOAT16;
+  }
+  return v1::DTYPE_UNSPECIFIED;
+}
+
 }  // namespace gpucompute

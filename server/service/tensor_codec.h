@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "gpucompute/v1/dtype.h"
 #include "gpucompute/v1/tensor.pb.h"
+#include "server/common/element_type.h"
 
 namespace gpucompute {
 
@@ -27,5 +28,12 @@ absl::StatusOr<std::vector<double>> DecodeVector(const v1::Tensor& tensor, absl:
 
 // A 1-D tensor of `dtype` that takes ownership of `bytes` (no copy).
 void EncodeVector(v1::DType dtype, int64_t n, std::string&& bytes, v1::Tensor* out);
+
+// The element type of a float dtype (float32, float64, float16, bfloat16); INVALID_ARGUMENT
+// naming `field` ("<field> is int32 but must be float32, float64, float16 or bfloat16").
+absl::StatusOr<ElementType> FloatElementType(v1::DType dtype, absl::string_view field);
+
+// The wire dtype of an element type.
+v1::DType ToWireDType(ElementType type);
 
 }  // namespace gpucompute

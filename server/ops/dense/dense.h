@@ -96,10 +96,11 @@ class LoadedModel {
   explicit LoadedModel(ModelInfo info) : info_(std::move(info)) {}
   virtual ~LoadedModel() = default;
   const ModelInfo& info() const { return info_; }
-  void set_load_ms(double ms) { info_.load_ms = ms; }
+  // Set once by the service, before the model is published to the registry.
+  void set_load_ms(double ms) const { info_.load_ms = ms; }
 
  private:
-  ModelInfo info_;
+  mutable ModelInfo info_;
 };
 
 // One decoded Dense call. `input` views the request message's bytes (rows x in_features of

@@ -75,6 +75,8 @@ absl::StatusOr<std::unique_ptr<DeviceContext>> DeviceContext::Create(const Optio
     ASSIGN_OR_RETURN(slot->stream, CudaStream::Create());
     RETURN_IF_ERROR(slot->staging_in.Reserve(options.initial_staging_bytes));
     RETURN_IF_ERROR(slot->staging_out.Reserve(options.initial_staging_bytes));
+    ASSIGN_OR_RETURN(slot->cublaslt, CublasLtHandle::Create());
+    ASSIGN_OR_RETURN(slot->cublaslt_workspace, DeviceMemory::Allocate(device, kCublasLtWorkspaceBytes));
     {
       // Listed as free as soon as it exists, so that the destructor's count of lent slots is
       // right even when Create fails half-way.

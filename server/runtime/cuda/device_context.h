@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/runtime/backend.h"
+#include "server/runtime/cuda/cublaslt.h"
 #include "server/runtime/cuda/cuda_resources.h"
 #include "server/runtime/cuda/kernel_cache.h"
 
@@ -27,7 +28,12 @@ struct StreamSlot {
   CudaStream stream;
   PinnedBuffer staging_in;   // host -> device
   PinnedBuffer staging_out;  // device -> host
+  // cuBLASLt: a handle and a workspace used only by work on this slot's stream.
+  CublasLtHandle cublaslt;
+  DeviceMemory cublaslt_workspace;  // kCublasLtWorkspaceBytes
 };
+
+inline constexpr size_t kCublasLtWorkspaceBytes = size_t{32} << 20;
 
 class DeviceContext {
  public:

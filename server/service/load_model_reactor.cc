@@ -1,0 +1,103 @@
+// LoadModel (see load_model_reactor.h).
+#include "server/service/load_model_reactor.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/nvtx.h"
+#include "server/service/status_mapping.h"
+#include "server/service/tensor_codec.h"
+#include "spdlog/spdlog.h"
+
+namespace gpucompute {
+
+void FillModelInfo(const dense::ModelInfo& info, v1::ModelInfo* out) {
+  out->set_name(info.name);
+  out->set_dtype(ToWireDType(info.dtype));
+  out->set_allow_tf32(info.allow_tf32);
+  for (const dense::LayerInfo& l : info.layers) {
+    v1::LayerInfo* li = out->add_layers();
+    li->set_in_features(l.in);
+    li->set_out_features(l.out);
+    li->set_layernorm(l.layernorm);
+    li->set_eps(l.layernorm ? l.eps : 0);
+    li->set_activation(static_cast<v1::Activation>(l.activation));
+  }
+  out->set_device_bytes(info.device_bytes);
+  out->set_load_ms(info.load_ms);
+}
+
+LoadModelReactor::LoadModelReactor(const ServiceParts* parts, v1::ModelInfo* response)
+    : parts_(parts), response_(response) {
+  StartRead(&chunk_);
+}
+
+void LoadModelReactor::OnReadDone(bool ok) {
+  if (!ok) {
+    // The client has sent everything (or gave up; then Finish goes nowhere, harmlessly).
+    if (!upload_) {
+      Fail(absl::InvalidArgumentError("the LoadModel stream ended before its header"));
+      return;
+    }
+    parts_->loader->Post([this] { Load(); });
+    return;
+  }
+  const absl::Status status = Accept(chunk_);
+  if (!status.ok()) {
+    Fail(status);
+    return;
+  }
+  StartRead(&chunk_);
+}
+
+absl::Status LoadModelReactor::Accept(const v1::LoadModelChunk& chunk) {
+  if (chunk.has_header()) {
+    if (upload_) return absl::InvalidArgumentError("header: sent twice (it must be the first message, once)");
+    auto upload = ModelUpload::Start(chunk.header(), parts_->limits.dense);
+    if (!upload.ok()) return upload.status();
+    upload_ = *std::move(upload);
+    if (absl::Status s = parts_->models->Reserve(upload_->name()); !s.ok()) return s;
+    reserved_ = true;
+    name_ = upload_->name();
+    return parts_->backend->CheckModelFits(upload_->stored_bytes());
+  }
+  if (!upload_) return absl::InvalidArgumentError("header: the first LoadModel message must be the header");
+  if (!chunk.has_chunk()) return absl::InvalidArgumentError("chunk: a message after the header must be a chunk");
+  return upload_->Add(chunk.chunk());
+}
+
+void LoadModelReactor::Load() {
+  NVTX_RANGE("dense.load_model");
+  const auto start = std::chrono::steady_clock::now();
+  auto spec = upload_->Finish();
+  upload_.reset();  // the received bytes
+  if (!spec.ok()) {
+    Fail(spec.status());
+    return;
+  }
+  auto model = parts_->backend->LoadDenseModel(*std::move(spec));
+  if (!model.ok()) {
+    Fail(model.status());
+    return;
+  }
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  (*model)->set_load_ms(ms);
+  FillModelInfo((*model)->info(), response_);
+  parts_->models->Publish(*std::move(model));
+  reserved_ = false;
+  spdlog::info("model '{}' loaded: {} layers, {} bytes resident, {:.1f} ms", name_,
+               response_->layers_size(), response_->device_bytes(), ms);
+  Finish(grpc::Status::OK);
+}
+
+void LoadModelReactor::Fail(const absl::Status& status) {
+  if (reserved_) {
+    parts_->models->Release(name_);
+  }
+  reserved_ = false;
+  Finish(ToGrpcStatus(status));
+}
+
+void LoadModelReactor::OnDone() { delete this; }
+
+}  // namespace gpucompute

@@ -1,0 +1,42 @@
+// The LoadModel call: reads the header (validates it, reserves the name, checks that the model
+// fits before any byte of weights arrives), then the chunks; when the client has sent
+// everything, the loader thread converts, folds and uploads the model and publishes it.
+// Any failure releases the name: nothing is half-loaded.
+#pragma once
+
+#include <memory>
+
+#include <grpcpp/support/server_callback.h>
+
+#include "absl/status/status.h"
+#include "gpucompute/v1/compute.pb.h"
+#include "server/service/compute_service.h"
+#include "server/service/model_upload.h"
+
+namespace gpucompute {
+
+class LoadModelReactor final : public grpc::ServerReadReactor<v1::LoadModelChunk> {
+ public:
+  // Starts reading at once; deletes itself when the call is done.
+  LoadModelReactor(const ServiceParts* parts, v1::ModelInfo* response);
+
+  void OnReadDone(bool ok) override;
+  void OnDone() override;
+
+ private:
+  absl::Status Accept(const v1::LoadModelChunk& chunk);
+  void Load();  // on the loader thread
+  void Fail(const absl::Status& status);
+
+  const ServiceParts* const parts_;
+  v1::ModelInfo* const response_;
+  v1::LoadModelChunk chunk_;
+  std::unique_ptr<ModelUpload> upload_;
+  bool reserved_ = false;
+  std::string name_;  // reserved in the registry
+};
+
+// The proto form of a model's description.
+void FillModelInfo(const dense::ModelInfo& info, v1::ModelInfo* out);
+
+}  // namespace gpucompute
