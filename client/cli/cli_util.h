@@ -30,6 +30,14 @@ inline std::string FormatMs(absl::Duration d) {
   return absl::StrFormat("%.1f ms", absl::ToDoubleMilliseconds(d));
 }
 
+// "1.5 MiB"
+inline std::string FormatBytes(int64_t bytes) {
+  if (bytes >= (int64_t{1} << 30)) return absl::StrFormat("%.1f GiB", bytes / double(1 << 30));
+  if (bytes >= (int64_t{1} << 20)) return absl::StrFormat("%.1f MiB", bytes / double(1 << 20));
+  if (bytes >= (int64_t{1} << 10)) return absl::StrFormat("%.1f KiB", bytes / double(1 << 10));
+  return absl::StrFormat("%d B", bytes);
+}
+
 // Prints "gpucompute: <context>: CODE: message" to stderr and returns exit code 1.
 inline int Fail(absl::string_view context, const absl::Status& status) {
   std::fprintf(stderr, "gpucompute: %.*s: %s\n", static_cast<int>(context.size()), context.data(),

@@ -38,7 +38,38 @@ struct InfoOptions {
 struct DemoOptions {
   int burst = 32;  // concurrent requests of the burst
   unsigned seed = 20240611;
+  bool skip_dense = false;  // leave out the dense-model section
 };
+
+// `gpucompute model load NAME --manifest FILE`.
+struct ModelLoadOptions {
+  std::string name;
+  std::string manifest;
+  std::string dtype;        // bfloat16 | float16 | float32; empty: the manifest's, else bfloat16
+  bool allow_tf32 = false;  // float32 models: TF32 tensor cores (or the manifest's allow_tf32)
+  std::string wire_dtype = "float32";  // dtype the weights travel in (float16/bfloat16 halve it)
+  double chunk_mib = 4;     // MiB of tensor bytes per streamed message (at most; see client.h)
+};
+
+struct ModelUnloadOptions {
+  std::string name;
+};
+
+struct ModelListOptions {
+  bool json = false;
+};
+
+// `gpucompute dense NAME --input x.npy [--output y.npy]`.
+struct DenseOptions {
+  std::string model;
+  std::string input;   // .npy, [rows, in_features] or 1-D (one row); float16/32/64
+  std::string output;  // .npy; empty: CSV on stdout
+};
+
+int RunModelLoad(const GlobalOptions& global, const ModelLoadOptions& options);
+int RunModelUnload(const GlobalOptions& global, const ModelUnloadOptions& options);
+int RunModelList(const GlobalOptions& global, const ModelListOptions& options);
+int RunDense(const GlobalOptions& global, const DenseOptions& options);
 
 int RunPeriodogram(const GlobalOptions& global, const PeriodogramOptions& options);
 int RunInfo(const GlobalOptions& global, const InfoOptions& options);

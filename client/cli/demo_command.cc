@@ -1,25 +1,37 @@
 // `gpucompute demo`: every operation of the server on generated data with known answers.
 //
-// Today the server has one operation, the periodogram: 8 unevenly sampled noisy sinusoids of
-// 100 to 2,000 samples with known frequencies go out in one batched request per dtype (float64,
-// float32) on automatic grids, then a burst of concurrent single-series requests exercises the
-// server's dynamic batching. A peak counts as found when it lies within one grid step of the
-// injected frequency. Exit code 0 only if every peak is found and every call succeeds.
+// Periodograms: 8 unevenly sampled noisy sinusoids of 100 to 2,000 samples with known
+// frequencies go out in one batched request per dtype (float64, float32) on automatic grids,
+// then a burst of concurrent single-series requests exercises the server's dynamic batching. A
+// peak counts as found when it lies within one grid step of the injected frequency.
+//
+// Dense models: a random two-layer model (256 -> 512 with LayerNorm (gamma, beta) and
+// gelu_tanh, then 512 -> 128 without activation) is loaded in bfloat16 and in float32, a few
+// random row counts go through each concurrently, and each result is compared with a float64
+// reference computed here: relative l2 error within 1e-2 (bfloat16) or 1e-5 (float32, no
+// TF32). The models are listed and unloaded again.
+//
+// Exit code 0 only if every check passes and every call succeeds.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <future>
+#include <limits>
 #include <numbers>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/cli/cli_util.h"
 #include "client/cli/commands.h"
+#include "client/cpp/model_builder.h"
 #include "client/cpp/periodogram_request_builder.h"
+#include "client/cpp/tensor_util.h"
 
 namespace gpucompute::cli {
 namespace {
@@ -82,6 +94,157 @@ std::string DescribeBackend(const v1::ServerInfoResponse& info) {
     devices = absl::StrCat(info.devices_size(), " x ", info.devices(0).name());
   }
   return absl::StrCat("backend ", info.backend(), " (", devices, "), version ", info.version());
+}
+
+// A layer of random weights ~ N(0, 1/in_features), biases ~ N(0, 0.1^2).
+client::DenseLayer RandomLayer(std::mt19937_64& rng, int64_t in, int64_t out, bool layernorm,
+                               v1::Activation activation) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  client::DenseLayer layer;
+  layer.in_features = in;
+  layer.out_features = out;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(in));
+  layer.weight.resize(in * out);
+  for (float& w : layer.weight) w = scale * normal(rng);
+  layer.bias.resize(out);
+  for (float& b : layer.bias) b = 0.1f * normal(rng);
+  layer.layernorm = layernorm;
+  if (layernorm) {
+    layer.gamma.resize(in);
+    layer.beta.resize(in);
+    for (float& g : layer.gamma) g = 1.0f + 0.1f * normal(rng);
+    for (float& b : layer.beta) b = 0.1f * normal(rng);
+  }
+  layer.activation = activation;
+  return layer;
+}
+
+// Loads the demo model in bfloat16 and float32, runs random row counts through both, compares
+// with the float64 reference, lists and unloads. Returns whether everything passed.
+bool RunDenseDemo(client::Client& client, std::mt19937_64& rng) {
+  constexpr int64_t kIn = 256, kHidden = 512, kOut = 128;
+  std::vector<client::DenseLayer> layers = {
+      RandomLayer(rng, kIn, kHidden, /*layernorm=*/true, v1::ACTIVATION_GELU_TANH),
+      RandomLayer(rng, kHidden, kOut, /*layernorm=*/false, v1::ACTIVATION_NONE)};
+  std::uniform_int_distribution<int64_t> row_count(2, 300);
+  const int64_t kRows[] = {1, row_count(rng), row_count(rng), row_count(rng)};
+  std::printf("dense: 2 layers, %lld -> %lld (LayerNorm with gamma/beta, gelu_tanh) -> %lld, "
+              "rows %lld, %lld, %lld, %lld, concurrently; float64 reference here\n",
+              static_cast<long long>(kIn), static_cast<long long>(kHidden),
+              static_cast<long long>(kOut), static_cast<long long>(kRows[0]),
+              static_cast<long long>(kRows[1]), static_cast<long long>(kRows[2]),
+              static_cast<long long>(kRows[3]));
+
+  // Inputs and references, shared by both dtypes.
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::vector<float>> inputs;
+  std::vector<std::vector<double>> references;
+  for (int64_t rows : kRows) {
+    std::vector<float> x(rows * kIn);
+    for (float& v : x) v = normal(rng);
+    std::vector<double> xd(x.begin(), x.end());
+    absl::StatusOr<std::vector<double>> ref = client::DenseReference(layers, xd, rows);
+    if (!ref.ok()) {
+      Fail("dense reference", ref.status());
+      return false;
+    }
+    inputs.push_back(std::move(x));
+    references.push_back(*std::move(ref));
+  }
+
+  struct Variant {
+    v1::DType dtype;
+    double tolerance;
+  };
+  const Variant kVariants[] = {{v1::BFLOAT16, 1e-2}, {v1::FLOAT32, 1e-5}};
+  bool all_ok = true;
+  std::vector<std::string> loaded;
+  for (const Variant& variant : kVariants) {
+    const std::string dtype_name = client::DTypeName(variant.dtype);
+    const std::string name = absl::StrFormat("gpucompute-demo-%d-%s", getpid(), dtype_name);
+    client::ModelBuilder builder(name);
+    builder.SetDType(variant.dtype);
+    for (const client::DenseLayer& layer : layers) builder.AddLayer(layer);
+    absl::StatusOr<client::ModelUpload> upload = builder.Build();
+    if (!upload.ok()) {
+      Fail("building the model", upload.status());
+      return false;
+    }
+    absl::StatusOr<client::LoadModelResult> load = client.LoadModel(*std::move(upload));
+    if (!load.ok()) {
+      Fail(absl::StrCat("LoadModel ", name), load.status());
+      all_ok = false;
+      continue;
+    }
+    loaded.push_back(name);
+
+    std::vector<std::future<absl::StatusOr<client::DenseResult>>> calls;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      absl::StatusOr<v1::DenseRequest> request =
+          client::MakeDenseRequest(name, inputs[i], kRows[i], kIn);
+      if (!request.ok()) {
+        Fail("building the request", request.status());
+        return false;
+      }
+      calls.push_back(client.DenseAsync(*std::move(request)));
+    }
+    // One line per dtype: the relative l2 error of each row count.
+    bool variant_ok = true;
+    int64_t largest_batch = 0;
+    std::string errors;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      absl::StatusOr<client::DenseResult> r = calls[i].get();
+      absl::StatusOr<client::DenseOutput> y =
+          r.ok() ? client::DecodeDenseOutput(r->response)
+                 : absl::StatusOr<client::DenseOutput>(r.status());
+      double error = std::numeric_limits<double>::quiet_NaN();
+      if (!y.ok()) {
+        Fail(absl::StrCat("Dense ", name, " of ", kRows[i], " rows"), y.status());
+      } else if (y->rows != kRows[i] || y->cols != kOut || y->dtype != variant.dtype) {
+        std::fprintf(stderr, "gpucompute: Dense returned %lld x %lld %s, expected %lld x %lld %s\n",
+                     static_cast<long long>(y->rows), static_cast<long long>(y->cols),
+                     client::DTypeName(y->dtype), static_cast<long long>(kRows[i]),
+                     static_cast<long long>(kOut), dtype_name.c_str());
+      } else {
+        const std::vector<double> yd(y->values.begin(), y->values.end());
+        error = client::RelativeL2Error(yd, references[i]);
+        largest_batch = std::max(largest_batch, r->timings.batch_requests.value_or(0));
+      }
+      variant_ok &= error <= variant.tolerance;  // false for NaN
+      absl::StrAppend(&errors, i > 0 ? ", " : "", kRows[i], ": ", absl::StrFormat("%.1e", error));
+    }
+    all_ok &= variant_ok;
+    std::printf("  %-8s loaded in %s (%s resident); rel. l2 error by rows %s (tolerance %.0e) "
+                "%s; largest batch %lld\n",
+                dtype_name.c_str(), FormatMs(load->latency).c_str(),
+                FormatBytes(load->info.device_bytes()).c_str(), errors.c_str(), variant.tolerance,
+                variant_ok ? "PASS" : "FAIL", static_cast<long long>(largest_batch));
+  }
+
+  size_t listed_count = 0;
+  absl::StatusOr<client::ListModelsResult> list = client.ListModels();
+  if (!list.ok()) {
+    Fail("ListModels", list.status());
+    all_ok = false;
+  } else {
+    for (const std::string& name : loaded) {
+      bool listed = false;
+      for (const v1::ModelInfo& m : list->response.models()) listed |= m.name() == name;
+      if (!listed) std::fprintf(stderr, "gpucompute: ListModels does not list %s\n", name.c_str());
+      all_ok &= listed;
+      listed_count += listed;
+    }
+  }
+  for (const std::string& name : loaded) {
+    absl::StatusOr<client::UnloadModelResult> unload = client.UnloadModel(name);
+    if (!unload.ok()) {
+      Fail(absl::StrCat("UnloadModel ", name), unload.status());
+      all_ok = false;
+    }
+  }
+  std::printf("  ListModels listed %zu of the %zu loaded; unloaded them\n", listed_count,
+              loaded.size());
+  return all_ok;
 }
 
 }  // namespace
@@ -211,8 +374,13 @@ int RunDemo(const GlobalOptions& global, const DemoOptions& options) {
                 static_cast<long long>(a.expired_before_dispatch()));
   }
 
-  std::printf("%s: %d/%d peaks found\n", all_ok ? "PASS" : "FAIL", peaks_found, peaks_total);
-  return all_ok ? 0 : 1;
+  bool dense_ok = true;
+  if (!options.skip_dense) dense_ok = RunDenseDemo(client, rng);
+
+  std::printf("%s: %d/%d peaks found%s\n", all_ok && dense_ok ? "PASS" : "FAIL", peaks_found,
+              peaks_total,
+              options.skip_dense ? "" : (dense_ok ? ", dense models match" : ", dense FAILED"));
+  return all_ok && dense_ok ? 0 : 1;
 }
 
 }  // namespace gpucompute::cli

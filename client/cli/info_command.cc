@@ -11,13 +11,6 @@
 namespace gpucompute::cli {
 namespace {
 
-std::string Bytes(int64_t bytes) {
-  if (bytes >= (int64_t{1} << 30)) return absl::StrFormat("%.1f GiB", bytes / double(1 << 30));
-  if (bytes >= (int64_t{1} << 20)) return absl::StrFormat("%.1f MiB", bytes / double(1 << 20));
-  if (bytes >= (int64_t{1} << 10)) return absl::StrFormat("%.1f KiB", bytes / double(1 << 10));
-  return absl::StrFormat("%d B", bytes);
-}
-
 void PrintReadable(const std::string& target, const v1::ServerInfoResponse& info) {
   std::printf("server        %s\n", target.c_str());
   std::printf("version       %s\n", info.version().c_str());
@@ -28,11 +21,11 @@ void PrintReadable(const std::string& target, const v1::ServerInfoResponse& info
   for (const v1::DeviceInfo& d : info.devices()) {
     std::printf("  [%d] %s, sm_%d%d, %s, %d SMs, %d streams\n", d.index(), d.name().c_str(),
                 d.compute_capability_major(), d.compute_capability_minor(),
-                Bytes(d.total_memory_bytes()).c_str(), d.multiprocessors(), d.streams());
+                FormatBytes(d.total_memory_bytes()).c_str(), d.multiprocessors(), d.streams());
   }
   const v1::Limits& l = info.limits();
   std::printf("limits        request %s, %lld series/request, %lld samples/series,\n",
-              Bytes(l.max_request_bytes()).c_str(), static_cast<long long>(l.max_series_per_request()),
+              FormatBytes(l.max_request_bytes()).c_str(), static_cast<long long>(l.max_series_per_request()),
               static_cast<long long>(l.max_samples_per_series()));
   std::printf("              %lld frequencies/series, %lld sample x frequency pairs/request\n",
               static_cast<long long>(l.max_frequencies_per_series()),
@@ -47,13 +40,22 @@ void PrintReadable(const std::string& target, const v1::ServerInfoResponse& info
               k.compile_ms_total());
   if (!k.directory().empty()) std::printf("  directory   %s\n", k.directory().c_str());
   for (const std::string& name : k.kernels()) std::printf("  - %s\n", name.c_str());
-  const v1::BatchingStats& b = info.periodogram_batching();
-  std::printf("periodogram   %lld requests in %lld batches (largest %lld), %lld rejected (queue "
-              "full), %lld expired before dispatch\n",
-              static_cast<long long>(b.requests()), static_cast<long long>(b.batches()),
-              static_cast<long long>(b.largest_batch()),
-              static_cast<long long>(b.rejected_queue_full()),
-              static_cast<long long>(b.expired_before_dispatch()));
+  auto print_batching = [](const char* label, const v1::BatchingStats& b) {
+    std::printf("%-13s %lld requests in %lld batches (largest %lld), %lld rejected (queue "
+                "full), %lld expired before dispatch\n",
+                label, static_cast<long long>(b.requests()), static_cast<long long>(b.batches()),
+                static_cast<long long>(b.largest_batch()),
+                static_cast<long long>(b.rejected_queue_full()),
+                static_cast<long long>(b.expired_before_dispatch()));
+  };
+  print_batching("periodogram", info.periodogram_batching());
+  print_batching("dense", info.dense_batching());
+  const v1::DenseLimits& dl = info.dense_limits();
+  std::printf("dense limits  %d models of %s each, %d layers, %lld rows/request; batches of up to "
+              "%d requests, %lld rows\n",
+              dl.max_models(), FormatBytes(dl.max_model_bytes()).c_str(), dl.max_layers(),
+              static_cast<long long>(dl.max_rows_per_request()), dl.max_batch_size(),
+              static_cast<long long>(dl.max_batch_rows()));
 }
 
 }  // namespace

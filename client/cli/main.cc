@@ -1,4 +1,5 @@
-// gpucompute: command-line client of the gpucompute service (periodogram, info, demo).
+// gpucompute: command-line client of the gpucompute service (periodogram, model, dense, info,
+// demo).
 #include <cstdint>
 #include <string>
 
@@ -7,6 +8,10 @@
 
 int main(int argc, char** argv) {
   using gpucompute::cli::DemoOptions;
+  using gpucompute::cli::DenseOptions;
+  using gpucompute::cli::ModelListOptions;
+  using gpucompute::cli::ModelLoadOptions;
+  using gpucompute::cli::ModelUnloadOptions;
   using gpucompute::cli::GlobalOptions;
   using gpucompute::cli::InfoOptions;
   using gpucompute::cli::PeriodogramOptions;
@@ -63,6 +68,55 @@ int main(int argc, char** argv) {
   periodogram->add_option("--format", p.format, "csv or json (default: from --output's suffix)")
       ->check(CLI::IsMember({"csv", "json"}));
 
+  // ------------------------------------------------------------------ model
+  CLI::App* model = app.add_subcommand("model", "resident dense models: load, unload, list");
+  model->require_subcommand(1);
+  ModelLoadOptions load;
+  CLI::App* load_cmd = model->add_subcommand(
+      "load", "upload a dense model described by a JSON manifest of .npy files");
+  load_cmd->add_option("name", load.name, "model name (1-128 of [A-Za-z0-9_.-])")->required();
+  load_cmd
+      ->add_option("--manifest", load.manifest,
+                   "JSON: {\"layers\": [{\"weight\": \"w0.npy\", \"bias\": \"b0.npy\", "
+                   "\"layernorm\": true, \"activation\": \"gelu_tanh\"}, ...]}; paths relative "
+                   "to it")
+      ->required()
+      ->check(CLI::ExistingFile);
+  load_cmd
+      ->add_option("--dtype", load.dtype,
+                   "storage and compute dtype (default: the manifest's \"dtype\", else bfloat16)")
+      ->check(CLI::IsMember({"bfloat16", "float16", "float32"}));
+  load_cmd->add_flag("--allow_tf32,--allow-tf32", load.allow_tf32,
+                     "float32 models: allow TF32 tensor cores in the matrix products");
+  load_cmd
+      ->add_option("--wire-dtype,--wire_dtype", load.wire_dtype,
+                   "dtype the weights are uploaded in; float16/bfloat16 halve the bytes")
+      ->check(CLI::IsMember({"float32", "float16", "bfloat16"}))
+      ->capture_default_str();
+  load_cmd
+      ->add_option("--chunk-mib,--chunk_mib", load.chunk_mib,
+                   "MiB of weights per streamed message (4: just under gRPC's 4 MiB limit)")
+      ->capture_default_str();
+  ModelUnloadOptions unload;
+  CLI::App* unload_cmd = model->add_subcommand("unload", "remove a resident model");
+  unload_cmd->add_option("name", unload.name, "model name")->required();
+  ModelListOptions list;
+  CLI::App* list_cmd = model->add_subcommand("list", "list resident models");
+  list_cmd->add_flag("--json", list.json, "print as JSON");
+
+  // ------------------------------------------------------------------ dense
+  DenseOptions dense;
+  CLI::App* dense_cmd = app.add_subcommand(
+      "dense", "run rows of a .npy file through a resident model");
+  dense_cmd->add_option("model", dense.model, "model name")->required();
+  dense_cmd
+      ->add_option("-i,--input", dense.input,
+                   ".npy of [rows, in_features] (or 1-D: one row), float16/32/64")
+      ->required()
+      ->check(CLI::ExistingFile);
+  dense_cmd->add_option("-o,--output", dense.output,
+                        ".npy to write (bfloat16 results as float32); default: CSV on stdout");
+
   // ------------------------------------------------------------------ info
   InfoOptions info;
   CLI::App* info_cmd = app.add_subcommand("info", "print the server's ServerInfo");
@@ -76,10 +130,15 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   demo_cmd->add_option("--seed", demo.seed, "random seed")->capture_default_str();
+  demo_cmd->add_flag("--skip-dense", demo.skip_dense, "leave out the dense-model section");
 
   CLI11_PARSE(app, argc, argv);
 
   if (periodogram->parsed()) return gpucompute::cli::RunPeriodogram(global, p);
+  if (load_cmd->parsed()) return gpucompute::cli::RunModelLoad(global, load);
+  if (unload_cmd->parsed()) return gpucompute::cli::RunModelUnload(global, unload);
+  if (list_cmd->parsed()) return gpucompute::cli::RunModelList(global, list);
+  if (dense_cmd->parsed()) return gpucompute::cli::RunDense(global, dense);
   if (info_cmd->parsed()) return gpucompute::cli::RunInfo(global, info);
   if (demo_cmd->parsed()) return gpucompute::cli::RunDemo(global, demo);
   return 2;

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/cpp/float_convert.h"
 
 namespace gpucompute::cli {
 namespace {
@@ -197,9 +198,9 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes) {
   // descr: byte order, kind, size; e.g. "<f8".
   const std::string& d = header->descr;
   if (d.size() < 3 || absl::string_view("<>=|").find(d[0]) == absl::string_view::npos ||
-      d[1] != 'f' || (d.substr(2) != "4" && d.substr(2) != "8")) {
+      d[1] != 'f' || (d.substr(2) != "2" && d.substr(2) != "4" && d.substr(2) != "8")) {
     return absl::InvalidArgumentError(
-        absl::StrCat("unsupported .npy dtype '", d, "' (float32 or float64 only)"));
+        absl::StrCat("unsupported .npy dtype '", d, "' (float16, float32 or float64 only)"));
   }
   const int item_size = d[2] - '0';
   const bool file_little = d[0] != '>' && !(d[0] == '=' && std::endian::native == std::endian::big);
@@ -231,8 +232,9 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes) {
   for (size_t k = rank; k-- > 1;) c_stride[k - 1] = c_stride[k] * array.shape[k];
   for (int64_t i = 0; i < count; ++i) {
     const char* p = data.data() + i * item_size;
-    const double value =
-        item_size == 8 ? LoadElement<double>(p, swap) : LoadElement<float>(p, swap);
+    const double value = item_size == 8   ? LoadElement<double>(p, swap)
+                         : item_size == 4 ? LoadElement<float>(p, swap)
+                                          : client::HalfToFloat(LoadElement<uint16_t>(p, swap));
     if (!header->fortran_order || rank < 2) {
       array.data[i] = value;
       continue;
@@ -281,6 +283,10 @@ std::string EncodeNpy(absl::Span<const int64_t> shape, absl::Span<const double> 
     if (item_size == 4) {
       const float f = static_cast<float>(v);
       std::memcpy(raw, &f, 4);
+    } else if (item_size == 2) {
+      // Through float (rare double rounding of float64 ties; float16/32 values are exact).
+      const uint16_t h = client::FloatToHalf(static_cast<float>(v));
+      std::memcpy(raw, &h, 2);
     } else {
       std::memcpy(raw, &v, 8);
     }

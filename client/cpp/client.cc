@@ -2,7 +2,9 @@
 #include "client/cpp/client.h"
 
 #include <charconv>
+#include <algorithm>
 #include <chrono>
+#include <functional>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
@@ -46,7 +48,122 @@ void Complete(Call* raw, const grpc::Status& status, MakeResult make_result) {
   promise.set_value(std::move(result));
 }
 
+// One client-streaming LoadModel call: writes the header, then each tensor's chunks, one write
+// in flight at a time, and completes its promise from OnDone. Owns everything gRPC borrows and
+// deletes itself after OnDone; like UnaryCall it holds no reference to the channel.
+class LoadModelCall final : public grpc::ClientWriteReactor<v1::LoadModelChunk> {
+ public:
+  LoadModelCall(ModelUpload upload, int64_t chunk_bytes)
+      : upload_(std::move(upload)), chunk_bytes_(chunk_bytes) {}
+
+  grpc::ClientContext* context() { return &context_; }
+  std::future<absl::StatusOr<LoadModelResult>> future() { return promise_.get_future(); }
+
+  // Starts the call on `stub`; from here on the call owns itself.
+  void Start(v1::Compute::Stub* stub) {
+    stub->async()->LoadModel(&context_, &info_, this);
+    WriteNext();
+    StartCall();
+  }
+
+  void OnWriteDone(bool ok) override {
+    // !ok: the stream is broken (the server finished early, e.g. with an error); OnDone follows
+    // with the status.
+    if (ok) WriteNext();
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    absl::StatusOr<LoadModelResult> result;
+    if (status.ok()) {
+      LoadModelResult r;
+      r.info = std::move(info_);
+      r.timings = ParseServerTimings(context_.GetServerTrailingMetadata());
+      r.latency = absl::Now() - start_;
+      r.bytes_sent = bytes_sent_;
+      r.messages = messages_;
+      result = std::move(r);
+    } else {
+      result = ToAbslStatus(status);
+    }
+    auto promise = std::move(promise_);
+    delete this;
+    promise.set_value(std::move(result));
+  }
+
+ private:
+  // Starts the next write (header, then chunks), or WritesDone after the last chunk.
+  void WriteNext() {
+    message_.Clear();
+    if (!header_sent_) {
+      *message_.mutable_header() = std::move(upload_.header);
+      header_sent_ = true;
+      ++messages_;
+      StartWrite(&message_);
+      return;
+    }
+    while (tensor_ < upload_.tensors.size() &&
+           offset_ >= static_cast<int64_t>(upload_.tensors[tensor_].data.size())) {
+      std::string().swap(upload_.tensors[tensor_].data);  // sent: free it
+      ++tensor_;
+      offset_ = 0;
+    }
+    if (tensor_ == upload_.tensors.size()) {
+      StartWritesDone();
+      return;
+    }
+    const ModelUpload::TensorData& t = upload_.tensors[tensor_];
+    const int64_t n = std::min<int64_t>(chunk_bytes_, static_cast<int64_t>(t.data.size()) - offset_);
+    v1::TensorChunk* chunk = message_.mutable_chunk();
+    chunk->set_layer(t.layer);
+    chunk->set_tensor(t.tensor);
+    chunk->set_offset(offset_);
+    chunk->set_data(t.data.data() + offset_, static_cast<size_t>(n));
+    offset_ += n;
+    bytes_sent_ += n;
+    ++messages_;
+    StartWrite(&message_);
+  }
+
+  grpc::ClientContext context_;
+  ModelUpload upload_;
+  const int64_t chunk_bytes_;
+  v1::LoadModelChunk message_;  // the write in flight
+  v1::ModelInfo info_;
+  std::promise<absl::StatusOr<LoadModelResult>> promise_;
+  absl::Time start_ = absl::Now();
+  bool header_sent_ = false;
+  size_t tensor_ = 0;   // tensor being sent
+  int64_t offset_ = 0;  // its bytes sent so far
+  int64_t bytes_sent_ = 0;
+  int64_t messages_ = 0;
+};
+
+// Starts a unary call: `invoke(context, request, response, callback)` issues it on the stub;
+// `make_result(call)` turns a successful call into Result.
+template <typename Request, typename Response, typename Result, typename Invoke,
+          typename MakeResult>
+std::future<absl::StatusOr<Result>> StartUnary(
+    Request request, const std::function<void(grpc::ClientContext*)>& configure, Invoke invoke,
+    MakeResult make_result) {
+  using Call = UnaryCall<Request, Response, Result>;
+  auto call = std::make_unique<Call>();
+  call->request = std::move(request);
+  configure(&call->context);
+  std::future<absl::StatusOr<Result>> future = call->promise.get_future();
+  Call* raw = call.release();  // owned by the callback from here on
+  invoke(&raw->context, &raw->request, &raw->response, [raw, make_result](grpc::Status status) {
+    Complete(raw, status, [&](Call& c) -> absl::StatusOr<Result> { return make_result(c); });
+  });
+  return future;
+}
+
 }  // namespace
+
+int64_t ModelUpload::tensor_bytes() const {
+  int64_t n = 0;
+  for (const TensorData& t : tensors) n += static_cast<int64_t>(t.data.size());
+  return n;
+}
 
 ServerTimings ParseServerTimings(
     const std::multimap<grpc::string_ref, grpc::string_ref>& trailing_metadata) {
@@ -167,6 +284,90 @@ std::future<absl::StatusOr<ServerInfoResult>> Client::ServerInfoAsync(CallOption
 
 absl::StatusOr<ServerInfoResult> Client::ServerInfo(CallOptions options) {
   return ServerInfoAsync(std::move(options)).get();
+}
+
+std::future<absl::StatusOr<LoadModelResult>> Client::LoadModelAsync(ModelUpload model,
+                                                                    CallOptions options,
+                                                                    int64_t chunk_bytes) {
+  if (chunk_bytes <= 0) {
+    std::promise<absl::StatusOr<LoadModelResult>> failed;
+    failed.set_value(absl::InvalidArgumentError(
+        absl::StrCat("chunk_bytes must be positive, got ", chunk_bytes)));
+    return failed.get_future();
+  }
+  auto* call = new LoadModelCall(std::move(model), chunk_bytes);  // deletes itself in OnDone
+  Configure(options, call->context());
+  std::future<absl::StatusOr<LoadModelResult>> future = call->future();
+  call->Start(stub_.get());
+  return future;
+}
+
+absl::StatusOr<LoadModelResult> Client::LoadModel(ModelUpload model, CallOptions options,
+                                                  int64_t chunk_bytes) {
+  return LoadModelAsync(std::move(model), std::move(options), chunk_bytes).get();
+}
+
+std::future<absl::StatusOr<UnloadModelResult>> Client::UnloadModelAsync(std::string name,
+                                                                        CallOptions options) {
+  using Call = UnaryCall<v1::UnloadModelRequest, v1::UnloadModelResponse, UnloadModelResult>;
+  v1::UnloadModelRequest request;
+  request.set_name(std::move(name));
+  return StartUnary<v1::UnloadModelRequest, v1::UnloadModelResponse, UnloadModelResult>(
+      std::move(request), [&](grpc::ClientContext* c) { Configure(options, c); },
+      [this](auto* context, auto* req, auto* resp, auto callback) {
+        stub_->async()->UnloadModel(context, req, resp, std::move(callback));
+      },
+      [](Call& c) -> absl::StatusOr<UnloadModelResult> {
+        UnloadModelResult result;
+        result.timings = ParseServerTimings(c.context.GetServerTrailingMetadata());
+        result.latency = absl::Now() - c.start;
+        return result;
+      });
+}
+
+absl::StatusOr<UnloadModelResult> Client::UnloadModel(std::string name, CallOptions options) {
+  return UnloadModelAsync(std::move(name), std::move(options)).get();
+}
+
+std::future<absl::StatusOr<ListModelsResult>> Client::ListModelsAsync(CallOptions options) {
+  using Call = UnaryCall<v1::ListModelsRequest, v1::ListModelsResponse, ListModelsResult>;
+  return StartUnary<v1::ListModelsRequest, v1::ListModelsResponse, ListModelsResult>(
+      v1::ListModelsRequest(), [&](grpc::ClientContext* c) { Configure(options, c); },
+      [this](auto* context, auto* req, auto* resp, auto callback) {
+        stub_->async()->ListModels(context, req, resp, std::move(callback));
+      },
+      [](Call& c) -> absl::StatusOr<ListModelsResult> {
+        ListModelsResult result;
+        result.response = std::move(c.response);
+        result.timings = ParseServerTimings(c.context.GetServerTrailingMetadata());
+        result.latency = absl::Now() - c.start;
+        return result;
+      });
+}
+
+absl::StatusOr<ListModelsResult> Client::ListModels(CallOptions options) {
+  return ListModelsAsync(std::move(options)).get();
+}
+
+std::future<absl::StatusOr<DenseResult>> Client::DenseAsync(v1::DenseRequest request,
+                                                            CallOptions options) {
+  using Call = UnaryCall<v1::DenseRequest, v1::DenseResponse, DenseResult>;
+  return StartUnary<v1::DenseRequest, v1::DenseResponse, DenseResult>(
+      std::move(request), [&](grpc::ClientContext* c) { Configure(options, c); },
+      [this](auto* context, auto* req, auto* resp, auto callback) {
+        stub_->async()->Dense(context, req, resp, std::move(callback));
+      },
+      [](Call& c) -> absl::StatusOr<DenseResult> {
+        DenseResult result;
+        result.response = std::move(c.response);
+        result.timings = ParseServerTimings(c.context.GetServerTrailingMetadata());
+        result.latency = absl::Now() - c.start;
+        return result;
+      });
+}
+
+absl::StatusOr<DenseResult> Client::Dense(v1::DenseRequest request, CallOptions options) {
+  return DenseAsync(std::move(request), std::move(options)).get();
 }
 
 }  // namespace gpucompute::client

@@ -81,6 +81,55 @@ struct ServerInfoResult {
   absl::Duration latency;
 };
 
+// ---------------------------------------------------------------- dense models
+
+// What one LoadModel stream carries: the header, then each tensor's raw bytes (row-major,
+// little-endian, in the dtype its TensorHeader names). ModelBuilder (model_builder.h) makes one
+// from float vectors. Tensors are sent in this order, each in chunks; a tensor with no bytes
+// sends no chunk.
+struct ModelUpload {
+  struct TensorData {
+    int32_t layer = 0;
+    v1::LayerTensor tensor = v1::LAYER_TENSOR_WEIGHT;
+    std::string data;
+  };
+  v1::ModelHeader header;
+  std::vector<TensorData> tensors;
+
+  // Sum of the tensors' bytes.
+  int64_t tensor_bytes() const;
+};
+
+// Tensor bytes per LoadModelChunk unless the call says otherwise: 4 MiB less 1 KiB, so that a
+// chunk with its framing stays under gRPC's default 4 MiB message limit (a server or proxy
+// that keeps the default still takes it).
+inline constexpr int64_t kDefaultChunkBytes = (int64_t{4} << 20) - 1024;
+
+struct LoadModelResult {
+  v1::ModelInfo info;      // the model as the server registered it
+  ServerTimings timings;
+  absl::Duration latency;  // call start to ModelInfo received, upload included
+  int64_t bytes_sent = 0;  // tensor bytes streamed
+  int64_t messages = 0;    // LoadModelChunk messages streamed, the header included
+};
+
+struct UnloadModelResult {
+  ServerTimings timings;
+  absl::Duration latency;
+};
+
+struct ListModelsResult {
+  v1::ListModelsResponse response;
+  ServerTimings timings;
+  absl::Duration latency;
+};
+
+struct DenseResult {
+  v1::DenseResponse response;  // output: [rows, out_features of the last layer], model dtype
+  ServerTimings timings;
+  absl::Duration latency;
+};
+
 // grpc::Status -> absl::Status, same code, message and (as the "grpc-status-details-bin"
 // payload) binary error details.
 absl::Status ToAbslStatus(const grpc::Status& status);
@@ -110,6 +159,36 @@ class Client {
   // Backend, devices, limits, kernel cache and batching statistics.
   std::future<absl::StatusOr<ServerInfoResult>> ServerInfoAsync(CallOptions options = {});
   absl::StatusOr<ServerInfoResult> ServerInfo(CallOptions options = {});
+
+  // Uploads a dense model over one client-streaming LoadModel call: the header, then every
+  // tensor in chunks of at most `chunk_bytes` bytes, so a model of many GiB never meets a
+  // message size limit. `model`'s buffers are released tensor by tensor as they are sent.
+  // The server validates (INVALID_ARGUMENT with a field path such as
+  // "header.layers[1].weight.shape"), refuses a loaded name (ALREADY_EXISTS) or a model over
+  // its limits or device memory (RESOURCE_EXHAUSTED); nothing is registered on failure.
+  // INVALID_ARGUMENT here when chunk_bytes is not positive. Large models need a deadline to
+  // match (CallOptions::timeout).
+  std::future<absl::StatusOr<LoadModelResult>> LoadModelAsync(
+      ModelUpload model, CallOptions options = {}, int64_t chunk_bytes = kDefaultChunkBytes);
+  absl::StatusOr<LoadModelResult> LoadModel(ModelUpload model, CallOptions options = {},
+                                            int64_t chunk_bytes = kDefaultChunkBytes);
+
+  // Removes a resident model (NOT_FOUND when none has that name). Requests already admitted
+  // for it still complete.
+  std::future<absl::StatusOr<UnloadModelResult>> UnloadModelAsync(std::string name,
+                                                                  CallOptions options = {});
+  absl::StatusOr<UnloadModelResult> UnloadModel(std::string name, CallOptions options = {});
+
+  // Every resident model: name, dtype, layer shapes, device bytes.
+  std::future<absl::StatusOr<ListModelsResult>> ListModelsAsync(CallOptions options = {});
+  absl::StatusOr<ListModelsResult> ListModels(CallOptions options = {});
+
+  // Rows through a resident model's stack (MakeDenseRequest in model_builder.h builds one).
+  // NOT_FOUND for an unknown model; INVALID_ARGUMENT naming both sizes for a wrong feature
+  // count. Concurrent calls on one model are batched by rows on the server.
+  std::future<absl::StatusOr<DenseResult>> DenseAsync(v1::DenseRequest request,
+                                                      CallOptions options = {});
+  absl::StatusOr<DenseResult> Dense(v1::DenseRequest request, CallOptions options = {});
 
   const std::string& target() const { return target_; }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }

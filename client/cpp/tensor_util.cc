@@ -155,38 +155,47 @@ absl::StatusOr<v1::Tensor> MakeTensor(absl::Span<const float> values,
   return MakeTensorImpl(values, shape, v1::FLOAT32);
 }
 
+absl::StatusOr<std::string> EncodeFloats(absl::Span<const float> values, v1::DType dtype) {
+  switch (dtype) {
+    case v1::FLOAT32: return EncodeElements(values);
+    case v1::FLOAT64: {
+      std::vector<double> widened(values.begin(), values.end());
+      return EncodeElements(absl::Span<const double>(widened));
+    }
+    case v1::FLOAT16:
+    case v1::BFLOAT16: {
+      std::string bytes(values.size() * 2, '\0');
+      for (size_t i = 0; i < values.size(); ++i) {
+        const uint16_t bits =
+            dtype == v1::FLOAT16 ? FloatToHalf(values[i]) : FloatToBFloat16(values[i]);
+        StoreLittleEndian(bits, &bytes[i * 2]);
+      }
+      return bytes;
+    }
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot encode floats as ", DTypeName(dtype), " (float32/float64/float16/bfloat16)"));
+  }
+}
+
+absl::StatusOr<v1::Tensor> MakeTensor(absl::Span<const float> values,
+                                      absl::Span<const int64_t> shape, v1::DType dtype) {
+  if (absl::Status s = CheckShape(values.size(), shape); !s.ok()) return s;
+  absl::StatusOr<std::string> bytes = EncodeFloats(values, dtype);
+  if (!bytes.ok()) return bytes.status();
+  v1::Tensor tensor;
+  tensor.set_dtype(dtype);
+  for (int64_t d : shape) tensor.add_shape(d);
+  tensor.set_data(*std::move(bytes));
+  return tensor;
+}
+
 absl::StatusOr<std::vector<double>> TensorToDoubles(const v1::Tensor& tensor) {
   return DecodeAs<double>(tensor);
 }
 
 absl::StatusOr<std::vector<float>> TensorToFloats(const v1::Tensor& tensor) {
   return DecodeAs<float>(tensor);
-}
-
-float HalfToFloat(uint16_t bits) {
-  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
-  const uint32_t exponent = (bits >> 10) & 0x1fu;
-  uint32_t mantissa = bits & 0x3ffu;
-  uint32_t out;
-  if (exponent == 0x1f) {  // inf / nan
-    out = sign | 0x7f800000u | (mantissa << 13);
-  } else if (exponent != 0) {  // normal
-    out = sign | ((exponent + 112) << 23) | (mantissa << 13);
-  } else if (mantissa == 0) {  // zero
-    out = sign;
-  } else {  // subnormal: renormalise
-    int e = -1;
-    do {
-      ++e;
-      mantissa <<= 1;
-    } while ((mantissa & 0x400u) == 0);
-    out = sign | (static_cast<uint32_t>(112 - e) << 23) | ((mantissa & 0x3ffu) << 13);
-  }
-  return std::bit_cast<float>(out);
-}
-
-float BFloat16ToFloat(uint16_t bits) {
-  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
 }
 
 }  // namespace gpucompute::client

@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "client/cpp/float_convert.h"
 #include "gpucompute/v1/dtype.h"
 #include "gpucompute/v1/tensor.pb.h"
 
@@ -35,6 +37,15 @@ absl::StatusOr<v1::Tensor> MakeTensor(absl::Span<const double> values,
 absl::StatusOr<v1::Tensor> MakeTensor(absl::Span<const float> values,
                                       absl::Span<const int64_t> shape);
 
+// `values` encoded as raw little-endian `dtype` elements: FLOAT32, FLOAT64, FLOAT16 or BFLOAT16
+// (narrowing rounds to nearest, ties to even). INVALID_ARGUMENT for any other dtype.
+absl::StatusOr<std::string> EncodeFloats(absl::Span<const float> values, v1::DType dtype);
+
+// N-D tensor of `values` encoded as `dtype` (as EncodeFloats); INVALID_ARGUMENT when
+// product(shape) != values.size() or the dtype is not one of those four.
+absl::StatusOr<v1::Tensor> MakeTensor(absl::Span<const float> values,
+                                      absl::Span<const int64_t> shape, v1::DType dtype);
+
 // All elements of `tensor`, in row-major order, converted to double. Accepts every dtype of
 // tensor.proto (float16/bfloat16 widened exactly; int64 rounded above 2^53). INVALID_ARGUMENT
 // when the dtype is unspecified, the payload is missing, or its size does not match the shape.
@@ -43,8 +54,6 @@ absl::StatusOr<std::vector<double>> TensorToDoubles(const v1::Tensor& tensor);
 // All elements converted to float (float64 and int values round to nearest).
 absl::StatusOr<std::vector<float>> TensorToFloats(const v1::Tensor& tensor);
 
-// IEEE half / bfloat16 bit patterns to float (exact).
-float HalfToFloat(uint16_t bits);
-float BFloat16ToFloat(uint16_t bits);
+// HalfToFloat, BFloat16ToFloat, FloatToHalf, FloatToBFloat16: client/cpp/float_convert.h.
 
 }  // namespace gpucompute::client

@@ -2,6 +2,7 @@
 #include "client/cli/npy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -186,6 +187,30 @@ TEST(NpyTest, RoundTripsThroughTheWriter) {
   absl::StatusOr<NpyArray> array = ParseNpy(one_d);
   ASSERT_TRUE(array.ok()) << array.status();
   EXPECT_THAT(array->shape, ElementsAre(3));
+}
+
+TEST(NpyTest, Float16ReadAndWrite) {
+  // np.array([1, -2.5, 65504, 2**-24], dtype='<f2') and its big-endian twin.
+  const std::string le = MakeFile("{'descr': '<f2', 'fortran_order': False, 'shape': (2, 2), }",
+                                  Raw<uint16_t>({0x3c00, 0xc100, 0x7bff, 0x0001}));
+  absl::StatusOr<NpyArray> array = ParseNpy(le);
+  ASSERT_TRUE(array.ok()) << array.status();
+  EXPECT_EQ(array->item_size, 2);
+  EXPECT_THAT(array->shape, ElementsAre(2, 2));
+  EXPECT_THAT(array->data, ElementsAre(1.0, -2.5, 65504.0, std::ldexp(1.0, -24)));
+  const std::string be = MakeFile("{'descr': '>f2', 'fortran_order': False, 'shape': (1,), }",
+                                  Raw<uint16_t>({0x3c00}, /*big_endian=*/true));
+  array = ParseNpy(be);
+  ASSERT_TRUE(array.ok()) << array.status();
+  EXPECT_THAT(array->data, ElementsAre(1.0));
+
+  // Written as '<f2', rounded to nearest even; values that are halves come back exactly.
+  const std::string file = EncodeNpy({4}, {1.0, -2.5, 0.1, 1e6}, 2);
+  EXPECT_THAT(file, HasSubstr("'descr': '<f2'"));
+  array = ParseNpy(file);
+  ASSERT_TRUE(array.ok()) << array.status();
+  EXPECT_EQ(array->item_size, 2);
+  EXPECT_THAT(array->data, ElementsAre(1.0, -2.5, 0.0999755859375, INFINITY));
 }
 
 TEST(NpyTest, RejectsMalformedFiles) {

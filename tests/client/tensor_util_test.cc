@@ -136,6 +136,85 @@ TEST(TensorUtilTest, HalfSpecialValues) {
   EXPECT_EQ(BFloat16ToFloat(0x7f80), std::numeric_limits<float>::infinity());
 }
 
+TEST(TensorUtilTest, NarrowingRoundTripsEveryHalfAndBFloat16) {
+  for (uint32_t bits = 0; bits <= 0xffff; ++bits) {
+    const uint16_t b = static_cast<uint16_t>(bits);
+    const float h = HalfToFloat(b);
+    if (std::isnan(h)) {
+      EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(h)))) << bits;
+    } else {
+      EXPECT_EQ(FloatToHalf(h), b) << bits;
+    }
+    const float bf = BFloat16ToFloat(b);
+    if (std::isnan(bf)) {
+      EXPECT_TRUE(std::isnan(BFloat16ToFloat(FloatToBFloat16(bf)))) << bits;
+    } else {
+      EXPECT_EQ(FloatToBFloat16(bf), b) << bits;
+    }
+  }
+}
+
+TEST(TensorUtilTest, NarrowingRoundsToNearestEven) {
+  // Ties go to the even neighbour.
+  EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3c00);
+  EXPECT_EQ(FloatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -25)), 0x0000);      // half the smallest subnormal
+  EXPECT_EQ(FloatToHalf(3 * std::ldexp(1.0f, -25)), 0x0002);
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -26)), 0x0000);
+  EXPECT_EQ(FloatToHalf(-std::ldexp(1.0f, -30)), 0x8000);      // signed zero
+  EXPECT_EQ(FloatToHalf(65519.0f), 0x7bff);                    // below the tie: 65504
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7c00);                    // the tie: infinity
+  EXPECT_EQ(FloatToHalf(-1e9f), 0xfc00);
+  EXPECT_EQ(FloatToHalf(std::ldexp(2047.0f, -25)), 0x0400);    // carries into the normals
+  EXPECT_EQ(FloatToBFloat16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);
+  EXPECT_EQ(FloatToBFloat16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);
+  EXPECT_EQ(FloatToBFloat16(std::numeric_limits<float>::max()), 0x7f80);  // rounds up to inf
+  // Random floats: the result is a nearest representable value.
+  uint32_t state = 12345;
+  for (int i = 0; i < 100000; ++i) {
+    state = state * 1664525u + 1013904223u;
+    const float f = std::ldexp(static_cast<float>(state >> 8) / (1 << 24) - 0.5f,
+                               static_cast<int>(state % 40) - 26);
+    const uint16_t h = FloatToHalf(f);
+    const double err = std::abs(double{f} - HalfToFloat(h));
+    for (int d : {-1, 1}) {
+      const uint16_t n = static_cast<uint16_t>(h + d);
+      if ((n & 0x7c00) == 0x7c00 || ((h ^ n) & 0x8000)) continue;  // inf/nan or sign change
+      EXPECT_LE(err, std::abs(double{f} - HalfToFloat(n))) << f;
+    }
+    const uint16_t b = FloatToBFloat16(f);
+    const double berr = std::abs(double{f} - BFloat16ToFloat(b));
+    for (int d : {-1, 1}) {
+      const uint16_t n = static_cast<uint16_t>(b + d);
+      if ((n & 0x7f80) == 0x7f80 || ((b ^ n) & 0x8000)) continue;
+      EXPECT_LE(berr, std::abs(double{f} - BFloat16ToFloat(n))) << f;
+    }
+  }
+}
+
+TEST(TensorUtilTest, EncodesFloatsInEveryFloatDType) {
+  const std::vector<float> values = {1.0f, -0.5f, 3.0f, 0.1f};
+  const int64_t shape[] = {2, 2};
+  for (v1::DType dtype : {v1::FLOAT32, v1::FLOAT64, v1::FLOAT16, v1::BFLOAT16}) {
+    absl::StatusOr<v1::Tensor> t = MakeTensor(values, shape, dtype);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->dtype(), dtype);
+    EXPECT_THAT(t->shape(), ElementsAre(2, 2));
+    EXPECT_EQ(t->data().size(), 4u * DTypeSize(dtype));
+    absl::StatusOr<std::vector<float>> back = TensorToFloats(*t);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_THAT(std::vector<float>(back->begin(), back->begin() + 3), ElementsAre(1, -0.5, 3));
+    const float tenth = dtype == v1::FLOAT16    ? 0.0999755859375f
+                        : dtype == v1::BFLOAT16 ? 0.10009765625f
+                                                : 0.1f;
+    EXPECT_EQ((*back)[3], tenth) << DTypeName(dtype);
+  }
+  EXPECT_EQ(*EncodeFloats(std::vector<float>{1.0f}, v1::BFLOAT16), std::string("\x80\x3f", 2));
+  EXPECT_EQ(*EncodeFloats(std::vector<float>{1.0f}, v1::FLOAT16), std::string("\x00\x3c", 2));
+  EXPECT_FALSE(EncodeFloats(values, v1::INT32).ok());
+  EXPECT_FALSE(MakeTensor(values, std::vector<int64_t>{3}, v1::FLOAT32).ok());
+}
+
 TEST(TensorUtilTest, RejectsInconsistentTensors) {
   struct Case {
     std::string name;

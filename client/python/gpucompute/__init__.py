@@ -6,17 +6,25 @@
     results = client.lombscargle_batch([(t1, y1), (t2, y2, dy2)], return_peaks=True)
     client.server_info()["backend"], client.last_timings["compute_us"]
 
+    client.load_model("mlp", [{"weight": w0, "bias": b0, "layernorm": True,
+                               "activation": "gelu_tanh"}, {"weight": w1}], dtype="bfloat16")
+    y = client.dense("mlp", x)                                  # (rows, out_features)
+    client.list_models(), client.unload_model("mlp")
+
 Frequencies are in cycles per unit of t. Server errors raise ``grpc.RpcError``.
 The generated messages and stubs are ``gpucompute.v1.compute_pb2`` / ``compute_pb2_grpc``.
 """
 
 from gpucompute.client import NORMALIZATIONS, Client, PeriodogramResult, message_to_dict
 from gpucompute.grids import AutoGrid, UniformGrid
+from gpucompute.models import ACTIVATIONS, MODEL_DTYPES
 from gpucompute.tensor import from_tensor, to_tensor
 
 __all__ = [
+    "ACTIVATIONS",
     "AutoGrid",
     "Client",
+    "MODEL_DTYPES",
     "NORMALIZATIONS",
     "PeriodogramResult",
     "UniformGrid",

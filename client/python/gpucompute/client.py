@@ -13,6 +13,7 @@ import numpy as np
 from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 
+from gpucompute import models
 from gpucompute.grids import AutoGrid, UniformGrid, frequency_grid_proto, uniform_frequencies
 from gpucompute.tensor import from_tensor, to_tensor
 from gpucompute.v1 import compute_pb2, compute_pb2_grpc, tensor_pb2
@@ -224,6 +225,95 @@ class Client:
         if return_peaks:
             return results
         return [(r.frequency, r.power) for r in results]
+
+    # ------------------------------------------------------------------ dense models
+
+    def load_model(self, name, layers, dtype="bfloat16", allow_tf32=False,
+                   chunk_bytes=models.DEFAULT_CHUNK_BYTES, *, timeout=None):
+        """Uploads a stack of dense layers and keeps it resident on the server's GPU(s).
+
+        Each layer computes ``y = activation(LayerNorm(x) @ weight + bias)``.
+
+        Args:
+          name: the model's name, 1-128 characters of ``[A-Za-z0-9_.-]``.
+          layers: a list of dicts, one per layer, with keys
+            ``weight`` (required): array of shape ``(in_features, out_features)``;
+            ``bias``: ``(out_features,)``, omitted or None for none;
+            ``layernorm``: ``True``/``False`` (default), or a dict with optional ``eps``
+            (default 1e-5), ``gamma`` and ``beta`` (``(in_features,)``; default 1 and 0);
+            ``activation``: ``"gelu_tanh"``, ``"gelu_erf"``, ``"relu"``, ``"silu"`` or
+            ``"none"`` (default).
+            Arrays travel as they are if float16/float32/float64 (or ml_dtypes bfloat16),
+            else as float32; the server converts them to ``dtype``.
+          dtype: storage and compute type: ``"bfloat16"``, ``"float16"`` or ``"float32"``.
+          allow_tf32: float32 only: let the matrix products use TF32 tensor cores.
+          chunk_bytes: tensor bytes per streamed message; the default keeps every message under
+            gRPC's default 4 MiB limit, so models of any size load.
+          timeout: this call's deadline in seconds (large models need more than the default).
+
+        Returns:
+          The loaded model as a dict (see ``list_models``).
+
+        Raises:
+          ValueError/TypeError for malformed ``layers`` (before anything is sent);
+          ``grpc.RpcError``: INVALID_ARGUMENT with a field path (e.g. shapes that do not
+          chain: ``header.layers[1].weight.shape``), ALREADY_EXISTS for a loaded name,
+          RESOURCE_EXHAUSTED beyond the server's limits or memory. Nothing stays loaded after
+          an error.
+        """
+        if int(chunk_bytes) <= 0:
+            raise ValueError(f"chunk_bytes must be positive, got {chunk_bytes}")
+        header, tensors = models.build_model(name, layers, dtype, allow_tf32)
+        info = self._call(self.stub.LoadModel, models.chunks(header, tensors, chunk_bytes),
+                          timeout)
+        return models.model_info_to_dict(info)
+
+    def unload_model(self, name, *, timeout=None):
+        """Removes a resident model (``grpc.RpcError`` NOT_FOUND when there is none)."""
+        self._call(self.stub.UnloadModel, compute_pb2.UnloadModelRequest(name=str(name)),
+                   timeout)
+
+    def list_models(self, *, timeout=None):
+        """The resident models, each a dict::
+
+            {"name", "dtype" ("bfloat16"/"float16"/"float32"), "allow_tf32", "device_bytes",
+             "load_ms", "layers": [{"in_features", "out_features", "layernorm", "eps",
+             "activation"}, ...]}
+        """
+        response = self._call(self.stub.ListModels, compute_pb2.ListModelsRequest(), timeout)
+        return [models.model_info_to_dict(m) for m in response.models]
+
+    def dense(self, name, x, *, timeout=None):
+        """Runs rows through a resident model; returns a NumPy array.
+
+        Args:
+          name: the model.
+          x: ``(rows, in_features)``; a 1-D array is one row (and gives a 1-D result), more
+            dimensions are flattened into rows (``(..., in_features) -> (..., out_features)``).
+            float16/float32/float64 arrays are sent as they are (the server converts them),
+            other dtypes as float32.
+          timeout: this call's deadline in seconds.
+
+        Returns:
+          ``(rows, out_features)`` in the model's dtype: float32, float16, or for bfloat16
+          models float32 holding the bfloat16 values exactly (NumPy has no bfloat16).
+
+        Raises:
+          ``grpc.RpcError``: NOT_FOUND for an unknown model, INVALID_ARGUMENT for a wrong
+          feature count (naming both sizes).
+        """
+        a = np.asarray(x)
+        if a.ndim == 0:
+            raise ValueError("x must have at least one dimension (in_features)")
+        lead = a.shape[:-1]
+        code, wire = models.wire_array(a.reshape(-1, a.shape[-1]))
+        request = compute_pb2.DenseRequest(model=str(name), input=tensor_pb2.Tensor(
+            dtype=code, shape=list(wire.shape), data=wire.tobytes()))
+        response = self._call(self.stub.Dense, request, timeout)
+        y = from_tensor(response.output)
+        if y.ndim == 2 and y.shape[0] == int(np.prod(lead, dtype=np.int64)):
+            y = y.reshape(lead + (y.shape[1],))
+        return y
 
     # ------------------------------------------------------------------ server info
 
