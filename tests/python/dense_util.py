@@ -6,8 +6,14 @@ kernels/dense/activation.cuh: LayerNorm with the biased variance, eps inside the
 optional gamma/beta; then x @ W + b; then the activation.
 """
 
+import math
+
 import numpy as np
-from scipy.special import erf
+
+try:
+    from scipy.special import erf
+except ImportError:  # the GPU machine may lack SciPy: the same function, element by element
+    erf = np.vectorize(math.erf, otypes=[np.float64])
 
 SQRT_2_OVER_PI = np.sqrt(2.0 / np.pi)
 
