@@ -7,7 +7,7 @@ out=${OUT:-gpu-out}; mkdir -p "$out"
 bin=$(dirname "$(command -v periodogram_bench)")
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/nvidia-smi.txt"
 status=0
-for t in cuda_resources_test kernel_cache_test device_context_test periodogram_cuda_test; do
+for t in cuda_resources_test kernel_cache_test device_context_test periodogram_cuda_test dense_cuda_test; do
   "$bin/$t" --gtest_brief=1 > "$out/$t.log" 2>&1 || { status=1; grep -A6 Failure "$out/$t.log" | head -40; }
   echo "$t: $(tail -1 "$out/$t.log")"
 done
@@ -36,7 +36,9 @@ fi
 echo "tests status $status"
 [ "${SKIP_BENCH:-0}" = 1 ] && exit $status
 periodogram_bench "$@" 2>"$out/bench.err" | tee "$out/bench.jsonl"
+dense_bench "$@" 2>"$out/dense_bench.err" | tee "$out/dense_bench.jsonl"
 if [ -f "$(dirname "$bin")/peers.py" ]; then
   python3 "$(dirname "$bin")/peers.py" ls 2>"$out/peers.err" | tee "$out/peers.jsonl"
+  python3 "$(dirname "$bin")/peers.py" dense 2>"$out/dense_peers.err" | tee "$out/dense_peers.jsonl"
 fi
 exit $status

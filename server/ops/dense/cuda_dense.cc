@@ -162,6 +162,17 @@ absl::StatusOr<std::unique_ptr<GemmPlan>> MakePlan(cublasLtHandle_t handle, cons
   return plan;
 }
 
+// Whether the few-rows kernel beats normalise + cuBLASLt (kernels/NOTES.md, "Dense"): it
+// does for one or two rows when there are enough column tiles for about one block per SM; with
+// more rows its low occupancy makes it slower than cuBLASLt, and with few tiles too few SMs
+// stream the weights.
+bool FewRowsPays(int64_t rows, const CudaLayer& L, ElementType dtype, int sms) {
+  constexpr int64_t kMaxRows = 2;
+  const int64_t tile = dtype == ElementType::kFloat32 ? 16 : 32;  // kernels' TN
+  const int64_t tiles = (L.out + tile - 1) / tile;
+  return rows <= kMaxRows && tiles * 4 >= static_cast<int64_t>(sms) * 3;
+}
+
 }  // namespace
 
 // --- CudaDenseModel ---------------------------------------------------------------------------
@@ -378,6 +389,7 @@ absl::StatusOr<PendingDense> EnqueueDense(DeviceContext& device, StreamSlot& slo
 
   // Which layers take which path, and the scratch they need.
   const DensePath forced = options ? options->path : DensePath::kAuto;
+  const int sms = device.description().multiprocessors;
   std::vector<bool> few(layers.size());
   size_t act_bytes = 0, xhat_bytes = 0;
   ElementType in_type = batch.input_dtype;
@@ -385,7 +397,8 @@ absl::StatusOr<PendingDense> EnqueueDense(DeviceContext& device, StreamSlot& slo
     const CudaLayer& L = layers[l];
     const bool fits = kernels::FewRowsFits(static_cast<int>(std::min<int64_t>(rows, 1 << 20)), L.in,
                                            KernelType(dtype));
-    few[l] = forced == DensePath::kFewRows ? fits : (forced == DensePath::kAuto && fits);
+    few[l] = forced == DensePath::kFewRows ? fits : (forced == DensePath::kAuto && fits &&
+                                                    FewRowsPays(rows, L, dtype, sms));
     act_bytes = std::max(act_bytes, static_cast<size_t>(rows * L.ldw * elem));
     if (!few[l] && (L.layernorm || in_type != dtype)) {
       xhat_bytes = std::max(xhat_bytes, static_cast<size_t>(rows * PaddedCols(L.in) * elem));
@@ -414,6 +427,7 @@ absl::StatusOr<PendingDense> EnqueueDense(DeviceContext& device, StreamSlot& slo
   }
 
   NVTX_RANGE("dense.layers");
+  if (options && options->before_layers) options->before_layers(stream, options->before_layers_arg);
   if (options && options->before) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->before, stream));
   const void* cur = d_in;
   ElementType cur_type = batch.input_dtype;
@@ -564,7 +578,7 @@ absl::Status WarmUpDense(DeviceContext& device) {
     per_device.back() = *std::move(uploaded);
     auto model = std::make_shared<CudaLoadedModel>(DescribeModel(WarmUpModel(v.dtype, v.tf32)),
                                                    std::move(per_device));
-    auto run = [&](StreamSlot* slot, ElementType input, int64_t rows) {
+    auto run = [&](StreamSlot* slot, ElementType input, int64_t rows, DensePath path) {
       std::string bytes(static_cast<size_t>(rows * 64 * ElementSize(input)), '\0');
       std::vector<float> values(static_cast<size_t>(rows * 64));
       for (size_t i = 0; i < values.size(); ++i) values[i] = std::sin(0.37f * static_cast<float>(i));
@@ -578,16 +592,22 @@ absl::Status WarmUpDense(DeviceContext& device) {
       batch.model = model;
       batch.input_dtype = input;
       batch.requests.push_back(request);
-      if (status.ok()) status = EnqueueDense(device, *slot, batch).status();
+      EnqueueOptions options;
+      options.path = path;
+      if (status.ok()) status = EnqueueDense(device, *slot, batch, &options).status();
       sync(slot);  // the next run reuses the slot's staging buffers (and `bytes` goes away)
     };
-    // Every stream once, then every few-rows variant and every input type on the first.
-    for (StreamSlot* slot : slots) run(slot, ElementType::kFloat32, 1);
-    for (int64_t rows = 2; rows <= kernels::kFewRowsMax; ++rows) run(slots[0], ElementType::kFloat32, rows);
+    // Every stream once, then (on the first) every few-rows variant, the small products
+    // cuBLASLt takes for few rows, and every input type through both paths.
+    for (StreamSlot* slot : slots) run(slot, ElementType::kFloat32, 1, DensePath::kFewRows);
+    for (int64_t rows = 1; rows <= kernels::kFewRowsMax; ++rows) {
+      run(slots[0], ElementType::kFloat32, rows, DensePath::kFewRows);
+      run(slots[0], ElementType::kFloat32, rows, DensePath::kGemm);
+    }
     for (ElementType input : {ElementType::kFloat32, ElementType::kFloat64, ElementType::kFloat16,
                               ElementType::kBFloat16}) {
-      run(slots[0], input, 1);
-      run(slots[0], input, 64);
+      run(slots[0], input, 1, DensePath::kFewRows);
+      run(slots[0], input, 64, DensePath::kGemm);
     }
   }
   for (StreamSlot* slot : slots) device.ReleaseSlot(slot);

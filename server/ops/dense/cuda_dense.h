@@ -1,7 +1,7 @@
 // CUDA host code of dense-layer inference: models made resident on a device (weights rounded
 // to the model's dtype, rows padded to a multiple of 8 elements), and batches run on a stream
 // slot: pack the requests' rows into pinned staging, one copy in, per layer either the
-// few-rows kernel (rows <= 8: streams W once, LayerNorm, bias and activation fused) or
+// few-rows kernel (one or two rows: streams W once, LayerNorm, bias and activation fused) or
 // LayerNorm/convert + a cuBLASLt product with a bias(+GELU/ReLU) epilogue (+ an activation
 // kernel for gelu_erf and silu), one copy out.
 //
@@ -120,8 +120,9 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModelOnDevices(
 // "model needs X bytes on device N but only Y are free" otherwise.
 absl::Status CheckFitsOnDevice(DeviceContext& device, int64_t bytes);
 
-// How a batch's layers are computed. kAuto: the few-rows kernel when rows <= 8 and the
-// staged rows fit in shared memory, cuBLASLt otherwise.
+// How a batch's layers are computed. kAuto: per layer, the few-rows kernel where it measured
+// faster (one or two rows, enough column tiles to fill the SMs, rows fit in shared memory),
+// normalise + cuBLASLt otherwise. kFewRows takes up to 8 rows (tests, benchmarks).
 enum class DensePath { kAuto, kFewRows, kGemm };
 
 // Benchmark and test knobs: events recorded on the stream just before the first layer and just
@@ -130,6 +131,10 @@ struct EnqueueOptions {
   cudaEvent_t before = nullptr;
   cudaEvent_t after = nullptr;
   DensePath path = DensePath::kAuto;
+  // Called with the stream after the copy in and before `before` is recorded: a benchmark
+  // enqueues its L2 flush here, so that the layers queue up behind it on the same engine.
+  void (*before_layers)(cudaStream_t stream, void* arg) = nullptr;
+  void* before_layers_arg = nullptr;
 };
 
 // Where an enqueued batch's outputs will be in the slot's output staging buffer.

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "server/common/status_macros.h"
+#include "server/ops/dense/cuda_dense.h"
 #include "server/ops/periodogram/cuda_periodogram.h"
 #include "server/runtime/completion_queue.h"
 #include "server/runtime/cuda/cuda_resources.h"
@@ -43,6 +44,31 @@ void CUDART_CB OnStreamDone(cudaStream_t /*stream*/, cudaError_t status, void* d
   });
 }
 
+struct DenseInFlight {
+  DeviceContext* device;
+  StreamSlot* slot;
+  std::shared_ptr<const dense::Batch> batch;
+  dense::PendingDense pending;
+  Backend::DenseDone done;
+  CompletionQueue* completions;
+};
+
+// As OnStreamDone, for dense batches.
+void CUDART_CB OnDenseStreamDone(cudaStream_t /*stream*/, cudaError_t status, void* data) {
+  auto* raw = static_cast<DenseInFlight*>(data);
+  raw->completions->Post([raw, status] {
+    std::unique_ptr<DenseInFlight> f(raw);
+    if (status != cudaSuccess) {
+      f->device->ReleaseSlot(f->slot);
+      f->done(CudaErrorStatus(status, "dense batch on the stream", __FILE__, __LINE__));
+      return;
+    }
+    std::vector<dense::Output> outputs = dense::UnpackDense(f->pending, *f->slot, *f->batch);
+    f->device->ReleaseSlot(f->slot);
+    f->done(std::move(outputs));
+  });
+}
+
 }  // namespace
 
 int CudaBackend::DeviceCount() {
@@ -68,6 +94,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(const BackendOption
     ASSIGN_OR_RETURN(auto ctx, DeviceContext::Create(o));
     const auto start = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(periodogram::WarmUpPeriodogram(*ctx));
+    RETURN_IF_ERROR(dense::WarmUpDense(*ctx));
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     spdlog::info("device {}: {} (sm_{}), {} streams, kernels and pipeline warmed in {:.1f} ms", d,
                  ctx->description().name, ctx->arch(), ctx->num_streams(), ms);
@@ -93,6 +120,47 @@ void CudaBackend::RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch
     delete f;
   }
   spdlog::error("periodogram batch failed on device {}: {}", device->device(), status.ToString());
+  // The stream may still hold work that reads the slot's buffers: wait before lending it again.
+  cudaStreamSynchronize(slot->stream.get());
+  cudaGetLastError();
+  device->ReleaseSlot(slot);
+  completions_->Post([done = std::move(done), status]() mutable { done(status); });
+}
+
+absl::Status CudaBackend::CheckModelFits(int64_t stored_bytes) const {
+  for (const auto& d : devices_) RETURN_IF_ERROR(dense::CheckFitsOnDevice(*d, stored_bytes));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const dense::LoadedModel>> CudaBackend::LoadDenseModel(
+    dense::ModelSpec spec) {
+  std::vector<DeviceContext*> devices;
+  for (const auto& d : devices_) devices.push_back(d.get());
+  return dense::LoadModelOnDevices(devices, spec);
+}
+
+void CudaBackend::RunDense(std::shared_ptr<const dense::Batch> batch, DenseDone done) {
+  if (batch->abandoned && batch->abandoned()) {
+    completions_->Post([done = std::move(done)]() mutable {
+      done(absl::CancelledError("every caller of the dense batch has gone"));
+    });
+    return;
+  }
+  DeviceContext* device = devices_[next_device_.fetch_add(1) % devices_.size()].get();
+  StreamSlot* slot = device->AcquireSlot();  // back-pressure: blocks while all streams are busy
+  auto pending = dense::EnqueueDense(*device, *slot, *batch);
+  absl::Status status = pending.status();
+  if (status.ok()) {
+    auto* f = new DenseInFlight{device, slot, batch, *std::move(pending), std::move(done), completions_};
+    const cudaError_t err = cudaStreamAddCallback(slot->stream.get(), OnDenseStreamDone, f, 0);
+    if (err == cudaSuccess) return;
+    status = CudaErrorStatus(err, "cudaStreamAddCallback", __FILE__, __LINE__);
+    done = std::move(f->done);
+    delete f;
+  }
+  if (!absl::IsInvalidArgument(status)) {
+    spdlog::error("dense batch failed on device {}: {}", device->device(), status.ToString());
+  }
   // The stream may still hold work that reads the slot's buffers: wait before lending it again.
   cudaStreamSynchronize(slot->stream.get());
   cudaGetLastError();

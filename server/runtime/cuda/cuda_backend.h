@@ -25,6 +25,10 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   void RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
                       PeriodogramDone done) override;
+  absl::Status CheckModelFits(int64_t stored_bytes) const override;
+  absl::StatusOr<std::shared_ptr<const dense::LoadedModel>> LoadDenseModel(
+      dense::ModelSpec spec) override;
+  void RunDense(std::shared_ptr<const dense::Batch> batch, DenseDone done) override;
   std::vector<DeviceDescription> Devices() const override;
   KernelCacheStats KernelStats() const override;
   std::string NvrtcVersion() const override { return KernelCache::NvrtcVersion(); }
