@@ -4,7 +4,9 @@
 // is how the peers are timed); median of many. Also the host-timed whole call (pack, copies,
 // layers, copy back). JSON lines on stdout.
 //
-//   dense_bench [--quick]
+//   dense_bench [--quick] [--reps=N] [--only=LABEL_SUBSTRING] [--no-warmup] [--sweep]
+// (--sweep: time the first 16 cuBLASLt heuristic algorithms at two shapes; --no-warmup: for
+// ncu, so that the first launches are the benchmark's.)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,6 +21,8 @@
 #include "server/ops/dense/cuda_dense.h"
 #include "server/runtime/cuda/cuda_resources.h"
 #include "server/runtime/cuda/device_context.h"
+#include "spdlog/sinks/stdout_sinks.h"
+#include "spdlog/spdlog.h"
 
 namespace gpucompute::dense {
 namespace {
@@ -83,7 +87,9 @@ ModelSpec MakeSpec(const Case& c) {
 }
 
 std::string Label(const Case& c) {
-  return absl::StrFormat("%s/rows%d/%s/%s/%s%s", c.name, c.rows, DtypeLabel(c.dtype, c.tf32),
+  std::string dims;
+  for (size_t i = 0; i < c.dims.size(); ++i) dims += absl::StrFormat("%s%d", i ? "x" : "", c.dims[i]);
+  return absl::StrFormat("%s/%s/rows%d/%s/%s/%s%s", c.name, dims, c.rows, DtypeLabel(c.dtype, c.tf32),
                          PathLabel(c.path), c.flush ? "flush" : "hot", c.ln ? "" : "/noln");
 }
 
@@ -314,6 +320,7 @@ int main(int argc, char** argv) {
     if (a.rfind("--only=", 0) == 0) only = a.substr(7);  // substring of a case's label
     if (a.rfind("--reps=", 0) == 0) reps_override = std::atoi(a.c_str() + 7);
   }
+  spdlog::set_default_logger(spdlog::stderr_logger_mt("stderr"));  // stdout is JSON lines
   DeviceContext::Options o;
   o.streams = 1;
   auto dev = DeviceContext::Create(o);
