@@ -137,6 +137,9 @@ def test_odd_sizes(client, models, rng, dtype, n_in, n_out, rows):
     # LayerNorm of a single feature is beta (or 0): skip it there, the reference would be 0.
     layers = [random_layer(rng, n_in, n_out, activation="gelu_tanh", layernorm=n_in > 1)]
     name, _ = models.load(layers, dtype)
+    # A relative l2 error over a handful of outputs is ill-conditioned (one output near zero
+    # by cancellation makes any rounding look huge): check at least 64 outputs.
+    rows = max(rows, -(-64 // n_out))
     x = rng.standard_normal((rows, n_in))
     _run_and_check(client, name, layers, x, dtype, dtype, f"{n_in}->{n_out}, {rows} rows")
 
