@@ -20,6 +20,7 @@
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "server/common/element_type.h"
 #include "server/service/server.h"
+#include "spdlog/spdlog.h"
 
 namespace gpucompute {
 namespace {
@@ -199,6 +200,7 @@ void Run(const Options& o, bool batching) {
 
 int main(int argc, char** argv) {
   const gpucompute::Options o = gpucompute::Parse(argc, argv);
+  spdlog::set_level(spdlog::level::warn);  // stdout carries the JSON lines
   gpucompute::Run(o, /*batching=*/false);
   gpucompute::Run(o, /*batching=*/true);
   return 0;

@@ -1,44 +1,69 @@
 #!/usr/bin/env bash
 # Runs the GPU tests and benchmarks on the GPU machine from a device bundle (see README,
 # "GPU machine"). Usage there: source .device/env.sh; tests/bench/run_gpu.sh [--quick]
-# Writes logs and JSON lines under $OUT (or ./gpu-out).
+# Writes under $OUT (or ./gpu-out): tests.log (every test's output), servers.log, and JSON
+# lines per benchmark. ONLY=dense|periodogram limits the benchmarks to one operation;
+# SKIP_BENCH=1 runs the tests only.
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 bin=$(dirname "$(command -v periodogram_bench)")
+root=$(dirname "$bin")
+only=${ONLY:-all}
+log="$out/tests.log"; : > "$log"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/nvidia-smi.txt"
 status=0
+run_test() {  # name, then the command
+  local name=$1; shift
+  echo "==== $name" >> "$log"
+  local tmp; tmp=$(mktemp)
+  "$@" > "$tmp" 2>&1 || { status=1; grep -B2 -A8 -E "Failure|FAILED|Error" "$tmp" | head -40; }
+  cat "$tmp" >> "$log"
+  echo "$name: $(grep -E "PASSED|FAILED|passed|failed" "$tmp" | tail -1)"
+  rm -f "$tmp"
+}
 for t in cuda_resources_test kernel_cache_test device_context_test periodogram_cuda_test dense_cuda_test; do
-  "$bin/$t" --gtest_brief=1 > "$out/$t.log" 2>&1 || { status=1; grep -A6 Failure "$out/$t.log" | head -40; }
-  echo "$t: $(tail -1 "$out/$t.log")"
+  run_test "$t" "$bin/$t" --gtest_brief=1
 done
-GPUCOMPUTE_TEST_BACKEND=cuda "$bin/periodogram_server_test" --gtest_brief=1 > "$out/periodogram_server_test_cuda.log" 2>&1 || { status=1; grep -A6 Failure "$out/periodogram_server_test_cuda.log" | head -40; }
-echo "periodogram_server_test (cuda): $(tail -1 "$out/periodogram_server_test_cuda.log")"
-# The CLI demo against a CUDA server process, then SIGTERM: it must drain and exit 0.
-rm -f /tmp/gc.port
-gpucompute-server --address=127.0.0.1:0 --port_file=/tmp/gc.port --backend=cuda > "$out/server.log" 2>&1 &
-spid=$!
-for _ in $(seq 1 300); do [ -s /tmp/gc.port ] && break; sleep 0.1; done
-gpucompute --target="127.0.0.1:$(cat /tmp/gc.port)" demo || status=1
-kill -TERM $spid; wait $spid; echo "server exit status after SIGTERM: $?"
-# The Python client against the CUDA server, checked against Astropy references made on the
-# build machine (tests/python/gpu/astropy_fixture_check.py make; bundled as fixture.npz).
-root=$(dirname "$bin")
-if [ -f "$root/fixture.npz" ] && [ -d "$root/python" ]; then
-  rm -f /tmp/gc2.port
-  gpucompute-server --address=127.0.0.1:0 --port_file=/tmp/gc2.port --backend=cuda > "$out/server2.log" 2>&1 &
+run_test "periodogram_server_test (cuda)" env GPUCOMPUTE_TEST_BACKEND=cuda "$bin/periodogram_server_test" --gtest_brief=1
+run_test "dense_server_test (cuda)" env GPUCOMPUTE_TEST_BACKEND=cuda "$bin/dense_server_test" --gtest_brief=1
+
+start_server() {  # port file; leaves $spid
+  rm -f "$1"
+  gpucompute-server --address=127.0.0.1:0 --port_file="$1" --backend=cuda >> "$out/servers.log" 2>&1 &
   spid=$!
-  for _ in $(seq 1 300); do [ -s /tmp/gc2.port ] && break; sleep 0.1; done
-  PYTHONPATH="$root/python" python3 tests/python/gpu/astropy_fixture_check.py check "$root/fixture.npz" \
-    "127.0.0.1:$(cat /tmp/gc2.port)" > "$out/astropy_check.log" 2>&1 || status=1
-  grep -E "FAIL|passed|backend|Error|error" "$out/astropy_check.log" | head -20
-  kill -TERM $spid; wait $spid
+  for _ in $(seq 1 300); do [ -s "$1" ] && break; sleep 0.1; done
+}
+# The CLI demo against a CUDA server process, then SIGTERM: it must drain and exit 0.
+start_server /tmp/gc.port
+gpucompute --target="127.0.0.1:$(cat /tmp/gc.port)" demo | tee -a "$log" || status=1
+kill -TERM $spid; wait $spid; echo "server exit status after SIGTERM: $?"
+# The Python client against the CUDA server: periodograms checked against Astropy references
+# made on the build machine (tests/python/gpu/astropy_fixture_check.py make; bundled as
+# fixture.npz), dense models against NumPy float64 (tests/python/test_dense*.py).
+if [ -d "$root/python" ]; then
+  if [ -f "$root/fixture.npz" ]; then
+    start_server /tmp/gc2.port
+    run_test "astropy fixture check" env PYTHONPATH="$root/python" python3 tests/python/gpu/astropy_fixture_check.py \
+      check "$root/fixture.npz" "127.0.0.1:$(cat /tmp/gc2.port)"
+    kill -TERM $spid; wait $spid
+  fi
+  run_test "python dense tests (cuda)" env PYTHONPATH="$root/python" GPUCOMPUTE_SERVER="$bin/gpucompute-server" \
+    GPUCOMPUTE_BACKEND=cuda python3 -m pytest -q -p no:cacheprovider tests/python/test_dense.py \
+    tests/python/test_dense_client_local.py
 fi
 echo "tests status $status"
 [ "${SKIP_BENCH:-0}" = 1 ] && exit $status
-periodogram_bench "$@" 2>"$out/bench.err" | tee "$out/bench.jsonl"
-dense_bench "$@" 2>"$out/dense_bench.err" | tee "$out/dense_bench.jsonl"
-if [ -f "$(dirname "$bin")/peers.py" ]; then
-  python3 "$(dirname "$bin")/peers.py" ls 2>"$out/peers.err" | tee "$out/peers.jsonl"
-  python3 "$(dirname "$bin")/peers.py" dense 2>"$out/dense_peers.err" | tee "$out/dense_peers.jsonl"
+peers=""; [ -f "$root/peers.py" ] && peers="$root/peers.py"
+if [ "$only" != dense ]; then
+  periodogram_bench "$@" 2>>"$out/bench.err" | tee "$out/periodogram_bench.jsonl"
+  [ -n "$peers" ] && python3 "$peers" ls 2>>"$out/bench.err" | tee "$out/periodogram_peers.jsonl"
+fi
+if [ "$only" != periodogram ]; then
+  dense_bench "$@" 2>>"$out/bench.err" | tee "$out/dense_bench.jsonl"
+  for layers in 1 4; do
+    dense_server_bench --backend=cuda --seconds=3 --concurrency=256 --layers=$layers 2>>"$out/bench.err" \
+      | tee -a "$out/dense_server_bench.jsonl"
+  done
+  [ -n "$peers" ] && python3 "$peers" dense 2>>"$out/bench.err" | tee "$out/dense_peers.jsonl"
 fi
 exit $status
