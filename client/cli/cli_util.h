@@ -6,6 +6,9 @@
 #include <memory>
 #include <string>
 
+#include <google/protobuf/message.h>
+#include <google/protobuf/util/json_util.h>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -43,6 +46,20 @@ inline int Fail(absl::string_view context, const absl::Status& status) {
   std::fprintf(stderr, "gpucompute: %.*s: %s\n", static_cast<int>(context.size()), context.data(),
                status.ToString().c_str());
   return 1;
+}
+
+// Prints `message` as indented JSON with proto field names and every field; 0, or Fail(what).
+inline int PrintJson(const google::protobuf::Message& message, absl::string_view what) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions print;
+  print.add_whitespace = true;
+  print.always_print_primitive_fields = true;
+  print.preserve_proto_field_names = true;
+  auto status = google::protobuf::util::MessageToJsonString(message, &json, print);
+  if (!status.ok()) return Fail(what, absl::InternalError(std::string(status.message())));
+  std::fputs(json.c_str(), stdout);
+  if (json.empty() || json.back() != '\n') std::fputc('\n', stdout);
+  return 0;
 }
 
 inline absl::StatusOr<std::unique_ptr<client::Client>> ConnectFromFlags(

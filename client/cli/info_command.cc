@@ -6,7 +6,6 @@
 #include "absl/strings/str_join.h"
 #include "client/cli/cli_util.h"
 #include "client/cli/commands.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace gpucompute::cli {
 namespace {
@@ -65,20 +64,7 @@ int RunInfo(const GlobalOptions& global, const InfoOptions& options) {
   if (!client.ok()) return Fail(global.target, client.status());
   absl::StatusOr<client::ServerInfoResult> result = (*client)->ServerInfo();
   if (!result.ok()) return Fail("ServerInfo", result.status());
-  if (options.json) {
-    std::string json;
-    google::protobuf::util::JsonPrintOptions print;
-    print.add_whitespace = true;
-    print.always_print_primitive_fields = true;
-    print.preserve_proto_field_names = true;
-    auto status = google::protobuf::util::MessageToJsonString(result->info, &json, print);
-    if (!status.ok()) {
-      return Fail("ServerInfo", absl::InternalError(std::string(status.message())));
-    }
-    std::fputs(json.c_str(), stdout);
-    if (json.empty() || json.back() != '\n') std::fputc('\n', stdout);
-    return 0;
-  }
+  if (options.json) return PrintJson(result->info, "ServerInfo");
   PrintReadable(global.target, result->info);
   return 0;
 }

@@ -14,7 +14,6 @@
 #include "client/cli/npy.h"
 #include "client/cpp/model_builder.h"
 #include "client/cpp/tensor_util.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace gpucompute::cli {
 namespace {
@@ -92,20 +91,7 @@ int RunModelList(const GlobalOptions& global, const ModelListOptions& options) {
   if (!client.ok()) return Fail(global.target, client.status());
   absl::StatusOr<client::ListModelsResult> r = (*client)->ListModels();
   if (!r.ok()) return Fail("ListModels", r.status());
-  if (options.json) {
-    std::string json;
-    google::protobuf::util::JsonPrintOptions print;
-    print.add_whitespace = true;
-    print.always_print_primitive_fields = true;
-    print.preserve_proto_field_names = true;
-    auto status = google::protobuf::util::MessageToJsonString(r->response, &json, print);
-    if (!status.ok()) {
-      return Fail("ListModels", absl::InternalError(std::string(status.message())));
-    }
-    std::fputs(json.c_str(), stdout);
-    if (json.empty() || json.back() != '\n') std::fputc('\n', stdout);
-    return 0;
-  }
+  if (options.json) return PrintJson(r->response, "ListModels");
   const auto& models = r->response.models();
   if (models.empty()) {
     std::printf("no models loaded\n");
