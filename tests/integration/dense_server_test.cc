@@ -15,6 +15,7 @@
 #include "server/common/element_type.h"
 #include "server/service/server.h"
 #include "server/service/tensor_codec.h"
+#include "tests/integration/loopback_server.h"
 
 namespace gpucompute {
 namespace {
@@ -22,10 +23,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-std::string BackendKind() {
-  const char* b = std::getenv("GPUCOMPUTE_TEST_BACKEND");
-  return b && *b ? b : "cpu";
-}
+std::string BackendKind() { return testing::TestBackend(); }
 
 // A layer as a user holds it: weight in x out, optional bias, LayerNorm with gamma/beta.
 struct TestLayer {
@@ -125,23 +123,18 @@ class DenseServer : public ::testing::Test {
  protected:
   void SetUp() override {
     if (BackendKind() == "cuda" && !CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device visible";
-    ServerConfig c;
-    c.address = "127.0.0.1:0";
-    c.backend.kind = BackendKind();
+    ServerConfig c = testing::LoopbackConfig();
     c.dense_scheduler.max_queue_delay = absl::Milliseconds(2);
     c.limits.max_request_bytes = 4 << 20;
     c.limits.dense.max_model_bytes = 256 << 20;
     c.limits.dense.max_rows_per_request = 5000;
     c.limits.dense.max_models = 8;
     Configure(c);
-    auto s = Server::Start(c);
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = *std::move(s);
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(256 << 20);
-    channel_ = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", server_->port()),
-                                         grpc::InsecureChannelCredentials(), args);
-    stub_ = v1::Compute::NewStub(channel_);
+    loopback_.Start(c);
+    ASSERT_NE(loopback_.server, nullptr);
+    server_ = std::move(loopback_.server);
+    channel_ = loopback_.channel;
+    stub_ = std::move(loopback_.stub);
   }
   virtual void Configure(ServerConfig&) {}
 
@@ -241,6 +234,7 @@ class DenseServer : public ::testing::Test {
     return RelativeL2(FromTensor(resp.output()), Reference(layers, x, rows));
   }
 
+  testing::LoopbackServer loopback_;
   std::unique_ptr<Server> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Compute::Stub> stub_;

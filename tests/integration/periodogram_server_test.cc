@@ -14,6 +14,7 @@
 #include "server/ops/periodogram/cpu_periodogram.h"
 #include "server/service/server.h"
 #include "server/service/tensor_codec.h"
+#include "tests/integration/loopback_server.h"
 #include "tests/server/ops/periodogram/test_series.h"
 
 namespace gpucompute {
@@ -21,10 +22,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string Backend() {
-  const char* b = std::getenv("GPUCOMPUTE_TEST_BACKEND");
-  return b && *b ? b : "cpu";
-}
+std::string Backend() { return testing::TestBackend(); }
 
 v1::Tensor Vec(const std::vector<double>& v) {
   v1::Tensor t;
@@ -37,19 +35,14 @@ class PeriodogramServer : public ::testing::Test {
  protected:
   void SetUp() override {
     if (Backend() == "cuda" && !CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device visible";
-    ServerConfig c;
-    c.address = "127.0.0.1:0";
-    c.backend.kind = Backend();
+    ServerConfig c = testing::LoopbackConfig();
     c.scheduler.max_queue_delay = absl::Milliseconds(2);
     c.limits.max_request_bytes = 4 << 20;
-    auto s = Server::Start(c);
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = *std::move(s);
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(256 << 20);
-    channel_ = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", server_->port()),
-                                         grpc::InsecureChannelCredentials(), args);
-    stub_ = v1::Compute::NewStub(channel_);
+    loopback_.Start(c);
+    ASSERT_NE(loopback_.server, nullptr);
+    server_ = std::move(loopback_.server);
+    channel_ = loopback_.channel;
+    stub_ = std::move(loopback_.stub);
   }
 
   grpc::Status Call(const v1::PeriodogramRequest& req, v1::PeriodogramResponse* resp,
@@ -99,6 +92,7 @@ class PeriodogramServer : public ::testing::Test {
     }
   }
 
+  testing::LoopbackServer loopback_;
   std::unique_ptr<Server> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Compute::Stub> stub_;
