@@ -13,8 +13,8 @@
 namespace gpucompute {
 
 grpc::ServerReadReactor<v1::LoadModelChunk>* ComputeService::LoadModel(
-    grpc::CallbackServerContext* /*context*/, v1::ModelInfo* response) {
-  return new LoadModelReactor(&parts_, response);
+    grpc::CallbackServerContext* context, v1::ModelInfo* response) {
+  return new LoadModelReactor(context, &parts_, response);
 }
 
 grpc::ServerUnaryReactor* ComputeService::UnloadModel(grpc::CallbackServerContext* context,

@@ -27,14 +27,19 @@ void FillModelInfo(const dense::ModelInfo& info, v1::ModelInfo* out) {
   out->set_load_ms(info.load_ms);
 }
 
-LoadModelReactor::LoadModelReactor(const ServiceParts* parts, v1::ModelInfo* response)
-    : parts_(parts), response_(response) {
+LoadModelReactor::LoadModelReactor(grpc::CallbackServerContext* context, const ServiceParts* parts,
+                                   v1::ModelInfo* response)
+    : context_(context), parts_(parts), response_(response) {
   StartRead(&chunk_);
 }
 
 void LoadModelReactor::OnReadDone(bool ok) {
   if (!ok) {
-    // The client has sent everything (or gave up; then Finish goes nowhere, harmlessly).
+    // The client has sent everything, or gave up: then nothing is loaded.
+    if (context_->IsCancelled()) {
+      Fail(absl::CancelledError("LoadModel cancelled by the client before its end"));
+      return;
+    }
     if (!upload_) {
       Fail(absl::InvalidArgumentError("the LoadModel stream ended before its header"));
       return;

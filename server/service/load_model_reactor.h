@@ -18,7 +18,8 @@ namespace gpucompute {
 class LoadModelReactor final : public grpc::ServerReadReactor<v1::LoadModelChunk> {
  public:
   // Starts reading at once; deletes itself when the call is done.
-  LoadModelReactor(const ServiceParts* parts, v1::ModelInfo* response);
+  LoadModelReactor(grpc::CallbackServerContext* context, const ServiceParts* parts,
+                   v1::ModelInfo* response);
 
   void OnReadDone(bool ok) override;
   void OnDone() override;
@@ -28,6 +29,7 @@ class LoadModelReactor final : public grpc::ServerReadReactor<v1::LoadModelChunk
   void Load();  // on the loader thread
   void Fail(const absl::Status& status);
 
+  grpc::CallbackServerContext* const context_;
   const ServiceParts* const parts_;
   v1::ModelInfo* const response_;
   v1::LoadModelChunk chunk_;

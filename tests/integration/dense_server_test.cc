@@ -451,6 +451,30 @@ TEST_F(DenseServer, BadModelsAreRejectedAndNothingIsHalfLoaded) {
   EXPECT_LE(Check("bad", good, 2, v1::FLOAT32, rng), 1e-5);
 }
 
+TEST_F(DenseServer, CancelledUploadLoadsNothingAndFreesTheName) {
+  std::mt19937_64 rng(4);
+  const std::vector<TestLayer> layers = {RandomLayer(rng, 64, 64, true, false, v1::ACTIVATION_RELU)};
+  auto messages = Messages("half", v1::FLOAT32, layers, v1::FLOAT32, 1024);
+  {
+    grpc::ClientContext ctx;
+    v1::ModelInfo info;
+    auto writer = stub_->LoadModel(&ctx, &info);
+    for (size_t i = 0; i < messages.size() / 2; ++i) ASSERT_TRUE(writer->Write(messages[i]));
+    ctx.TryCancel();
+    EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  // The server may see the cancellation a moment later: the name frees itself then.
+  v1::ModelInfo info;
+  grpc::Status s;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    s = Send(messages, &info);
+    if (s.error_code() != grpc::StatusCode::ALREADY_EXISTS) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_LE(Check("half", layers, 3, v1::FLOAT32, rng), 1e-5);
+}
+
 class DenseServerLargeModels : public DenseServer {
   void Configure(ServerConfig& c) override { c.limits.dense.max_model_bytes = int64_t{1} << 50; }
 };
