@@ -4,7 +4,6 @@ No gpucompute-server needed: a Python servicer records each request and answers 
 recognisable values, so these tests pin what the client sends and how it reads the reply.
 """
 
-import concurrent.futures
 import time
 
 import grpc
@@ -13,9 +12,9 @@ import pytest
 from astropy.timeseries import LombScargle
 
 import gpucompute
+from rpc_util import fake_server
 from gpucompute.v1 import compute_pb2, compute_pb2_grpc, tensor_pb2
 
-BIG = 1 << 30
 
 
 class FakeCompute(compute_pb2_grpc.ComputeServicer):
@@ -74,14 +73,8 @@ class FakeCompute(compute_pb2_grpc.ComputeServicer):
 @pytest.fixture(scope="module")
 def fake():
     servicer = FakeCompute()
-    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=4), options=[
-        ("grpc.max_receive_message_length", BIG), ("grpc.max_send_message_length", BIG)])
-    compute_pb2_grpc.add_ComputeServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    with gpucompute.Client(f"127.0.0.1:{port}", timeout=30) as c:
+    with fake_server(servicer, workers=4) as c:
         yield servicer, c
-    server.stop(grace=None)
 
 
 def _series(rng, n=20):

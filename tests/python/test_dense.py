@@ -7,7 +7,6 @@ a result with a NaN or inf never passes. Every model a test loads is unloaded af
 
 import concurrent.futures
 import os
-import re
 import threading
 import uuid
 
@@ -16,6 +15,7 @@ import numpy as np
 import pytest
 
 import gpucompute
+from rpc_util import expect_rpc_error
 from conftest import run_server
 from dense_util import ACTIVATION_FNS, TOLERANCES, check, random_layer, random_stack, reference
 from gpucompute.v1 import compute_pb2, tensor_pb2
@@ -61,15 +61,6 @@ def models(client):
     m.unload_all()
 
 
-def _expect(code, fn, pattern=None):
-    with pytest.raises(grpc.RpcError) as e:
-        fn()
-    err = e.value
-    assert err.code() == code, f"got {err.code()}: {err.details()!r}"
-    if pattern is not None:
-        assert re.search(pattern, err.details() or ""), (
-            f"details {err.details()!r} do not match {pattern!r}")
-    return err
 
 
 def _run_and_check(client, name, layers, x, dtype, tol_key, what=""):
@@ -228,8 +219,8 @@ def test_list_models(client, models, rng):
          "eps": m["layers"][1]["eps"], "activation": "none"}]
     client.unload_model(name)
     assert name not in {m["name"] for m in client.list_models()}
-    _expect(grpc.StatusCode.NOT_FOUND, lambda: client.dense(name, np.ones(10)))
-    _expect(grpc.StatusCode.NOT_FOUND, lambda: client.unload_model(name))
+    expect_rpc_error(grpc.StatusCode.NOT_FOUND, lambda: client.dense(name, np.ones(10)))
+    expect_rpc_error(grpc.StatusCode.NOT_FOUND, lambda: client.unload_model(name))
     # The name is free again.
     models.names.remove(name)
     client.load_model(name, layers, dtype="float32")
@@ -263,13 +254,13 @@ def good(client, models, rng):
 
 
 def test_unknown_model(client, good):
-    _expect(grpc.StatusCode.NOT_FOUND, lambda: client.dense(_unique("nope"), np.ones((2, 24))))
+    expect_rpc_error(grpc.StatusCode.NOT_FOUND, lambda: client.dense(_unique("nope"), np.ones((2, 24))))
     good()
 
 
 @pytest.mark.parametrize("cols", [23, 25, 1, 40])
 def test_wrong_feature_count(client, good, cols):
-    _expect(grpc.StatusCode.INVALID_ARGUMENT, lambda: client.dense(good.name, np.ones((3, cols))),
+    expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT, lambda: client.dense(good.name, np.ones((3, cols))),
             rf"(?s)(\b{cols}\b.*\b24\b|\b24\b.*\b{cols}\b)")
     good()
 
@@ -280,7 +271,7 @@ def test_integer_input_is_rejected(client, good, np_dtype, wire):
     x = np.ones((2, 24), dtype=np_dtype)
     request = compute_pb2.DenseRequest(model=good.name, input=tensor_pb2.Tensor(
         dtype=wire, shape=[2, 24], data=x.tobytes()))
-    _expect(grpc.StatusCode.INVALID_ARGUMENT, lambda: client.stub.Dense(request, timeout=30))
+    expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT, lambda: client.stub.Dense(request, timeout=30))
     good()
 
 
@@ -299,14 +290,14 @@ def test_malformed_input_tensor(client, good, case):
     else:
         tensor.dtype = tensor_pb2.DTYPE_UNSPECIFIED
     request = compute_pb2.DenseRequest(model=good.name, input=tensor)
-    _expect(grpc.StatusCode.INVALID_ARGUMENT, lambda: client.stub.Dense(request, timeout=30))
+    expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT, lambda: client.stub.Dense(request, timeout=30))
     good()
 
 
 def test_layer_shape_mismatch_at_load(client, good, rng):
     name = _unique("mismatch")
     layers = [random_layer(rng, 16, 32), random_layer(rng, 31, 8)]
-    _expect(grpc.StatusCode.INVALID_ARGUMENT, lambda: client.load_model(name, layers),
+    expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT, lambda: client.load_model(name, layers),
             r"layers\[1\]")
     assert name not in {m["name"] for m in client.list_models()}  # nothing half-loaded
     good()
@@ -328,14 +319,14 @@ def test_bad_model_is_rejected(client, good, rng, case):
     layers = [] if case == "no_layers" else [layer]
     if case == "name":
         name = "bad name/with spaces"
-    _expect(grpc.StatusCode.INVALID_ARGUMENT, lambda: client.load_model(name, layers))
+    expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT, lambda: client.load_model(name, layers))
     assert name not in {m["name"] for m in client.list_models()}
     good()
 
 
 def test_duplicate_name(client, good, rng):
     layers = [random_layer(rng, 24, 4)]
-    _expect(grpc.StatusCode.ALREADY_EXISTS, lambda: client.load_model(good.name, layers))
+    expect_rpc_error(grpc.StatusCode.ALREADY_EXISTS, lambda: client.load_model(good.name, layers))
     good()  # still the original model (24 -> 40 -> 8)
 
 
@@ -368,7 +359,7 @@ def test_malformed_upload_stream(client, good, case):
         "no_header": [],
         "bad_layer": [_header(name), _chunk(0, w), _chunk(0, w, layer=1)],
     }[case]
-    _expect(grpc.StatusCode.INVALID_ARGUMENT, lambda: _raw_load(client, messages))
+    expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT, lambda: _raw_load(client, messages))
     assert name not in {m["name"] for m in client.list_models()}
     good()
 

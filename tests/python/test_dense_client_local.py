@@ -2,7 +2,6 @@
 (header first, chunks in order with offsets, sizes), how dense encodes inputs and decodes
 outputs, and the dicts of list_models. No gpucompute-server needed."""
 
-import concurrent.futures
 import threading
 
 import grpc
@@ -10,11 +9,11 @@ import numpy as np
 import pytest
 
 import gpucompute
+from rpc_util import fake_server
 from gpucompute import models
 from gpucompute.v1 import compute_pb2, compute_pb2_grpc, tensor_pb2
 from dense_util import check, random_stack, reference
 
-BIG = 1 << 30
 _TENSOR_NAMES = {
     compute_pb2.LAYER_TENSOR_WEIGHT: "weight",
     compute_pb2.LAYER_TENSOR_BIAS: "bias",
@@ -127,14 +126,8 @@ class FakeDense(compute_pb2_grpc.ComputeServicer):
 @pytest.fixture
 def fake():
     servicer = FakeDense()
-    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=8), options=[
-        ("grpc.max_receive_message_length", BIG), ("grpc.max_send_message_length", BIG)])
-    compute_pb2_grpc.add_ComputeServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    with gpucompute.Client(f"127.0.0.1:{port}", timeout=30) as c:
+    with fake_server(servicer, workers=8) as c:
         yield servicer, c
-    server.stop(grace=None)
 
 
 def test_stream_is_header_then_ordered_chunks(fake, rng):

@@ -1,13 +1,13 @@
 """Bad input over gRPC: the right status code, a field path in the details, and a server that
 keeps serving afterwards."""
 
-import re
 
 import grpc
 import numpy as np
 import pytest
 
 import gpucompute
+from rpc_util import expect_rpc_error
 from gpucompute.v1 import compute_pb2, tensor_pb2
 from series_util import astropy_power, make_series
 
@@ -17,16 +17,6 @@ def _good(rng, n=60):
     return t, y, dy
 
 
-def _expect(code, fn, pattern=None):
-    """Runs fn, expecting an RpcError with ``code`` and details matching ``pattern``."""
-    with pytest.raises(grpc.RpcError) as e:
-        fn()
-    err = e.value
-    assert err.code() == code, f"got {err.code()}: {err.details()!r}"
-    if pattern is not None:
-        assert re.search(pattern, err.details() or ""), (
-            f"details {err.details()!r} do not match {pattern!r}")
-    return err
 
 
 def _check_still_serving(client, rng):
@@ -42,7 +32,7 @@ def test_mismatched_lengths(client, rng, index):
     series = [_good(rng) for _ in range(3)]
     t, y, dy = series[index]
     series[index] = (t, y[:-1], dy[:-1])
-    _expect(grpc.StatusCode.INVALID_ARGUMENT,
+    expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT,
             lambda: client.lombscargle_batch(series, [0.5, 1.0]),
             rf"series\[{index}\]\.(y|t)\b")
     _check_still_serving(client, rng)
@@ -50,7 +40,7 @@ def test_mismatched_lengths(client, rng, index):
 
 def test_mismatched_dy_length(client, rng):
     t, y, dy = _good(rng)
-    _expect(grpc.StatusCode.INVALID_ARGUMENT,
+    expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT,
             lambda: client.lombscargle(t, y, dy[:-2], [0.5]), r"series\[0\]\.dy\b")
 
 
@@ -61,7 +51,7 @@ def test_bad_values(client, rng, field, value):
     t, y, dy = _good(rng)
     arrays = {"t": t, "y": y, "dy": dy}
     arrays[field][int(rng.integers(len(t)))] = value
-    _expect(grpc.StatusCode.INVALID_ARGUMENT,
+    expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT,
             lambda: client.lombscargle(arrays["t"], arrays["y"], arrays["dy"], [0.5, 1.0]),
             rf"series\[0\]\.{field}\b")
     _check_still_serving(client, rng)
@@ -72,9 +62,9 @@ def test_bad_explicit_frequency(client, rng, bad):
     t, y, dy = _good(rng)
     f = np.linspace(0.1, 1.0, 10)
     f[int(rng.integers(10))] = bad
-    _expect(grpc.StatusCode.INVALID_ARGUMENT,
+    expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT,
             lambda: client.lombscargle(t, y, dy, f), r"frequenc")
-    _expect(grpc.StatusCode.INVALID_ARGUMENT,
+    expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT,
             lambda: client.lombscargle_batch([{"t": t, "y": y, "frequency": f}], [0.5]),
             r"series\[0\]\.frequenc")
     _check_still_serving(client, rng)
@@ -110,7 +100,7 @@ def test_malformed_tensors(client, rng, case):
     }[case]
     field = next(iter(fields))
     request = _raw_request(rng, series_fields=fields)
-    _expect(grpc.StatusCode.INVALID_ARGUMENT,
+    expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT,
             lambda: client.stub.Periodogram(request, timeout=30), rf"series\[0\]\.{field}\b")
     _check_still_serving(client, rng)
 
@@ -120,7 +110,7 @@ def test_malformed_tensors(client, rng, case):
                                          ("normalization", 17)])
 def test_bad_request_options(client, rng, field, value):
     request = _raw_request(rng, **{field: value})
-    _expect(grpc.StatusCode.INVALID_ARGUMENT,
+    expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT,
             lambda: client.stub.Periodogram(request, timeout=30), field)
 
 
@@ -153,7 +143,7 @@ def test_frequency_limit(client, rng):
     m = limits["maxFrequenciesPerSeries"]
     assert m > 0
     t, y, dy = _good(rng, 10)
-    _expect(grpc.StatusCode.RESOURCE_EXHAUSTED,
+    expect_rpc_error(grpc.StatusCode.RESOURCE_EXHAUSTED,
             lambda: client.lombscargle(t, y, dy, gpucompute.UniformGrid(0.01, 1e-6, m + 1)),
             r"frequenc")
     _check_still_serving(client, rng)
@@ -161,6 +151,6 @@ def test_frequency_limit(client, rng):
 
 def test_client_deadline(client, rng):
     t, y, dy, _ = make_series(rng, 400)
-    _expect(grpc.StatusCode.DEADLINE_EXCEEDED,
+    expect_rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED,
             lambda: client.lombscargle(t, y, dy, np.linspace(0.01, 5, 20_000), timeout=1e-3))
     _check_still_serving(client, rng)
