@@ -59,9 +59,14 @@ class PeriodogramCuda : public ::testing::Test {
         const double v = request.dtype == ComputeType::kFloat32
                              ? reinterpret_cast<const float*>(got[i].power.data())[k]
                              : reinterpret_cast<const double*>(got[i].power.data())[k];
+        if (std::isnan(r[k])) {  // e.g. fit_mean with two samples: NaN, as in Astropy
+          EXPECT_TRUE(std::isnan(v)) << "series " << i << " k " << k << ": reference is NaN";
+          continue;
+        }
         ASSERT_FALSE(std::isnan(v)) << "series " << i << " k " << k;
         max_err = std::max(max_err, std::abs(v - r[k]));
       }
+      if (std::isnan(r[ref.peak_index])) continue;  // no finite power: no peak to compare
       const double tol = request.dtype == ComputeType::kFloat64
                              ? 1e-9 * peak
                              : (s.normalization == Normalization::kStandard ? f32_tol : f32_tol * peak);
@@ -78,10 +83,16 @@ class PeriodogramCuda : public ::testing::Test {
   std::unique_ptr<Backend> backend_;
 };
 
-std::shared_ptr<periodogram::Request> MixedRequest(std::mt19937_64& rng, ComputeType dtype, int count) {
+// `count` series of 8..1500 samples with every option and normalization. With two or three
+// samples (as many as the model's parameters) the power is 0/0-like near frequencies where the
+// fit is singular, and GPU and CPU rounding differ there by far more than 1e-9 (float64) or
+// 1e-4 (float32): seen as n = 3 (float64) and n = 2 (float32) in repeated GPU runs. Those
+// series are covered by SingleSmallSeriesAndTwoSamples.
+std::shared_ptr<periodogram::Request> MixedRequest(std::mt19937_64& rng, ComputeType dtype, int count,
+                                                   int min_len = 8) {
   auto r = std::make_shared<periodogram::Request>();
   r->dtype = dtype;
-  std::uniform_int_distribution<int> len(2, 1500);
+  std::uniform_int_distribution<int> len(min_len, 1500);
   for (int i = 0; i < count; ++i) {
     auto s = periodogram::testing::RandomSeries(rng, len(rng), 0.5 + 0.37 * i, i % 2, 0, 10 + i);
     s.normalization = static_cast<Normalization>(i % 4);
