@@ -8,21 +8,9 @@
 #include "spdlog/spdlog.h"
 
 namespace gpucompute {
-namespace {
-
-const char* Basename(const char* file) {
-  const char* base = file;
-  for (const char* p = file; *p != '\0'; ++p) {
-    if (*p == '/' || *p == '\\') base = p + 1;
-  }
-  return base;
-}
-
-}  // namespace
-
 absl::Status CublasErrorStatus(cublasStatus_t err, const char* expr, const char* file, int line) {
   std::string message = absl::StrCat(cublasLtGetStatusName(err), " (", cublasLtGetStatusString(err),
-                                     ") in ", expr, " at ", Basename(file), ":", line);
+                                     ") in ", expr, " at ", SourceBasename(file), ":", line);
   if (err == CUBLAS_STATUS_ALLOC_FAILED) return absl::ResourceExhaustedError(message);
   return absl::InternalError(message);
 }

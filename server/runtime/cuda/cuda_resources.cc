@@ -10,11 +10,7 @@
 #include "spdlog/spdlog.h"
 
 namespace gpucompute {
-namespace {
-
-// Error messages can reach clients (as INTERNAL), so they carry the file's name, not the build
-// machine's absolute path.
-const char* Basename(const char* file) {
+const char* SourceBasename(const char* file) {
   const char* base = file;
   for (const char* p = file; *p != '\0'; ++p) {
     if (*p == '/' || *p == '\\') base = p + 1;
@@ -22,15 +18,13 @@ const char* Basename(const char* file) {
   return base;
 }
 
-}  // namespace
-
 absl::Status CudaErrorStatus(cudaError_t err, const char* expr, const char* file, int line) {
   // A failed runtime call also records itself as the thread's "last error", which a later
   // cudaPeekAtLastError() after an unrelated, successful launch would report again. Clear it
   // here so each error is reported once (sticky errors stay sticky: the context is lost).
   (void)cudaGetLastError();
   std::string message = absl::StrCat(cudaGetErrorName(err), " (", cudaGetErrorString(err),
-                                     ") in ", expr, " at ", Basename(file), ":", line);
+                                     ") in ", expr, " at ", SourceBasename(file), ":", line);
   // Out of device memory is a resource limit the caller may shed load on; all else is a fault.
   if (err == cudaErrorMemoryAllocation) return absl::ResourceExhaustedError(message);
   return absl::InternalError(message);
@@ -38,7 +32,7 @@ absl::Status CudaErrorStatus(cudaError_t err, const char* expr, const char* file
 
 absl::Status NvrtcErrorStatus(nvrtcResult err, const char* expr, const char* file, int line) {
   return absl::InternalError(absl::StrCat(nvrtcGetErrorString(err), " in ", expr, " at ",
-                                          Basename(file), ":", line));
+                                          SourceBasename(file), ":", line));
 }
 
 // --- CudaStream ---------------------------------------------------------------------------

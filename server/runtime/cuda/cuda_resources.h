@@ -13,6 +13,10 @@
 
 namespace gpucompute {
 
+// The file name of a __FILE__ path: error messages can reach clients (as INTERNAL), so they
+// carry the file's name, not the build machine's absolute path.
+const char* SourceBasename(const char* file);
+
 // INTERNAL status naming the call, file, line and cudaGetErrorName/String.
 absl::Status CudaErrorStatus(cudaError_t err, const char* expr, const char* file, int line);
 absl::Status NvrtcErrorStatus(nvrtcResult err, const char* expr, const char* file, int line);
