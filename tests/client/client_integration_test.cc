@@ -20,7 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/client/server_process.h"
+#include "tests/client/client_server_fixture.h"
 
 namespace gpucompute {
 namespace {
@@ -28,7 +28,6 @@ namespace {
 using ::testing::HasSubstr;
 using test::ProcessResult;
 using test::RunProcess;
-using test::ServerProcess;
 
 struct Series {
   std::vector<double> t, y, dy;
@@ -50,51 +49,15 @@ Series MakeSeries(int n, double f, double baseline, unsigned seed, double sigma 
   return s;
 }
 
-class ClientIntegrationTest : public ::testing::Test {
+class ClientIntegrationTest : public test::ClientServerTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::string> dir = test::MakeTempDir("gpucompute-client-it");
-    ASSERT_TRUE(dir.ok()) << dir.status();
-    dir_ = *dir;
-    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(
-        {.binary = GPUCOMPUTE_SERVER_BIN, .backend = "cpu", .work_dir = dir_});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    client::ClientOptions options;
-    options.default_timeout = absl::Seconds(60);
-    absl::StatusOr<std::unique_ptr<client::Client>> c =
-        client::Client::Connect(server_->target(), options);
-    ASSERT_TRUE(c.ok()) << c.status();
-    client_ = *std::move(c);
-  }
-
-  void TearDown() override {
-    client_.reset();
-    if (server_ == nullptr) return;
-    absl::StatusOr<int> code = server_->Stop(absl::Seconds(30));
-    ASSERT_TRUE(code.ok()) << code.status();
-    EXPECT_EQ(*code, 0) << "server log:\n" << server_->log();
-  }
-
-  // Runs the CLI with --target of this test's server; `args` follow the global flags.
-  ProcessResult Cli(std::vector<std::string> args) {
-    std::vector<std::string> argv = {GPUCOMPUTE_CLI_BIN, "--target", server_->target(),
-                                     "--timeout", "60"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    absl::StatusOr<ProcessResult> r = RunProcess(argv, absl::Seconds(300));
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.value_or(ProcessResult{});
-  }
+  void SetUp() override { StartServer("gpucompute-client-it"); }
 
   std::string WriteFile(const std::string& name, const std::string& contents) {
-    const std::string path = dir_ + "/" + name;
+    const std::string path = PathIn(name);
     std::ofstream(path, std::ios::binary) << contents;
     return path;
   }
-
-  std::string dir_;
-  std::unique_ptr<ServerProcess> server_;
-  std::unique_ptr<client::Client> client_;
 };
 
 // Parses the CLI's CSV output: rows of (series, frequency, power).
@@ -295,7 +258,7 @@ TEST_F(ClientIntegrationTest, CliPeriodogramOnCsv) {
   EXPECT_NEAR(rows.back().frequency, 2.5, 1e-12);
 
   // Auto grid, JSON to a file, float32, another normalisation.
-  const std::string out = dir_ + "/out.json";
+  const std::string out = PathIn("out.json");
   r = Cli({"periodogram", path, "--samples-per-peak", "10", "--maximum-frequency", "4", "--dtype",
            "float32", "--normalization", "model", "--output", out});
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;

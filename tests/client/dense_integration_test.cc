@@ -26,20 +26,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/client/server_process.h"
+#include "tests/client/client_server_fixture.h"
 
 namespace gpucompute {
 namespace {
 
 using ::testing::HasSubstr;
 using test::ProcessResult;
-using test::RunProcess;
-using test::ServerProcess;
-
-std::string Backend() {
-  const char* b = std::getenv("GPUCOMPUTE_TEST_BACKEND");
-  return b != nullptr && *b != '\0' ? b : "cpu";
-}
 
 double Tolerance(v1::DType dtype) { return dtype == v1::FLOAT32 ? 1e-5 : 1e-2; }
 
@@ -70,36 +63,13 @@ std::vector<float> RandomRows(std::mt19937_64& rng, int64_t rows, int64_t cols) 
 
 std::vector<double> ToDoubles(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
-class DenseIntegrationTest : public ::testing::Test {
+class DenseIntegrationTest : public test::ClientServerTest {
  protected:
   void SetUp() override {
     const unsigned seed = std::random_device{}();
     std::printf("seed %u\n", seed);
     rng_.seed(seed);
-    absl::StatusOr<std::string> dir = test::MakeTempDir("gpucompute-dense-it");
-    ASSERT_TRUE(dir.ok()) << dir.status();
-    dir_ = *dir;
-    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(
-        {.binary = GPUCOMPUTE_SERVER_BIN,
-         .backend = Backend(),
-         .extra_args = {"--kernel_cache_dir=" + dir_ + "/kc"},
-         .work_dir = dir_});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    client::ClientOptions options;
-    options.default_timeout = absl::Seconds(60);
-    absl::StatusOr<std::unique_ptr<client::Client>> c =
-        client::Client::Connect(server_->target(), options);
-    ASSERT_TRUE(c.ok()) << c.status();
-    client_ = *std::move(c);
-  }
-
-  void TearDown() override {
-    client_.reset();
-    if (server_ == nullptr) return;
-    absl::StatusOr<int> code = server_->Stop(absl::Seconds(30));
-    ASSERT_TRUE(code.ok()) << code.status();
-    EXPECT_EQ(*code, 0) << "server log:\n" << server_->log();
+    StartServer("gpucompute-dense-it", test::TestBackend());
   }
 
   absl::StatusOr<client::LoadModelResult> Load(const std::string& name,
@@ -132,26 +102,14 @@ class DenseIntegrationTest : public ::testing::Test {
     EXPECT_LE(error, Tolerance(dtype)) << name << ", " << rows << " rows";  // fails on NaN
   }
 
-  ProcessResult Cli(std::vector<std::string> args) {
-    std::vector<std::string> argv = {GPUCOMPUTE_CLI_BIN, "--target", server_->target(),
-                                     "--timeout", "60"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    absl::StatusOr<ProcessResult> r = RunProcess(argv, absl::Seconds(300));
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.value_or(ProcessResult{});
-  }
-
   std::string WriteNpy(const std::string& name, std::vector<int64_t> shape,
                        const std::vector<float>& values, int item_size = 4) {
-    const std::string path = dir_ + "/" + name;
+    const std::string path = PathIn(name);
     std::ofstream(path, std::ios::binary) << cli::EncodeNpy(shape, ToDoubles(values), item_size);
     return path;
   }
 
   std::mt19937_64 rng_;
-  std::string dir_;
-  std::unique_ptr<ServerProcess> server_;
-  std::unique_ptr<client::Client> client_;
 };
 
 TEST_F(DenseIntegrationTest, LoadRunListUnload) {
@@ -266,7 +224,7 @@ TEST_F(DenseIntegrationTest, CliModelCommands) {
   WriteNpy("beta0.npy", {12}, layers[0].beta);
   WriteNpy("w1.npy", {20, 5}, layers[1].weight);
   WriteNpy("b1.npy", {5}, layers[1].bias);
-  const std::string manifest = dir_ + "/model.json";
+  const std::string manifest = PathIn("model.json");
   std::ofstream(manifest) << R"({"layers": [
       {"weight": "w0.npy", "bias": "b0.npy", "activation": "gelu_tanh",
        "layernorm": {"gamma": "g0.npy", "beta": "beta0.npy"}},
@@ -296,7 +254,7 @@ TEST_F(DenseIntegrationTest, CliModelCommands) {
   // 7 rows of float32 in, .npy out; then one float16 row as a 1-D array, CSV out.
   const std::vector<float> x = RandomRows(rng_, 7, 12);
   const std::string x_path = WriteNpy("x.npy", {7, 12}, x);
-  const std::string y_path = dir_ + "/y.npy";
+  const std::string y_path = PathIn("y.npy");
   ProcessResult dense = Cli({"dense", "clim", "--input", x_path, "--output", y_path});
   ASSERT_EQ(dense.exit_code, 0) << dense.stderr_text;
   absl::StatusOr<cli::NpyArray> y = cli::ReadNpyFile(y_path);
@@ -333,7 +291,7 @@ TEST_F(DenseIntegrationTest, CliModelCommands) {
   EXPECT_THAT(Cli({"model", "list"}).stdout_text, HasSubstr("no models loaded"));
 
   // A manifest error names the field and sends nothing.
-  const std::string broken = dir_ + "/broken.json";
+  const std::string broken = PathIn("broken.json");
   std::ofstream(broken) << R"([{"weight": "w0.npy", "activation": "gelu"}])";
   ProcessResult bad_manifest = Cli({"model", "load", "x", "--manifest", broken});
   EXPECT_EQ(bad_manifest.exit_code, 1);

@@ -38,6 +38,13 @@ extern char** environ;
 namespace gpucompute::test {
 
 // A fresh directory under $TEST_TMPDIR, $TMPDIR or /tmp (left in place for post-mortems).
+// The backend tests ask servers for: $GPUCOMPUTE_TEST_BACKEND, default cpu (the GPU machine
+// runs the same tests with cuda).
+inline std::string TestBackend() {
+  const char* b = std::getenv("GPUCOMPUTE_TEST_BACKEND");
+  return b != nullptr && *b != '\0' ? b : "cpu";
+}
+
 inline absl::StatusOr<std::string> MakeTempDir(const std::string& prefix = "gpucompute") {
   const char* base = std::getenv("TEST_TMPDIR");
   if (base == nullptr || *base == '\0') base = std::getenv("TMPDIR");

@@ -3,7 +3,6 @@
 // with cuda).
 #pragma once
 
-#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -13,13 +12,11 @@
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "server/service/server.h"
+#include "tests/client/server_process.h"
 
 namespace gpucompute::testing {
 
-inline std::string TestBackend() {
-  const char* b = std::getenv("GPUCOMPUTE_TEST_BACKEND");
-  return b && *b ? b : "cpu";
-}
+using test::TestBackend;
 
 // A ServerConfig on 127.0.0.1:0 with the test backend.
 inline ServerConfig LoopbackConfig() {
