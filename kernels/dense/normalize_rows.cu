@@ -41,24 +41,14 @@ __device__ __forceinline__ A BlockSum(A v, A* scratch) {
   return t;
 }
 
-// Elements a thread caches in the vector path: kChunks chunks of 8.
-constexpr int kChunks = 4;
-
-// Vector path: k % 8 == 0, rows 16-byte aligned (ldx % 8 == 0, ldy % 8 == 0). Each thread
-// holds up to kChunks chunks of 8 elements of its row in registers, so x is read once.
-template <typename Tin, typename Tout>
-__global__ void NormalizeRowsVec(const Tin* __restrict__ x, int64_t ldx, Tout* __restrict__ y,
-                                 int64_t ldy, int k, int layernorm, float eps) {
-  using A = typename AccOf<Tin>::type;
-  __shared__ A scratch[32];
-  const int64_t row = blockIdx.x;
-  const Tin* xr = x + row * ldx;
-  Tout* yr = y + row * ldy;
-  const int chunks = k / 8;
-  A v[kChunks][8];
+// A row in registers, vector paths: the thread holds chunks first, first + stride, ... (N of
+// them) of 8 consecutive elements each; chunks past the row's end hold zeros.
+template <int N, typename Tin, typename A>
+__device__ __forceinline__ void LoadRowChunks(const Tin* __restrict__ xr, int first, int stride,
+                                              int chunks, A (&v)[N][8]) {
 #pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
-    const int chunk = threadIdx.x + c * blockDim.x;
+  for (int c = 0; c < N; ++c) {
+    const int chunk = first + c * stride;
     if (chunk < chunks) {
       const uint4* p = reinterpret_cast<const uint4*>(xr + chunk * 8);
       constexpr int kLoads = 8 * sizeof(Tin) / 16;
@@ -73,30 +63,40 @@ __global__ void NormalizeRowsVec(const Tin* __restrict__ x, int64_t ldx, Tout* _
       for (int i = 0; i < 8; ++i) v[c][i] = A(0);
     }
   }
-  A mean = 0, rstd = 1;
-  if (layernorm) {
-    A s = 0;
+}
+
+// Mean and 1/sqrt(var + eps) of a row of k elements held as LoadRowChunks left it; `sum`
+// adds a value over the threads that share the row (a warp or the block).
+template <int N, typename A, typename Sum>
+__device__ __forceinline__ void RowMoments(const A (&v)[N][8], int first, int stride, int chunks,
+                                           int k, float eps, Sum sum, A* mean, A* rstd) {
+  A s = 0;
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c)
+  for (int c = 0; c < N; ++c)
 #pragma unroll
-      for (int i = 0; i < 8; ++i) s += v[c][i];
-    mean = BlockSum(s, scratch) / A(k);
-    A q = 0;
+    for (int i = 0; i < 8; ++i) s += v[c][i];
+  const A m = sum(s) / A(k);
+  A q = 0;
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      const bool live = threadIdx.x + c * blockDim.x < chunks;
+  for (int c = 0; c < N; ++c) {
+    const bool live = first + c * stride < chunks;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const A d = v[c][i] - mean;
-        q += live ? d * d : A(0);
-      }
+    for (int i = 0; i < 8; ++i) {
+      const A d = v[c][i] - m;
+      q += live ? d * d : A(0);
     }
-    const A var = BlockSum(q, scratch) / A(k);
-    rstd = A(1) / sqrt(var + A(eps));
   }
+  *mean = m;
+  *rstd = A(1) / sqrt(sum(q) / A(k) + A(eps));
+}
+
+// Writes (v - mean) * rstd of the chunks LoadRowChunks read, as Tout.
+template <int N, typename Tout, typename A>
+__device__ __forceinline__ void StoreRowChunks(Tout* __restrict__ yr, int first, int stride,
+                                               int chunks, const A (&v)[N][8], A mean, A rstd) {
 #pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
-    const int chunk = threadIdx.x + c * blockDim.x;
+  for (int c = 0; c < N; ++c) {
+    const int chunk = first + c * stride;
     if (chunk >= chunks) continue;
     alignas(16) Tout o[8];
 #pragma unroll
@@ -106,6 +106,35 @@ __global__ void NormalizeRowsVec(const Tin* __restrict__ x, int64_t ldx, Tout* _
 #pragma unroll
     for (int l = 0; l < kStores; ++l) q[l] = reinterpret_cast<const uint4*>(o)[l];
   }
+}
+
+template <typename A>
+struct WarpSummer {
+  __device__ __forceinline__ A operator()(A v) const { return WarpSum(v); }
+};
+template <typename A>
+struct BlockSummer {
+  A* scratch;
+  __device__ __forceinline__ A operator()(A v) const { return BlockSum(v, scratch); }
+};
+
+// Elements a thread caches in the vector path: kChunks chunks of 8.
+constexpr int kChunks = 4;
+
+// Vector path: k % 8 == 0, rows 16-byte aligned (ldx % 8 == 0, ldy % 8 == 0). Each thread
+// holds up to kChunks chunks of 8 elements of its row in registers, so x is read once.
+template <typename Tin, typename Tout>
+__global__ void NormalizeRowsVec(const Tin* __restrict__ x, int64_t ldx, Tout* __restrict__ y,
+                                 int64_t ldy, int k, int layernorm, float eps) {
+  using A = typename AccOf<Tin>::type;
+  __shared__ A scratch[32];
+  const int64_t row = blockIdx.x;
+  const int chunks = k / 8;
+  A v[kChunks][8];
+  LoadRowChunks(x + row * ldx, threadIdx.x, blockDim.x, chunks, v);
+  A mean = 0, rstd = 1;
+  if (layernorm) RowMoments(v, threadIdx.x, blockDim.x, chunks, k, eps, BlockSummer<A>{scratch}, &mean, &rstd);
+  StoreRowChunks(y + row * ldy, threadIdx.x, blockDim.x, chunks, v, mean, rstd);
 }
 
 // Vector path for k <= 32 x 8 x CPL: one warp per row (8 rows per block), the row in the
@@ -119,59 +148,12 @@ __global__ void __launch_bounds__(256) NormalizeRowsWarp(const Tin* __restrict__
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
   if (row >= rows) return;
-  const Tin* xr = x + row * ldx;
-  Tout* yr = y + row * ldy;
   const int chunks = k / 8;
   A v[CPL][8];
-#pragma unroll
-  for (int c = 0; c < CPL; ++c) {
-    const int chunk = lane + c * 32;
-    if (chunk < chunks) {
-      const uint4* p = reinterpret_cast<const uint4*>(xr + chunk * 8);
-      constexpr int kLoads = 8 * sizeof(Tin) / 16;
-      uint4 raw[kLoads];
-#pragma unroll
-      for (int l = 0; l < kLoads; ++l) raw[l] = __ldg(p + l);
-      const Tin* e = reinterpret_cast<const Tin*>(raw);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) v[c][i] = static_cast<A>(ToFloatOrDouble(e[i]));
-    } else {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) v[c][i] = A(0);
-    }
-  }
+  LoadRowChunks(x + row * ldx, lane, 32, chunks, v);
   A mean = 0, rstd = 1;
-  if (layernorm) {
-    A s = 0;
-#pragma unroll
-    for (int c = 0; c < CPL; ++c)
-#pragma unroll
-      for (int i = 0; i < 8; ++i) s += v[c][i];
-    mean = WarpSum(s) / A(k);
-    A q = 0;
-#pragma unroll
-    for (int c = 0; c < CPL; ++c) {
-      const bool live = lane + c * 32 < chunks;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const A d = v[c][i] - mean;
-        q += live ? d * d : A(0);
-      }
-    }
-    rstd = A(1) / sqrt(WarpSum(q) / A(k) + A(eps));
-  }
-#pragma unroll
-  for (int c = 0; c < CPL; ++c) {
-    const int chunk = lane + c * 32;
-    if (chunk >= chunks) continue;
-    alignas(16) Tout o[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) o[i] = FromFloat<Tout>(static_cast<float>((v[c][i] - mean) * rstd));
-    uint4* q = reinterpret_cast<uint4*>(yr + chunk * 8);
-    constexpr int kStores = 8 * sizeof(Tout) / 16;
-#pragma unroll
-    for (int l = 0; l < kStores; ++l) q[l] = reinterpret_cast<const uint4*>(o)[l];
-  }
+  if (layernorm) RowMoments(v, lane, 32, chunks, k, eps, WarpSummer<A>{}, &mean, &rstd);
+  StoreRowChunks(y + row * ldy, lane, 32, chunks, v, mean, rstd);
 }
 
 // Any k and alignment: three passes over the row (the later ones hit L1/L2).
