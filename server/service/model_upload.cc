@@ -176,14 +176,19 @@ absl::Status ModelUpload::Add(const v1::TensorChunk& chunk) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<double>> ModelUpload::TakeDoubles(Pending& p) {
-  std::vector<double> values;
-  if (!p.declared) return values;
+absl::Status ModelUpload::CheckComplete(const Pending& p) {
   const int64_t total = p.elements * ElementSize(p.wire);
   if (static_cast<int64_t>(p.bytes.size()) != total) {
     return absl::InvalidArgumentError(
         absl::StrCat(p.field, ": received ", p.bytes.size(), " of its ", total, " bytes"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<double>> ModelUpload::TakeDoubles(Pending& p) {
+  std::vector<double> values;
+  if (!p.declared) return values;
+  RETURN_IF_ERROR(CheckComplete(p));
   values.resize(static_cast<size_t>(p.elements));
   ToDouble(p.wire, p.bytes.data(), p.elements, values.data());
   std::string().swap(p.bytes);
@@ -209,10 +214,7 @@ absl::StatusOr<dense::ModelSpec> ModelUpload::Finish() {
     l.activation = pl.activation;
     // The weight straight to float32 (a multi-GiB tensor is never widened to double).
     Pending& w = pl.tensors[v1::LAYER_TENSOR_WEIGHT];
-    const int64_t total = w.elements * ElementSize(w.wire);
-    if (static_cast<int64_t>(w.bytes.size()) != total) {
-      return absl::InvalidArgumentError(absl::StrCat(w.field, ": received ", w.bytes.size(), " of its ", total, " bytes"));
-    }
+    RETURN_IF_ERROR(CheckComplete(w));
     l.weight.resize(static_cast<size_t>(w.elements));
     ToFloat(w.wire, w.bytes.data(), w.elements, l.weight.data());
     std::string().swap(w.bytes);

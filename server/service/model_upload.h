@@ -51,6 +51,8 @@ class ModelUpload {
   };
 
   ModelUpload() = default;
+  // INVALID_ARGUMENT when fewer bytes than declared arrived.
+  static absl::Status CheckComplete(const Pending& p);
   // The tensor's values as doubles, after checking completeness and finiteness.
   absl::StatusOr<std::vector<double>> TakeDoubles(Pending& p);
 
