@@ -28,14 +28,15 @@ ABSL_FLAG(int64_t, max_series_per_request, 100000, "series per periodogram reque
 ABSL_FLAG(int64_t, max_samples_per_series, int64_t{1} << 24, "samples per series");
 ABSL_FLAG(int64_t, max_frequencies_per_series, int64_t{1} << 26, "frequencies per series");
 ABSL_FLAG(int64_t, max_pairs_per_request, int64_t{1} << 40, "sample x frequency pairs per request");
-ABSL_FLAG(int, dense_max_batch_size, 256, "most Dense requests coalesced into one pass (1: no batching)");
-ABSL_FLAG(int64_t, dense_max_batch_rows, 8192, "most rows coalesced into one pass through a model");
-ABSL_FLAG(int64_t, dense_max_queue_delay_us, 200, "longest a Dense request waits for its batch (µs)");
-ABSL_FLAG(int, dense_max_queue_depth, 4096, "queued Dense requests before RESOURCE_EXHAUSTED");
-ABSL_FLAG(int64_t, max_model_bytes, int64_t{64} << 30, "stored bytes of one dense model");
-ABSL_FLAG(int, max_models, 64, "dense models loaded at once");
-ABSL_FLAG(int, max_layers, 1024, "layers of one dense model");
-ABSL_FLAG(int64_t, max_rows_per_request, int64_t{1} << 20, "rows of one Dense request");
+ABSL_FLAG(int, dense_max_batch_size, gpucompute::DefaultDenseScheduling().max_batch_size, "most Dense requests coalesced into one pass (1: no batching)");
+ABSL_FLAG(int64_t, dense_max_batch_rows, gpucompute::DefaultDenseScheduling().max_batch_cost, "most rows coalesced into one pass through a model");
+ABSL_FLAG(int64_t, dense_max_queue_delay_us,
+          absl::ToInt64Microseconds(gpucompute::DefaultDenseScheduling().max_queue_delay), "longest a Dense request waits for its batch (µs)");
+ABSL_FLAG(int, dense_max_queue_depth, gpucompute::DefaultDenseScheduling().max_queue_depth, "queued Dense requests before RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, max_model_bytes, gpucompute::DenseLimits{}.max_model_bytes, "stored bytes of one dense model");
+ABSL_FLAG(int, max_models, gpucompute::DenseLimits{}.max_models, "dense models loaded at once");
+ABSL_FLAG(int, max_layers, gpucompute::DenseLimits{}.max_layers, "layers of one dense model");
+ABSL_FLAG(int64_t, max_rows_per_request, gpucompute::DenseLimits{}.max_rows_per_request, "rows of one Dense request");
 ABSL_FLAG(int, cpu_threads, 0, "CPU backend worker threads (0: all cores)");
 ABSL_FLAG(int, completion_threads, 2, "threads that finish calls");
 ABSL_FLAG(bool, debug_sync, false, "synchronise after every kernel launch (pins faults)");

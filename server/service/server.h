@@ -17,11 +17,13 @@
 
 namespace gpucompute {
 
-// Dense defaults: up to 256 requests or 8192 rows in one pass through a model.
+// Dense defaults (also the server's flag defaults): up to 256 requests or 8192 rows in one pass
+// through a model, 4096 requests queued.
 inline SchedulerOptions DefaultDenseScheduling() {
   SchedulerOptions o;
   o.max_batch_size = 256;
   o.max_batch_cost = 8192;
+  o.max_queue_depth = 4096;
   return o;
 }
 
