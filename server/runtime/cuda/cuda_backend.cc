@@ -2,6 +2,7 @@
 #include "server/runtime/cuda/cuda_backend.h"
 
 #include <chrono>
+#include <functional>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -15,58 +16,92 @@
 namespace gpucompute {
 namespace {
 
-// What the host function hands to the completion thread.
+// One batch of any operation in flight on a stream slot: what the stream callback hands to the
+// completion thread. `Op` names the batch, pending and result types and the unpack step.
+template <typename Op>
 struct InFlight {
   DeviceContext* device;
   StreamSlot* slot;
-  std::shared_ptr<const periodogram::Batch> batch;
-  periodogram::PendingPeriodogram pending;
-  Backend::PeriodogramDone done;
+  std::shared_ptr<const typename Op::Batch> batch;
+  typename Op::Pending pending;
+  std::function<void(absl::StatusOr<std::vector<typename Op::Result>>)> done;
   CompletionQueue* completions;
 };
 
 // Runs on a CUDA-internal thread once the stream reaches it: no CUDA calls here. A stream
 // callback (unlike cudaLaunchHostFunc) also runs after a device fault, with the error, so no
 // call is left waiting and no slot is lost.
+template <typename Op>
 void CUDART_CB OnStreamDone(cudaStream_t /*stream*/, cudaError_t status, void* data) {
-  auto* raw = static_cast<InFlight*>(data);
+  auto* raw = static_cast<InFlight<Op>*>(data);
   raw->completions->Post([raw, status] {
-    std::unique_ptr<InFlight> f(raw);
+    std::unique_ptr<InFlight<Op>> f(raw);
     if (status != cudaSuccess) {
       f->device->ReleaseSlot(f->slot);
-      f->done(CudaErrorStatus(status, "periodogram batch on the stream", __FILE__, __LINE__));
+      f->done(CudaErrorStatus(status, Op::kOnStream, __FILE__, __LINE__));
       return;
     }
-    std::vector<periodogram::SeriesPower> results =
-        periodogram::UnpackPeriodogram(f->pending, *f->slot, *f->batch);
+    auto results = Op::Unpack(f->pending, *f->slot, *f->batch);
     f->device->ReleaseSlot(f->slot);
     f->done(std::move(results));
   });
 }
 
-struct DenseInFlight {
-  DeviceContext* device;
-  StreamSlot* slot;
-  std::shared_ptr<const dense::Batch> batch;
-  dense::PendingDense pending;
-  Backend::DenseDone done;
-  CompletionQueue* completions;
+struct PeriodogramOp {
+  using Batch = periodogram::Batch;
+  using Pending = periodogram::PendingPeriodogram;
+  using Result = periodogram::SeriesPower;
+  static constexpr const char* kName = "periodogram";
+  static constexpr const char* kOnStream = "periodogram batch on the stream";
+  static absl::StatusOr<Pending> Enqueue(DeviceContext& d, StreamSlot& s, const Batch& b) {
+    return periodogram::EnqueuePeriodogram(d, s, b);
+  }
+  static std::vector<Result> Unpack(const Pending& p, const StreamSlot& s, const Batch& b) {
+    return periodogram::UnpackPeriodogram(p, s, b);
+  }
 };
 
-// As OnStreamDone, for dense batches.
-void CUDART_CB OnDenseStreamDone(cudaStream_t /*stream*/, cudaError_t status, void* data) {
-  auto* raw = static_cast<DenseInFlight*>(data);
-  raw->completions->Post([raw, status] {
-    std::unique_ptr<DenseInFlight> f(raw);
-    if (status != cudaSuccess) {
-      f->device->ReleaseSlot(f->slot);
-      f->done(CudaErrorStatus(status, "dense batch on the stream", __FILE__, __LINE__));
-      return;
-    }
-    std::vector<dense::Output> outputs = dense::UnpackDense(f->pending, *f->slot, *f->batch);
-    f->device->ReleaseSlot(f->slot);
-    f->done(std::move(outputs));
-  });
+struct DenseOp {
+  using Batch = dense::Batch;
+  using Pending = dense::PendingDense;
+  using Result = dense::Output;
+  static constexpr const char* kName = "dense";
+  static constexpr const char* kOnStream = "dense batch on the stream";
+  static absl::StatusOr<Pending> Enqueue(DeviceContext& d, StreamSlot& s, const Batch& b) {
+    return dense::EnqueueDense(d, s, b);
+  }
+  static std::vector<Result> Unpack(const Pending& p, const StreamSlot& s, const Batch& b) {
+    return dense::UnpackDense(p, s, b);
+  }
+};
+
+// Enqueues `batch` on a free slot of `device` (blocking while every stream is busy: the
+// scheduler's back-pressure) and arranges for `done` to run on a completion thread with the
+// unpacked results, or with the error. INVALID_ARGUMENT from Enqueue is the caller's input
+// and is not logged.
+template <typename Op>
+void RunOnStream(DeviceContext* device, CompletionQueue* completions,
+                 std::shared_ptr<const typename Op::Batch> batch,
+                 std::function<void(absl::StatusOr<std::vector<typename Op::Result>>)> done) {
+  StreamSlot* slot = device->AcquireSlot();
+  auto pending = Op::Enqueue(*device, *slot, *batch);
+  absl::Status status = pending.status();
+  if (status.ok()) {
+    auto* f = new InFlight<Op>{device, slot, batch, *std::move(pending), std::move(done), completions};
+    const cudaError_t err = cudaStreamAddCallback(slot->stream.get(), OnStreamDone<Op>, f, 0);
+    if (err == cudaSuccess) return;
+    status = CudaErrorStatus(err, "cudaStreamAddCallback", __FILE__, __LINE__);
+    done = std::move(f->done);
+    delete f;
+  }
+  if (!absl::IsInvalidArgument(status)) {
+    spdlog::error("{} batch failed on device {}: {}", Op::kName, device->device(), status.ToString());
+  }
+  // The stream may still hold work that reads the slot's buffers: wait before lending it again.
+  cudaStreamSynchronize(slot->stream.get());
+  cudaGetLastError();
+  device->ReleaseSlot(slot);
+  completions->Post([done = std::move(done), status]() mutable { done(status); });
 }
 
 }  // namespace
@@ -107,24 +142,7 @@ CudaBackend::~CudaBackend() = default;  // each DeviceContext synchronises its s
 
 void CudaBackend::RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
                                  PeriodogramDone done) {
-  DeviceContext* device = devices_[next_device_.fetch_add(1) % devices_.size()].get();
-  StreamSlot* slot = device->AcquireSlot();  // back-pressure: blocks while all streams are busy
-  auto pending = periodogram::EnqueuePeriodogram(*device, *slot, *batch);
-  absl::Status status = pending.status();
-  if (status.ok()) {
-    auto* f = new InFlight{device, slot, batch, *std::move(pending), std::move(done), completions_};
-    const cudaError_t err = cudaStreamAddCallback(slot->stream.get(), OnStreamDone, f, 0);
-    if (err == cudaSuccess) return;
-    status = CudaErrorStatus(err, "cudaStreamAddCallback", __FILE__, __LINE__);
-    done = std::move(f->done);
-    delete f;
-  }
-  spdlog::error("periodogram batch failed on device {}: {}", device->device(), status.ToString());
-  // The stream may still hold work that reads the slot's buffers: wait before lending it again.
-  cudaStreamSynchronize(slot->stream.get());
-  cudaGetLastError();
-  device->ReleaseSlot(slot);
-  completions_->Post([done = std::move(done), status]() mutable { done(status); });
+  RunOnStream<PeriodogramOp>(NextDevice(), completions_, std::move(batch), std::move(done));
 }
 
 absl::Status CudaBackend::CheckModelFits(int64_t stored_bytes) const {
@@ -146,26 +164,7 @@ void CudaBackend::RunDense(std::shared_ptr<const dense::Batch> batch, DenseDone 
     });
     return;
   }
-  DeviceContext* device = devices_[next_device_.fetch_add(1) % devices_.size()].get();
-  StreamSlot* slot = device->AcquireSlot();  // back-pressure: blocks while all streams are busy
-  auto pending = dense::EnqueueDense(*device, *slot, *batch);
-  absl::Status status = pending.status();
-  if (status.ok()) {
-    auto* f = new DenseInFlight{device, slot, batch, *std::move(pending), std::move(done), completions_};
-    const cudaError_t err = cudaStreamAddCallback(slot->stream.get(), OnDenseStreamDone, f, 0);
-    if (err == cudaSuccess) return;
-    status = CudaErrorStatus(err, "cudaStreamAddCallback", __FILE__, __LINE__);
-    done = std::move(f->done);
-    delete f;
-  }
-  if (!absl::IsInvalidArgument(status)) {
-    spdlog::error("dense batch failed on device {}: {}", device->device(), status.ToString());
-  }
-  // The stream may still hold work that reads the slot's buffers: wait before lending it again.
-  cudaStreamSynchronize(slot->stream.get());
-  cudaGetLastError();
-  device->ReleaseSlot(slot);
-  completions_->Post([done = std::move(done), status]() mutable { done(status); });
+  RunOnStream<DenseOp>(NextDevice(), completions_, std::move(batch), std::move(done));
 }
 
 std::vector<DeviceDescription> CudaBackend::Devices() const {

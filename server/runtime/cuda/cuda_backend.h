@@ -37,6 +37,9 @@ class CudaBackend final : public Backend {
   CudaBackend(std::vector<std::unique_ptr<DeviceContext>> devices, CompletionQueue* completions)
       : devices_(std::move(devices)), completions_(completions) {}
 
+  // Round-robin over the devices.
+  DeviceContext* NextDevice() { return devices_[next_device_.fetch_add(1) % devices_.size()].get(); }
+
   std::vector<std::unique_ptr<DeviceContext>> devices_;
   CompletionQueue* const completions_;
   std::atomic<uint64_t> next_device_{0};
