@@ -24,10 +24,10 @@ cudaError_t LaunchActivation(void* y, DenseType y_type, int64_t ldy, int64_t row
                              int act, cudaStream_t stream);
 
 // One whole layer for a few rows (1..kFewRowsMax): y = act(LN?(x) . W + bias), streaming W
-// once. x: rows x k of x_type (ldx); W: k x n of w_type (f32/f16/bf16) with leading dimension
-// ldw, a multiple of 8, 16-byte aligned, columns n..ldw zero; bias: n floats; y: rows x n of
-// w_type (ldy).
-inline constexpr int kFewRowsMax = 8;
+// once. x: rows x k of x_type (ldx), which is float32 or w_type; W stored transposed: n rows of
+// k weights (w_type f32/f16/bf16) with leading dimension ldw, a multiple of 8, 16-byte aligned,
+// columns k..ldw zero; bias: n floats; y: rows x n of w_type (ldy).
+inline constexpr int kFewRowsMax = 4;
 struct FewRowsArgs {
   const void* x = nullptr;
   DenseType x_type = DenseType::kF32;
@@ -45,10 +45,9 @@ struct FewRowsArgs {
   float eps = 1e-5f;
   int act = 0;
 };
-// Shared memory the kernel needs for (rows, k, w_type); FewRowsFits says whether it is
-// within what the launcher allows.
-size_t FewRowsSharedBytes(int rows, int64_t k, DenseType w_type);
-bool FewRowsFits(int rows, int64_t k, DenseType w_type);
+// Whether the kernel takes this shape and these types (k up to 8 x 32 x 8 chunks of 16 bytes
+// per output at one row, less with more rows; inputs of another type are converted first).
+bool FewRowsFits(int rows, int64_t k, int64_t n, DenseType x_type, DenseType w_type);
 cudaError_t LaunchFewRows(const FewRowsArgs& args, cudaStream_t stream);
 
 }  // namespace gpucompute::kernels

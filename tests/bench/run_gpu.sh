@@ -60,8 +60,11 @@ if [ "$only" != dense ]; then
 fi
 if [ "$only" != periodogram ]; then
   dense_bench "$@" 2>>"$out/bench.err" | tee "$out/dense_bench.jsonl"
-  for layers in 1 4; do
-    dense_server_bench --backend=cuda --seconds=3 --concurrency=256 --layers=$layers 2>>"$out/bench.err" \
+  # Batching on vs off: an 8 MiB layer and a 4-layer stack (transport-bound when batched), and
+  # a 2 GiB stack of 8 layers 8192 <-> 16384 (one unbatched row costs ~0.5 ms of weight reads).
+  for shape in "--layers=1" "--layers=4" "--in=8192 --out=16384 --layers=8 --seconds=5"; do
+    # shellcheck disable=SC2086
+    dense_server_bench --backend=cuda --seconds=3 --concurrency=256 $shape 2>>"$out/bench.err" \
       | tee -a "$out/dense_server_bench.jsonl"
   done
   [ -n "$peers" ] && python3 "$peers" dense 2>>"$out/bench.err" | tee "$out/dense_peers.jsonl"

@@ -137,10 +137,14 @@ absl::StatusOr<std::unique_ptr<GemmPlan>> MakePlan(cublasLtHandle_t handle, cons
         plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
   }
   // Row-major y (rows x out) = x (rows x in) . W (in x out) is column-major
-  // D (out x rows) = A (out x in, lda = ldw) . B (in x rows, ldb); the bias runs along D's rows.
-  CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->a, dt, L.out, L.in, L.ldw));
+  // D (out x rows) = op_T(A) . B with A the stored W^T read column-major (in x out, lda = ldw)
+  // and B = x (in x rows, ldb); the bias runs along D's rows.
+  const cublasOperation_t transpose = CUBLAS_OP_T;
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                        &transpose, sizeof(transpose)));
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->a, dt, L.in, L.out, L.ldw));
   CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->b, dt, L.in, rows, ldb));
-  CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->d, dt, L.out, rows, L.ldw));
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->d, dt, L.out, rows, L.ldy));
   cublasLtMatmulPreference_t pref = nullptr;
   CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
   struct PrefGuard {
@@ -162,16 +166,10 @@ absl::StatusOr<std::unique_ptr<GemmPlan>> MakePlan(cublasLtHandle_t handle, cons
   return plan;
 }
 
-// Whether the few-rows kernel beats normalise + cuBLASLt (kernels/NOTES.md, "Dense"): it
-// does for one or two rows when there are enough column tiles for about one block per SM; with
-// more rows its low occupancy makes it slower than cuBLASLt, and with few tiles too few SMs
-// stream the weights.
-bool FewRowsPays(int64_t rows, const CudaLayer& L, ElementType dtype, int sms) {
-  constexpr int64_t kMaxRows = 2;
-  const int64_t tile = dtype == ElementType::kFloat32 ? 16 : 32;  // kernels' TN
-  const int64_t tiles = (L.out + tile - 1) / tile;
-  return rows <= kMaxRows && tiles * 4 >= static_cast<int64_t>(sms) * 3;
-}
+// Whether the few-rows kernel beats normalise + cuBLASLt (kernels/NOTES.md, "Dense"): it does
+// for one row, where the layer is bound by reading W once (1024 -> 4096 bf16: 9.6 vs 12.1 us;
+// at two rows 12.1 vs 11.3).
+bool FewRowsPays(int64_t rows) { return rows == 1; }
 
 }  // namespace
 
@@ -216,14 +214,15 @@ absl::StatusOr<std::unique_ptr<CudaDenseModel>> UploadModel(DeviceContext& devic
   std::vector<LayerOffsets> offsets;
   size_t total = 0;
   for (const LayerSpec& L : spec.layers) {
-    const size_t ldw = static_cast<size_t>(PaddedCols(L.out));
+    const size_t ldw = static_cast<size_t>(PaddedCols(L.in));
+    const size_t ldy = static_cast<size_t>(PaddedCols(L.out));
     LayerOffsets o;
     o.weight = total;
-    total = AlignUp(total + static_cast<size_t>(L.in) * ldw * elem);
+    total = AlignUp(total + static_cast<size_t>(L.out) * ldw * elem);
     o.bias = total;
-    total = AlignUp(total + ldw * sizeof(float));
+    total = AlignUp(total + ldy * sizeof(float));
     o.bias_model = total;
-    total = AlignUp(total + ldw * elem);
+    total = AlignUp(total + ldy * elem);
     offsets.push_back(o);
   }
 
@@ -244,30 +243,44 @@ absl::StatusOr<std::unique_ptr<CudaDenseModel>> UploadModel(DeviceContext& devic
   std::vector<char> host;
   for (size_t l = 0; l < spec.layers.size(); ++l) {
     const LayerSpec& L = spec.layers[l];
-    const int64_t ldw = PaddedCols(L.out);
+    const int64_t ldw = PaddedCols(L.in);
+    const int64_t ldy = PaddedCols(L.out);
     const LayerOffsets& o = offsets[l];
-    // Weights: rows of `out` values rounded to the dtype, then zero padding to ldw.
+    // Weights transposed: for each output, its `in` weights rounded to the dtype, then zero
+    // padding to ldw. Transposed in blocks of outputs (contiguous reads of the in x out spec).
     const size_t row_bytes = static_cast<size_t>(ldw) * elem;
-    host.assign(static_cast<size_t>(L.in) * row_bytes, 0);
-    ParallelFor(L.in, L.in * L.out, [&](int64_t begin, int64_t end) {
-      for (int64_t k = begin; k < end; ++k) {
-        FromFloat(L.weight.data() + k * L.out, L.out, spec.dtype, host.data() + k * row_bytes);
+    host.assign(static_cast<size_t>(L.out) * row_bytes, 0);
+    constexpr int64_t kBlock = 32;
+    const int64_t blocks = (L.out + kBlock - 1) / kBlock;
+    ParallelFor(blocks, L.in * L.out, [&](int64_t begin, int64_t end) {
+      std::vector<float> tile(static_cast<size_t>(kBlock * L.in));
+      for (int64_t b = begin; b < end; ++b) {
+        const int64_t j0 = b * kBlock, width = std::min(kBlock, L.out - j0);
+        for (int64_t k = 0; k < L.in; ++k) {
+          const float* src = L.weight.data() + k * L.out + j0;
+          for (int64_t jj = 0; jj < width; ++jj) tile[static_cast<size_t>(jj * L.in + k)] = src[jj];
+        }
+        for (int64_t jj = 0; jj < width; ++jj) {
+          FromFloat(tile.data() + jj * L.in, L.in, spec.dtype,
+                    host.data() + static_cast<size_t>(j0 + jj) * row_bytes);
+        }
       }
     });
     CUDA_RETURN_IF_ERROR(cudaMemcpy(base + o.weight, host.data(), host.size(), cudaMemcpyHostToDevice));
     // Bias: float32 and the dtype's rounding, both zero-padded.
-    std::vector<float> bias(static_cast<size_t>(ldw), 0.f);
+    std::vector<float> bias(static_cast<size_t>(ldy), 0.f);
     for (int64_t j = 0; j < L.out && !L.bias.empty(); ++j) bias[j] = static_cast<float>(L.bias[j]);
     CUDA_RETURN_IF_ERROR(cudaMemcpy(base + o.bias, bias.data(), bias.size() * sizeof(float),
                                     cudaMemcpyHostToDevice));
-    host.assign(static_cast<size_t>(ldw) * elem, 0);
-    FromFloat(bias.data(), ldw, spec.dtype, host.data());
+    host.assign(static_cast<size_t>(ldy) * elem, 0);
+    FromFloat(bias.data(), ldy, spec.dtype, host.data());
     CUDA_RETURN_IF_ERROR(cudaMemcpy(base + o.bias_model, host.data(), host.size(), cudaMemcpyHostToDevice));
 
     CudaLayer c;
     c.in = L.in;
     c.out = L.out;
     c.ldw = ldw;
+    c.ldy = ldy;
     c.layernorm = L.layernorm;
     c.eps = static_cast<float>(L.eps);
     c.activation = L.activation;
@@ -388,19 +401,22 @@ absl::StatusOr<PendingDense> EnqueueDense(DeviceContext& device, StreamSlot& slo
   RETURN_IF_ERROR(slot.staging_out.Reserve(out_bytes));
 
   // Which layers take which path, and the scratch they need.
+  // A few-rows layer whose input type the kernel does not read (float64, or a 16-bit type
+  // other than the model's) is normalised and converted first, like a GEMM layer's.
   const DensePath forced = options ? options->path : DensePath::kAuto;
-  const int sms = device.description().multiprocessors;
-  std::vector<bool> few(layers.size());
+  std::vector<bool> few(layers.size()), convert(layers.size());
   size_t act_bytes = 0, xhat_bytes = 0;
   ElementType in_type = batch.input_dtype;
   for (size_t l = 0; l < layers.size(); ++l) {
     const CudaLayer& L = layers[l];
-    const bool fits = kernels::FewRowsFits(static_cast<int>(std::min<int64_t>(rows, 1 << 20)), L.in,
-                                           KernelType(dtype));
-    few[l] = forced == DensePath::kFewRows ? fits : (forced == DensePath::kAuto && fits &&
-                                                    FewRowsPays(rows, L, dtype, sms));
-    act_bytes = std::max(act_bytes, static_cast<size_t>(rows * L.ldw * elem));
-    if (!few[l] && (L.layernorm || in_type != dtype)) {
+    const int r = static_cast<int>(std::min<int64_t>(rows, 1 << 20));
+    const bool direct = kernels::FewRowsFits(r, L.in, L.out, KernelType(in_type), KernelType(dtype));
+    const bool fits = direct || kernels::FewRowsFits(r, L.in, L.out, KernelType(dtype), KernelType(dtype));
+    few[l] = forced == DensePath::kFewRows ? fits
+                                           : (forced == DensePath::kAuto && fits && FewRowsPays(rows));
+    convert[l] = few[l] ? !direct : (L.layernorm || in_type != dtype);
+    act_bytes = std::max(act_bytes, static_cast<size_t>(rows * L.ldy * elem));
+    if (convert[l]) {
       xhat_bytes = std::max(xhat_bytes, static_cast<size_t>(rows * PaddedCols(L.in) * elem));
     }
     in_type = dtype;
@@ -435,53 +451,57 @@ absl::StatusOr<PendingDense> EnqueueDense(DeviceContext& device, StreamSlot& slo
   for (size_t l = 0; l < layers.size(); ++l) {
     const CudaLayer& L = layers[l];
     void* y = act[l % 2];
+    const void* in = cur;
+    ElementType in_type = cur_type;
+    int64_t ldx = cur_ld;
+    bool layernorm = L.layernorm;
+    if (convert[l]) {
+      CUDA_RETURN_IF_ERROR(kernels::LaunchNormalizeRows(cur, KernelType(cur_type), cur_ld, xhat,
+                                                        KernelType(dtype), PaddedCols(L.in), rows,
+                                                        L.in, L.layernorm, L.eps, stream));
+      CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+      in = xhat;
+      in_type = dtype;
+      ldx = PaddedCols(L.in);
+      layernorm = false;
+    }
     if (few[l]) {
       kernels::FewRowsArgs a;
-      a.x = cur;
-      a.x_type = KernelType(cur_type);
-      a.ldx = cur_ld;
+      a.x = in;
+      a.x_type = KernelType(in_type);
+      a.ldx = ldx;
       a.w = L.weight;
       a.w_type = KernelType(dtype);
       a.ldw = L.ldw;
       a.bias = L.bias;
       a.y = y;
-      a.ldy = L.ldw;
+      a.ldy = L.ldy;
       a.rows = static_cast<int>(rows);
       a.k = static_cast<int>(L.in);
       a.n = static_cast<int>(L.out);
-      a.layernorm = L.layernorm;
+      a.layernorm = layernorm;
       a.eps = L.eps;
       a.act = static_cast<int>(L.activation);
       CUDA_RETURN_IF_ERROR(kernels::LaunchFewRows(a, stream));
       CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
     } else {
-      const void* b = cur;
-      int64_t ldb = cur_ld;
-      if (L.layernorm || cur_type != dtype) {
-        CUDA_RETURN_IF_ERROR(kernels::LaunchNormalizeRows(cur, KernelType(cur_type), cur_ld, xhat,
-                                                          KernelType(dtype), PaddedCols(L.in), rows,
-                                                          L.in, L.layernorm, L.eps, stream));
-        CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
-        b = xhat;
-        ldb = PaddedCols(L.in);
-      }
       ASSIGN_OR_RETURN(const GemmPlan* plan,
-                       model->Plan(slot.cublaslt.get(), static_cast<int>(l), rows, ldb));
+                       model->Plan(slot.cublaslt.get(), static_cast<int>(l), rows, ldx));
       const float one = 1.f, zero = 0.f;
       CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(slot.cublaslt.get(), plan->desc, &one, L.weight, plan->a,
-                                            b, plan->b, &zero, y, plan->d, y, plan->d, &plan->algo,
+                                            in, plan->b, &zero, y, plan->d, y, plan->d, &plan->algo,
                                             slot.cublaslt_workspace.get(), kCublasLtWorkspaceBytes,
                                             stream));
       CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
       if (plan->post_activation) {
-        CUDA_RETURN_IF_ERROR(kernels::LaunchActivation(y, KernelType(dtype), L.ldw, rows, L.out,
+        CUDA_RETURN_IF_ERROR(kernels::LaunchActivation(y, KernelType(dtype), L.ldy, rows, L.out,
                                                        static_cast<int>(L.activation), stream));
         CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
       }
     }
     cur = y;
     cur_type = dtype;
-    cur_ld = L.ldw;
+    cur_ld = L.ldy;
   }
   if (options && options->after) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->after, stream));
   {

@@ -37,12 +37,16 @@ inline int64_t PaddedCols(int64_t n) { return (n + 7) / 8 * 8; }
 struct CudaLayer {
   int64_t in = 0;
   int64_t out = 0;
-  int64_t ldw = 0;  // PaddedCols(out): row stride of weight, length of the bias vectors
+  int64_t ldw = 0;  // PaddedCols(in): row stride of the transposed weight
+  int64_t ldy = 0;  // PaddedCols(out): row stride of this layer's output, length of the biases
   bool layernorm = false;
   float eps = 1e-5f;
   Activation activation = Activation::kNone;
-  const void* weight = nullptr;      // in x ldw in the model's dtype, padding columns zero
-  const float* bias = nullptr;       // ldw floats (padding zero)
+  // W^T: out rows of ldw values in the model's dtype, padding columns zero. Transposed
+  // ("K-major") so that one output's weights are contiguous for the few-rows kernel; cuBLASLt
+  // reads it with op T at the same speed as the natural layout (kernels/NOTES.md).
+  const void* weight = nullptr;
+  const float* bias = nullptr;       // ldy floats (padding zero)
   const void* bias_model = nullptr;  // the bias in the model's dtype (if cuBLASLt refuses f32)
 };
 
@@ -121,8 +125,8 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModelOnDevices(
 absl::Status CheckFitsOnDevice(DeviceContext& device, int64_t bytes);
 
 // How a batch's layers are computed. kAuto: per layer, the few-rows kernel where it measured
-// faster (one or two rows, enough column tiles to fill the SMs, rows fit in shared memory),
-// normalise + cuBLASLt otherwise. kFewRows takes up to 8 rows (tests, benchmarks).
+// faster (FewRowsPays in cuda_dense.cc), normalise + cuBLASLt otherwise. kFewRows takes up to
+// kernels::kFewRowsMax rows (tests, benchmarks).
 enum class DensePath { kAuto, kFewRows, kGemm };
 
 // Benchmark and test knobs: events recorded on the stream just before the first layer and just

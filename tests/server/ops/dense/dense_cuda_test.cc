@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "kernels/dense/dense_kernels.cuh"
 #include "server/ops/dense/cuda_dense.h"
 #include "server/runtime/backend.h"
 #include "server/runtime/completion_queue.h"
@@ -241,9 +242,9 @@ TEST_F(DenseCuda, DtypesActivationsPathsOddSizes) {
     for (Activation act : kActs) {
       for (bool ln : {false, true}) {
         const ModelSpec spec = MakeSpec(d.dtype, d.tf32, {{37, 45, ln, act}}, ++seed);
-        for (int64_t rows : {1, 3, 8, 67}) {
+        for (int64_t rows : {1, 2, 3, 4, 8, 67}) {
           for (DensePath path : {DensePath::kFewRows, DensePath::kGemm}) {
-            if (rows > 8 && path == DensePath::kFewRows) continue;
+            if (rows > kernels::kFewRowsMax && path == DensePath::kFewRows) continue;
             const double rel = Check(spec, ElementType::kFloat32, rows, path, seed);
             EXPECT_TRUE(WithinTolerance(rel, Tolerance(d.dtype, d.tf32)))
                 << d.name << " " << ActivationName(act) << " ln=" << ln << " rows=" << rows
@@ -313,6 +314,47 @@ TEST_F(DenseCuda, LargeShapes) {
     EXPECT_TRUE(WithinTolerance(rel, Tolerance(c.dtype, false)))
         << ElementName(c.dtype) << " " << c.in << "->" << c.out << " rows=" << c.rows
         << ": rel l2 " << rel;
+  }
+}
+
+// The few-rows kernel's splits of k over 1..8 warps per output and 1..8 chunks per lane, k
+// not a multiple of the vector width, 1..4 rows, every model dtype, float32 and model-typed
+// inputs (vector and scalar loads), and rows with a large common offset (LayerNorm's shift).
+TEST_F(DenseCuda, FewRowsSplits) {
+  struct Shape {
+    int64_t in, out;
+  } shapes[] = {{1024, 4096}, {4096, 1024}, {16384, 64}, {8192, 24}, {3000, 500}, {13, 7}, {250, 9000}};
+  uint64_t seed = 400;
+  for (const DtypeCase& d : kDtypes) {
+    if (d.tf32) continue;
+    for (const Shape& sh : shapes) {
+      const ModelSpec spec = MakeSpec(d.dtype, false, {{sh.in, sh.out, true, Activation::kGeluTanh}}, ++seed);
+      for (int rows = 1; rows <= kernels::kFewRowsMax; ++rows) {
+        if (!kernels::FewRowsFits(rows, sh.in, sh.out, kernels::DenseType::kF32,
+                                  static_cast<kernels::DenseType>(d.dtype))) {
+          continue;
+        }
+        for (ElementType input : {ElementType::kFloat32, d.dtype}) {
+          const double rel = Check(spec, input, rows, DensePath::kFewRows, seed + rows);
+          EXPECT_TRUE(WithinTolerance(rel, Tolerance(d.dtype, false)))
+              << d.name << " " << sh.in << "->" << sh.out << " rows=" << rows << " input "
+              << ElementName(input) << ": rel l2 " << rel;
+        }
+      }
+    }
+  }
+  // Offsets 100x the spread: bf16/fp16 models from float32 input.
+  for (ElementType dtype : {ElementType::kBFloat16, ElementType::kFloat16}) {
+    const ModelSpec spec = MakeSpec(dtype, false, {{1024, 512, true, Activation::kNone}}, ++seed);
+    auto model = Load(spec);
+    ASSERT_NE(model, nullptr);
+    std::vector<double> x = MakeInput(ElementType::kFloat32, 2, 1024, seed);
+    for (double& v : x) v = RoundTo(ElementType::kFloat32, 150.0 + v);
+    auto out = Run(model, ElementType::kFloat32, {ToBytes(ElementType::kFloat32, x)}, {2},
+                   DensePath::kFewRows);
+    ASSERT_TRUE(out.ok()) << out.status();
+    const double rel = RelL2(FromBytes(spec.dtype, (*out)[0]), Reference(spec, x, 2));
+    EXPECT_TRUE(WithinTolerance(rel, 1e-2)) << ElementName(dtype) << " offset rows: rel l2 " << rel;
   }
 }
 
