@@ -451,4 +451,21 @@ absl::StatusOr<ProblemResult> CpuAnalyse(const Problem& problem, int64_t index, 
   return a->Finish();
 }
 
+std::vector<Output> CpuAnalyseBatch(const Batch& batch) {
+  std::vector<Output> outputs(batch.requests.size());
+  for (size_t r = 0; r < batch.requests.size(); ++r) {
+    const Request& request = *batch.requests[r];
+    for (size_t i = 0; i < request.problems.size() && outputs[r].status.ok(); ++i) {
+      auto result = CpuAnalyse(request.problems[i], static_cast<int64_t>(i), batch.dtype);
+      if (!result.ok()) {
+        outputs[r].status = result.status();
+        outputs[r].problems.clear();
+      } else {
+        outputs[r].problems.push_back(*std::move(result));
+      }
+    }
+  }
+  return outputs;
+}
+
 }  // namespace gpucompute::assimilate

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "server/ops/assimilate/assimilate.h"
@@ -49,6 +50,10 @@ class CpuAnalysis {
 // All three phases on the calling thread.
 absl::StatusOr<ProblemResult> CpuAnalyse(const Problem& problem, int64_t index, ElementType dtype,
                                          const Limits& limits = {});
+
+// Every problem of every request of `batch`, one after the other on the calling thread: one
+// Output per request (a failing problem fails its request only).
+std::vector<Output> CpuAnalyseBatch(const Batch& batch);
 
 // The whitened, centred perturbations the server draws for a problem (m x N, row-major):
 // z_ij from philox::Normal(seed, index, i * N + j), minus each row's mean. E = L Z.

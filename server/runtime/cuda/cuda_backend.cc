@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "server/common/status_macros.h"
+#include "server/ops/assimilate/cpu_assimilate.h"
 #include "server/ops/dense/cuda_dense.h"
 #include "server/ops/periodogram/cuda_periodogram.h"
 #include "server/runtime/completion_queue.h"
@@ -138,6 +139,12 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(const BackendOption
   return std::unique_ptr<Backend>(new CudaBackend(std::move(devices), completions));
 }
 
+CudaBackend::CudaBackend(std::vector<std::unique_ptr<DeviceContext>> devices,
+                         CompletionQueue* completions)
+    : devices_(std::move(devices)),
+      completions_(completions),
+      assimilate_host_(std::make_unique<CompletionQueue>(1)) {}
+
 CudaBackend::~CudaBackend() = default;  // each DeviceContext synchronises its streams
 
 void CudaBackend::RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
@@ -165,6 +172,24 @@ void CudaBackend::RunDense(std::shared_ptr<const dense::Batch> batch, DenseDone 
     return;
   }
   RunOnStream<DenseOp>(NextDevice(), completions_, std::move(batch), std::move(done));
+}
+
+// Temporary until cuda_assimilate lands: the CPU reference (float64 or float32, LAPACKE) on one
+// host thread, so that the CUDA build serves Assimilate with the same semantics. The CUDA
+// implementation replaces this with cuBLAS/cuSOLVER on the stream slots (RunOnStream).
+void CudaBackend::RunAssimilate(std::shared_ptr<const assimilate::Batch> batch, AssimilateDone done) {
+  assimilate_host_->Post([this, batch = std::move(batch), done = std::move(done)]() mutable {
+    if (batch->abandoned && batch->abandoned()) {
+      completions_->Post([done = std::move(done)]() mutable {
+        done(absl::CancelledError("every caller of the assimilate batch has gone"));
+      });
+      return;
+    }
+    auto outputs = assimilate::CpuAnalyseBatch(*batch);
+    completions_->Post([done = std::move(done), outputs = std::move(outputs)]() mutable {
+      done(std::move(outputs));
+    });
+  });
 }
 
 std::vector<DeviceDescription> CudaBackend::Devices() const {

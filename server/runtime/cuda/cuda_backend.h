@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/runtime/backend.h"
+#include "server/runtime/completion_queue.h"
 #include "server/runtime/cuda/device_context.h"
 
 namespace gpucompute {
@@ -29,13 +30,14 @@ class CudaBackend final : public Backend {
   absl::StatusOr<std::shared_ptr<const dense::LoadedModel>> LoadDenseModel(
       dense::ModelSpec spec) override;
   void RunDense(std::shared_ptr<const dense::Batch> batch, DenseDone done) override;
+  // Temporary until cuda_assimilate lands: the CPU reference on a host thread.
+  void RunAssimilate(std::shared_ptr<const assimilate::Batch> batch, AssimilateDone done) override;
   std::vector<DeviceDescription> Devices() const override;
   KernelCacheStats KernelStats() const override;
   std::string NvrtcVersion() const override { return KernelCache::NvrtcVersion(); }
 
  private:
-  CudaBackend(std::vector<std::unique_ptr<DeviceContext>> devices, CompletionQueue* completions)
-      : devices_(std::move(devices)), completions_(completions) {}
+  CudaBackend(std::vector<std::unique_ptr<DeviceContext>> devices, CompletionQueue* completions);
 
   // Round-robin over the devices.
   DeviceContext* NextDevice() { return devices_[next_device_.fetch_add(1) % devices_.size()].get(); }
@@ -43,6 +45,9 @@ class CudaBackend final : public Backend {
   std::vector<std::unique_ptr<DeviceContext>> devices_;
   CompletionQueue* const completions_;
   std::atomic<uint64_t> next_device_{0};
+  // Temporary until cuda_assimilate lands: runs Assimilate batches with the CPU reference.
+  // Declared last so it is joined first (its closures post to completions_).
+  std::unique_ptr<CompletionQueue> assimilate_host_;
 };
 
 }  // namespace gpucompute
