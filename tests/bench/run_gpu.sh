@@ -2,7 +2,7 @@
 # Runs the GPU tests and benchmarks on the GPU machine from a device bundle (see README,
 # "GPU machine"). Usage there: source .device/env.sh; tests/bench/run_gpu.sh [--quick]
 # Writes under $OUT (or ./gpu-out): tests.log (every test's output), servers.log, and JSON
-# lines per benchmark. ONLY=dense|periodogram limits the benchmarks to one operation;
+# lines per benchmark. ONLY=dense|periodogram|assimilate limits the benchmarks to one operation;
 # SKIP_BENCH=1 runs the tests only.
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
@@ -21,7 +21,8 @@ run_test() {  # name, then the command
   echo "$name: $(grep -E "PASSED|FAILED|passed|failed" "$tmp" | tail -1)"
   rm -f "$tmp"
 }
-for t in cuda_resources_test kernel_cache_test device_context_test periodogram_cuda_test dense_cuda_test; do
+for t in cuda_resources_test kernel_cache_test device_context_test periodogram_cuda_test dense_cuda_test \
+         assimilate_cuda_test; do
   run_test "$t" "$bin/$t" --gtest_brief=1
 done
 run_test "periodogram_server_test (cuda)" env GPUCOMPUTE_TEST_BACKEND=cuda "$bin/periodogram_server_test" --gtest_brief=1
@@ -54,16 +55,20 @@ fi
 echo "tests status $status"
 [ "${SKIP_BENCH:-0}" = 1 ] && exit $status
 peers=""; [ -f "$root/peers.py" ] && peers="$root/peers.py"
-if [ "$only" != dense ]; then
+if [ "$only" = all ] || [ "$only" = periodogram ]; then
   periodogram_bench "$@" 2>>"$out/bench.err" | tee "$out/periodogram_bench.jsonl"
   [ -n "$peers" ] && python3 "$peers" ls 2>>"$out/bench.err" | tee "$out/periodogram_peers.jsonl"
 fi
-if [ "$only" != periodogram ]; then
+if [ "$only" = all ] || [ "$only" = dense ]; then
   dense_bench "$@" 2>>"$out/bench.err" | tee "$out/dense_bench.jsonl"
   for layers in 1 4; do
     dense_server_bench --backend=cuda --seconds=3 --concurrency=256 --layers=$layers 2>>"$out/bench.err" \
       | tee -a "$out/dense_server_bench.jsonl"
   done
   [ -n "$peers" ] && python3 "$peers" dense 2>>"$out/bench.err" | tee "$out/dense_peers.jsonl"
+fi
+if [ "$only" = all ] || [ "$only" = assimilate ]; then
+  assimilate_bench "$@" 2>>"$out/bench.err" | tee "$out/assimilate_bench.jsonl"
+  [ -n "$peers" ] && python3 "$peers" enkf enkf-large 2>>"$out/bench.err" | tee "$out/assimilate_peers.jsonl"
 fi
 exit $status

@@ -30,7 +30,6 @@ class CudaBackend final : public Backend {
   absl::StatusOr<std::shared_ptr<const dense::LoadedModel>> LoadDenseModel(
       dense::ModelSpec spec) override;
   void RunDense(std::shared_ptr<const dense::Batch> batch, DenseDone done) override;
-  // Temporary until cuda_assimilate lands: the CPU reference on a host thread.
   void RunAssimilate(std::shared_ptr<const assimilate::Batch> batch, AssimilateDone done) override;
   std::vector<DeviceDescription> Devices() const override;
   KernelCacheStats KernelStats() const override;
@@ -45,9 +44,6 @@ class CudaBackend final : public Backend {
   std::vector<std::unique_ptr<DeviceContext>> devices_;
   CompletionQueue* const completions_;
   std::atomic<uint64_t> next_device_{0};
-  // Temporary until cuda_assimilate lands: runs Assimilate batches with the CPU reference.
-  // Declared last so it is joined first (its closures post to completions_).
-  std::unique_ptr<CompletionQueue> assimilate_host_;
 };
 
 }  // namespace gpucompute
