@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/common/element_type.h"
 #include "server/ops/assimilate/cuda_assimilate.h"
@@ -138,6 +139,25 @@ void RunCase(DeviceContext& device, const Case& c) {
       host_ms.push_back(host);
     }
   }
+  // One more run with an event after each step: where the time goes (these events add a little).
+  std::string stages;
+  {
+    std::vector<std::pair<const char*, cudaEvent_t>> marks;
+    CudaEnqueueOptions options;
+    options.before = before->get();
+    options.marks = &marks;
+    auto pending = EnqueueAssimilate(device, *slot, batch, &options);
+    if (!pending.ok()) Die(pending.status());
+    if (cudaStreamSynchronize(slot->stream.get()) != cudaSuccess) Die(absl::InternalError("sync"));
+    cudaEvent_t prev = before->get();
+    for (const auto& [name, e] : marks) {
+      float ms = 0;
+      cudaEventElapsedTime(&ms, prev, e);
+      absl::StrAppendFormat(&stages, "%s\"%s\":%.4f", stages.empty() ? "" : ",", name, ms);
+      prev = e;
+    }
+    for (const auto& [name, e] : marks) cudaEventDestroy(e);
+  }
   device.ReleaseSlot(slot);
   const double dev = Median(device_ms);
   const int es = ElementSize(c.dtype);
@@ -149,12 +169,12 @@ void RunCase(DeviceContext& device, const Case& c) {
                   "{\"what\":\"assimilate cuda\",\"case\":\"%s\",\"problems\":%d,\"n\":%d,\"m\":%d,\"N\":%d,"
                   "\"dtype\":\"%s\",\"method\":\"%s\",\"perturbations\":\"%s\",\"form\":\"%s\","
                   "\"device_ms\":%.4f,\"device_ms_min\":%.4f,\"host_ms\":%.2f,\"gbps_floor_bytes\":%.1f,"
-                  "\"target_ms\":%g,\"meets_target\":%s,\"spread0\":%.6g,\"reps\":%d}",
+                  "\"target_ms\":%g,\"meets_target\":%s,\"spread0\":%.6g,\"reps\":%d,\"stages_ms\":{%s}}",
                   c.label, c.problems, c.n, c.m, c.N, ElementName(c.dtype), MethodName(c.method),
                   c.method == Method::kEtkf ? "none" : (c.seeded ? "seeded" : "client"), FormName(form), dev,
                   *std::min_element(device_ms.begin(), device_ms.end()), Median(host_ms), bytes / dev / 1e6,
                   c.target_ms, c.target_ms == 0 ? "null" : (dev <= c.target_ms ? "true" : "false"), spread,
-                  c.reps)
+                  c.reps, stages)
                   .c_str());
   std::fflush(stdout);
 }

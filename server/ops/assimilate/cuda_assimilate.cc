@@ -34,6 +34,7 @@ size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 // with margin: both are built for small matrices); syevjBatched takes at most 32.
 constexpr int64_t kMaxBatchedOrder = 128;
 constexpr int64_t kMaxSyevjBatchedOrder = 32;
+constexpr int64_t kSplitChunks = 128;
 
 // ---- cuBLAS / cuSOLVER for float and double under one name -------------------------------
 
@@ -201,12 +202,18 @@ struct Group {
   // in: the inputs as the device needs them (the staging buffer has the same layout)
   size_t x = 0, obs = 0, y = 0, r = 0, params = 0;
   size_t ptr_r = 0, ptr_obs = 0, ptr_f = 0, ptr_rhs = 0;  // device pointer arrays (batched calls)
+  size_t ones = 0;  // split-K: kSplitChunks + 1 ones (the reduction's GEMV)
   // scratch
+  size_t split = 0;  // split-K partial products of C
   size_t xbar = 0, c = 0, s = 0, z = 0, v = 0, vf = 0, t = 0, ev = 0, u = 0, wbar = 0, partials = 0;
   // out
   size_t xa = 0, innovation = 0;
 
   int P() const { return static_cast<int>(members.size()); }
+  // One problem with many observations per member: C = Yw^T [...] is a small output over a
+  // long inner dimension, which one GEMM runs on a few SMs; split it into chunks of rows
+  // (a strided-batched GEMM) and sum the partial products (a GEMV with ones).
+  bool split_k() const { return P() == 1 && ensemble() && key.m >= 4096 && key.m >= 32 * key.N; }
   bool stochastic() const { return key.method == Method::kStochastic; }
   bool full_r() const { return key.kind == ObsErrorKind::kCovariance; }
   bool ensemble() const { return key.form == Form::kEnsembleSpace; }
@@ -290,6 +297,10 @@ void PackGroup(const Group& g, const Batch& batch, char* in, char* scratch_dev, 
       pp.relaxation = pr.relaxation == Relaxation::kRtpp ? 1 : pr.relaxation == Relaxation::kRtps ? 2 : 0;
     }
   }, /*min_cost_per_thread=*/int64_t{4} << 20);
+  if (g.split_k()) {
+    T* ones = reinterpret_cast<T*>(in + g.ones);
+    std::fill(ones, ones + kSplitChunks + 1, T(1));
+  }
   // Device pointer arrays for the batched routines.
   const int64_t f_order = g.ensemble() ? N : m;
   const int64_t f_stride = g.ensemble() ? N * g.CCols() : m * m;
@@ -322,10 +333,10 @@ class GroupRunner {
  public:
   GroupRunner(DeviceContext& device, StreamSlot& slot, StreamScratch& scratch, const Group& g,
               char* in, char* sc, char* out, int* info_r, int* info_f, int* info_e, double* spread,
-              bool unbatched)
+              bool unbatched, std::vector<std::pair<const char*, cudaEvent_t>>* marks)
       : device_(device), slot_(slot), scratch_(scratch), g_(g), in_(in), sc_(sc), out_(out),
         info_r_(info_r + g.q0), info_f_(info_f + g.q0), info_e_(info_e + g.q0),
-        spread_(spread + g.q0), unbatched_(unbatched) {}
+        spread_(spread + g.q0), unbatched_(unbatched), marks_(marks) {}
 
   absl::Status Run();
 
@@ -341,6 +352,17 @@ class GroupRunner {
     CUDA_RETURN_IF_LAUNCH_ERROR(stream(), device_.debug_sync());
     return absl::OkStatus();
   }
+  // Records a timing event named `name` (benchmarks only).
+  absl::Status Mark(const char* name) {
+    if (marks_ == nullptr) return absl::OkStatus();
+    cudaEvent_t e = nullptr;
+    CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
+    marks_->emplace_back(name, e);
+    CUDA_RETURN_IF_ERROR(cudaEventRecord(e, stream()));
+    return absl::OkStatus();
+  }
+  // C (N x cc, ld N) = Yw^T [first cc columns of the obs rows], split over chunks of rows.
+  absl::Status SplitGemm(int cc, T* c);
   bool Batched(int64_t order, int64_t limit = kMaxBatchedOrder) const {
     return !unbatched_ && g_.P() > 1 && order <= limit;
   }
@@ -367,7 +389,34 @@ class GroupRunner {
   int* info_e_;
   double* spread_;
   bool unbatched_;
+  std::vector<std::pair<const char*, cudaEvent_t>>* marks_;
 };
+
+template <typename T>
+absl::Status GroupRunner<T>::SplitGemm(int cc, T* c) {
+  const int64_t m = g_.key.m, N = g_.key.N, W = g_.W;
+  const int64_t chunk = (m + kSplitChunks - 1) / kSplitChunks;
+  const int64_t full = m / chunk, rest = m - full * chunk;
+  T* obs = In<T>(g_.obs);
+  T* part = Sc<T>(g_.split);
+  const int64_t ps = N * cc;
+  CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, static_cast<int>(N), cc, static_cast<int>(chunk),
+                                        T(1), obs, static_cast<int>(W), chunk * W, obs,
+                                        static_cast<int>(W), chunk * W, T(0), part, static_cast<int>(N),
+                                        ps, static_cast<int>(full)));
+  int parts = static_cast<int>(full);
+  if (rest > 0) {
+    CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, static_cast<int>(N), cc, static_cast<int>(rest),
+                                          T(1), obs + full * chunk * W, static_cast<int>(W), 0,
+                                          obs + full * chunk * W, static_cast<int>(W), 0, T(0),
+                                          part + full * ps, static_cast<int>(N), ps, 1));
+    ++parts;
+  }
+  // C = partials . ones
+  CUBLAS_RETURN_IF_ERROR(Lib<T>::GemvSB(blas(), kN, static_cast<int>(ps), parts, part,
+                                        static_cast<int>(ps), 0, In<T>(g_.ones), 1, 0, c, 0, 1));
+  return Launched();
+}
 
 template <typename T>
 absl::Status GroupRunner<T>::Potrf(int n, T* a, int64_t stride, T** ptrs, int* info) {
@@ -470,6 +519,7 @@ absl::Status GroupRunner<T>::Run() {
   // State anomalies A = lambda (X - xbar 1^T), in place.
   CUDA_RETURN_IF_ERROR(kernels::LaunchCentreState<T>(P, n, iN, x, xbar, params, s));
   RETURN_IF_ERROR(Launched());
+  RETURN_IF_ERROR(Mark("centre_state"));
 
   // R: Cholesky factor in place (full R).
   if (g_.full_r()) {
@@ -493,6 +543,7 @@ absl::Status GroupRunner<T>::Run() {
   }
 
   const int64_t mw = m * W;
+  RETURN_IF_ERROR(Mark("prepare_obs"));
   const int64_t nn = N * N;
   T* t = nullptr;       // the N x N transforms
   int64_t t_stride = 0;
@@ -501,7 +552,9 @@ absl::Status GroupRunner<T>::Run() {
     const int64_t cc = g_.CCols();
     T* c = Sc<T>(g_.c);
     const int64_t c_stride = N * cc;
-    if (g_.stochastic() && P == 1) {
+    if (g_.split_k()) {
+      RETURN_IF_ERROR(SplitGemm(static_cast<int>(cc), c));
+    } else if (g_.stochastic() && P == 1) {
       // One large problem: SYRK for G (half the flops), GEMM for B.
       CUBLAS_RETURN_IF_ERROR(Lib<T>::Syrk(blas(), kN, iN, im, obs, iW, c, iN));
       CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, iN, iN, im, T(1), obs, iW, mw,
@@ -514,9 +567,11 @@ absl::Status GroupRunner<T>::Run() {
     RETURN_IF_ERROR(Launched());
     CUDA_RETURN_IF_ERROR(kernels::LaunchAddDiagonal<T>(P, iN, c, N, c_stride, static_cast<T>(N - 1), s));
     RETURN_IF_ERROR(Launched());
+    RETURN_IF_ERROR(Mark("ensemble_products"));
     if (g_.stochastic()) {
       // T = I + G^-1 B.
       RETURN_IF_ERROR(Potrf(iN, c, c_stride, In<T*>(g_.ptr_f), info_f_));
+      RETURN_IF_ERROR(Mark("potrf"));
       T* b = c + N * (N + 1);
       RETURN_IF_ERROR(CholSolve(CUBLAS_SIDE_LEFT, iN, iN, c, iN, c_stride, In<T*>(g_.ptr_f), b, iN,
                                 c_stride, In<T*>(g_.ptr_rhs)));
@@ -536,6 +591,7 @@ absl::Status GroupRunner<T>::Run() {
       CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(v, nn * sizeof(T), c, c_stride * sizeof(T), nn * sizeof(T),
                                              P, cudaMemcpyDeviceToDevice, s));
       RETURN_IF_ERROR(Eig(iN, v, ev, info_e_));
+      RETURN_IF_ERROR(Mark("eig"));
       CUBLAS_RETURN_IF_ERROR(Lib<T>::GemvSB(blas(), kT, iN, iN, v, iN, nn, c + nn, 1, c_stride, u, N, P));
       CUDA_RETURN_IF_ERROR(kernels::LaunchEigenFunction<T>(P, iN, v, ev, vf, u, /*ensemble=*/true,
                                                            info_e_, s));
@@ -559,7 +615,9 @@ absl::Status GroupRunner<T>::Run() {
     RETURN_IF_ERROR(Launched());
     CUDA_RETURN_IF_ERROR(kernels::LaunchAddDiagonal<T>(P, im, sm, m, mm, static_cast<T>(N - 1), s));
     RETURN_IF_ERROR(Launched());
+    RETURN_IF_ERROR(Mark("syrk_s"));
     RETURN_IF_ERROR(Potrf(im, sm, mm, In<T*>(g_.ptr_f), info_f_));
+    RETURN_IF_ERROR(Mark("potrf"));
     if (g_.stochastic()) {
       // Z = S^-1 Dw (rows of Dw: right solves on its column-major transpose); T = I + Yw^T Z.
       T* d = obs + N + 1;
@@ -603,17 +661,20 @@ absl::Status GroupRunner<T>::Run() {
     }
   }
 
+  RETURN_IF_ERROR(Mark("transform"));
   // Xa = A T (rows of members: column-major Xa^T = T^T A^T), then mean, relaxation, spread.
   T* xa = reinterpret_cast<T*>(out_ + g_.xa);
   CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kT, kN, iN, static_cast<int>(n), iN, T(1), t, iN,
                                         t_stride, x, iN, n * N, T(0), xa, iN, n * N, P));
   RETURN_IF_ERROR(Launched());
+  RETURN_IF_ERROR(Mark("update_gemm"));
   int bpp = 0;
   double* partials = Sc<double>(g_.partials);
   CUDA_RETURN_IF_ERROR(kernels::LaunchFinishRows<T>(P, n, iN, xa, x, xbar, params, partials, &bpp, s));
   RETURN_IF_ERROR(Launched());
   CUDA_RETURN_IF_ERROR(kernels::LaunchReduceSpread(P, bpp, n, partials, spread_, s));
-  return Launched();
+  RETURN_IF_ERROR(Launched());
+  return Mark("finish_rows");
 }
 
 // ---- the batch ------------------------------------------------------------------------------
@@ -672,6 +733,10 @@ absl::StatusOr<PendingAssimilate> Enqueue(DeviceContext& device, StreamSlot& slo
     g.ptr_obs = in.Take(P * sizeof(void*));
     g.ptr_f = in.Take(P * sizeof(void*));
     g.ptr_rhs = in.Take(P * sizeof(void*));
+    if (g.split_k()) {
+      g.ones = in.Take((kSplitChunks + 1) * es);
+      g.split = sc.Take((kSplitChunks + 1) * N * static_cast<size_t>(g.CCols()) * es);
+    }
     g.xbar = sc.Take(P * n * sizeof(double));
     const bool etkf = !g.stochastic();
     if (g.ensemble() || etkf) g.c = sc.Take(P * N * static_cast<size_t>(g.CCols()) * es);
@@ -733,7 +798,7 @@ absl::StatusOr<PendingAssimilate> Enqueue(DeviceContext& device, StreamSlot& slo
       GroupRunner<T> runner(device, slot, scratch, g, static_cast<char*>(in_dev),
                             static_cast<char*>(sc_dev), out_base, info, info + q, info + 2 * q,
                             reinterpret_cast<double*>(out_base + spread_off),
-                            options && options->force_unbatched);
+                            options && options->force_unbatched, options ? options->marks : nullptr);
       RETURN_IF_ERROR(runner.Run());
     }
   }

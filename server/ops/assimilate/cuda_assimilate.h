@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -33,6 +34,9 @@ struct CudaEnqueueOptions {
   // Problems per group above which, and orders up to which, the batched library routines are
   // used (tests force both ways).
   bool force_unbatched = false;
+  // Where the time goes: when set, an event is recorded after each step (name, event) and the
+  // caller reads the intervals after synchronising (and destroys the events).
+  std::vector<std::pair<const char*, cudaEvent_t>>* marks = nullptr;
 };
 
 // Where an enqueued batch's results will be in the slot's output staging buffer.
