@@ -37,6 +37,19 @@ ABSL_FLAG(int64_t, max_model_bytes, gpucompute::DenseLimits{}.max_model_bytes, "
 ABSL_FLAG(int, max_models, gpucompute::DenseLimits{}.max_models, "dense models loaded at once");
 ABSL_FLAG(int, max_layers, gpucompute::DenseLimits{}.max_layers, "layers of one dense model");
 ABSL_FLAG(int64_t, max_rows_per_request, gpucompute::DenseLimits{}.max_rows_per_request, "rows of one Dense request");
+ABSL_FLAG(int64_t, assimilate_max_problems, gpucompute::assimilate::Limits{}.max_problems_per_request,
+          "problems of one Assimilate request");
+ABSL_FLAG(int64_t, assimilate_max_members, gpucompute::assimilate::Limits{}.max_members,
+          "ensemble members N of an Assimilate problem");
+ABSL_FLAG(int64_t, assimilate_max_covariance_obs, gpucompute::assimilate::Limits{}.max_covariance_obs,
+          "largest m of a full observation-error covariance or of the observation-space form");
+ABSL_FLAG(int, assimilate_max_batch_size, gpucompute::DefaultAssimilateScheduling().max_batch_size,
+          "most Assimilate requests coalesced into one launch (1: no batching)");
+ABSL_FLAG(int64_t, assimilate_max_queue_delay_us,
+          absl::ToInt64Microseconds(gpucompute::DefaultAssimilateScheduling().max_queue_delay),
+          "longest an Assimilate request waits for its batch (µs)");
+ABSL_FLAG(int, assimilate_max_queue_depth, gpucompute::DefaultAssimilateScheduling().max_queue_depth,
+          "queued Assimilate requests before RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, cpu_threads, 0, "CPU backend worker threads (0: all cores)");
 ABSL_FLAG(int, completion_threads, 2, "threads that finish calls");
 ABSL_FLAG(bool, debug_sync, false, "synchronise after every kernel launch (pins faults)");
@@ -94,6 +107,13 @@ int main(int argc, char** argv) {
   config.limits.dense.max_models = std::max(1, absl::GetFlag(FLAGS_max_models));
   config.limits.dense.max_layers = std::max(1, absl::GetFlag(FLAGS_max_layers));
   config.limits.dense.max_rows_per_request = absl::GetFlag(FLAGS_max_rows_per_request);
+  config.limits.assimilate.max_problems_per_request = absl::GetFlag(FLAGS_assimilate_max_problems);
+  config.limits.assimilate.max_members = std::max<int64_t>(2, absl::GetFlag(FLAGS_assimilate_max_members));
+  config.limits.assimilate.max_covariance_obs = absl::GetFlag(FLAGS_assimilate_max_covariance_obs);
+  config.assimilate_scheduler.max_batch_size = std::max(1, absl::GetFlag(FLAGS_assimilate_max_batch_size));
+  config.assimilate_scheduler.max_queue_delay =
+      absl::Microseconds(absl::GetFlag(FLAGS_assimilate_max_queue_delay_us));
+  config.assimilate_scheduler.max_queue_depth = std::max(1, absl::GetFlag(FLAGS_assimilate_max_queue_depth));
   config.completion_threads = std::max(1, absl::GetFlag(FLAGS_completion_threads));
 
   auto server = gpucompute::Server::Start(config);

@@ -2,6 +2,7 @@
 // a call or a file fails (the reason is printed to stderr).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,7 @@ struct DemoOptions {
   int burst = 32;  // concurrent requests of the burst
   unsigned seed = 20240611;
   bool skip_dense = false;  // leave out the dense-model section
+  bool skip_assimilate = false;  // leave out the assimilation section
 };
 
 // `gpucompute model load NAME --manifest FILE`.
@@ -65,6 +67,21 @@ struct DenseOptions {
   std::string input;   // .npy, [rows, in_features] or 1-D (one row); float16/32/64
   std::string output;  // .npy; empty: CSV on stdout
 };
+
+// `gpucompute assimilate --x X.npy --hx HX.npy --y y.npy --obs-error r.npy -o Xa.npy`.
+struct AssimilateOptions {
+  std::string x, hx, y, obs_error;  // .npy: [n, N], [m, N], [m], [m] variances or [m, m]
+  std::string perturbations;        // enkf: .npy [m, N], used as given
+  std::optional<uint64_t> seed;     // enkf without perturbations (default: random)
+  std::string method = "etkf";
+  double inflation = 1.0;
+  std::optional<double> rtpp, rtps;
+  std::string form = "auto";
+  std::string dtype = "float64";
+  std::string output;
+};
+
+int RunAssimilate(const GlobalOptions& global, const AssimilateOptions& options);
 
 int RunModelLoad(const GlobalOptions& global, const ModelLoadOptions& options);
 int RunModelUnload(const GlobalOptions& global, const ModelUnloadOptions& options);

@@ -1,5 +1,5 @@
-// gpucompute: command-line client of the gpucompute service (periodogram, model, dense, info,
-// demo).
+// gpucompute: command-line client of the gpucompute service (periodogram, model, dense,
+// assimilate, info, demo).
 #include <cstdint>
 #include <string>
 
@@ -7,6 +7,7 @@
 #include "client/cli/commands.h"
 
 int main(int argc, char** argv) {
+  using gpucompute::cli::AssimilateOptions;
   using gpucompute::cli::DemoOptions;
   using gpucompute::cli::DenseOptions;
   using gpucompute::cli::ModelListOptions;
@@ -117,6 +118,38 @@ int main(int argc, char** argv) {
   dense_cmd->add_option("-o,--output", dense.output,
                         ".npy to write (bfloat16 results as float32); default: CSV on stdout");
 
+  // ------------------------------------------------------------------ assimilate
+  AssimilateOptions as;
+  CLI::App* assimilate_cmd = app.add_subcommand(
+      "assimilate", "one ensemble Kalman analysis (ETKF or stochastic EnKF) from .npy files");
+  assimilate_cmd->add_option("--x", as.x, "forecast ensemble [n, N] (state x members)")
+      ->required()->check(CLI::ExistingFile);
+  assimilate_cmd->add_option("--hx", as.hx, "ensemble in observation space [m, N]")
+      ->required()->check(CLI::ExistingFile);
+  assimilate_cmd->add_option("--y", as.y, "observations [m]")->required()->check(CLI::ExistingFile);
+  assimilate_cmd->add_option("--obs-error,--obs_error", as.obs_error,
+                             "observation-error variances [m] or covariance [m, m]")
+      ->required()->check(CLI::ExistingFile);
+  assimilate_cmd->add_option("--method", as.method, "etkf or enkf (perturbed observations)")
+      ->check(CLI::IsMember({"etkf", "enkf"}))->capture_default_str();
+  auto* pert = assimilate_cmd->add_option("--perturbations", as.perturbations,
+                                          "enkf: observation perturbations [m, N], used as given")
+                   ->check(CLI::ExistingFile);
+  auto* seed = assimilate_cmd->add_option("--seed", as.seed,
+                                          "enkf: the server draws the perturbations from this seed");
+  pert->excludes(seed);
+  assimilate_cmd->add_option("--inflation", as.inflation,
+                             "multiplicative inflation of the forecast anomalies")
+      ->capture_default_str();
+  auto* rtpp = assimilate_cmd->add_option("--rtpp", as.rtpp, "relaxation to prior perturbations");
+  auto* rtps = assimilate_cmd->add_option("--rtps", as.rtps, "relaxation to prior spread");
+  rtpp->excludes(rtps);
+  assimilate_cmd->add_option("--form", as.form)
+      ->check(CLI::IsMember({"auto", "observation_space", "ensemble_space"}))->capture_default_str();
+  assimilate_cmd->add_option("--dtype", as.dtype, "compute and output precision")
+      ->check(CLI::IsMember({"float32", "float64"}))->capture_default_str();
+  assimilate_cmd->add_option("-o,--output", as.output, "analysis ensemble .npy [n, N]")->required();
+
   // ------------------------------------------------------------------ info
   InfoOptions info;
   CLI::App* info_cmd = app.add_subcommand("info", "print the server's ServerInfo");
@@ -131,6 +164,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096));
   demo_cmd->add_option("--seed", demo.seed, "random seed")->capture_default_str();
   demo_cmd->add_flag("--skip-dense", demo.skip_dense, "leave out the dense-model section");
+  demo_cmd->add_flag("--skip-assimilate", demo.skip_assimilate, "leave out the assimilation section");
 
   CLI11_PARSE(app, argc, argv);
 
@@ -139,6 +173,7 @@ int main(int argc, char** argv) {
   if (unload_cmd->parsed()) return gpucompute::cli::RunModelUnload(global, unload);
   if (list_cmd->parsed()) return gpucompute::cli::RunModelList(global, list);
   if (dense_cmd->parsed()) return gpucompute::cli::RunDense(global, dense);
+  if (assimilate_cmd->parsed()) return gpucompute::cli::RunAssimilate(global, as);
   if (info_cmd->parsed()) return gpucompute::cli::RunInfo(global, info);
   if (demo_cmd->parsed()) return gpucompute::cli::RunDemo(global, demo);
   return 2;

@@ -370,4 +370,26 @@ absl::StatusOr<DenseResult> Client::Dense(v1::DenseRequest request, CallOptions 
   return DenseAsync(std::move(request), std::move(options)).get();
 }
 
+std::future<absl::StatusOr<AssimilateResult>> Client::AssimilateAsync(v1::AssimilateRequest request,
+                                                                      CallOptions options) {
+  using Call = UnaryCall<v1::AssimilateRequest, v1::AssimilateResponse, AssimilateResult>;
+  return StartUnary<v1::AssimilateRequest, v1::AssimilateResponse, AssimilateResult>(
+      std::move(request), [&](grpc::ClientContext* c) { Configure(options, c); },
+      [this](auto* context, auto* req, auto* resp, auto callback) {
+        stub_->async()->Assimilate(context, req, resp, std::move(callback));
+      },
+      [](Call& c) -> absl::StatusOr<AssimilateResult> {
+        AssimilateResult result;
+        result.response = std::move(c.response);
+        result.timings = ParseServerTimings(c.context.GetServerTrailingMetadata());
+        result.latency = absl::Now() - c.start;
+        return result;
+      });
+}
+
+absl::StatusOr<AssimilateResult> Client::Assimilate(v1::AssimilateRequest request,
+                                                    CallOptions options) {
+  return AssimilateAsync(std::move(request), std::move(options)).get();
+}
+
 }  // namespace gpucompute::client

@@ -130,6 +130,14 @@ struct DenseResult {
   absl::Duration latency;
 };
 
+// ---------------------------------------------------------------- data assimilation
+
+struct AssimilateResult {
+  v1::AssimilateResponse response;  // one AssimilationResult per problem, in order
+  ServerTimings timings;
+  absl::Duration latency;
+};
+
 // grpc::Status -> absl::Status, same code, message and (as the "grpc-status-details-bin"
 // payload) binary error details.
 absl::Status ToAbslStatus(const grpc::Status& status);
@@ -189,6 +197,15 @@ class Client {
   std::future<absl::StatusOr<DenseResult>> DenseAsync(v1::DenseRequest request,
                                                       CallOptions options = {});
   absl::StatusOr<DenseResult> Dense(v1::DenseRequest request, CallOptions options = {});
+
+  // Ensemble Kalman analyses, a batch of independent problems per call
+  // (assimilation_request.h builds them; conventions in server/ops/assimilate/assimilate.h).
+  // INVALID_ARGUMENT names the problem, field and rule (problems[i].obs_error: the covariance
+  // R is not positive definite, ...); RESOURCE_EXHAUSTED over the server's AssimilateLimits.
+  std::future<absl::StatusOr<AssimilateResult>> AssimilateAsync(v1::AssimilateRequest request,
+                                                                CallOptions options = {});
+  absl::StatusOr<AssimilateResult> Assimilate(v1::AssimilateRequest request,
+                                              CallOptions options = {});
 
   const std::string& target() const { return target_; }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/ops/assimilate/assimilate.h"
 #include "server/ops/dense/dense.h"
 #include "server/ops/periodogram/periodogram.h"
 
@@ -78,6 +79,17 @@ class Backend {
   // exactly once, on a completion-queue thread, with one Output per request in order. Blocks
   // like RunPeriodogram while every stream (or worker) is busy.
   virtual void RunDense(std::shared_ptr<const dense::Batch> batch, DenseDone done) = 0;
+
+  // ---- data assimilation
+  using AssimilateDone = std::function<void(absl::StatusOr<std::vector<assimilate::Output>>)>;
+
+  // Runs every problem of every request of `batch` (each problem's `form` already resolved by
+  // the service: never kAuto) and calls `done` exactly once, on a completion-queue thread, with
+  // one Output per request in order. A problem that fails (R not positive definite: its
+  // INVALID_ARGUMENT names the problem) fails its own request's Output, not the batch; the
+  // StatusOr is an error only when the whole batch failed (device fault, abandoned). Blocks
+  // like RunPeriodogram while every stream (or worker) is busy.
+  virtual void RunAssimilate(std::shared_ptr<const assimilate::Batch> batch, AssimilateDone done) = 0;
 
   virtual std::vector<DeviceDescription> Devices() const = 0;
   virtual KernelCacheStats KernelStats() const { return {}; }

@@ -1,6 +1,7 @@
 // Dynamic batching scheduler (see scheduler.h).
 #include "server/runtime/scheduler.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -230,7 +231,24 @@ void DenseTraits::Run(std::vector<std::shared_ptr<const Request>> requests,
   backend->RunDense(batch, std::move(done));
 }
 
+int64_t AssimilateTraits::Cost(const Request& r) {
+  double flops = 0;
+  for (const auto& p : r.problems) flops += assimilate::ProblemFlops(p);
+  return static_cast<int64_t>(std::min(flops, 9e18));
+}
+
+void AssimilateTraits::Run(std::vector<std::shared_ptr<const Request>> requests,
+                           std::function<bool()> abandoned,
+                           std::function<void(absl::StatusOr<std::vector<Result>>)> done) const {
+  auto batch = std::make_shared<assimilate::Batch>();
+  batch->dtype = requests.front()->dtype;
+  batch->requests = std::move(requests);
+  batch->abandoned = std::move(abandoned);
+  backend->RunAssimilate(batch, std::move(done));
+}
+
 template class BatchScheduler<PeriodogramTraits>;
 template class BatchScheduler<DenseTraits>;
+template class BatchScheduler<AssimilateTraits>;
 
 }  // namespace gpucompute

@@ -28,7 +28,7 @@ struct SchedulerOptions {
   int max_batch_size = 64;
   absl::Duration max_queue_delay = absl::Microseconds(200);
   int max_queue_depth = 1024;
-  int64_t max_batch_cost = int64_t{1} << 32;  // pairs (periodogram), rows (dense)
+  int64_t max_batch_cost = int64_t{1} << 32;  // pairs (periodogram), rows (dense), flops (assimilate)
   // When nothing is in flight, dispatch at once instead of waiting max_queue_delay for
   // company: a lone request pays no batching delay, and under load (something in flight)
   // requests still coalesce while they wait.
@@ -143,9 +143,27 @@ struct DenseTraits {
   Backend* backend;
 };
 
+// Assimilate requests batch by compute dtype; cost is estimated flops (assimilate::ProblemFlops),
+// so many small analyses share a launch and a large one goes alone.
+struct AssimilateTraits {
+  using Request = assimilate::Request;
+  using Result = assimilate::Output;  // carries the request's own status
+  static constexpr const char* kName = "assimilate";
+
+  AssimilateTraits(Backend* b) : backend(b) {}  // NOLINT(google-explicit-constructor)
+  static ElementType Key(const Request& r) { return r.dtype; }
+  static int64_t Cost(const Request& r);
+  void Run(std::vector<std::shared_ptr<const Request>> requests, std::function<bool()> abandoned,
+           std::function<void(absl::StatusOr<std::vector<Result>>)> done) const;
+
+  Backend* backend;
+};
+
 extern template class BatchScheduler<PeriodogramTraits>;
 extern template class BatchScheduler<DenseTraits>;
+extern template class BatchScheduler<AssimilateTraits>;
 using PeriodogramScheduler = BatchScheduler<PeriodogramTraits>;
 using DenseScheduler = BatchScheduler<DenseTraits>;
+using AssimilateScheduler = BatchScheduler<AssimilateTraits>;
 
 }  // namespace gpucompute

@@ -128,6 +128,14 @@ grpc::ServerUnaryReactor* ComputeService::ServerInfo(grpc::CallbackServerContext
   dl->set_max_rows_per_request(d.max_rows_per_request);
   dl->set_max_batch_rows(parts_.dense->options().max_batch_cost);
   dl->set_max_batch_size(parts_.dense->options().max_batch_size);
+  FillBatchingStats(parts_.assimilate->Stats(), response->mutable_assimilate_batching());
+  v1::AssimilateLimits* al = response->mutable_assimilate_limits();
+  const assimilate::Limits& a = parts_.limits.assimilate;
+  al->set_max_problems_per_request(a.max_problems_per_request);
+  al->set_max_members(a.max_members);
+  al->set_max_covariance_obs(a.max_covariance_obs);
+  al->set_max_batch_size(parts_.assimilate->options().max_batch_size);
+  al->set_max_queue_depth(parts_.assimilate->options().max_queue_depth);
 
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);

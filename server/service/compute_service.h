@@ -19,6 +19,7 @@ struct ServiceParts {
   Backend* backend = nullptr;
   PeriodogramScheduler* periodogram = nullptr;
   DenseScheduler* dense = nullptr;
+  AssimilateScheduler* assimilate = nullptr;
   ModelRegistry* models = nullptr;
   CompletionQueue* loader = nullptr;  // runs model loads (long, blocking) off the gRPC threads
   ServiceLimits limits;
@@ -42,6 +43,9 @@ class ComputeService final : public v1::Compute::CallbackService {
   grpc::ServerUnaryReactor* Dense(grpc::CallbackServerContext* context,
                                   const v1::DenseRequest* request,
                                   v1::DenseResponse* response) override;
+  grpc::ServerUnaryReactor* Assimilate(grpc::CallbackServerContext* context,
+                                       const v1::AssimilateRequest* request,
+                                       v1::AssimilateResponse* response) override;
   grpc::ServerUnaryReactor* ServerInfo(grpc::CallbackServerContext* context,
                                        const v1::ServerInfoRequest* request,
                                        v1::ServerInfoResponse* response) override;

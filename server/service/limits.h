@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "server/ops/assimilate/assimilate.h"
+
 namespace gpucompute {
 
 // Dense models and requests.
@@ -22,6 +24,9 @@ struct ServiceLimits {
   int64_t max_frequencies_per_series = int64_t{1} << 26;
   int64_t max_pairs_per_request = int64_t{1} << 40;
   DenseLimits dense;
+  // Assimilate: problems per request, members N, and the largest m x m matrix (full R or the
+  // observation-space form). The request and response byte limits bound n and m otherwise.
+  assimilate::Limits assimilate;
 };
 
 }  // namespace gpucompute

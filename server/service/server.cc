@@ -22,12 +22,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   s->backend_name_ = s->backend_->name();
   s->scheduler_ = std::make_unique<PeriodogramScheduler>(s->backend_.get(), config.scheduler);
   s->dense_scheduler_ = std::make_unique<DenseScheduler>(s->backend_.get(), config.dense_scheduler);
+  s->assimilate_scheduler_ =
+      std::make_unique<AssimilateScheduler>(s->backend_.get(), config.assimilate_scheduler);
   s->models_ = std::make_unique<ModelRegistry>(config.limits.dense.max_models);
   s->loader_ = std::make_unique<CompletionQueue>(1);
   ServiceParts parts;
   parts.backend = s->backend_.get();
   parts.periodogram = s->scheduler_.get();
   parts.dense = s->dense_scheduler_.get();
+  parts.assimilate = s->assimilate_scheduler_.get();
   parts.models = s->models_.get();
   parts.loader = s->loader_.get();
   parts.limits = config.limits;
@@ -67,11 +70,13 @@ void Server::Shutdown(absl::Duration grace) {
   }
   if (scheduler_) scheduler_->Shutdown();
   if (dense_scheduler_) dense_scheduler_->Shutdown();
+  if (assimilate_scheduler_) assimilate_scheduler_->Shutdown();
   loader_.reset();  // runs what is posted (loads of calls gRPC still waits for), then joins
   server_.reset();
   service_.reset();
   scheduler_.reset();
   dense_scheduler_.reset();
+  assimilate_scheduler_.reset();
   if (models_) models_->Clear();  // device memory goes before the backend does
   models_.reset();
   backend_.reset();

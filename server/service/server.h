@@ -27,11 +27,22 @@ inline SchedulerOptions DefaultDenseScheduling() {
   return o;
 }
 
+// Assimilate defaults (also the flag defaults): up to 64 requests or 1e11 estimated flops in
+// one launch, 1024 requests queued.
+inline SchedulerOptions DefaultAssimilateScheduling() {
+  SchedulerOptions o;
+  o.max_batch_size = 64;
+  o.max_batch_cost = int64_t{100000000000};
+  o.max_queue_depth = 1024;
+  return o;
+}
+
 struct ServerConfig {
   std::string address = "0.0.0.0:50051";  // port 0 picks a free port
   BackendOptions backend;
   SchedulerOptions scheduler;        // periodogram batching (cost: sample x frequency pairs)
   SchedulerOptions dense_scheduler = DefaultDenseScheduling();  // dense batching (cost: rows)
+  SchedulerOptions assimilate_scheduler = DefaultAssimilateScheduling();  // cost: flops
   ServiceLimits limits;
   int completion_threads = 2;
 };
@@ -56,6 +67,7 @@ class Server {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<PeriodogramScheduler> scheduler_;
   std::unique_ptr<DenseScheduler> dense_scheduler_;
+  std::unique_ptr<AssimilateScheduler> assimilate_scheduler_;
   std::unique_ptr<ModelRegistry> models_;
   std::unique_ptr<CompletionQueue> loader_;
   std::unique_ptr<ComputeService> service_;

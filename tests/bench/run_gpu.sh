@@ -2,11 +2,11 @@
 # Runs the GPU tests and benchmarks on the GPU machine from a device bundle (see README,
 # "GPU machine"). Usage there: source .device/env.sh; tests/bench/run_gpu.sh [--quick]
 # Writes under $OUT (or ./gpu-out): tests.log (every test's output), servers.log, and JSON
-# lines per benchmark. ONLY=dense|periodogram limits the benchmarks to one operation;
+# lines per benchmark. ONLY=dense|periodogram|assimilate limits the benchmarks to one operation;
 # SKIP_BENCH=1 runs the tests only.
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
-bin=$(dirname "$(command -v periodogram_bench)")
+bin=$(dirname "$(command -v gpucompute-server)")
 root=$(dirname "$bin")
 only=${ONLY:-all}
 log="$out/tests.log"; : > "$log"
@@ -22,7 +22,7 @@ run_test() {  # name, then the command
   rm -f "$tmp"
 }
 # ONLY limits the operation tests too (a smaller bundle then suffices).
-ops="periodogram dense"; [ "$only" != all ] && ops=$only
+ops="periodogram dense assimilate"; [ "$only" != all ] && ops=$only
 for t in cuda_resources_test kernel_cache_test device_context_test; do
   run_test "$t" "$bin/$t" --gtest_brief=1
 done
@@ -43,7 +43,8 @@ gpucompute --target="127.0.0.1:$(cat /tmp/gc.port)" demo | tee -a "$log" || stat
 kill -TERM $spid; wait $spid; echo "server exit status after SIGTERM: $?"
 # The Python client against the CUDA server: periodograms checked against Astropy references
 # made on the build machine (tests/python/gpu/astropy_fixture_check.py make; bundled as
-# fixture.npz), dense models against NumPy float64 (tests/python/test_dense*.py).
+# fixture.npz), dense models and assimilation against NumPy float64 (tests/python/test_dense*.py,
+# test_assimilate*.py, with the Lorenz-96 twin experiment).
 if [ -d "$root/python" ]; then
   if [ -f "$root/fixture.npz" ] && [ "$only" != dense ]; then
     start_server /tmp/gc2.port
@@ -51,18 +52,23 @@ if [ -d "$root/python" ]; then
       check "$root/fixture.npz" "127.0.0.1:$(cat /tmp/gc2.port)"
     kill -TERM $spid; wait $spid
   fi
-  run_test "python dense tests (cuda)" env PYTHONPATH="$root/python" GPUCOMPUTE_SERVER="$bin/gpucompute-server" \
-    GPUCOMPUTE_BACKEND=cuda python3 -m pytest -q -p no:cacheprovider tests/python/test_dense.py \
-    tests/python/test_dense_client_local.py
+  declare -A pytests=([dense]="tests/python/test_dense.py tests/python/test_dense_client_local.py"
+                      [assimilate]="tests/python/test_assimilate.py tests/python/test_assimilate_lorenz96.py")
+  for op in $ops; do
+    [ -n "${pytests[$op]:-}" ] || continue
+    # shellcheck disable=SC2086
+    run_test "python $op tests (cuda)" env PYTHONPATH="$root/python" GPUCOMPUTE_SERVER="$bin/gpucompute-server" \
+      GPUCOMPUTE_BACKEND=cuda python3 -m pytest -q -p no:cacheprovider ${pytests[$op]}
+  done
 fi
 echo "tests status $status"
 [ "${SKIP_BENCH:-0}" = 1 ] && exit $status
 peers=""; [ -f "$root/peers.py" ] && peers="$root/peers.py"
-if [ "$only" != dense ]; then
+if [ "$only" = all ] || [ "$only" = periodogram ]; then
   periodogram_bench "$@" 2>>"$out/bench.err" | tee "$out/periodogram_bench.jsonl"
   [ -n "$peers" ] && python3 "$peers" ls 2>>"$out/bench.err" | tee "$out/periodogram_peers.jsonl"
 fi
-if [ "$only" != periodogram ]; then
+if [ "$only" = all ] || [ "$only" = dense ]; then
   dense_bench "$@" 2>>"$out/bench.err" | tee "$out/dense_bench.jsonl"
   # Batching on vs off: an 8 MiB layer and a 4-layer stack (transport-bound when batched), and
   # a 2 GiB stack of 8 layers 8192 <-> 16384 (one unbatched row costs ~0.5 ms of weight reads).
@@ -72,5 +78,9 @@ if [ "$only" != periodogram ]; then
       | tee -a "$out/dense_server_bench.jsonl"
   done
   [ -n "$peers" ] && python3 "$peers" dense 2>>"$out/bench.err" | tee "$out/dense_peers.jsonl"
+fi
+if [ "$only" = all ] || [ "$only" = assimilate ]; then
+  assimilate_bench "$@" 2>>"$out/bench.err" | tee "$out/assimilate_bench.jsonl"
+  [ -n "$peers" ] && python3 "$peers" enkf enkf-large 2>>"$out/bench.err" | tee "$out/assimilate_peers.jsonl"
 fi
 exit $status

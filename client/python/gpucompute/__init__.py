@@ -11,10 +11,15 @@
     y = client.dense("mlp", x)                                  # (rows, out_features)
     client.list_models(), client.unload_model("mlp")
 
+    Xa = client.assimilate(X, HX, y, obs_error=r, method="etkf", inflation=1.02)   # (n, N)
+    Xa = client.assimilate(X, HX, y, obs_error=R, method="enkf", seed=7, rtps=0.5)
+    results = client.assimilate_batch([dict(X=X1, HX=HX1, y=y1, obs_error=r1), ...])
+
 Frequencies are in cycles per unit of t. Server errors raise ``grpc.RpcError``.
 The generated messages and stubs are ``gpucompute.v1.compute_pb2`` / ``compute_pb2_grpc``.
 """
 
+from gpucompute.assimilation import AssimilationResult
 from gpucompute.client import NORMALIZATIONS, Client, PeriodogramResult, message_to_dict
 from gpucompute.grids import AutoGrid, UniformGrid
 from gpucompute.models import ACTIVATIONS, MODEL_DTYPES
@@ -22,6 +27,7 @@ from gpucompute.tensor import from_tensor, to_tensor
 
 __all__ = [
     "ACTIVATIONS",
+    "AssimilationResult",
     "AutoGrid",
     "Client",
     "MODEL_DTYPES",

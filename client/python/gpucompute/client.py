@@ -13,7 +13,7 @@ import numpy as np
 from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 
-from gpucompute import models
+from gpucompute import assimilation, models
 from gpucompute.grids import AutoGrid, UniformGrid, frequency_grid_proto, uniform_frequencies
 from gpucompute.tensor import from_tensor, to_tensor
 from gpucompute.v1 import compute_pb2, compute_pb2_grpc, tensor_pb2
@@ -314,6 +314,79 @@ class Client:
         if y.ndim == 2 and y.shape[0] == int(np.prod(lead, dtype=np.int64)):
             y = y.reshape(lead + (y.shape[1],))
         return y
+
+    # ------------------------------------------------------------------ data assimilation
+
+    def assimilate(self, X, HX, y, obs_error, method="etkf", inflation=1.0, perturbations=None,
+                   seed=None, dtype="float64", *, rtpp=None, rtps=None, form="auto",
+                   return_diagnostics=False, timeout=None):
+        """The analysis step of an ensemble Kalman filter; returns the analysis ensemble.
+
+        Conventions (README "Assimilate"): sample covariances with N - 1; ``inflation``
+        multiplies the forecast anomalies (of ``X`` and ``HX``) before the update; a full R is
+        whitened with its Cholesky factor; the ETKF uses the symmetric square root, so the
+        analysis mean and covariance are the Kalman update of the (inflated) prior sample
+        covariance.
+
+        Args:
+          X: ``(n, N)`` forecast ensemble, one column per member (N >= 2).
+          HX: ``(m, N)`` the ensemble in observation space (your observation operator applied).
+          y: ``(m,)`` observations.
+          obs_error: ``(m,)`` observation-error variances (diagonal R), an ``(m, m)``
+            covariance (symmetric positive definite), or a scalar variance for all.
+          method: ``"etkf"`` or ``"enkf"`` (stochastic, perturbed observations).
+          inflation: multiplicative inflation of the forecast anomalies (> 0).
+          perturbations: ``"enkf"`` only: ``(m, N)`` observation perturbations, member j is
+            updated with ``y + perturbations[:, j]``; used as given (not centred or scaled).
+          seed: ``"enkf"`` only, instead of perturbations: the server draws them (Philox4x32-10,
+            centred across members, scaled to R), reproducibly for the same seed and problem
+            position. Neither given: a random seed is drawn here.
+          dtype: ``"float64"`` or ``"float32"``: the server's compute type and the result's.
+          rtpp, rtps: relaxation to prior perturbations / spread with this factor in [0, 1].
+          form: ``"auto"`` (the cheaper per problem), ``"observation_space"`` or
+            ``"ensemble_space"`` (same result up to rounding).
+          return_diagnostics: return an ``AssimilationResult`` (analysis, innovation_mean,
+            analysis_spread, form) instead of the bare array.
+          timeout: this call's deadline in seconds.
+
+        Raises:
+          ``grpc.RpcError``: INVALID_ARGUMENT naming the field and rule (e.g.
+          ``problems[0].hx.shape[1] is 9 but x.shape[1] (members) is 10``, a non-finite value,
+          an R that is not positive definite), RESOURCE_EXHAUSTED over a server limit.
+        """
+        (result,) = self.assimilate_batch(
+            [dict(X=X, HX=HX, y=y, obs_error=obs_error, method=method, inflation=inflation,
+                  perturbations=perturbations, seed=seed, rtpp=rtpp, rtps=rtps, form=form)],
+            dtype=dtype, return_diagnostics=return_diagnostics, timeout=timeout)
+        return result
+
+    def assimilate_batch(self, problems, dtype="float64", *, return_diagnostics=False,
+                         timeout=None):
+        """Many independent analyses in one RPC (the server may batch them further).
+
+        Args:
+          problems: a list of dicts with the keyword names of ``assimilate`` (``X``, ``HX``,
+            ``y``, ``obs_error`` required; ``method``, ``inflation``, ``perturbations``,
+            ``seed``, ``rtpp``, ``rtps``, ``form`` optional), or of tuples
+            ``(X, HX, y, obs_error)`` (ETKF, no inflation). Problems may differ in n, m and N.
+            Server-drawn perturbations are keyed by the seed and the problem's position here.
+          dtype, return_diagnostics, timeout: as ``assimilate``; dtype applies to every problem.
+
+        Returns:
+          A list, in order, of ``(n, N)`` analysis arrays (or ``AssimilationResult``s).
+          An error in any problem fails the whole call, naming ``problems[i]``.
+        """
+        request = compute_pb2.AssimilateRequest(dtype=assimilation.compute_dtype(dtype))
+        for item in problems:
+            request.problems.append(assimilation.problem_from_item(item))
+        response = self._call(self.stub.Assimilate, request, timeout)
+        if len(response.results) != len(request.problems):
+            raise RuntimeError(f"server returned {len(response.results)} results for "
+                               f"{len(request.problems)} problems")
+        results = [assimilation.result_from_proto(r) for r in response.results]
+        if return_diagnostics:
+            return results
+        return [r.analysis for r in results]
 
     # ------------------------------------------------------------------ server info
 

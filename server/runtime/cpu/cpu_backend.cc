@@ -9,6 +9,7 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "server/ops/assimilate/cpu_assimilate.h"
 #include "server/ops/dense/cpu_dense.h"
 
 #include "server/common/nvtx.h"
@@ -22,6 +23,9 @@ namespace {
 constexpr int64_t kFrequenciesPerTask = 4096;
 // Rows per dense task: each task runs the whole stack on its rows with single-threaded BLAS.
 constexpr int64_t kDenseRowsPerTask = 32;
+// Assimilate: state rows per task aim at this many flops (2 N^2 per row); a problem whose
+// whole update is below it applies its rows in the transform's task.
+constexpr double kAssimilateFlopsPerTask = 4e6;
 
 }  // namespace
 
@@ -128,6 +132,11 @@ void CpuBackend::RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
   Submit(std::move(tasks));
 }
 
+void CpuBackend::Push(std::vector<std::function<void()>> tasks) {
+  absl::MutexLock lock(&mu_);
+  for (auto& t : tasks) tasks_.push_back(std::move(t));
+}
+
 void CpuBackend::Submit(std::vector<std::function<void()>> tasks) {
   absl::MutexLock lock(&mu_);
   // Back-pressure: at most max_in_flight_batches_ batches queued or running.
@@ -218,6 +227,100 @@ void CpuBackend::RunDense(std::shared_ptr<const dense::Batch> batch, DenseDone d
       }
       if (state->remaining.fetch_sub(1) == 1) finish();
     });
+  }
+  state->remaining = static_cast<int64_t>(tasks.size());
+  if (tasks.empty()) tasks.push_back(finish);
+  Submit(std::move(tasks));
+}
+
+void CpuBackend::RunAssimilate(std::shared_ptr<const assimilate::Batch> batch, AssimilateDone done) {
+  struct RequestState {
+    absl::Mutex mu;
+    absl::Status status ABSL_GUARDED_BY(mu);
+    std::atomic<bool> failed{false};
+    std::vector<std::unique_ptr<assimilate::CpuAnalysis>> problems;
+  };
+  struct State {
+    std::shared_ptr<const assimilate::Batch> batch;
+    std::vector<std::unique_ptr<RequestState>> requests;
+    std::atomic<int64_t> remaining{0};
+    std::atomic<bool> abandoned{false};
+    AssimilateDone done;
+  };
+  auto state = std::make_shared<State>();
+  state->batch = batch;
+  state->done = std::move(done);
+  for (const auto& r : batch->requests) {
+    auto rs = std::make_unique<RequestState>();
+    for (size_t i = 0; i < r->problems.size(); ++i) {
+      rs->problems.push_back(assimilate::CpuAnalysis::Create(r->problems[i], static_cast<int64_t>(i),
+                                                             batch->dtype, assimilate::Limits{}));
+    }
+    state->requests.push_back(std::move(rs));
+  }
+  auto finish = [this, state] {
+    completions_->Post([this, state] {
+      ReleaseBatch();  // before done(): done may let the server destroy this backend
+      if (state->abandoned) {
+        state->done(absl::DeadlineExceededError(
+            "every caller of the batch went away (deadline or cancellation) while it was computed"));
+        return;
+      }
+      std::vector<assimilate::Output> outputs(state->requests.size());
+      for (size_t r = 0; r < state->requests.size(); ++r) {
+        RequestState& rs = *state->requests[r];
+        {
+          absl::MutexLock lock(&rs.mu);
+          outputs[r].status = rs.status;
+        }
+        if (!outputs[r].status.ok()) continue;
+        for (auto& a : rs.problems) outputs[r].problems.push_back(a->Finish());
+      }
+      state->done(std::move(outputs));
+    });
+  };
+  auto stop_early = [state] {
+    if (!state->abandoned && state->batch->abandoned && state->batch->abandoned()) state->abandoned = true;
+    return state->abandoned.load();
+  };
+  std::vector<std::function<void()>> tasks;
+  for (size_t r = 0; r < state->requests.size(); ++r) {
+    RequestState* rs = state->requests[r].get();
+    for (size_t i = 0; i < rs->problems.size(); ++i) {
+      const assimilate::Problem* p = &batch->requests[r]->problems[i];
+      assimilate::CpuAnalysis* a = rs->problems[i].get();
+      tasks.push_back([this, state, rs, p, a, finish, stop_early] {
+        NVTX_RANGE("assimilate.cpu.transform");
+        if (!stop_early() && !rs->failed) {
+          absl::Status s = a->ComputeTransform();
+          if (!s.ok()) {
+            absl::MutexLock lock(&rs->mu);
+            if (rs->status.ok()) rs->status = std::move(s);
+            rs->failed = true;
+          } else {
+            const double row_flops = 2.0 * static_cast<double>(p->N) * static_cast<double>(p->N);
+            const int64_t rows_per_task =
+                std::max<int64_t>(1, static_cast<int64_t>(kAssimilateFlopsPerTask / row_flops));
+            if (p->n <= rows_per_task) {
+              a->ApplyRows(0, p->n);
+            } else {
+              std::vector<std::function<void()>> rows;
+              for (int64_t b = 0; b < p->n; b += rows_per_task) {
+                const int64_t e = std::min(p->n, b + rows_per_task);
+                rows.push_back([state, rs, a, b, e, finish, stop_early] {
+                  NVTX_RANGE("assimilate.cpu.rows");
+                  if (!stop_early() && !rs->failed) a->ApplyRows(b, e);
+                  if (state->remaining.fetch_sub(1) == 1) finish();
+                });
+              }
+              state->remaining += static_cast<int64_t>(rows.size());  // before this task's own decrement
+              Push(std::move(rows));
+            }
+          }
+        }
+        if (state->remaining.fetch_sub(1) == 1) finish();
+      });
+    }
   }
   state->remaining = static_cast<int64_t>(tasks.size());
   if (tasks.empty()) tasks.push_back(finish);

@@ -1,5 +1,6 @@
-// CPU backend: the float64 reference periodogram on a pool of worker threads. A batch is cut
-// into (series, frequency range) tasks so that one large series uses every core.
+// CPU backend: the CPU references (periodogram, dense, assimilate) on a pool of worker threads.
+// A batch is cut into tasks (series x frequency ranges, row blocks, problems then state rows)
+// so that one large item uses every core.
 #pragma once
 
 #include <deque>
@@ -27,6 +28,9 @@ class CpuBackend final : public Backend {
   absl::StatusOr<std::shared_ptr<const dense::LoadedModel>> LoadDenseModel(
       dense::ModelSpec spec) override;
   void RunDense(std::shared_ptr<const dense::Batch> batch, DenseDone done) override;
+  // Each problem's transform is one task; its state rows are then cut into tasks that run
+  // on any worker, so one large problem uses every core.
+  void RunAssimilate(std::shared_ptr<const assimilate::Batch> batch, AssimilateDone done) override;
   std::vector<DeviceDescription> Devices() const override { return {}; }
 
  private:
@@ -34,6 +38,9 @@ class CpuBackend final : public Backend {
   void ReleaseBatch();  // a batch finished: admits the next one
   // Queues a batch's tasks once fewer than max_in_flight_batches_ are queued or running.
   void Submit(std::vector<std::function<void()>> tasks);
+  // Queues follow-up tasks of a batch already admitted (no back-pressure: callable from a
+  // worker).
+  void Push(std::vector<std::function<void()>> tasks);
 
   CompletionQueue* const completions_;
   int max_in_flight_batches_ = 1;

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "server/common/status_macros.h"
+#include "server/ops/assimilate/cuda_assimilate.h"
 #include "server/ops/dense/cuda_dense.h"
 #include "server/ops/periodogram/cuda_periodogram.h"
 #include "server/runtime/completion_queue.h"
@@ -75,6 +76,20 @@ struct DenseOp {
   }
 };
 
+struct AssimilateOp {
+  using Batch = assimilate::Batch;
+  using Pending = assimilate::PendingAssimilate;
+  using Result = assimilate::Output;
+  static constexpr const char* kName = "assimilate";
+  static constexpr const char* kOnStream = "assimilate batch on the stream";
+  static absl::StatusOr<Pending> Enqueue(DeviceContext& d, StreamSlot& s, const Batch& b) {
+    return assimilate::EnqueueAssimilate(d, s, b);
+  }
+  static std::vector<Result> Unpack(const Pending& p, const StreamSlot& s, const Batch& b) {
+    return assimilate::UnpackAssimilate(p, s, b);
+  }
+};
+
 // Enqueues `batch` on a free slot of `device` (blocking while every stream is busy: the
 // scheduler's back-pressure) and arranges for `done` to run on a completion thread with the
 // unpacked results, or with the error. INVALID_ARGUMENT from Enqueue is the caller's input
@@ -130,6 +145,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(const BackendOption
     const auto start = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(periodogram::WarmUpPeriodogram(*ctx));
     RETURN_IF_ERROR(dense::WarmUpDense(*ctx));
+    RETURN_IF_ERROR(assimilate::WarmUpAssimilate(*ctx));
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     spdlog::info("device {}: {} (sm_{}), {} streams, kernels and pipeline warmed in {:.1f} ms", d,
                  ctx->description().name, ctx->arch(), ctx->num_streams(), ms);
@@ -137,6 +153,11 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(const BackendOption
   }
   return std::unique_ptr<Backend>(new CudaBackend(std::move(devices), completions));
 }
+
+CudaBackend::CudaBackend(std::vector<std::unique_ptr<DeviceContext>> devices,
+                         CompletionQueue* completions)
+    : devices_(std::move(devices)),
+      completions_(completions) {}
 
 CudaBackend::~CudaBackend() = default;  // each DeviceContext synchronises its streams
 
@@ -165,6 +186,16 @@ void CudaBackend::RunDense(std::shared_ptr<const dense::Batch> batch, DenseDone 
     return;
   }
   RunOnStream<DenseOp>(NextDevice(), completions_, std::move(batch), std::move(done));
+}
+
+void CudaBackend::RunAssimilate(std::shared_ptr<const assimilate::Batch> batch, AssimilateDone done) {
+  if (batch->abandoned && batch->abandoned()) {
+    completions_->Post([done = std::move(done)]() mutable {
+      done(absl::CancelledError("every caller of the assimilate batch has gone"));
+    });
+    return;
+  }
+  RunOnStream<AssimilateOp>(NextDevice(), completions_, std::move(batch), std::move(done));
 }
 
 std::vector<DeviceDescription> CudaBackend::Devices() const {

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/runtime/backend.h"
+#include "server/runtime/completion_queue.h"
 #include "server/runtime/cuda/device_context.h"
 
 namespace gpucompute {
@@ -29,13 +30,13 @@ class CudaBackend final : public Backend {
   absl::StatusOr<std::shared_ptr<const dense::LoadedModel>> LoadDenseModel(
       dense::ModelSpec spec) override;
   void RunDense(std::shared_ptr<const dense::Batch> batch, DenseDone done) override;
+  void RunAssimilate(std::shared_ptr<const assimilate::Batch> batch, AssimilateDone done) override;
   std::vector<DeviceDescription> Devices() const override;
   KernelCacheStats KernelStats() const override;
   std::string NvrtcVersion() const override { return KernelCache::NvrtcVersion(); }
 
  private:
-  CudaBackend(std::vector<std::unique_ptr<DeviceContext>> devices, CompletionQueue* completions)
-      : devices_(std::move(devices)), completions_(completions) {}
+  CudaBackend(std::vector<std::unique_ptr<DeviceContext>> devices, CompletionQueue* completions);
 
   // Round-robin over the devices.
   DeviceContext* NextDevice() { return devices_[next_device_.fetch_add(1) % devices_.size()].get(); }

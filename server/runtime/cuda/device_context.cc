@@ -77,6 +77,12 @@ absl::StatusOr<std::unique_ptr<DeviceContext>> DeviceContext::Create(const Optio
     RETURN_IF_ERROR(slot->staging_out.Reserve(options.initial_staging_bytes));
     ASSIGN_OR_RETURN(slot->cublaslt, CublasLtHandle::Create());
     ASSIGN_OR_RETURN(slot->cublaslt_workspace, DeviceMemory::Allocate(device, kCublasLtWorkspaceBytes));
+    ASSIGN_OR_RETURN(slot->cublas, CublasHandle::Create());
+    CUBLAS_RETURN_IF_ERROR(cublasSetStream(slot->cublas.get(), slot->stream.get()));
+    CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(slot->cublas.get(), slot->cublaslt_workspace.get(),
+                                              kCublasLtWorkspaceBytes));
+    ASSIGN_OR_RETURN(slot->cusolver, CusolverDnHandle::Create());
+    CUSOLVER_RETURN_IF_ERROR(cusolverDnSetStream(slot->cusolver.get(), slot->stream.get()));
     {
       // Listed as free as soon as it exists, so that the destructor's count of lent slots is
       // right even when Create fails half-way.

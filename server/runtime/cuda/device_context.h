@@ -17,6 +17,7 @@
 #include "server/runtime/backend.h"
 #include "server/runtime/cuda/cublaslt.h"
 #include "server/runtime/cuda/cuda_resources.h"
+#include "server/runtime/cuda/cusolver.h"
 #include "server/runtime/cuda/kernel_cache.h"
 
 namespace gpucompute {
@@ -31,6 +32,11 @@ struct StreamSlot {
   // cuBLASLt: a handle and a workspace used only by work on this slot's stream.
   CublasLtHandle cublaslt;
   DeviceMemory cublaslt_workspace;  // kCublasLtWorkspaceBytes
+  // cuBLAS and cuSOLVER handles bound to this slot's stream. cuBLAS shares the cuBLASLt
+  // workspace above (same stream, so never at the same time); cuSOLVER's workspace comes from
+  // the memory pool per call.
+  CublasHandle cublas;
+  CusolverDnHandle cusolver;
 };
 
 inline constexpr size_t kCublasLtWorkspaceBytes = size_t{32} << 20;

@@ -1,0 +1,144 @@
+"""Ensemble data assimilation: encoding ``AssimilateRequest`` problems, decoding results.
+
+One problem is the analysis step of an ensemble Kalman filter (README "Assimilate" and
+``server/ops/assimilate/assimilate.h`` state the conventions):
+
+* ``X`` ``(n, N)`` forecast ensemble (state x members), ``HX`` ``(m, N)`` the ensemble in
+  observation space (apply your own, possibly nonlinear, H), ``y`` ``(m,)`` observations;
+* ``obs_error``: ``(m,)`` observation-error **variances** (diagonal R), an ``(m, m)`` covariance,
+  or a scalar variance used for every observation;
+* ``method``: ``"etkf"`` (symmetric square root) or ``"enkf"`` (perturbed observations, with
+  ``perturbations`` ``(m, N)`` used as given, or drawn on the server from ``seed``: centred
+  across members and scaled to R; neither given: a random seed is drawn here);
+* ``inflation`` of the forecast anomalies (default 1), ``rtpp`` or ``rtps``: a relaxation
+  factor in [0, 1]; ``form``: ``"auto"``, ``"observation_space"`` or ``"ensemble_space"``.
+"""
+
+import dataclasses
+import secrets
+
+import numpy as np
+
+from gpucompute.tensor import from_tensor
+from gpucompute.v1 import compute_pb2, tensor_pb2
+
+METHODS = {
+    "etkf": compute_pb2.ASSIMILATION_METHOD_ETKF,
+    "enkf": compute_pb2.ASSIMILATION_METHOD_ENKF,
+}
+FORMS = {
+    "auto": compute_pb2.ANALYSIS_FORM_AUTO,
+    "observation_space": compute_pb2.ANALYSIS_FORM_OBSERVATION_SPACE,
+    "ensemble_space": compute_pb2.ANALYSIS_FORM_ENSEMBLE_SPACE,
+}
+_FORM_NAMES = {code: name for name, code in FORMS.items()}
+_DTYPES = {"float32": tensor_pb2.FLOAT32, "float64": tensor_pb2.FLOAT64}
+_WIRE_FLOATS = {
+    np.dtype("float16"): tensor_pb2.FLOAT16,
+    np.dtype("float32"): tensor_pb2.FLOAT32,
+    np.dtype("float64"): tensor_pb2.FLOAT64,
+}
+PROBLEM_KEYS = {"X", "HX", "y", "obs_error", "method", "inflation", "perturbations", "seed",
+                "rtpp", "rtps", "form"}
+
+
+@dataclasses.dataclass
+class AssimilationResult:
+    """One problem's analysis.
+
+    Attributes:
+      analysis: ``(n, N)`` analysis ensemble in the request's dtype.
+      innovation_mean: ``(m,)`` float64, ``y - HX.mean(axis=1)``.
+      analysis_spread: ``sqrt(trace(Pa) / n)``, Pa the analysis sample covariance (N - 1).
+      form: ``"observation_space"`` or ``"ensemble_space"``: the form the server used.
+    """
+    analysis: np.ndarray
+    innovation_mean: np.ndarray
+    analysis_spread: float
+    form: str
+
+
+def _tensor(name, a, ndim):
+    a = np.asarray(a)
+    if a.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension{'s' if ndim > 1 else ''}, "
+                         f"got shape {a.shape}")
+    code = _WIRE_FLOATS.get(a.dtype)
+    if code is None:
+        a, code = a.astype(np.float64), tensor_pb2.FLOAT64
+    a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
+    return tensor_pb2.Tensor(dtype=code, shape=list(a.shape), data=a.tobytes())
+
+
+def compute_dtype(dtype):
+    """``"float64"``/``"float32"`` (or a NumPy dtype) -> the ``DType`` enum value."""
+    name = np.dtype(dtype).name
+    try:
+        return _DTYPES[name]
+    except KeyError:
+        raise ValueError(f"dtype {name!r}: expected float32 or float64") from None
+
+
+def problem_proto(X, HX, y, obs_error, method="etkf", inflation=1.0, perturbations=None,
+                  seed=None, rtpp=None, rtps=None, form="auto"):
+    """Builds one ``AssimilationProblem`` message (see the module docstring for arguments).
+
+    Only what is needed to encode is checked here (dimensions, names, one relaxation); the
+    server checks shapes against each other and values, naming the field.
+    """
+    method_name = str(method).lower()
+    if method_name not in METHODS:
+        raise ValueError(f"method {method!r}: expected one of {sorted(METHODS)}")
+    form_name = str(form).lower()
+    if form_name not in FORMS:
+        raise ValueError(f"form {form!r}: expected one of {sorted(FORMS)}")
+    msg = compute_pb2.AssimilationProblem(
+        x=_tensor("X", X, 2), hx=_tensor("HX", HX, 2), y=_tensor("y", y, 1),
+        method=METHODS[method_name], inflation=float(inflation), form=FORMS[form_name])
+    r = np.asarray(obs_error)
+    if r.ndim == 0:
+        r = np.full(msg.hx.shape[0], float(r))
+    if r.ndim == 1:
+        msg.obs_error_variance.CopyFrom(_tensor("obs_error", r, 1))
+    elif r.ndim == 2:
+        msg.obs_error_covariance.CopyFrom(_tensor("obs_error", r, 2))
+    else:
+        raise ValueError(f"obs_error must be a scalar, (m,) variances or an (m, m) covariance, "
+                         f"got shape {r.shape}")
+    if perturbations is not None and seed is not None:
+        raise ValueError("give perturbations or seed, not both")
+    if method_name == "enkf":
+        if perturbations is not None:
+            msg.perturbations.CopyFrom(_tensor("perturbations", perturbations, 2))
+        else:
+            msg.seed = int(secrets.randbits(64) if seed is None else seed) & ((1 << 64) - 1)
+    elif perturbations is not None:
+        raise ValueError("perturbations are only used by method='enkf'")
+    if rtpp is not None and rtps is not None:
+        raise ValueError("give rtpp or rtps, not both")
+    if rtpp is not None:
+        msg.relaxation, msg.relaxation_factor = compute_pb2.RELAXATION_RTPP, float(rtpp)
+    elif rtps is not None:
+        msg.relaxation, msg.relaxation_factor = compute_pb2.RELAXATION_RTPS, float(rtps)
+    return msg
+
+
+def problem_from_item(item):
+    """A batch item (a dict with the keyword names, ``X``, ``HX``, ``y``, ``obs_error``
+    required; or a tuple ``(X, HX, y, obs_error)``) -> ``AssimilationProblem``."""
+    if isinstance(item, dict):
+        unknown = set(item) - PROBLEM_KEYS
+        if unknown:
+            raise ValueError(f"unknown problem keys {sorted(unknown)}; expected {sorted(PROBLEM_KEYS)}")
+        return problem_proto(**item)
+    if len(item) != 4:
+        raise ValueError("each problem must be a dict or (X, HX, y, obs_error)")
+    return problem_proto(*item)
+
+
+def result_from_proto(result):
+    """``AssimilationResult`` message -> ``AssimilationResult``."""
+    return AssimilationResult(analysis=from_tensor(result.analysis),
+                              innovation_mean=from_tensor(result.innovation_mean),
+                              analysis_spread=float(result.analysis_spread),
+                              form=_FORM_NAMES.get(result.form, str(result.form)))

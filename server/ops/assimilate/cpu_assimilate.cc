@@ -1,0 +1,471 @@
+// CPU reference of the Assimilate op (see cpu_assimilate.h and, for the algebra, assimilate.h).
+#include "server/ops/assimilate/cpu_assimilate.h"
+
+#include <cblas.h>
+#include <lapacke.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/ops/assimilate/philox.h"
+
+namespace gpucompute::assimilate {
+namespace {
+
+// Row-major BLAS/LAPACK for float and double under one name.
+template <typename T>
+struct La;
+
+template <>
+struct La<double> {
+  static void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, double alpha,
+                   const double* a, int lda, const double* b, int ldb, double beta, double* c, int ldc) {
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+  static void Gemv(CBLAS_TRANSPOSE t, int m, int n, double alpha, const double* a, int lda,
+                   const double* x, double beta, double* y) {
+    cblas_dgemv(CblasRowMajor, t, m, n, alpha, a, lda, x, 1, beta, y, 1);
+  }
+  static void Syrk(CBLAS_UPLO uplo, CBLAS_TRANSPOSE t, int n, int k, double alpha, const double* a,
+                   int lda, double beta, double* c, int ldc) {
+    cblas_dsyrk(CblasRowMajor, uplo, t, n, k, alpha, a, lda, beta, c, ldc);
+  }
+  static void Trsm(int m, int n, const double* l, int ldl, double* b, int ldb) {
+    cblas_dtrsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, m, n, 1.0, l, ldl,
+                b, ldb);
+  }
+  static int Potrf(int n, double* a, int lda) {
+    return LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', n, a, lda);
+  }
+  static int Potrs(int n, int nrhs, const double* a, int lda, double* b, int ldb) {
+    return LAPACKE_dpotrs(LAPACK_ROW_MAJOR, 'L', n, nrhs, a, lda, b, ldb);
+  }
+  static int Syevd(int n, double* a, int lda, double* w) {
+    return LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'L', n, a, lda, w);
+  }
+};
+
+template <>
+struct La<float> {
+  static void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+                   const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+  static void Gemv(CBLAS_TRANSPOSE t, int m, int n, float alpha, const float* a, int lda,
+                   const float* x, float beta, float* y) {
+    cblas_sgemv(CblasRowMajor, t, m, n, alpha, a, lda, x, 1, beta, y, 1);
+  }
+  static void Syrk(CBLAS_UPLO uplo, CBLAS_TRANSPOSE t, int n, int k, float alpha, const float* a,
+                   int lda, float beta, float* c, int ldc) {
+    cblas_ssyrk(CblasRowMajor, uplo, t, n, k, alpha, a, lda, beta, c, ldc);
+  }
+  static void Trsm(int m, int n, const float* l, int ldl, float* b, int ldb) {
+    cblas_strsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, m, n, 1.0f, l, ldl,
+                b, ldb);
+  }
+  static int Potrf(int n, float* a, int lda) { return LAPACKE_spotrf(LAPACK_ROW_MAJOR, 'L', n, a, lda); }
+  static int Potrs(int n, int nrhs, const float* a, int lda, float* b, int ldb) {
+    return LAPACKE_spotrs(LAPACK_ROW_MAJOR, 'L', n, nrhs, a, lda, b, ldb);
+  }
+  static int Syevd(int n, float* a, int lda, float* w) {
+    return LAPACKE_ssyevd(LAPACK_ROW_MAJOR, 'V', 'L', n, a, lda, w);
+  }
+};
+
+template <typename T>
+void Convert(const ArrayView& a, T* out) {
+  if constexpr (std::is_same_v<T, double>) {
+    ToDouble(a.dtype, a.bytes.data(), a.size(), out);
+  } else {
+    ToFloat(a.dtype, a.bytes.data(), a.size(), out);
+  }
+}
+
+// Copies the lower triangle of a row-major symmetric n x n matrix into its upper triangle.
+template <typename T>
+void SymmetrizeFromLower(int64_t n, T* a) {
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = i + 1; j < n; ++j) a[i * n + j] = a[j * n + i];
+  }
+}
+
+std::string ProblemField(int64_t index, absl::string_view field) {
+  return absl::StrCat("problems[", index, "].", field);
+}
+
+template <typename T>
+class Analysis final : public CpuAnalysis {
+ public:
+  Analysis(const Problem& p, int64_t index, ElementType dtype, Form form)
+      : CpuAnalysis(form),
+        p_(p),
+        index_(index),
+        dtype_(dtype),
+        analysis_(static_cast<size_t>(p.n * p.N)),
+        row_variance_(static_cast<size_t>(p.n)) {}
+
+  absl::Status ComputeTransform() override;
+  void ApplyRows(int64_t begin, int64_t end) override;
+  ProblemResult Finish() override;
+  std::vector<double> TransformMatrix() const override {
+    return std::vector<double>(t_.begin(), t_.end());
+  }
+
+ private:
+  // Whitens the rows of the m x cols matrix `b` in place: L^-1 b (full R) or b_i / sqrt(r_i).
+  void Whiten(T* b, int64_t cols) const;
+  absl::Status EnsembleSpace(std::vector<T>& yw, std::vector<T>& dw, std::vector<T>* pert);
+  absl::Status ObservationSpace(std::vector<T>& yw, std::vector<T>& dw, std::vector<T>* pert);
+  // W = V diag(f(lambda_k)) V^T of the symmetric N x N `a` (destroyed), with f applied by the
+  // caller through `scale` (eigenvalue -> factor). Returns false when SYEVD fails.
+  template <typename F>
+  bool SymmetricFunction(std::vector<T>& a, F scale, std::vector<T>* w, std::vector<T>* eigvals);
+  absl::Status NotPositiveDefinite(absl::string_view what) const {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ProblemField(index_, "hx"), ": the ", what, " is not numerically positive definite in ",
+        ElementName(dtype_), " (ensemble anomalies far larger than the observation errors?)",
+        dtype_ == ElementType::kFloat32 ? "; try float64" : ""));
+  }
+
+  const Problem& p_;
+  const int64_t index_;
+  const ElementType dtype_;
+  std::vector<T> chol_r_;              // full R: its lower Cholesky factor (m x m)
+  std::vector<T> inv_sqrt_r_;          // variances: 1 / sqrt(r_i)
+  std::vector<T> t_;                   // N x N transform
+  std::vector<double> innovation_;     // m
+  std::vector<T> analysis_;            // n x N
+  std::vector<double> row_variance_;   // n: the analysis sample variance of each row
+};
+
+template <typename T>
+void Analysis<T>::Whiten(T* b, int64_t cols) const {
+  const int64_t m = p_.m;
+  if (p_.obs_error_kind == ObsErrorKind::kCovariance) {
+    La<T>::Trsm(static_cast<int>(m), static_cast<int>(cols), chol_r_.data(), static_cast<int>(m), b,
+                static_cast<int>(cols));
+    return;
+  }
+  for (int64_t i = 0; i < m; ++i) {
+    const T s = inv_sqrt_r_[i];
+    for (int64_t j = 0; j < cols; ++j) b[i * cols + j] *= s;
+  }
+}
+
+template <typename T>
+absl::Status Analysis<T>::ComputeTransform() {
+  const int64_t m = p_.m, N = p_.N;
+  const T lambda = static_cast<T>(p_.inflation);
+
+  // R: Cholesky factor (whitening once) or inverse standard deviations.
+  if (p_.obs_error_kind == ObsErrorKind::kCovariance) {
+    chol_r_.resize(static_cast<size_t>(m * m));
+    Convert(p_.obs_error, chol_r_.data());
+    const int info = La<T>::Potrf(static_cast<int>(m), chol_r_.data(), static_cast<int>(m));
+    if (info != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          ProblemField(index_, "obs_error"), ": the covariance R is not positive definite (",
+          ElementName(dtype_), " Cholesky factorisation failed at leading minor ", info, " of ", m, ")"));
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = i + 1; j < m; ++j) chol_r_[i * m + j] = 0;  // TRSM reads only the lower part
+    }
+  } else {
+    inv_sqrt_r_.resize(static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; ++i) inv_sqrt_r_[i] = static_cast<T>(1.0 / std::sqrt(p_.obs_error.at(i)));
+  }
+
+  // Y = lambda (HX - ybar 1^T); d = y - ybar.
+  std::vector<T> yw(static_cast<size_t>(m * N));
+  Convert(p_.hx, yw.data());
+  std::vector<T> dw(static_cast<size_t>(m));
+  innovation_.resize(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) {
+    T* row = yw.data() + i * N;
+    double mean = 0;
+    for (int64_t j = 0; j < N; ++j) mean += row[j];
+    mean /= static_cast<double>(N);
+    for (int64_t j = 0; j < N; ++j) row[j] = lambda * static_cast<T>(row[j] - mean);
+    innovation_[i] = p_.y.at(i) - mean;
+    dw[i] = static_cast<T>(innovation_[i]);
+  }
+  Whiten(yw.data(), N);
+  Whiten(dw.data(), 1);
+
+  // Stochastic: whitened perturbations Ew (m x N).
+  std::vector<T> pert;
+  if (p_.method == Method::kStochastic) {
+    pert.resize(static_cast<size_t>(m * N));
+    if (p_.has_perturbations) {
+      Convert(p_.perturbations, pert.data());
+      Whiten(pert.data(), N);
+    } else {
+      const std::vector<double> z = DrawWhitenedPerturbations(p_.seed, index_, m, N);
+      for (size_t i = 0; i < z.size(); ++i) pert[i] = static_cast<T>(z[i]);
+    }
+  }
+  std::vector<T>* pert_ptr = p_.method == Method::kStochastic ? &pert : nullptr;
+  return form_ == Form::kObservationSpace ? ObservationSpace(yw, dw, pert_ptr)
+                                          : EnsembleSpace(yw, dw, pert_ptr);
+}
+
+template <typename T>
+template <typename F>
+bool Analysis<T>::SymmetricFunction(std::vector<T>& a, F scale, std::vector<T>* w,
+                                    std::vector<T>* eigvals) {
+  const int N = static_cast<int>(p_.N);
+  eigvals->resize(static_cast<size_t>(N));
+  if (La<T>::Syevd(N, a.data(), N, eigvals->data()) != 0) return false;
+  // a now holds the eigenvectors V in its columns. W = (V diag(f)) V^T.
+  std::vector<T> vf(a.size());
+  for (int i = 0; i < N; ++i) {
+    for (int k = 0; k < N; ++k) vf[i * N + k] = a[i * N + k] * scale((*eigvals)[k]);
+  }
+  w->assign(static_cast<size_t>(N) * N, T(0));
+  La<T>::Gemm(CblasNoTrans, CblasTrans, N, N, N, T(1), vf.data(), N, a.data(), N, T(0), w->data(), N);
+  return true;
+}
+
+template <typename T>
+absl::Status Analysis<T>::EnsembleSpace(std::vector<T>& yw, std::vector<T>& dw, std::vector<T>* pert) {
+  const int m = static_cast<int>(p_.m), N = static_cast<int>(p_.N);
+  const T n1 = static_cast<T>(N - 1);
+  // G = (N-1) I + Yw^T Yw (lower triangle from SYRK, then mirrored).
+  std::vector<T> g(static_cast<size_t>(N) * N, T(0));
+  La<T>::Syrk(CblasLower, CblasTrans, N, m, T(1), yw.data(), N, T(0), g.data(), N);
+  for (int k = 0; k < N; ++k) g[k * N + k] += n1;
+  SymmetrizeFromLower<T>(N, g.data());
+
+  if (p_.method == Method::kEtkf) {
+    // b = Yw^T dw; G = V diag(g) V^T; wbar = V diag(1/g) V^T b; W = V diag(sqrt((N-1)/g)) V^T.
+    std::vector<T> b(static_cast<size_t>(N));
+    La<T>::Gemv(CblasTrans, m, N, T(1), yw.data(), N, dw.data(), T(0), b.data());
+    std::vector<T> eig, w;
+    if (!SymmetricFunction(g, [n1](T ev) { return std::sqrt(n1 / ev); }, &w, &eig)) {
+      return NotPositiveDefinite("ensemble-space matrix (N-1) I + Yw^T Yw");
+    }
+    if (eig.front() <= 0) return NotPositiveDefinite("ensemble-space matrix (N-1) I + Yw^T Yw");
+    // g now holds V. wbar = V (diag(1/eig) (V^T b)).
+    std::vector<T> c(static_cast<size_t>(N)), wbar(static_cast<size_t>(N));
+    La<T>::Gemv(CblasTrans, N, N, T(1), g.data(), N, b.data(), T(0), c.data());
+    for (int k = 0; k < N; ++k) c[k] /= eig[k];
+    La<T>::Gemv(CblasNoTrans, N, N, T(1), g.data(), N, c.data(), T(0), wbar.data());
+    t_ = std::move(w);
+    for (int j = 0; j < N; ++j) {
+      for (int k = 0; k < N; ++k) t_[j * N + k] += wbar[j];
+    }
+    return absl::OkStatus();
+  }
+
+  // Stochastic: Dw = dw 1^T + Ew - Yw; T = I + G^-1 Yw^T Dw.
+  std::vector<T>& dmat = *pert;
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < N; ++j) dmat[i * N + j] += dw[i] - yw[i * N + j];
+  }
+  std::vector<T> b(static_cast<size_t>(N) * N);
+  La<T>::Gemm(CblasTrans, CblasNoTrans, N, N, m, T(1), yw.data(), N, dmat.data(), N, T(0), b.data(), N);
+  if (La<T>::Potrf(N, g.data(), N) != 0) {
+    return NotPositiveDefinite("ensemble-space matrix (N-1) I + Yw^T Yw");
+  }
+  La<T>::Potrs(N, N, g.data(), N, b.data(), N);
+  for (int k = 0; k < N; ++k) b[k * N + k] += T(1);
+  t_ = std::move(b);
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Analysis<T>::ObservationSpace(std::vector<T>& yw, std::vector<T>& dw, std::vector<T>* pert) {
+  const int m = static_cast<int>(p_.m), N = static_cast<int>(p_.N);
+  const T n1 = static_cast<T>(N - 1);
+  // S = Yw Yw^T + (N-1) I (m x m), Cholesky.
+  std::vector<T> s(static_cast<size_t>(m) * m, T(0));
+  La<T>::Syrk(CblasLower, CblasNoTrans, m, N, T(1), yw.data(), N, T(0), s.data(), m);
+  for (int i = 0; i < m; ++i) s[i * m + i] += n1;
+  if (La<T>::Potrf(m, s.data(), m) != 0) {
+    return NotPositiveDefinite("innovation covariance Yw Yw^T + (N-1) I");
+  }
+
+  if (p_.method == Method::kEtkf) {
+    // [Z | z] = S^-1 [Yw | dw]; wbar = Yw^T z; M = I - Yw^T Z; W = M^(1/2).
+    const int cols = N + 1;
+    std::vector<T> rhs(static_cast<size_t>(m) * cols);
+    for (int i = 0; i < m; ++i) {
+      std::memcpy(rhs.data() + i * cols, yw.data() + i * N, sizeof(T) * N);
+      rhs[i * cols + N] = dw[i];
+    }
+    La<T>::Potrs(m, cols, s.data(), m, rhs.data(), cols);
+    std::vector<T> wbar(static_cast<size_t>(N));
+    std::vector<T> z(static_cast<size_t>(m));
+    for (int i = 0; i < m; ++i) z[i] = rhs[i * cols + N];
+    La<T>::Gemv(CblasTrans, m, N, T(1), yw.data(), N, z.data(), T(0), wbar.data());
+    std::vector<T> mmat(static_cast<size_t>(N) * N);
+    La<T>::Gemm(CblasTrans, CblasNoTrans, N, N, m, T(-1), yw.data(), N, rhs.data(), cols, T(0),
+                mmat.data(), N);
+    for (int k = 0; k < N; ++k) mmat[k * N + k] += T(1);
+    // Symmetrise (the product is symmetric only up to rounding).
+    for (int i = 0; i < N; ++i) {
+      for (int j = i + 1; j < N; ++j) {
+        const T avg = (mmat[i * N + j] + mmat[j * N + i]) / T(2);
+        mmat[i * N + j] = mmat[j * N + i] = avg;
+      }
+    }
+    std::vector<T> eig, w;
+    if (!SymmetricFunction(mmat, [](T ev) { return std::sqrt(std::max(ev, T(0))); }, &w, &eig)) {
+      return NotPositiveDefinite("matrix I - Yw^T S^-1 Yw");
+    }
+    t_ = std::move(w);
+    for (int j = 0; j < N; ++j) {
+      for (int k = 0; k < N; ++k) t_[j * N + k] += wbar[j];
+    }
+    return absl::OkStatus();
+  }
+
+  // Stochastic: Dw = dw 1^T + Ew - Yw; T = I + Yw^T S^-1 Dw.
+  std::vector<T>& dmat = *pert;
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < N; ++j) dmat[i * N + j] += dw[i] - yw[i * N + j];
+  }
+  La<T>::Potrs(m, N, s.data(), m, dmat.data(), N);
+  std::vector<T> t(static_cast<size_t>(N) * N);
+  La<T>::Gemm(CblasTrans, CblasNoTrans, N, N, m, T(1), yw.data(), N, dmat.data(), N, T(0), t.data(), N);
+  for (int k = 0; k < N; ++k) t[k * N + k] += T(1);
+  t_ = std::move(t);
+  return absl::OkStatus();
+}
+
+template <typename T>
+void Analysis<T>::ApplyRows(int64_t begin, int64_t end) {
+  const int64_t N = p_.N;
+  const int64_t rows = end - begin;
+  if (rows <= 0) return;
+  const T lambda = static_cast<T>(p_.inflation);
+  // A = lambda (X - xbar 1^T) for these rows, converted from the request bytes.
+  std::vector<T> a(static_cast<size_t>(rows * N));
+  ArrayView slice{p_.x.dtype, p_.x.bytes.substr(static_cast<size_t>(begin * N * ElementSize(p_.x.dtype)),
+                                                static_cast<size_t>(rows * N * ElementSize(p_.x.dtype)))};
+  Convert(slice, a.data());
+  std::vector<double> mean(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    T* row = a.data() + r * N;
+    double s = 0;
+    for (int64_t j = 0; j < N; ++j) s += row[j];
+    mean[r] = s / static_cast<double>(N);
+    for (int64_t j = 0; j < N; ++j) row[j] = lambda * static_cast<T>(row[j] - mean[r]);
+  }
+  // Analysis anomalies relative to xbar: A T (GEMM straight into the output rows).
+  T* out = analysis_.data() + begin * N;
+  La<T>::Gemm(CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(N), static_cast<int>(N),
+              T(1), a.data(), static_cast<int>(N), t_.data(), static_cast<int>(N), T(0), out,
+              static_cast<int>(N));
+  const double alpha = p_.relaxation_factor;
+  const double n1 = static_cast<double>(N - 1);
+  for (int64_t r = 0; r < rows; ++r) {
+    T* xa = out + r * N;
+    const T* af = a.data() + r * N;
+    double s = 0;
+    for (int64_t j = 0; j < N; ++j) s += xa[j];
+    const double amean = s / static_cast<double>(N);  // analysis mean - xbar
+    if (p_.relaxation == Relaxation::kRtpp) {
+      for (int64_t j = 0; j < N; ++j) {
+        xa[j] = static_cast<T>(amean + (1 - alpha) * (xa[j] - amean) + alpha * af[j]);
+      }
+    } else if (p_.relaxation == Relaxation::kRtps) {
+      double va = 0, vf = 0;
+      for (int64_t j = 0; j < N; ++j) {
+        va += (xa[j] - amean) * (xa[j] - amean);
+        vf += static_cast<double>(af[j]) * af[j];
+      }
+      if (va > 0) {
+        const double factor = 1 - alpha + alpha * std::sqrt(vf / va);
+        for (int64_t j = 0; j < N; ++j) xa[j] = static_cast<T>(amean + factor * (xa[j] - amean));
+      }
+    }
+    double var = 0;
+    s = 0;
+    for (int64_t j = 0; j < N; ++j) s += xa[j];
+    const double m2 = s / static_cast<double>(N);
+    for (int64_t j = 0; j < N; ++j) var += (xa[j] - m2) * (xa[j] - m2);
+    row_variance_[begin + r] = var / n1;
+    const T base = static_cast<T>(mean[r]);
+    for (int64_t j = 0; j < N; ++j) xa[j] += base;
+  }
+}
+
+template <typename T>
+ProblemResult Analysis<T>::Finish() {
+  ProblemResult r;
+  r.form = form_;
+  r.innovation_mean = std::move(innovation_);
+  double total = 0;
+  for (double v : row_variance_) total += v;
+  r.analysis_spread = std::sqrt(total / static_cast<double>(p_.n));
+  r.analysis.resize(analysis_.size() * sizeof(T));
+  std::memcpy(r.analysis.data(), analysis_.data(), r.analysis.size());
+  std::vector<T>().swap(analysis_);
+  return r;
+}
+
+}  // namespace
+
+std::unique_ptr<CpuAnalysis> CpuAnalysis::Create(const Problem& problem, int64_t index,
+                                                 ElementType dtype, const Limits& limits) {
+  const Form form = ChooseForm(problem, limits);
+  std::unique_ptr<CpuAnalysis> out;
+  if (dtype == ElementType::kFloat32) {
+    auto a = std::make_unique<Analysis<float>>(problem, index, dtype, form);
+    out = std::move(a);
+  } else {
+    auto a = std::make_unique<Analysis<double>>(problem, index, ElementType::kFloat64, form);
+    out = std::move(a);
+  }
+  return out;
+}
+
+std::vector<double> DrawWhitenedPerturbations(uint64_t seed, int64_t index, int64_t m, int64_t N) {
+  std::vector<double> z(static_cast<size_t>(m * N));
+  const uint32_t problem = static_cast<uint32_t>(index);
+  for (int64_t e = 0; e < m * N; e += 2) {
+    double z0, z1;
+    philox::NormalPair(seed, problem, static_cast<uint64_t>(e) >> 1, &z0, &z1);
+    z[e] = z0;
+    if (e + 1 < m * N) z[e + 1] = z1;
+  }
+  for (int64_t i = 0; i < m; ++i) {
+    double* row = z.data() + i * N;
+    double s = 0;
+    for (int64_t j = 0; j < N; ++j) s += row[j];
+    s /= static_cast<double>(N);
+    for (int64_t j = 0; j < N; ++j) row[j] -= s;
+  }
+  return z;
+}
+
+absl::StatusOr<ProblemResult> CpuAnalyse(const Problem& problem, int64_t index, ElementType dtype,
+                                         const Limits& limits) {
+  auto a = CpuAnalysis::Create(problem, index, dtype, limits);
+  if (absl::Status s = a->ComputeTransform(); !s.ok()) return s;
+  a->ApplyRows(0, problem.n);
+  return a->Finish();
+}
+
+std::vector<Output> CpuAnalyseBatch(const Batch& batch) {
+  std::vector<Output> outputs(batch.requests.size());
+  for (size_t r = 0; r < batch.requests.size(); ++r) {
+    const Request& request = *batch.requests[r];
+    for (size_t i = 0; i < request.problems.size() && outputs[r].status.ok(); ++i) {
+      auto result = CpuAnalyse(request.problems[i], static_cast<int64_t>(i), batch.dtype);
+      if (!result.ok()) {
+        outputs[r].status = result.status();
+        outputs[r].problems.clear();
+      } else {
+        outputs[r].problems.push_back(*std::move(result));
+      }
+    }
+  }
+  return outputs;
+}
+
+}  // namespace gpucompute::assimilate

@@ -1,0 +1,946 @@
+// CUDA host code of the Assimilate op (see cuda_assimilate.h; the algebra is assimilate.h's).
+#include "server/ops/assimilate/cuda_assimilate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <cublas_v2.h>
+#include <cusolverDn.h>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/assimilate/assimilate_kernels.cuh"
+#include "server/common/nvtx.h"
+#include "server/common/parallel_for.h"
+#include "server/common/status_macros.h"
+#include "server/runtime/cuda/cuda_resources.h"
+#include "server/runtime/cuda/cusolver.h"
+#include "server/runtime/cuda/stream_buffers.h"
+
+namespace gpucompute::assimilate {
+namespace {
+
+using kernels::ProblemParams;
+
+constexpr size_t kAlign = 256;
+size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Orders up to which potrfBatched / trsmBatched beat a loop of the plain routines (a guess
+// with margin: both are built for small matrices); syevjBatched takes at most 32.
+constexpr int64_t kMaxBatchedOrder = 128;
+constexpr int64_t kMaxSyevjBatchedOrder = 32;
+constexpr int64_t kSplitChunks = 128;
+
+// ---- cuBLAS / cuSOLVER for float and double under one name -------------------------------
+
+template <typename T>
+struct Lib;
+
+template <>
+struct Lib<double> {
+  static cublasStatus_t GemmSB(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                               int n, int k, double alpha, const double* a, int lda, int64_t sa,
+                               const double* b, int ldb, int64_t sb, double beta, double* c,
+                               int ldc, int64_t sc, int batch) {
+    return cublasDgemmStridedBatched(h, ta, tb, m, n, k, &alpha, a, lda, sa, b, ldb, sb, &beta, c,
+                                     ldc, sc, batch);
+  }
+  static cublasStatus_t GemvSB(cublasHandle_t h, cublasOperation_t t, int m, int n, const double* a,
+                               int lda, int64_t sa, const double* x, int incx, int64_t sx, double* y,
+                               int64_t sy, int batch) {
+    const double one = 1, zero = 0;
+    return cublasDgemvStridedBatched(h, t, m, n, &one, a, lda, sa, x, incx, sx, &zero, y, 1, sy, batch);
+  }
+  static cublasStatus_t Syrk(cublasHandle_t h, cublasOperation_t t, int n, int k, const double* a,
+                             int lda, double* c, int ldc) {
+    const double one = 1, zero = 0;
+    return cublasDsyrk(h, CUBLAS_FILL_MODE_LOWER, t, n, k, &one, a, lda, &zero, c, ldc);
+  }
+  static cublasStatus_t Trsm(cublasHandle_t h, cublasSideMode_t side, cublasOperation_t t, int m,
+                             int n, const double* a, int lda, double* b, int ldb) {
+    const double one = 1;
+    return cublasDtrsm(h, side, CUBLAS_FILL_MODE_LOWER, t, CUBLAS_DIAG_NON_UNIT, m, n, &one, a, lda,
+                       b, ldb);
+  }
+  static cublasStatus_t TrsmBatched(cublasHandle_t h, cublasSideMode_t side, cublasOperation_t t,
+                                    int m, int n, const double* const* a, int lda,
+                                    double* const* b, int ldb, int batch) {
+    const double one = 1;
+    return cublasDtrsmBatched(h, side, CUBLAS_FILL_MODE_LOWER, t, CUBLAS_DIAG_NON_UNIT, m, n, &one,
+                              a, lda, b, ldb, batch);
+  }
+  static cusolverStatus_t PotrfSize(cusolverDnHandle_t h, int n, double* a, int lda, int* lwork) {
+    return cusolverDnDpotrf_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, lda, lwork);
+  }
+  static cusolverStatus_t Potrf(cusolverDnHandle_t h, int n, double* a, int lda, double* work,
+                                int lwork, int* info) {
+    return cusolverDnDpotrf(h, CUBLAS_FILL_MODE_LOWER, n, a, lda, work, lwork, info);
+  }
+  static cusolverStatus_t PotrfBatched(cusolverDnHandle_t h, int n, double** a, int lda, int* info,
+                                       int batch) {
+    return cusolverDnDpotrfBatched(h, CUBLAS_FILL_MODE_LOWER, n, a, lda, info, batch);
+  }
+  static cusolverStatus_t SyevdSize(cusolverDnHandle_t h, int n, double* a, int lda, double* w,
+                                    int* lwork) {
+    return cusolverDnDsyevd_bufferSize(h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, a,
+                                       lda, w, lwork);
+  }
+  static cusolverStatus_t Syevd(cusolverDnHandle_t h, int n, double* a, int lda, double* w,
+                                double* work, int lwork, int* info) {
+    return cusolverDnDsyevd(h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, a, lda, w, work,
+                            lwork, info);
+  }
+  static cusolverStatus_t SyevjBatchedSize(cusolverDnHandle_t h, int n, double* a, int lda,
+                                           double* w, int* lwork, syevjInfo_t params, int batch) {
+    return cusolverDnDsyevjBatched_bufferSize(h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n,
+                                              a, lda, w, lwork, params, batch);
+  }
+  static cusolverStatus_t SyevjBatched(cusolverDnHandle_t h, int n, double* a, int lda, double* w,
+                                       double* work, int lwork, int* info, syevjInfo_t params,
+                                       int batch) {
+    return cusolverDnDsyevjBatched(h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, a, lda, w,
+                                   work, lwork, info, params, batch);
+  }
+};
+
+template <>
+struct Lib<float> {
+  static cublasStatus_t GemmSB(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                               int n, int k, float alpha, const float* a, int lda, int64_t sa,
+                               const float* b, int ldb, int64_t sb, float beta, float* c, int ldc,
+                               int64_t sc, int batch) {
+    return cublasSgemmStridedBatched(h, ta, tb, m, n, k, &alpha, a, lda, sa, b, ldb, sb, &beta, c,
+                                     ldc, sc, batch);
+  }
+  static cublasStatus_t GemvSB(cublasHandle_t h, cublasOperation_t t, int m, int n, const float* a,
+                               int lda, int64_t sa, const float* x, int incx, int64_t sx, float* y,
+                               int64_t sy, int batch) {
+    const float one = 1, zero = 0;
+    return cublasSgemvStridedBatched(h, t, m, n, &one, a, lda, sa, x, incx, sx, &zero, y, 1, sy, batch);
+  }
+  static cublasStatus_t Syrk(cublasHandle_t h, cublasOperation_t t, int n, int k, const float* a,
+                             int lda, float* c, int ldc) {
+    const float one = 1, zero = 0;
+    return cublasSsyrk(h, CUBLAS_FILL_MODE_LOWER, t, n, k, &one, a, lda, &zero, c, ldc);
+  }
+  static cublasStatus_t Trsm(cublasHandle_t h, cublasSideMode_t side, cublasOperation_t t, int m,
+                             int n, const float* a, int lda, float* b, int ldb) {
+    const float one = 1;
+    return cublasStrsm(h, side, CUBLAS_FILL_MODE_LOWER, t, CUBLAS_DIAG_NON_UNIT, m, n, &one, a, lda,
+                       b, ldb);
+  }
+  static cublasStatus_t TrsmBatched(cublasHandle_t h, cublasSideMode_t side, cublasOperation_t t,
+                                    int m, int n, const float* const* a, int lda, float* const* b,
+                                    int ldb, int batch) {
+    const float one = 1;
+    return cublasStrsmBatched(h, side, CUBLAS_FILL_MODE_LOWER, t, CUBLAS_DIAG_NON_UNIT, m, n, &one,
+                              a, lda, b, ldb, batch);
+  }
+  static cusolverStatus_t PotrfSize(cusolverDnHandle_t h, int n, float* a, int lda, int* lwork) {
+    return cusolverDnSpotrf_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, lda, lwork);
+  }
+  static cusolverStatus_t Potrf(cusolverDnHandle_t h, int n, float* a, int lda, float* work,
+                                int lwork, int* info) {
+    return cusolverDnSpotrf(h, CUBLAS_FILL_MODE_LOWER, n, a, lda, work, lwork, info);
+  }
+  static cusolverStatus_t PotrfBatched(cusolverDnHandle_t h, int n, float** a, int lda, int* info,
+                                       int batch) {
+    return cusolverDnSpotrfBatched(h, CUBLAS_FILL_MODE_LOWER, n, a, lda, info, batch);
+  }
+  static cusolverStatus_t SyevdSize(cusolverDnHandle_t h, int n, float* a, int lda, float* w,
+                                    int* lwork) {
+    return cusolverDnSsyevd_bufferSize(h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, a,
+                                       lda, w, lwork);
+  }
+  static cusolverStatus_t Syevd(cusolverDnHandle_t h, int n, float* a, int lda, float* w,
+                                float* work, int lwork, int* info) {
+    return cusolverDnSsyevd(h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, a, lda, w, work,
+                            lwork, info);
+  }
+  static cusolverStatus_t SyevjBatchedSize(cusolverDnHandle_t h, int n, float* a, int lda, float* w,
+                                           int* lwork, syevjInfo_t params, int batch) {
+    return cusolverDnSsyevjBatched_bufferSize(h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n,
+                                              a, lda, w, lwork, params, batch);
+  }
+  static cusolverStatus_t SyevjBatched(cusolverDnHandle_t h, int n, float* a, int lda, float* w,
+                                       float* work, int lwork, int* info, syevjInfo_t params,
+                                       int batch) {
+    return cusolverDnSsyevjBatched(h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, a, lda, w,
+                                   work, lwork, info, params, batch);
+  }
+};
+
+constexpr cublasOperation_t kN = CUBLAS_OP_N;
+constexpr cublasOperation_t kT = CUBLAS_OP_T;
+
+// ---- planning ------------------------------------------------------------------------------
+
+// Problems that share every size and every choice that changes the sequence of library calls.
+struct GroupKey {
+  int64_t n, m, N;
+  Method method;
+  ObsErrorKind kind;
+  Form form;
+  bool seeded;
+  bool operator<(const GroupKey& o) const {
+    return std::tie(n, m, N, method, kind, form, seeded) <
+           std::tie(o.n, o.m, o.N, o.method, o.kind, o.form, o.seeded);
+  }
+};
+
+// Byte offsets of one group's arrays in the input, scratch and output arenas.
+struct Group {
+  GroupKey key;
+  int64_t W = 0;
+  std::vector<std::pair<int, int>> members;  // (request, problem index in it)
+  int64_t q0 = 0;                             // first per-problem slot
+  // in: the inputs as the device needs them (the staging buffer has the same layout)
+  size_t x = 0, obs = 0, y = 0, r = 0, params = 0;
+  size_t ptr_r = 0, ptr_obs = 0, ptr_f = 0, ptr_rhs = 0;  // device pointer arrays (batched calls)
+  size_t ones = 0;  // split-K: kSplitChunks + 1 ones (the reduction's GEMV)
+  // scratch
+  size_t split = 0;  // split-K partial products of C
+  size_t xbar = 0, c = 0, s = 0, z = 0, v = 0, vf = 0, t = 0, ev = 0, u = 0, wbar = 0, partials = 0;
+  // out
+  size_t xa = 0, innovation = 0;
+
+  int P() const { return static_cast<int>(members.size()); }
+  // One problem with many observations per member: C = Yw^T [...] is a small output over a
+  // long inner dimension, which one GEMM runs on a few SMs; split it into chunks of rows
+  // (a strided-batched GEMM) and sum the partial products (a GEMV with ones).
+  bool split_k() const { return P() == 1 && ensemble() && key.m >= 4096 && key.m >= 32 * key.N; }
+  bool stochastic() const { return key.method == Method::kStochastic; }
+  bool full_r() const { return key.kind == ObsErrorKind::kCovariance; }
+  bool ensemble() const { return key.form == Form::kEnsembleSpace; }
+  // Per-problem element counts of the scratch matrices.
+  int64_t CCols() const { return stochastic() ? 2 * key.N + 1 : key.N + 1; }
+};
+
+struct Arena {
+  size_t size = 0;
+  size_t Take(size_t bytes) {
+    const size_t at = size;
+    size = AlignUp(size + bytes);
+    return at;
+  }
+};
+
+// ---- host packing -----------------------------------------------------------------------
+
+template <typename T>
+void ConvertInto(const ArrayView& a, int64_t first, int64_t count, T* out) {
+  const char* src = a.bytes.data() + first * ElementSize(a.dtype);
+  if constexpr (std::is_same_v<T, double>) {
+    ToDouble(a.dtype, src, count, out);
+  } else {
+    ToFloat(a.dtype, src, count, out);
+  }
+}
+
+template <typename T>
+void PackGroup(const Group& g, const Batch& batch, char* in, char* scratch_dev, char* in_dev) {
+  const int64_t n = g.key.n, m = g.key.m, N = g.key.N, W = g.W;
+  const int P = g.P();
+  auto problem = [&](int p) -> const Problem& {
+    return batch.requests[static_cast<size_t>(g.members[p].first)]->problems[static_cast<size_t>(
+        g.members[p].second)];
+  };
+  // X: large problems in row chunks over a few threads.
+  for (int p = 0; p < P; ++p) {
+    T* x = reinterpret_cast<T*>(in + g.x) + static_cast<int64_t>(p) * n * N;
+    const Problem& pr = problem(p);
+    constexpr int64_t kChunkRows = 4096;
+    const int64_t chunks = (n + kChunkRows - 1) / kChunkRows;
+    ParallelFor(chunks, n * N * ElementSize(pr.x.dtype), [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        const int64_t r0 = c * kChunkRows, r1 = std::min(n, r0 + kChunkRows);
+        ConvertInto(pr.x, r0 * N, (r1 - r0) * N, x + r0 * N);
+      }
+    }, /*min_cost_per_thread=*/int64_t{8} << 20);
+  }
+  ParallelFor(P, static_cast<int64_t>(P) * m * W * static_cast<int64_t>(sizeof(T)),
+              [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      const Problem& pr = problem(static_cast<int>(p));
+      T* obs = reinterpret_cast<T*>(in + g.obs) + p * m * W;
+      for (int64_t i = 0; i < m; ++i) {
+        ConvertInto(pr.hx, i * N, N, obs + i * W);
+        obs[i * W + N] = T(0);
+        if (g.stochastic()) {
+          if (pr.has_perturbations) {
+            ConvertInto(pr.perturbations, i * N, N, obs + i * W + N + 1);
+          } else {
+            std::fill(obs + i * W + N + 1, obs + i * W + 2 * N + 1, T(0));
+          }
+        }
+      }
+      double* y = reinterpret_cast<double*>(in + g.y) + p * m;
+      ToDouble(pr.y.dtype, pr.y.bytes.data(), m, y);
+      if (g.full_r()) {
+        T* r = reinterpret_cast<T*>(in + g.r) + p * m * m;
+        ConvertInto(pr.obs_error, 0, m * m, r);
+      } else {
+        T* r = reinterpret_cast<T*>(in + g.r) + p * m;
+        for (int64_t i = 0; i < m; ++i) r[i] = static_cast<T>(1.0 / std::sqrt(pr.obs_error.at(i)));
+      }
+      ProblemParams& pp = reinterpret_cast<ProblemParams*>(in + g.params)[p];
+      pp = ProblemParams{};
+      pp.inflation = pr.inflation;
+      pp.relaxation_factor = pr.relaxation_factor;
+      pp.seed = pr.seed;
+      pp.index = static_cast<uint32_t>(g.members[static_cast<size_t>(p)].second);
+      pp.relaxation = pr.relaxation == Relaxation::kRtpp ? 1 : pr.relaxation == Relaxation::kRtps ? 2 : 0;
+    }
+  }, /*min_cost_per_thread=*/int64_t{4} << 20);
+  if (g.split_k()) {
+    T* ones = reinterpret_cast<T*>(in + g.ones);
+    std::fill(ones, ones + kSplitChunks + 1, T(1));
+  }
+  // Device pointer arrays for the batched routines.
+  const int64_t f_order = g.ensemble() ? N : m;
+  const int64_t f_stride = g.ensemble() ? N * g.CCols() : m * m;
+  T** ptr_r = reinterpret_cast<T**>(in + g.ptr_r);
+  T** ptr_obs = reinterpret_cast<T**>(in + g.ptr_obs);
+  T** ptr_f = reinterpret_cast<T**>(in + g.ptr_f);
+  T** ptr_rhs = reinterpret_cast<T**>(in + g.ptr_rhs);
+  T* r_dev = reinterpret_cast<T*>(in_dev + g.r);
+  T* obs_dev = reinterpret_cast<T*>(in_dev + g.obs);
+  T* f_dev = reinterpret_cast<T*>(scratch_dev + (g.ensemble() ? g.c : g.s));
+  for (int p = 0; p < P; ++p) {
+    ptr_r[p] = g.full_r() ? r_dev + static_cast<int64_t>(p) * m * m : nullptr;
+    ptr_obs[p] = obs_dev + static_cast<int64_t>(p) * m * W;
+    ptr_f[p] = f_dev + static_cast<int64_t>(p) * f_stride;
+    if (g.ensemble()) {
+      ptr_rhs[p] = f_dev + static_cast<int64_t>(p) * f_stride + N * (N + 1);  // B of C = [G | b | B]
+    } else if (g.stochastic()) {
+      ptr_rhs[p] = obs_dev + static_cast<int64_t>(p) * m * W + N + 1;  // Dw
+    } else {
+      ptr_rhs[p] = reinterpret_cast<T*>(scratch_dev + g.z) + static_cast<int64_t>(p) * m * (N + 1);
+    }
+  }
+  (void)f_order;
+}
+
+// ---- the device steps of one group -------------------------------------------------------
+
+template <typename T>
+class GroupRunner {
+ public:
+  GroupRunner(DeviceContext& device, StreamSlot& slot, StreamScratch& scratch, const Group& g,
+              char* in, char* sc, char* out, int* info_r, int* info_f, int* info_e, double* spread,
+              bool unbatched, std::vector<std::pair<const char*, cudaEvent_t>>* marks)
+      : device_(device), slot_(slot), scratch_(scratch), g_(g), in_(in), sc_(sc), out_(out),
+        info_r_(info_r + g.q0), info_f_(info_f + g.q0), info_e_(info_e + g.q0),
+        spread_(spread + g.q0), unbatched_(unbatched), marks_(marks) {}
+
+  absl::Status Run();
+
+ private:
+  template <typename U>
+  U* In(size_t off) const { return reinterpret_cast<U*>(in_ + off); }
+  template <typename U>
+  U* Sc(size_t off) const { return reinterpret_cast<U*>(sc_ + off); }
+  cublasHandle_t blas() const { return slot_.cublas.get(); }
+  cusolverDnHandle_t solver() const { return slot_.cusolver.get(); }
+  cudaStream_t stream() const { return slot_.stream.get(); }
+  absl::Status Launched() {
+    CUDA_RETURN_IF_LAUNCH_ERROR(stream(), device_.debug_sync());
+    return absl::OkStatus();
+  }
+  // Records a timing event named `name` (benchmarks only).
+  absl::Status Mark(const char* name) {
+    if (marks_ == nullptr) return absl::OkStatus();
+    cudaEvent_t e = nullptr;
+    CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
+    marks_->emplace_back(name, e);
+    CUDA_RETURN_IF_ERROR(cudaEventRecord(e, stream()));
+    return absl::OkStatus();
+  }
+  // C (N x cc, ld N) = Yw^T [first cc columns of the obs rows], split over chunks of rows.
+  absl::Status SplitGemm(int cc, T* c);
+  bool Batched(int64_t order, int64_t limit = kMaxBatchedOrder) const {
+    return !unbatched_ && g_.P() > 1 && order <= limit;
+  }
+
+  // Cholesky of P matrices of order n (lda n) `stride` apart; ptrs: their device pointer array.
+  absl::Status Potrf(int n, T* a, int64_t stride, T** ptrs, int* info);
+  // B <- A^-1 B (left) or B A^-1 (right, A = L L^T, lower factor) for P pairs.
+  absl::Status CholSolve(cublasSideMode_t side, int rows, int cols, const T* l, int ldl,
+                         int64_t l_stride, T** l_ptrs, T* b, int ldb, int64_t b_stride, T** b_ptrs);
+  // B <- B L^-T for P pairs (whitening rows by a full R's factor).
+  absl::Status Whiten(int rows, int cols);
+  // Symmetric eigendecomposition of P contiguous N x N matrices in place; eigenvalues in ev.
+  absl::Status Eig(int N, T* a, T* ev, int* info);
+
+  DeviceContext& device_;
+  StreamSlot& slot_;
+  StreamScratch& scratch_;
+  const Group& g_;
+  char* in_;
+  char* sc_;
+  char* out_;
+  int* info_r_;
+  int* info_f_;
+  int* info_e_;
+  double* spread_;
+  bool unbatched_;
+  std::vector<std::pair<const char*, cudaEvent_t>>* marks_;
+};
+
+template <typename T>
+absl::Status GroupRunner<T>::SplitGemm(int cc, T* c) {
+  const int64_t m = g_.key.m, N = g_.key.N, W = g_.W;
+  const int64_t chunk = (m + kSplitChunks - 1) / kSplitChunks;
+  const int64_t full = m / chunk, rest = m - full * chunk;
+  T* obs = In<T>(g_.obs);
+  T* part = Sc<T>(g_.split);
+  const int64_t ps = N * cc;
+  CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, static_cast<int>(N), cc, static_cast<int>(chunk),
+                                        T(1), obs, static_cast<int>(W), chunk * W, obs,
+                                        static_cast<int>(W), chunk * W, T(0), part, static_cast<int>(N),
+                                        ps, static_cast<int>(full)));
+  int parts = static_cast<int>(full);
+  if (rest > 0) {
+    CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, static_cast<int>(N), cc, static_cast<int>(rest),
+                                          T(1), obs + full * chunk * W, static_cast<int>(W), 0,
+                                          obs + full * chunk * W, static_cast<int>(W), 0, T(0),
+                                          part + full * ps, static_cast<int>(N), ps, 1));
+    ++parts;
+  }
+  // C = partials . ones
+  CUBLAS_RETURN_IF_ERROR(Lib<T>::GemvSB(blas(), kN, static_cast<int>(ps), parts, part,
+                                        static_cast<int>(ps), 0, In<T>(g_.ones), 1, 0, c, 0, 1));
+  return Launched();
+}
+
+template <typename T>
+absl::Status GroupRunner<T>::Potrf(int n, T* a, int64_t stride, T** ptrs, int* info) {
+  const int P = g_.P();
+  if (Batched(n)) {
+    CUSOLVER_RETURN_IF_ERROR(Lib<T>::PotrfBatched(solver(), n, ptrs, n, info, P));
+    return Launched();
+  }
+  int lwork = 0;
+  CUSOLVER_RETURN_IF_ERROR(Lib<T>::PotrfSize(solver(), n, a, n, &lwork));
+  ASSIGN_OR_RETURN(void* work, scratch_.Get(static_cast<size_t>(std::max(lwork, 1)) * sizeof(T)));
+  for (int p = 0; p < P; ++p) {
+    CUSOLVER_RETURN_IF_ERROR(Lib<T>::Potrf(solver(), n, a + p * stride, n, static_cast<T*>(work),
+                                           lwork, info + p));
+  }
+  return Launched();
+}
+
+template <typename T>
+absl::Status GroupRunner<T>::CholSolve(cublasSideMode_t side, int rows, int cols, const T* l,
+                                       int ldl, int64_t l_stride, T** l_ptrs, T* b, int ldb,
+                                       int64_t b_stride, T** b_ptrs) {
+  // Left: L^-T (L^-1 B). Right: (B L^-T) L^-1.
+  const cublasOperation_t first = side == CUBLAS_SIDE_LEFT ? kN : kT;
+  const cublasOperation_t second = side == CUBLAS_SIDE_LEFT ? kT : kN;
+  const int order = side == CUBLAS_SIDE_LEFT ? rows : cols;
+  if (Batched(order)) {
+    for (cublasOperation_t op : {first, second}) {
+      CUBLAS_RETURN_IF_ERROR(Lib<T>::TrsmBatched(blas(), side, op, rows, cols, l_ptrs, ldl, b_ptrs,
+                                                 ldb, g_.P()));
+    }
+    return Launched();
+  }
+  for (int p = 0; p < g_.P(); ++p) {
+    for (cublasOperation_t op : {first, second}) {
+      CUBLAS_RETURN_IF_ERROR(Lib<T>::Trsm(blas(), side, op, rows, cols, l + p * l_stride, ldl,
+                                          b + p * b_stride, ldb));
+    }
+  }
+  return Launched();
+}
+
+template <typename T>
+absl::Status GroupRunner<T>::Whiten(int rows, int cols) {
+  const int64_t m = g_.key.m;
+  T* l = In<T>(g_.r);
+  T* b = In<T>(g_.obs);
+  if (Batched(m)) {
+    CUBLAS_RETURN_IF_ERROR(Lib<T>::TrsmBatched(blas(), CUBLAS_SIDE_RIGHT, kT, rows, cols,
+                                               In<T*>(g_.ptr_r), static_cast<int>(m),
+                                               In<T*>(g_.ptr_obs), static_cast<int>(g_.W), g_.P()));
+    return Launched();
+  }
+  for (int p = 0; p < g_.P(); ++p) {
+    CUBLAS_RETURN_IF_ERROR(Lib<T>::Trsm(blas(), CUBLAS_SIDE_RIGHT, kT, rows, cols, l + p * m * m,
+                                        static_cast<int>(m), b + p * m * g_.W, static_cast<int>(g_.W)));
+  }
+  return Launched();
+}
+
+template <typename T>
+absl::Status GroupRunner<T>::Eig(int N, T* a, T* ev, int* info) {
+  const int P = g_.P();
+  if (Batched(N, kMaxSyevjBatchedOrder)) {
+    syevjInfo_t params = nullptr;
+    CUSOLVER_RETURN_IF_ERROR(cusolverDnCreateSyevjInfo(&params));
+    struct Guard {
+      syevjInfo_t p;
+      ~Guard() { cusolverDnDestroySyevjInfo(p); }
+    } guard{params};
+    int lwork = 0;
+    CUSOLVER_RETURN_IF_ERROR(Lib<T>::SyevjBatchedSize(solver(), N, a, N, ev, &lwork, params, P));
+    ASSIGN_OR_RETURN(void* work, scratch_.Get(static_cast<size_t>(std::max(lwork, 1)) * sizeof(T)));
+    CUSOLVER_RETURN_IF_ERROR(Lib<T>::SyevjBatched(solver(), N, a, N, ev, static_cast<T*>(work), lwork,
+                                                  info, params, P));
+    return Launched();
+  }
+  int lwork = 0;
+  CUSOLVER_RETURN_IF_ERROR(Lib<T>::SyevdSize(solver(), N, a, N, ev, &lwork));
+  ASSIGN_OR_RETURN(void* work, scratch_.Get(static_cast<size_t>(std::max(lwork, 1)) * sizeof(T)));
+  const int64_t nn = static_cast<int64_t>(N) * N;
+  for (int p = 0; p < P; ++p) {
+    CUSOLVER_RETURN_IF_ERROR(Lib<T>::Syevd(solver(), N, a + p * nn, N, ev + static_cast<int64_t>(p) * N,
+                                           static_cast<T*>(work), lwork, info + p));
+  }
+  return Launched();
+}
+
+template <typename T>
+absl::Status GroupRunner<T>::Run() {
+  const int P = g_.P();
+  const int64_t n = g_.key.n, m = g_.key.m, N = g_.key.N, W = g_.W;
+  const int iN = static_cast<int>(N), im = static_cast<int>(m), iW = static_cast<int>(W);
+  const cudaStream_t s = stream();
+  const auto* params = In<const ProblemParams>(g_.params);
+  T* x = In<T>(g_.x);
+  T* obs = In<T>(g_.obs);
+  double* xbar = Sc<double>(g_.xbar);
+
+  // State anomalies A = lambda (X - xbar 1^T), in place.
+  CUDA_RETURN_IF_ERROR(kernels::LaunchCentreState<T>(P, n, iN, x, xbar, params, s));
+  RETURN_IF_ERROR(Launched());
+  RETURN_IF_ERROR(Mark("centre_state"));
+
+  // R: Cholesky factor in place (full R).
+  if (g_.full_r()) {
+    RETURN_IF_ERROR(Potrf(im, In<T>(g_.r), m * m, In<T*>(g_.ptr_r), info_r_));
+  }
+  // Observation rows: Yw, dw, and Ew or Dw.
+  const bool seeded = g_.key.seeded;
+  CUDA_RETURN_IF_ERROR(kernels::LaunchPrepareObs<T>(
+      P, m, iN, iW, obs, In<double>(g_.y), g_.full_r() ? nullptr : In<T>(g_.r), params,
+      g_.stochastic(), seeded, /*form_d=*/!g_.full_r(),
+      reinterpret_cast<double*>(out_ + g_.innovation), s));
+  RETURN_IF_ERROR(Launched());
+  if (g_.full_r()) {
+    // Whiten [Yw | dw] (and client perturbations) once: rows <- L^-1 rows.
+    const int cols = g_.stochastic() && !seeded ? iW : iN + 1;
+    RETURN_IF_ERROR(Whiten(cols, im));
+    if (g_.stochastic()) {
+      CUDA_RETURN_IF_ERROR(kernels::LaunchFormD<T>(P, m, iN, iW, obs, s));
+      RETURN_IF_ERROR(Launched());
+    }
+  }
+
+  const int64_t mw = m * W;
+  RETURN_IF_ERROR(Mark("prepare_obs"));
+  const int64_t nn = N * N;
+  T* t = nullptr;       // the N x N transforms
+  int64_t t_stride = 0;
+  if (g_.ensemble()) {
+    // C = Yw^T [Yw | dw | Dw] (N x (N+1) or N x (2N+1)): G, b, B.
+    const int64_t cc = g_.CCols();
+    T* c = Sc<T>(g_.c);
+    const int64_t c_stride = N * cc;
+    if (g_.split_k()) {
+      RETURN_IF_ERROR(SplitGemm(static_cast<int>(cc), c));
+    } else if (g_.stochastic() && P == 1) {
+      // One large problem: SYRK for G (half the flops), GEMM for B.
+      CUBLAS_RETURN_IF_ERROR(Lib<T>::Syrk(blas(), kN, iN, im, obs, iW, c, iN));
+      CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, iN, iN, im, T(1), obs, iW, mw,
+                                            obs + N + 1, iW, mw, T(0), c + N * (N + 1), iN,
+                                            c_stride, 1));
+    } else {
+      CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, iN, static_cast<int>(cc), im, T(1), obs,
+                                            iW, mw, obs, iW, mw, T(0), c, iN, c_stride, P));
+    }
+    RETURN_IF_ERROR(Launched());
+    CUDA_RETURN_IF_ERROR(kernels::LaunchAddDiagonal<T>(P, iN, c, N, c_stride, static_cast<T>(N - 1), s));
+    RETURN_IF_ERROR(Launched());
+    RETURN_IF_ERROR(Mark("ensemble_products"));
+    if (g_.stochastic()) {
+      // T = I + G^-1 B.
+      RETURN_IF_ERROR(Potrf(iN, c, c_stride, In<T*>(g_.ptr_f), info_f_));
+      RETURN_IF_ERROR(Mark("potrf"));
+      T* b = c + N * (N + 1);
+      RETURN_IF_ERROR(CholSolve(CUBLAS_SIDE_LEFT, iN, iN, c, iN, c_stride, In<T*>(g_.ptr_f), b, iN,
+                                c_stride, In<T*>(g_.ptr_rhs)));
+      CUDA_RETURN_IF_ERROR(kernels::LaunchAddDiagonal<T>(P, iN, b, N, c_stride, T(1), s));
+      RETURN_IF_ERROR(Launched());
+      t = b;
+      t_stride = c_stride;
+    } else {
+      // G = V diag(g) V^T; u = diag(1/g) V^T b; wbar = V u; W = V diag(sqrt((N-1)/g)) V^T.
+      T* v = Sc<T>(g_.v);
+      T* ev = Sc<T>(g_.ev);
+      T* u = Sc<T>(g_.u);
+      T* wbar = Sc<T>(g_.wbar);
+      T* vf = Sc<T>(g_.vf);
+      t = Sc<T>(g_.t);
+      t_stride = nn;
+      CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(v, nn * sizeof(T), c, c_stride * sizeof(T), nn * sizeof(T),
+                                             P, cudaMemcpyDeviceToDevice, s));
+      RETURN_IF_ERROR(Eig(iN, v, ev, info_e_));
+      RETURN_IF_ERROR(Mark("eig"));
+      CUBLAS_RETURN_IF_ERROR(Lib<T>::GemvSB(blas(), kT, iN, iN, v, iN, nn, c + nn, 1, c_stride, u, N, P));
+      CUDA_RETURN_IF_ERROR(kernels::LaunchEigenFunction<T>(P, iN, v, ev, vf, u, /*ensemble=*/true,
+                                                           info_e_, s));
+      RETURN_IF_ERROR(Launched());
+      CUBLAS_RETURN_IF_ERROR(Lib<T>::GemvSB(blas(), kN, iN, iN, v, iN, nn, u, 1, N, wbar, N, P));
+      CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, iN, iN, iN, T(1), vf, iN, nn, v, iN, nn,
+                                            T(0), t, iN, nn, P));
+      CUDA_RETURN_IF_ERROR(kernels::LaunchAddColumnVector<T>(P, iN, t, wbar, N, s));
+      RETURN_IF_ERROR(Launched());
+    }
+  } else {
+    // S = Yw Yw^T + (N-1) I (m x m), Cholesky.
+    T* sm = Sc<T>(g_.s);
+    const int64_t mm = m * m;
+    if (P == 1) {
+      CUBLAS_RETURN_IF_ERROR(Lib<T>::Syrk(blas(), kT, im, iN, obs, iW, sm, im));
+    } else {
+      CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kT, kN, im, im, iN, T(1), obs, iW, mw, obs, iW, mw,
+                                            T(0), sm, im, mm, P));
+    }
+    RETURN_IF_ERROR(Launched());
+    CUDA_RETURN_IF_ERROR(kernels::LaunchAddDiagonal<T>(P, im, sm, m, mm, static_cast<T>(N - 1), s));
+    RETURN_IF_ERROR(Launched());
+    RETURN_IF_ERROR(Mark("syrk_s"));
+    RETURN_IF_ERROR(Potrf(im, sm, mm, In<T*>(g_.ptr_f), info_f_));
+    RETURN_IF_ERROR(Mark("potrf"));
+    if (g_.stochastic()) {
+      // Z = S^-1 Dw (rows of Dw: right solves on its column-major transpose); T = I + Yw^T Z.
+      T* d = obs + N + 1;
+      RETURN_IF_ERROR(CholSolve(CUBLAS_SIDE_RIGHT, iN, im, sm, im, mm, In<T*>(g_.ptr_f), d, iW, mw,
+                                In<T*>(g_.ptr_rhs)));
+      t = Sc<T>(g_.t);
+      t_stride = nn;
+      CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, iN, iN, im, T(1), obs, iW, mw, d, iW, mw,
+                                            T(0), t, iN, nn, P));
+      RETURN_IF_ERROR(Launched());
+      CUDA_RETURN_IF_ERROR(kernels::LaunchAddDiagonal<T>(P, iN, t, N, nn, T(1), s));
+      RETURN_IF_ERROR(Launched());
+    } else {
+      // [Z | z] = S^-1 [Yw | dw]; C = Yw^T [Z | z] = [I - M | wbar]; W = M^(1/2).
+      T* z = Sc<T>(g_.z);
+      const int64_t zs = m * (N + 1);
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(z, obs, static_cast<size_t>(P * zs) * sizeof(T),
+                                           cudaMemcpyDeviceToDevice, s));
+      RETURN_IF_ERROR(CholSolve(CUBLAS_SIDE_RIGHT, iN + 1, im, sm, im, mm, In<T*>(g_.ptr_f), z, iN + 1,
+                                zs, In<T*>(g_.ptr_rhs)));
+      T* c = Sc<T>(g_.c);
+      const int64_t c_stride = N * (N + 1);
+      CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, iN, iN + 1, im, T(1), obs, iW, mw, z, iN + 1,
+                                            zs, T(0), c, iN, c_stride, P));
+      RETURN_IF_ERROR(Launched());
+      T* v = Sc<T>(g_.v);
+      T* ev = Sc<T>(g_.ev);
+      T* vf = Sc<T>(g_.vf);
+      t = Sc<T>(g_.t);
+      t_stride = nn;
+      CUDA_RETURN_IF_ERROR(kernels::LaunchIdentityMinusSym<T>(P, iN, c, c_stride, v, s));
+      RETURN_IF_ERROR(Launched());
+      RETURN_IF_ERROR(Eig(iN, v, ev, info_e_));
+      CUDA_RETURN_IF_ERROR(kernels::LaunchEigenFunction<T>(P, iN, v, ev, vf, nullptr,
+                                                           /*ensemble=*/false, info_e_, s));
+      RETURN_IF_ERROR(Launched());
+      CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, iN, iN, iN, T(1), vf, iN, nn, v, iN, nn,
+                                            T(0), t, iN, nn, P));
+      CUDA_RETURN_IF_ERROR(kernels::LaunchAddColumnVector<T>(P, iN, t, c + nn, c_stride, s));
+      RETURN_IF_ERROR(Launched());
+    }
+  }
+
+  RETURN_IF_ERROR(Mark("transform"));
+  // Xa = A T (rows of members: column-major Xa^T = T^T A^T), then mean, relaxation, spread.
+  T* xa = reinterpret_cast<T*>(out_ + g_.xa);
+  CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kT, kN, iN, static_cast<int>(n), iN, T(1), t, iN,
+                                        t_stride, x, iN, n * N, T(0), xa, iN, n * N, P));
+  RETURN_IF_ERROR(Launched());
+  RETURN_IF_ERROR(Mark("update_gemm"));
+  int bpp = 0;
+  double* partials = Sc<double>(g_.partials);
+  CUDA_RETURN_IF_ERROR(kernels::LaunchFinishRows<T>(P, n, iN, xa, x, xbar, params, partials, &bpp, s));
+  RETURN_IF_ERROR(Launched());
+  CUDA_RETURN_IF_ERROR(kernels::LaunchReduceSpread(P, bpp, n, partials, spread_, s));
+  RETURN_IF_ERROR(Launched());
+  return Mark("finish_rows");
+}
+
+// ---- the batch ------------------------------------------------------------------------------
+
+template <typename T>
+absl::StatusOr<PendingAssimilate> Enqueue(DeviceContext& device, StreamSlot& slot,
+                                          const Batch& batch, const CudaEnqueueOptions* options) {
+  RETURN_IF_ERROR(device.MakeCurrent());
+  const cudaStream_t stream = slot.stream.get();
+  const Limits limits;  // the CPU reference's: forms are chosen alike
+  PendingAssimilate pending;
+  pending.dtype = batch.dtype;
+  pending.requests.resize(batch.requests.size());
+
+  // Groups, in first-seen order of their keys.
+  std::map<GroupKey, size_t> index;
+  std::vector<Group> groups;
+  for (size_t r = 0; r < batch.requests.size(); ++r) {
+    const Request& request = *batch.requests[r];
+    pending.requests[r].resize(request.problems.size());
+    for (size_t k = 0; k < request.problems.size(); ++k) {
+      const Problem& p = request.problems[k];
+      if (p.n < 1 || p.m < 1 || p.N < 2 || p.N > (int64_t{1} << 20) || p.m > (int64_t{1} << 30) ||
+          p.n * p.N > (int64_t{1} << 31) - 1) {
+        return absl::InvalidArgumentError(absl::StrCat("problems[", k, "]: shape ", p.n, " x ", p.m,
+                                                       " x ", p.N, " is out of range"));
+      }
+      const GroupKey key{p.n, p.m, p.N, p.method, p.obs_error_kind, ChooseForm(p, limits),
+                         p.method == Method::kStochastic && !p.has_perturbations};
+      auto [it, fresh] = index.emplace(key, groups.size());
+      if (fresh) {
+        groups.emplace_back();
+        groups.back().key = key;
+        groups.back().W = key.method == Method::kStochastic ? 2 * key.N + 1 : key.N + 1;
+      }
+      groups[it->second].members.emplace_back(static_cast<int>(r), static_cast<int>(k));
+    }
+  }
+
+  // Layouts.
+  Arena in, sc, out;
+  int64_t q = 0;
+  const size_t es = sizeof(T);
+  for (Group& g : groups) {
+    const size_t P = static_cast<size_t>(g.P());
+    const size_t n = static_cast<size_t>(g.key.n), m = static_cast<size_t>(g.key.m),
+                 N = static_cast<size_t>(g.key.N), W = static_cast<size_t>(g.W);
+    g.q0 = q;
+    q += g.P();
+    g.x = in.Take(P * n * N * es);
+    g.obs = in.Take(P * m * W * es);
+    g.y = in.Take(P * m * sizeof(double));
+    g.r = in.Take(P * (g.full_r() ? m * m : m) * es);
+    g.params = in.Take(P * sizeof(ProblemParams));
+    g.ptr_r = in.Take(P * sizeof(void*));
+    g.ptr_obs = in.Take(P * sizeof(void*));
+    g.ptr_f = in.Take(P * sizeof(void*));
+    g.ptr_rhs = in.Take(P * sizeof(void*));
+    if (g.split_k()) {
+      g.ones = in.Take((kSplitChunks + 1) * es);
+      g.split = sc.Take((kSplitChunks + 1) * N * static_cast<size_t>(g.CCols()) * es);
+    }
+    g.xbar = sc.Take(P * n * sizeof(double));
+    const bool etkf = !g.stochastic();
+    if (g.ensemble() || etkf) g.c = sc.Take(P * N * static_cast<size_t>(g.CCols()) * es);
+    if (!g.ensemble()) g.s = sc.Take(P * m * m * es);
+    if (!g.ensemble() && etkf) g.z = sc.Take(P * m * (N + 1) * es);
+    if (etkf) {
+      g.v = sc.Take(P * N * N * es);
+      g.vf = sc.Take(P * N * N * es);
+      g.ev = sc.Take(P * N * es);
+      g.u = sc.Take(P * N * es);
+      g.wbar = sc.Take(P * N * es);
+    }
+    if (etkf || !g.ensemble()) g.t = sc.Take(P * N * N * es);
+    g.partials = sc.Take(P * static_cast<size_t>(kernels::FinishRowsBlocks(g.key.n)) * sizeof(double));
+    g.xa = out.Take(P * n * N * es);
+    g.innovation = out.Take(P * m * sizeof(double));
+  }
+  pending.problems = q;
+  const size_t spread_off = out.Take(static_cast<size_t>(q) * sizeof(double));
+  const size_t info_off = out.Take(static_cast<size_t>(q) * 3 * sizeof(int));
+  pending.spread = static_cast<int64_t>(spread_off);
+  pending.info = static_cast<int64_t>(info_off);
+  for (const Group& g : groups) {
+    const int64_t N = g.key.N;
+    for (int p = 0; p < g.P(); ++p) {
+      PendingAssimilate::Slot& s = pending.requests[g.members[p].first][g.members[p].second];
+      s.analysis = static_cast<int64_t>(g.xa) + static_cast<int64_t>(p) * g.key.n * N * static_cast<int64_t>(es);
+      s.innovation = static_cast<int64_t>(g.innovation) + static_cast<int64_t>(p) * g.key.m * 8;
+      s.q = g.q0 + p;
+      s.form = g.key.form;
+      s.n = g.key.n;
+      s.m = g.key.m;
+    }
+  }
+  if (q == 0) return pending;
+
+  StreamScratch scratch(device.memory_pool(), stream);
+  ASSIGN_OR_RETURN(void* in_dev, scratch.Get(in.size));
+  ASSIGN_OR_RETURN(void* sc_dev, scratch.Get(sc.size));
+  ASSIGN_OR_RETURN(void* out_dev, scratch.Get(out.size));
+  RETURN_IF_ERROR(slot.staging_in.Reserve(in.size));
+  RETURN_IF_ERROR(slot.staging_out.Reserve(out.size));
+  {
+    NVTX_RANGE("assimilate.pack");
+    for (const Group& g : groups) {
+      PackGroup<T>(g, batch, static_cast<char*>(slot.staging_in.data()), static_cast<char*>(sc_dev),
+                   static_cast<char*>(in_dev));
+    }
+  }
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(in_dev, slot.staging_in.data(), in.size, cudaMemcpyHostToDevice, stream));
+  if (options && options->before) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->before, stream));
+  char* out_base = static_cast<char*>(out_dev);
+  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out_base + info_off, 0, static_cast<size_t>(q) * 3 * sizeof(int), stream));
+  int* info = reinterpret_cast<int*>(out_base + info_off);
+  {
+    NVTX_RANGE("assimilate.enqueue");
+    for (const Group& g : groups) {
+      GroupRunner<T> runner(device, slot, scratch, g, static_cast<char*>(in_dev),
+                            static_cast<char*>(sc_dev), out_base, info, info + q, info + 2 * q,
+                            reinterpret_cast<double*>(out_base + spread_off),
+                            options && options->force_unbatched, options ? options->marks : nullptr);
+      RETURN_IF_ERROR(runner.Run());
+    }
+  }
+  if (options && options->after) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->after, stream));
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(slot.staging_out.data(), out_dev, out.size, cudaMemcpyDeviceToHost, stream));
+  return pending;  // `scratch` frees the device memory after the copy out, in stream order
+}
+
+std::string NotPositiveDefinite(int64_t index, absl::string_view what, ElementType dtype) {
+  return absl::StrCat("problems[", index, "].hx: the ", what, " is not numerically positive definite in ",
+                      ElementName(dtype), " (ensemble anomalies far larger than the observation errors?)",
+                      dtype == ElementType::kFloat32 ? "; try float64" : "");
+}
+
+}  // namespace
+
+absl::StatusOr<PendingAssimilate> EnqueueAssimilate(DeviceContext& device, StreamSlot& slot,
+                                                    const Batch& batch,
+                                                    const CudaEnqueueOptions* options) {
+  if (batch.dtype == ElementType::kFloat32) return Enqueue<float>(device, slot, batch, options);
+  if (batch.dtype == ElementType::kFloat64) return Enqueue<double>(device, slot, batch, options);
+  return absl::InvalidArgumentError(
+      absl::StrCat("assimilate: compute dtype ", ElementName(batch.dtype), " is not float32 or float64"));
+}
+
+std::vector<Output> UnpackAssimilate(const PendingAssimilate& pending, const StreamSlot& slot,
+                                     const Batch& batch) {
+  NVTX_RANGE("assimilate.unpack");
+  const char* base = static_cast<const char*>(slot.staging_out.data());
+  const auto* spread = reinterpret_cast<const double*>(base + pending.spread);
+  const auto* info = reinterpret_cast<const int*>(base + pending.info);
+  const int64_t Q = pending.problems;
+  const int64_t es = ElementSize(pending.dtype);
+  std::vector<Output> outputs(batch.requests.size());
+  for (size_t r = 0; r < batch.requests.size(); ++r) {
+    const Request& request = *batch.requests[r];
+    Output& o = outputs[r];
+    const auto& slots = pending.requests[r];
+    // The first failing problem fails the request (as on the CPU).
+    for (size_t k = 0; k < slots.size() && o.status.ok(); ++k) {
+      const auto& s = slots[k];
+      const Problem& p = request.problems[k];
+      const int64_t index = static_cast<int64_t>(k);
+      if (info[s.q] > 0) {
+        o.status = absl::InvalidArgumentError(absl::StrCat(
+            "problems[", index, "].obs_error: the covariance R is not positive definite (",
+            ElementName(pending.dtype), " Cholesky factorisation failed at leading minor ", info[s.q],
+            " of ", s.m, ")"));
+      } else if (info[Q + s.q] != 0 || info[2 * Q + s.q] != 0) {
+        const char* what = s.form == Form::kEnsembleSpace ? "ensemble-space matrix (N-1) I + Yw^T Yw"
+                           : (p.method == Method::kEtkf && info[Q + s.q] == 0)
+                               ? "matrix I - Yw^T S^-1 Yw"
+                               : "innovation covariance Yw Yw^T + (N-1) I";
+        o.status = absl::InvalidArgumentError(NotPositiveDefinite(index, what, pending.dtype));
+      }
+    }
+    if (!o.status.ok()) continue;
+    o.problems.resize(slots.size());
+    for (size_t k = 0; k < slots.size(); ++k) {
+      const auto& s = slots[k];
+      ProblemResult& pr = o.problems[k];
+      pr.form = s.form;
+      const int64_t N = request.problems[k].N;
+      pr.analysis.assign(base + s.analysis, static_cast<size_t>(s.n * N * es));
+      const auto* innov = reinterpret_cast<const double*>(base + s.innovation);
+      pr.innovation_mean.assign(innov, innov + s.m);
+      pr.analysis_spread = spread[s.q];
+    }
+  }
+  return outputs;
+}
+
+absl::Status WarmUpAssimilate(DeviceContext& device) {
+  // Small problems of every variant; each slot runs them once (library kernels load lazily, per
+  // module, and each handle sets itself up on first use).
+  struct Arrays {
+    std::vector<double> x, hx, y, var, cov, pert;
+  };
+  const int64_t n = 12, m = 6, N = 5;
+  Arrays a;
+  for (int64_t i = 0; i < n * N; ++i) a.x.push_back(std::sin(0.7 * i) + 0.1 * i);
+  for (int64_t i = 0; i < m * N; ++i) a.hx.push_back(std::cos(0.3 * i) + 0.05 * i);
+  for (int64_t i = 0; i < m; ++i) a.y.push_back(0.2 * i);
+  a.var.assign(m, 0.5);
+  a.cov.assign(m * m, 0.0);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < m; ++j) a.cov[i * m + j] = i == j ? 1.0 : 0.1;
+  }
+  for (int64_t i = 0; i < m * N; ++i) a.pert.push_back(0.3 * std::sin(1.3 * i));
+  auto view = [](const std::vector<double>& v) {
+    return ArrayView{ElementType::kFloat64,
+                     absl::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double))};
+  };
+  std::vector<StreamSlot*> slots;
+  for (int i = 0; i < device.num_streams(); ++i) slots.push_back(device.AcquireSlot());
+  absl::Status status;
+  for (ElementType dtype : {ElementType::kFloat64, ElementType::kFloat32}) {
+    auto request = std::make_shared<Request>();
+    request->dtype = dtype;
+    for (Method method : {Method::kEtkf, Method::kStochastic}) {
+      for (Form form : {Form::kEnsembleSpace, Form::kObservationSpace}) {
+        for (int variant = 0; variant < 3; ++variant) {  // variances; full R; variances, seeded
+          Problem p;
+          p.n = n;
+          p.m = m;
+          p.N = N;
+          p.method = method;
+          p.form = form;
+          p.x = view(a.x);
+          p.hx = view(a.hx);
+          p.y = view(a.y);
+          p.obs_error_kind = variant == 1 ? ObsErrorKind::kCovariance : ObsErrorKind::kVariances;
+          p.obs_error = view(variant == 1 ? a.cov : a.var);
+          p.has_perturbations = method == Method::kStochastic && variant != 2;
+          p.perturbations = view(a.pert);
+          p.seed = 1;
+          // Twice each: the batched routines run too.
+          request->problems.push_back(p);
+          request->problems.push_back(p);
+        }
+      }
+    }
+    Batch batch;
+    batch.dtype = dtype;
+    batch.requests.push_back(request);
+    for (StreamSlot* slot : slots) {
+      if (!status.ok()) break;
+      for (bool unbatched : {false, true}) {
+        CudaEnqueueOptions options;
+        options.force_unbatched = unbatched;
+        status = EnqueueAssimilate(device, *slot, batch, &options).status();
+        const cudaError_t err = cudaStreamSynchronize(slot->stream.get());
+        if (status.ok() && err != cudaSuccess) {
+          status = CudaErrorStatus(err, "assimilate warm-up", __FILE__, __LINE__);
+        }
+        if (!status.ok()) break;
+      }
+    }
+  }
+  for (StreamSlot* slot : slots) device.ReleaseSlot(slot);
+  return status;
+}
+
+}  // namespace gpucompute::assimilate

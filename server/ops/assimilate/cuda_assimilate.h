@@ -1,0 +1,77 @@
+// CUDA host code of the Assimilate op: a batch runs on one stream slot with its cuBLAS and
+// cuSOLVER handles. Problems of one shape (n, m, N, method, kind of R, form, perturbation
+// source) form a group stored back to back, and each step runs once per group: strided-batched
+// GEMM/GEMV, batched Cholesky (potrfBatched) and triangular solves (trsmBatched) and
+// syevjBatched for many small problems, the plain routines (SYRK, POTRF, TRSM, SYEVD) for one
+// large problem, a few kernels (kernels/assimilate) for what the libraries do not do. The
+// algebra, conventions and the cost model that picks the form are assimilate.h's, so that the
+// results equal the CPU reference to rounding (seeded perturbations included).
+//
+// Layout (all row-major as on the wire, i.e. column-major with the members as rows for cuBLAS):
+// per problem X (n x N, centred in place), the observation rows [Yw | dw | Ew or Dw] (m x W, W
+// = N + 1 for the ETKF, 2N + 1 for the stochastic filter), R (m x m, its Cholesky factor in
+// place) or 1/sqrt(r) (m). No n x m gain is formed: every form ends in Xa = xbar 1^T + A T.
+//
+// Threading: like the dense op's, a slot is used by one batch at a time.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "absl/status/statusor.h"
+#include "server/ops/assimilate/assimilate.h"
+#include "server/runtime/cuda/device_context.h"
+
+namespace gpucompute::assimilate {
+
+// Benchmark and test knobs.
+struct CudaEnqueueOptions {
+  cudaEvent_t before = nullptr;  // recorded after the copy in, before the first kernel
+  cudaEvent_t after = nullptr;   // recorded after the last kernel, before the copy out
+  // Problems per group above which, and orders up to which, the batched library routines are
+  // used (tests force both ways).
+  bool force_unbatched = false;
+  // Where the time goes: when set, an event is recorded after each step (name, event) and the
+  // caller reads the intervals after synchronising (and destroys the events).
+  std::vector<std::pair<const char*, cudaEvent_t>>* marks = nullptr;
+};
+
+// Where an enqueued batch's results will be in the slot's output staging buffer.
+struct PendingAssimilate {
+  struct Slot {
+    int64_t analysis = 0;    // byte offset of the n x N analysis
+    int64_t innovation = 0;  // byte offset of the m innovation means (double)
+    int64_t q = 0;           // index into the per-problem arrays (spread, infos)
+    Form form = Form::kAuto;
+    int64_t n = 0, m = 0;
+  };
+  ElementType dtype = ElementType::kFloat64;
+  std::vector<std::vector<Slot>> requests;  // per request, per problem
+  int64_t spread = 0;                       // byte offset of the spreads (double, one per problem)
+  int64_t info = 0;                         // byte offset of the infos (int, 3 per problem)
+  int64_t problems = 0;
+};
+
+// Enqueues `batch` on `slot`'s stream: host packing (conversion to the compute dtype) into
+// pinned staging, one copy in, the analysis, one copy out. The results are valid in
+// slot.staging_out once the stream passes this point. Problems must have passed
+// ValidateShapes/ValidateValues. A full R that is not positive definite (or an innovation
+// matrix that is not numerically so) is found on the device and reported by Unpack.
+absl::StatusOr<PendingAssimilate> EnqueueAssimilate(DeviceContext& device, StreamSlot& slot,
+                                                    const Batch& batch,
+                                                    const CudaEnqueueOptions* options = nullptr);
+
+// One Output per request from the slot's output staging buffer (host work only): the
+// analyses, or INVALID_ARGUMENT naming the first problem of the request whose Cholesky
+// factorisation or eigendecomposition failed (the CPU reference's messages).
+std::vector<Output> UnpackAssimilate(const PendingAssimilate& pending, const StreamSlot& slot,
+                                     const Batch& batch);
+
+// Runs small batches of every variant (both dtypes, methods, forms, kinds of R, batched and
+// not) on every stream, so that no request pays for loading the libraries' kernels.
+absl::Status WarmUpAssimilate(DeviceContext& device);
+
+}  // namespace gpucompute::assimilate

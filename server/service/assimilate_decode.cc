@@ -1,0 +1,161 @@
+// Assimilate request decoding (see assimilate_decode.h).
+#include "server/service/assimilate_decode.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/common/status_macros.h"
+#include "server/service/tensor_codec.h"
+
+namespace gpucompute {
+namespace {
+
+// Checks a float tensor of rank `rank` (dtype, shape, byte count) and views it.
+absl::StatusOr<assimilate::ArrayView> View(const v1::Tensor& t,
+                                           bool present, const std::string& field, int rank) {
+  if (!present) return absl::InvalidArgumentError(absl::StrCat(field, ": is required"));
+  ASSIGN_OR_RETURN(const ElementType dtype, FloatElementType(t.dtype(), field + ".dtype"));
+  if (t.shape_size() != rank) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".shape: must have ", rank, " dimension",
+                                                   rank == 1 ? "" : "s", " (got [",
+                                                   absl::StrJoin(t.shape(), ", "), "])"));
+  }
+  RETURN_IF_ERROR(CheckTensor(t, field).status());
+  return assimilate::ArrayView{dtype, t.data()};
+}
+
+absl::Status ShapeMismatch(const std::string& field, int dim, int64_t got, absl::string_view what,
+                           int64_t want) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ".shape[", dim, "] is ", got, " but ", what, " ", want));
+}
+
+absl::StatusOr<assimilate::Problem> DecodeProblem(const v1::AssimilationProblem& in, int64_t index,
+                                                  const assimilate::Limits& limits) {
+  const std::string prefix = absl::StrCat("problems[", index, "].");
+  assimilate::Problem p;
+  ASSIGN_OR_RETURN(p.x, View(in.x(), in.has_x(), prefix + "x", 2));
+  p.n = in.x().shape(0);
+  p.N = in.x().shape(1);
+  ASSIGN_OR_RETURN(p.hx, View(in.hx(), in.has_hx(), prefix + "hx", 2));
+  p.m = in.hx().shape(0);
+  if (in.hx().shape(1) != p.N) {
+    return ShapeMismatch(prefix + "hx", 1, in.hx().shape(1), "x.shape[1] (members) is", p.N);
+  }
+  ASSIGN_OR_RETURN(p.y, View(in.y(), in.has_y(), prefix + "y", 1));
+  if (in.y().shape(0) != p.m) {
+    return ShapeMismatch(prefix + "y", 0, in.y().shape(0), "hx.shape[0] (observations) is", p.m);
+  }
+  switch (in.obs_error_case()) {
+    case v1::AssimilationProblem::kObsErrorVariance: {
+      p.obs_error_kind = assimilate::ObsErrorKind::kVariances;
+      ASSIGN_OR_RETURN(p.obs_error, View(in.obs_error_variance(), true, prefix + "obs_error_variance", 1));
+      if (in.obs_error_variance().shape(0) != p.m) {
+        return ShapeMismatch(prefix + "obs_error_variance", 0, in.obs_error_variance().shape(0),
+                             "hx.shape[0] (observations) is", p.m);
+      }
+      break;
+    }
+    case v1::AssimilationProblem::kObsErrorCovariance: {
+      p.obs_error_kind = assimilate::ObsErrorKind::kCovariance;
+      ASSIGN_OR_RETURN(p.obs_error,
+                       View(in.obs_error_covariance(), true, prefix + "obs_error_covariance", 2));
+      for (int d = 0; d < 2; ++d) {
+        if (in.obs_error_covariance().shape(d) != p.m) {
+          return ShapeMismatch(prefix + "obs_error_covariance", d, in.obs_error_covariance().shape(d),
+                               "hx.shape[0] (observations) is", p.m);
+        }
+      }
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError(
+          prefix + "obs_error: one of obs_error_variance (m) or obs_error_covariance (m x m) is required");
+  }
+  switch (in.method()) {
+    case v1::ASSIMILATION_METHOD_ETKF: p.method = assimilate::Method::kEtkf; break;
+    case v1::ASSIMILATION_METHOD_ENKF: p.method = assimilate::Method::kStochastic; break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "method: unknown value ", in.method()));
+  }
+  if (in.perturbation_source_case() == v1::AssimilationProblem::kPerturbations) {
+    if (p.method != assimilate::Method::kStochastic) {
+      return absl::InvalidArgumentError(
+          prefix + "perturbations: only the stochastic EnKF (method ENKF) uses perturbations");
+    }
+    p.has_perturbations = true;
+    ASSIGN_OR_RETURN(p.perturbations, View(in.perturbations(), true, prefix + "perturbations", 2));
+    if (in.perturbations().shape(0) != p.m) {
+      return ShapeMismatch(prefix + "perturbations", 0, in.perturbations().shape(0),
+                           "hx.shape[0] (observations) is", p.m);
+    }
+    if (in.perturbations().shape(1) != p.N) {
+      return ShapeMismatch(prefix + "perturbations", 1, in.perturbations().shape(1),
+                           "x.shape[1] (members) is", p.N);
+    }
+  } else if (in.perturbation_source_case() == v1::AssimilationProblem::kSeed) {
+    p.seed = in.seed();
+  } else if (p.method == assimilate::Method::kStochastic) {
+    return absl::InvalidArgumentError(
+        prefix + "perturbation_source: the stochastic EnKF needs perturbations (m x N) or a seed");
+  }
+  p.inflation = in.has_inflation() ? in.inflation() : 1.0;
+  switch (in.relaxation()) {
+    case v1::RELAXATION_NONE: p.relaxation = assimilate::Relaxation::kNone; break;
+    case v1::RELAXATION_RTPP: p.relaxation = assimilate::Relaxation::kRtpp; break;
+    case v1::RELAXATION_RTPS: p.relaxation = assimilate::Relaxation::kRtps; break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "relaxation: unknown value ", in.relaxation()));
+  }
+  p.relaxation_factor = in.relaxation_factor();
+  switch (in.form()) {
+    case v1::ANALYSIS_FORM_AUTO: p.form = assimilate::Form::kAuto; break;
+    case v1::ANALYSIS_FORM_OBSERVATION_SPACE: p.form = assimilate::Form::kObservationSpace; break;
+    case v1::ANALYSIS_FORM_ENSEMBLE_SPACE: p.form = assimilate::Form::kEnsembleSpace; break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "form: unknown value ", in.form()));
+  }
+  RETURN_IF_ERROR(assimilate::ValidateShapes(p, index, limits));
+  RETURN_IF_ERROR(assimilate::ValidateValues(p, index));
+  p.form = assimilate::ChooseForm(p, limits);
+  return p;
+}
+
+}  // namespace
+
+absl::StatusOr<assimilate::Request> DecodeAssimilateRequest(const v1::AssimilateRequest& request,
+                                                            const ServiceLimits& limits) {
+  assimilate::Request out;
+  switch (request.dtype()) {
+    case v1::DTYPE_UNSPECIFIED:
+    case v1::FLOAT64: out.dtype = ElementType::kFloat64; break;
+    case v1::FLOAT32: out.dtype = ElementType::kFloat32; break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("dtype: must be float64 (default) or float32 (got ",
+                                                     DTypeName(request.dtype()), ")"));
+  }
+  const int64_t count = request.problems_size();
+  if (count > limits.assimilate.max_problems_per_request) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "problems: ", count, " problems; the limit is ", limits.assimilate.max_problems_per_request,
+        " per request (--assimilate_max_problems)"));
+  }
+  out.problems.reserve(static_cast<size_t>(count));
+  int64_t response_bytes = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    ASSIGN_OR_RETURN(assimilate::Problem p, DecodeProblem(request.problems(static_cast<int>(i)), i,
+                                                          limits.assimilate));
+    response_bytes += p.n * p.N * ElementSize(out.dtype) + p.m * 8 + 64;
+    if (response_bytes > limits.max_response_bytes - 4096) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "problems: the analyses of problems[0..", i, "] already take ", response_bytes,
+          " bytes; responses are limited to ", limits.max_response_bytes, " bytes"));
+    }
+    out.problems.push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace gpucompute
