@@ -14,6 +14,7 @@
 #include "server/common/parallel_for.h"
 #include "server/common/status_macros.h"
 #include "server/runtime/cuda/cuda_resources.h"
+#include "server/runtime/cuda/stream_buffers.h"
 #include "spdlog/spdlog.h"
 
 namespace gpucompute::dense {
@@ -57,26 +58,6 @@ cudaDataType_t CudaType(ElementType t) {
     default: return CUDA_R_32F;
   }
 }
-
-// Stream-ordered scratch buffers, freed on the stream on every path (early error returns too).
-class StreamBuffers {
- public:
-  StreamBuffers(cudaMemPool_t pool, cudaStream_t stream) : pool_(pool), stream_(stream) {}
-  ~StreamBuffers() {
-    for (void* p : ptrs_) cudaFreeAsync(p, stream_);
-  }
-  absl::StatusOr<void*> Get(size_t bytes) {
-    void* p = nullptr;
-    CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&p, std::max<size_t>(bytes, 1), pool_, stream_));
-    ptrs_.push_back(p);
-    return p;
-  }
-
- private:
-  cudaMemPool_t pool_;
-  cudaStream_t stream_;
-  std::vector<void*> ptrs_;
-};
 
 absl::Status ValidateSpec(const ModelSpec& spec) {
   if (spec.dtype != ElementType::kFloat32 && spec.dtype != ElementType::kFloat16 &&
@@ -425,7 +406,7 @@ absl::StatusOr<PendingDense> EnqueueDense(DeviceContext& device, StreamSlot& slo
     return absl::InvalidArgumentError("dense batch: the few-rows path cannot take this batch");
   }
 
-  StreamBuffers buffers(device.memory_pool(), stream);
+  StreamScratch buffers(device.memory_pool(), stream);
   ASSIGN_OR_RETURN(void* d_in, buffers.Get(in_bytes));
   void* act[2] = {nullptr, nullptr};
   ASSIGN_OR_RETURN(act[0], buffers.Get(act_bytes));
