@@ -227,8 +227,16 @@ TEST_F(AssimilateServer, ConcurrentCallersAreBatchedAndGetTheirOwnAnalyses) {
   for (int i = 0; i < kCallers; ++i) {
     auto [status, response] = calls[i].get();
     ASSERT_TRUE(status.ok()) << status.error_message();
-    // Bit for bit what the same request gave alone (server-drawn perturbations included).
-    EXPECT_EQ(Values(response.results(0).analysis()), alone[i]) << "caller " << i;
+    // What the same request gave alone (server-drawn perturbations included), to rounding: in
+    // a batch the GPU may group problems into batched library calls.
+    const Matrix got = Values(response.results(0).analysis());
+    ASSERT_EQ(got.size(), alone[i].size()) << "caller " << i;
+    double diff = 0, norm = 0;
+    for (size_t j = 0; j < got.size(); ++j) {
+      diff += (got[j] - alone[i][j]) * (got[j] - alone[i][j]);
+      norm += alone[i][j] * alone[i][j];
+    }
+    EXPECT_LE(std::sqrt(diff), 1e-12 * std::sqrt(norm)) << "caller " << i;
   }
   grpc::ClientContext ctx;
   v1::ServerInfoResponse after;

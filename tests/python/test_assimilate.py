@@ -154,10 +154,12 @@ def test_enkf_with_server_perturbations(client, rng):
     # assimilate_cpu_test SeedDrawnPerturbationsAreLTimesCentredNormals).
     got = np.cov(a, ddof=1)
     assert np.linalg.norm(got - cov) / np.linalg.norm(cov) < 0.2
-    # The same problem in second position of a batch draws other numbers.
+    # The same problem in second position of a batch draws other numbers. (In a batch the GPU
+    # may take batched library routines, so the first problem equals `a` to rounding, not bit
+    # for bit.)
     first, second = client.assimilate_batch(
         [dict(X=X, HX=HX, y=y, obs_error=R, method="enkf", seed=11)] * 2)
-    assert np.array_equal(first, a) and rel(second, a) > 1e-3
+    assert rel(first, a) < 1e-12 and rel(second, a) > 1e-3
 
 
 @pytest.mark.parametrize("method", ["etkf", "enkf"])
