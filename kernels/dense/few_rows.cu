@@ -1,17 +1,18 @@
 // One dense layer for a few rows (1..kFewRowsMax): bound by reading W once. Weights are stored
 // transposed (W^T, out x ldw, "K-major"), so each output's weights are one contiguous row.
 //
-// Shape: one warp (or S warps, S in {1, 2, 4, 8}, each over a contiguous 1/S of k) per output
-// column; a block of 8 warps holds 8 / S outputs. A lane owns XC <= 8 16-byte chunks of the
-// weight row (chunks lane, lane + 32, ...) and issues all of them as the kernel starts, then
+// Shape: a warp owns O outputs (O = 2 for one row, else 1); S warps (S in {1, 2, 4, 8}, each
+// over a contiguous 1/S of k) share a group of O outputs when k is long or the outputs are few;
+// a block of 8 warps holds 8 / S groups. A lane owns XC <= 8 16-byte chunks of each of its
+// weight rows (chunks lane, lane + 32, ...) and issues all of them as the kernel starts, then
 // loads the matching chunks of the (few) input rows, raw, into registers (L1/L2 hits: every
-// warp reads the same rows). LayerNorm needs only the row mean before the FMAs (a shifted sum,
-// one warp reduction, plus one block exchange when S > 1); the variance is reduced with the
-// dot products at the end. Bias, activation and rounding are fused into the store. S grows
-// until the warps cover the GPU (~4096 warps) and a lane's inputs fit its register budget.
-// (Measured slower: re-reading the inputs from L1 instead of holding them, for more blocks per
-// SM; W in its natural in x out layout with rows staged in shared memory; k split over
-// clusters. See kernels/NOTES.md.)
+// warp reads the same rows). LayerNorm works on x minus the row's first element; with 16-bit
+// weights its centring folds into the end (nothing waits for the mean), with float32 weights
+// the mean is reduced first. Sums go over the warp by shuffles and over the S warps through
+// shared memory; bias, activation and rounding are fused into the store.
+// (Measured slower, kernels/NOTES.md: one output per warp; four; re-reading the inputs from L1
+// instead of holding them; input loads ahead of the weights; W in its natural in x out layout
+// with rows staged in shared memory; k split over clusters.)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -32,7 +33,10 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxSplit = kWarps;         // S <= 8: all parts of an output share a block
 constexpr int kRegisterWords = 32;        // 4-byte registers of raw input a lane holds
-constexpr int64_t kTargetWarps = 4096;    // ~31 warps per SM on an H200 (132 SMs)
+// Fewer warps leave HBM idle; more (e.g. one output per warp) measured slower on the H200:
+// 1024 -> 4096 bf16 one row 8.2 us at 2048 warps vs 9.5 at 4096; 4096 -> 1024 9.5 at 512 vs
+// 10.0 at 2048 (kernels/NOTES.md).
+constexpr int64_t kMinWarps = 512;
 
 // Whether R rows of XC chunks of E inputs of `x_bytes` each fit a lane's register budget.
 constexpr bool InputFits(int rows, int xc, int e, int x_bytes) {
@@ -53,8 +57,9 @@ int PowerOfTwoAtLeast(int64_t v) {
 }
 
 struct Split {
-  int s = 0;   // warps per output; 0: k too long for this kernel
+  int s = 0;   // warps per output group; 0: k too long for this kernel
   int xc = 0;  // chunks per lane
+  int o = 1;   // outputs per warp (2 only for one row)
 };
 
 Split ChooseSplit(int rows, int64_t k, int64_t n, int e, int x_bytes) {
@@ -62,11 +67,14 @@ Split ChooseSplit(int rows, int64_t k, int64_t n, int e, int x_bytes) {
   const int xc_max = MaxChunksPerLane(rows, e, x_bytes);
   const int64_t s_reg = (chunks + 32 * xc_max - 1) / (32 * xc_max);
   if (s_reg > kMaxSplit) return {};
+  // One row: two outputs per warp share the input registers (fewer warps, one wave), while at
+  // least kMinWarps warps remain.
+  const int o = rows == 1 && n >= 2 * kMinWarps ? 2 : 1;
   int s = PowerOfTwoAtLeast(s_reg);
   // More warps per output while the GPU is not covered and every lane keeps a chunk.
-  while (s < kMaxSplit && n * s < kTargetWarps && chunks >= int64_t{32} * s * 2) s *= 2;
+  while (s < kMaxSplit && n * s / o < kMinWarps && chunks >= int64_t{32} * s * 2) s *= 2;
   const int xc = PowerOfTwoAtLeast((chunks + 32 * s - 1) / (32 * s));
-  return {s, xc};
+  return {s, xc, o};
 }
 
 // E consecutive inputs, kept raw (16-bit inputs take half the registers of floats).
@@ -100,30 +108,38 @@ __device__ __forceinline__ float WarpSum(float v) {
   return v;
 }
 
-template <typename Tx, typename Tw, int R, int XC>
+template <typename Tx, typename Tw, int R, int XC, int O>
 __global__ void __launch_bounds__(kThreads) FewRowsKernel(FewRowsArgs a, int split, bool x_vec) {
   constexpr int E = kVec<Tw>;
-  __shared__ float exchange[kWarps][2 * R];
+  // Per-warp partial sums, in this order: dot products per (output, row); sums of squares per
+  // row; and for the folded LayerNorm (16-bit weights) the row sums and the weights' sums.
+  constexpr int kDots = O * R;
+  constexpr int kSums = kDots + 2 * R + O;
+  constexpr bool kFold = sizeof(Tw) == 2;
+  __shared__ float exchange[kWarps][kSums];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * (kWarps / split) + warp / split;
+  const int64_t j0 = (static_cast<int64_t>(blockIdx.x) * (kWarps / split) + warp / split) * O;
   const int part = warp % split;
-  const bool active = j < a.n;
   const int k = a.k;
   const int chunks = (k + E - 1) / E;
   const int first = part * 32 * XC + lane;  // this lane's chunks: first + 32 u
 
-  // The weights first: every chunk of this lane in flight before anything waits.
-  uint4 wv[XC];
-  const char* wrow = reinterpret_cast<const char*>(static_cast<const Tw*>(a.w) +
-                                                   (active ? j : 0) * a.ldw);
+  // Weights first: every chunk of this lane's O outputs in flight before anything waits.
+  uint4 wv[O][XC];
 #pragma unroll
-  for (int u = 0; u < XC; ++u) {
-    const int c = first + 32 * u;
-    wv[u] = active && c < chunks ? LoadStreaming(wrow + 16 * static_cast<int64_t>(c))
-                                 : make_uint4(0, 0, 0, 0);
+  for (int o = 0; o < O; ++o) {
+    const bool active = j0 + o < a.n;
+    const char* wrow = reinterpret_cast<const char*>(static_cast<const Tw*>(a.w) +
+                                                     (active ? j0 + o : 0) * a.ldw);
+#pragma unroll
+    for (int u = 0; u < XC; ++u) {
+      const int c = first + 32 * u;
+      wv[o][u] = active && c < chunks ? LoadStreaming(wrow + 16 * static_cast<int64_t>(c))
+                                      : make_uint4(0, 0, 0, 0);
+    }
   }
   // The inputs next, all of this lane's chunks, held raw in registers (L1/L2 hits after the
-  // first warps: every warp reads the same rows).
+  // first warps: every warp reads the same rows) and shared by the warp's O outputs.
   const Tx* x = static_cast<const Tx*>(a.x);
   XChunk<Tx, E> xv[R][XC];
 #pragma unroll
@@ -131,21 +147,21 @@ __global__ void __launch_bounds__(kThreads) FewRowsKernel(FewRowsArgs a, int spl
 #pragma unroll
     for (int u = 0; u < XC; ++u) xv[r][u] = LoadChunk<Tx, E>(x + r * a.ldx, (first + 32 * u) * E, k, x_vec);
 
-  // Sums over the S warps of this output (their partials meet in shared memory).
-  auto output_sum = [&](float (&v)[2 * R], int count) {
+  // Sums over the S warps of an output group (their partials meet in shared memory).
+  auto group_sum = [&](float (&v)[kSums], int count) {
 #pragma unroll
-    for (int i = 0; i < 2 * R; ++i)
+    for (int i = 0; i < kSums; ++i)
       if (i < count) v[i] = WarpSum(v[i]);
     if (split > 1) {
       if (lane == 0) {
 #pragma unroll
-        for (int i = 0; i < 2 * R; ++i)
+        for (int i = 0; i < kSums; ++i)
           if (i < count) exchange[warp][i] = v[i];
       }
       __syncthreads();
       const int base = warp - part;
 #pragma unroll
-      for (int i = 0; i < 2 * R; ++i) {
+      for (int i = 0; i < kSums; ++i) {
         if (i < count) {
           float t = 0.f;
           for (int p = 0; p < split; ++p) t += exchange[base + p][i];
@@ -156,17 +172,25 @@ __global__ void __launch_bounds__(kThreads) FewRowsKernel(FewRowsArgs a, int spl
     }
   };
 
-  // LayerNorm centres each value as (x - shift) - sum(x - shift) / k with the row's first
-  // element as the shift: neither the sum nor the centred values lose digits to a large common
-  // offset (the mean itself is never formed). Without LayerNorm shift = d = 0.
+  // LayerNorm works on x - shift with the row's first element as the shift, so that no sum
+  // loses digits to a large common offset (the mean itself is never formed). With d the mean
+  // of x - shift: for float32 weights each value is centred as (x - shift) - d before the
+  // products (d first: one reduction on the critical path); for 16-bit weights the centring
+  // is folded into the end, dot((x - shift) - d, w) = dot(x - shift, w) - d sum(w) and
+  // sum(((x - shift) - d)^2) = sum((x - shift)^2) - k d^2, so nothing waits for d (the
+  // cancellation costs ~1e-7 relative per unit of |d| / std, far below 16-bit rounding).
+  // Without LayerNorm shift = d = 0.
   float shift[R], d[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) shift[r] = d[r] = 0.f;
   if (a.layernorm) {
-    float sums[2 * R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) shift[r] = ToFloat(x[r * a.ldx]);
+  }
+  if (a.layernorm && !kFold) {
+    float sums[kSums];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      shift[r] = ToFloat(x[r * a.ldx]);
       float t = 0.f;
 #pragma unroll
       for (int u = 0; u < XC; ++u)
@@ -175,19 +199,27 @@ __global__ void __launch_bounds__(kThreads) FewRowsKernel(FewRowsArgs a, int spl
           if ((first + 32 * u) * E + e < k) t += ToFloat(xv[r][u].v[e]) - shift[r];
       sums[r] = t;
     }
-    output_sum(sums, R);
+    group_sum(sums, R);
 #pragma unroll
     for (int r = 0; r < R; ++r) d[r] = sums[r] / static_cast<float>(k);
   }
 
-  // Dot products (and, for LayerNorm, the centred sums of squares).
-  float acc[2 * R];
+  // Dot products acc[o R + r], sums of squares acc[kDots + r], and for the fold the row sums
+  // acc[kDots + R + r] and the weights' sums acc[kDots + 2 R + o].
+  float acc[kSums];
 #pragma unroll
-  for (int i = 0; i < 2 * R; ++i) acc[i] = 0.f;
+  for (int i = 0; i < kSums; ++i) acc[i] = 0.f;
 #pragma unroll
   for (int u = 0; u < XC; ++u) {
-    float wf[E];
-    Unpack<Tw>(wv[u], wf);
+    float wf[O][E];
+#pragma unroll
+    for (int o = 0; o < O; ++o) {
+      Unpack<Tw>(wv[o][u], wf[o]);
+      if (kFold) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[kDots + 2 * R + o] += wf[o][e];  // zero beyond k
+      }
+    }
     const bool whole = (first + 32 * u + 1) * E <= k;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -195,34 +227,59 @@ __global__ void __launch_bounds__(kThreads) FewRowsKernel(FewRowsArgs a, int spl
       for (int e = 0; e < E; ++e) {
         const bool valid = whole || (first + 32 * u) * E + e < k;
         const float xc = valid ? (ToFloat(xv[r][u].v[e]) - shift[r]) - d[r] : 0.f;
-        acc[r] = fmaf(xc, wf[e], acc[r]);
-        acc[R + r] = fmaf(xc, xc, acc[R + r]);
+#pragma unroll
+        for (int o = 0; o < O; ++o) acc[o * R + r] = fmaf(xc, wf[o][e], acc[o * R + r]);
+        acc[kDots + r] = fmaf(xc, xc, acc[kDots + r]);
+        if (kFold) acc[kDots + R + r] += xc;
       }
     }
   }
-  output_sum(acc, a.layernorm ? 2 * R : R);
+  group_sum(acc, !a.layernorm ? kDots : (kFold ? kSums : kDots + R));
 
-  if (!active || part != 0 || lane >= R) return;
-  // Lane r writes row r.
-  float dot = 0.f, ss = 0.f;  // ss is only used with LayerNorm
+  if (part != 0 || lane >= O * R) return;
+  // Lane o R + r writes output j0 + o of row r.
+  const int o = lane / R, r = lane % R;
+  const int64_t j = j0 + o;
+  if (j >= a.n) return;
+  float dot = 0.f, ss = 0.f, sx = 0.f, sw = 0.f;  // ss, sx, sw: LayerNorm only
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    if (lane == r) {
-      dot = acc[r];
-      ss = acc[R + r];
+  for (int i = 0; i < kDots; ++i)
+    if (lane == i) dot = acc[i];
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    if (r == i) {
+      ss = acc[kDots + i];
+      sx = acc[kDots + R + i];
     }
   }
-  const float rstd = a.layernorm ? 1.f / sqrtf(ss / static_cast<float>(k) + a.eps) : 1.f;
+#pragma unroll
+  for (int i = 0; i < O; ++i)
+    if (o == i) sw = acc[kDots + 2 * R + i];
+  float var = ss / static_cast<float>(k);
+  if (kFold && a.layernorm) {
+    const float dm = sx / static_cast<float>(k);
+    dot -= dm * sw;
+    var = fmaxf(var - dm * dm, 0.f);
+  }
+  const float rstd = a.layernorm ? 1.f / sqrtf(var + a.eps) : 1.f;
   Tw* y = static_cast<Tw*>(a.y);
-  y[lane * a.ldy + j] = FromFloat<Tw>(dense::Activate<float>(a.act, dot * rstd + a.bias[j]));
+  y[r * a.ldy + j] = FromFloat<Tw>(dense::Activate<float>(a.act, dot * rstd + a.bias[j]));
 }
 
 template <typename Tx, typename Tw, int R, int XC>
 cudaError_t LaunchChunks(const FewRowsArgs& a, Split s, bool x_vec, cudaStream_t stream) {
-  // Only the chunk counts ChooseSplit can pick are instantiated.
+  // Only the chunk counts ChooseSplit can pick are instantiated; two outputs per warp only for
+  // one row.
   if constexpr (InputFits(R, XC, kVec<Tw>, sizeof(Tx))) {
-    const unsigned blocks = static_cast<unsigned>((a.n + kWarps / s.s - 1) / (kWarps / s.s));
-    FewRowsKernel<Tx, Tw, R, XC><<<blocks, kThreads, 0, stream>>>(a, s.s, x_vec);
+    const int per_block = (kWarps / s.s) * s.o;
+    const unsigned blocks = static_cast<unsigned>((a.n + per_block - 1) / per_block);
+    if constexpr (R == 1) {
+      if (s.o == 2) {
+        FewRowsKernel<Tx, Tw, R, XC, 2><<<blocks, kThreads, 0, stream>>>(a, s.s, x_vec);
+        return cudaPeekAtLastError();
+      }
+    }
+    FewRowsKernel<Tx, Tw, R, XC, 1><<<blocks, kThreads, 0, stream>>>(a, s.s, x_vec);
     return cudaPeekAtLastError();
   } else {
     return cudaErrorInvalidValue;
