@@ -239,6 +239,415 @@ __global__ void ReduceSpreadKernel(int bpp, int64_t n, const double* __restrict_
   if (threadIdx.x == 0) spread[p] = sqrt(sums[0] / static_cast<double>(n));
 }
 
+
+// ---- fused state pass (N <= kMaxFusedRowsMembers) -------------------------------------------
+
+constexpr int kTileRows = 64;      // rows per tile; each active thread owns a 4 x 4 output block
+constexpr int kFusedThreads = 256;
+
+__host__ __device__ inline int Pad4(int v) { return (v + 3) / 4 * 4; }
+
+template <typename T>
+__device__ __forceinline__ void Load4(const T* p, T (&v)[4]);
+template <>
+__device__ __forceinline__ void Load4<double>(const double* p, double (&v)[4]) {
+  const double2 a = *reinterpret_cast<const double2*>(p), b = *reinterpret_cast<const double2*>(p + 2);
+  v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y;
+}
+template <>
+__device__ __forceinline__ void Load4<float>(const float* p, float (&v)[4]) {
+  const float4 a = *reinterpret_cast<const float4*>(p);
+  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+}
+
+size_t TransformRowsSmem(int N, int es) {
+  const int Np = Pad4(N);
+  // T (N x Np), A (rows x N), out (rows x N), row means (double)
+  return static_cast<size_t>(N * Np + 2 * kTileRows * N) * es + kTileRows * sizeof(double) + 64;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kFusedThreads) TransformRowsKernel(
+    int64_t n, int N, const T* __restrict__ x, const T* __restrict__ t, int64_t t_stride,
+    const ProblemParams* __restrict__ params, T* __restrict__ xa, double* __restrict__ partials) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int Np = Pad4(N);
+  double* s_mean = reinterpret_cast<double*>(smem_raw);
+  T* s_t = reinterpret_cast<T*>(s_mean + kTileRows);  // 512 bytes in: 16-byte aligned
+  T* s_a = s_t + N * Np;
+  T* s_o = s_a + kTileRows * N;
+  const int p = blockIdx.y;
+  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
+  constexpr int kWarps = kFusedThreads / kWarp;
+  const ProblemParams pp = params[p];
+  const T lambda = static_cast<T>(pp.inflation);
+  const double alpha = pp.relaxation_factor;
+  const double n1 = static_cast<double>(N - 1);
+  const T* tp = t + static_cast<int64_t>(p) * t_stride;
+  for (int e = tid; e < N * Np; e += kFusedThreads) {
+    const int k = e / Np, j = e - k * Np;
+    s_t[e] = j < N ? tp[k + static_cast<int64_t>(j) * N] : T(0);
+  }
+  const int col_groups = Np / 4;
+  const int tr = tid / col_groups, tc = tid - tr * col_groups;
+  const bool active = tr < kTileRows / 4;
+  const int r0 = tr * 4, j0 = tc * 4;
+  const T* xp = x + static_cast<int64_t>(p) * n * N;
+  T* xap = xa + static_cast<int64_t>(p) * n * N;
+  double total = 0;
+  const int64_t tiles = (n + kTileRows - 1) / kTileRows;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t row0 = tile * kTileRows;
+    const int rows = static_cast<int>(n - row0 < kTileRows ? n - row0 : kTileRows);
+    __syncthreads();  // the previous tile is done with s_a / s_o (and s_t is written)
+    const T* src = xp + row0 * N;
+    {
+      // Every load of the tile in flight at once (kTileRows x 64 / kFusedThreads = 16 each).
+      constexpr int kU = kTileRows * kMaxFusedRowsMembers / kFusedThreads;
+      const int count = rows * N;
+      T v[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int e = tid + u * kFusedThreads;
+        v[u] = e < count ? src[e] : T(0);
+      }
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int e = tid + u * kFusedThreads;
+        if (e < kTileRows * N) s_a[e] = v[u];
+      }
+    }
+    __syncthreads();
+    for (int r = warp; r < rows; r += kWarps) {
+      T* row = s_a + r * N;
+      double s = 0;
+      for (int j = lane; j < N; j += kWarp) s += static_cast<double>(row[j]);
+      const double mean = WarpSum(s) / N;
+      for (int j = lane; j < N; j += kWarp) row[j] = lambda * static_cast<T>(static_cast<double>(row[j]) - mean);
+      if (lane == 0) s_mean[r] = mean;
+    }
+    __syncthreads();
+    if (active) {
+      T acc[4][4] = {};
+      for (int k = 0; k < N; ++k) {
+        T b[4];
+        Load4(s_t + k * Np + j0, b);
+        T a[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[i] = s_a[(r0 + i) * N + k];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+#pragma unroll
+          for (int jj = 0; jj < 4; ++jj) acc[i][jj] = fma(a[i], b[jj], acc[i][jj]);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+          if (j0 + jj < N) s_o[(r0 + i) * N + j0 + jj] = acc[i][jj];
+        }
+      }
+    }
+    __syncthreads();
+    for (int r = warp; r < rows; r += kWarps) {
+      T* row = s_o + r * N;
+      const T* f = s_a + r * N;
+      double s = 0;
+      for (int j = lane; j < N; j += kWarp) s += static_cast<double>(row[j]);
+      const double amean = WarpSum(s) / N;
+      double m2 = amean;
+      if (pp.relaxation == 1) {  // RTPP
+        double s2 = 0;
+        for (int j = lane; j < N; j += kWarp) {
+          const T v = static_cast<T>(amean + (1 - alpha) * (static_cast<double>(row[j]) - amean) +
+                                     alpha * static_cast<double>(f[j]));
+          row[j] = v;
+          s2 += static_cast<double>(v);
+        }
+        m2 = WarpSum(s2) / N;
+      } else if (pp.relaxation == 2) {  // RTPS
+        double va = 0, vf = 0;
+        for (int j = lane; j < N; j += kWarp) {
+          const double a = static_cast<double>(row[j]) - amean;
+          va += a * a;
+          vf += static_cast<double>(f[j]) * static_cast<double>(f[j]);
+        }
+        va = WarpSum(va);
+        vf = WarpSum(vf);
+        if (va > 0) {
+          const double factor = 1 - alpha + alpha * sqrt(vf / va);
+          double s2 = 0;
+          for (int j = lane; j < N; j += kWarp) {
+            const T v = static_cast<T>(amean + factor * (static_cast<double>(row[j]) - amean));
+            row[j] = v;
+            s2 += static_cast<double>(v);
+          }
+          m2 = WarpSum(s2) / N;
+        }
+      }
+      const T base = static_cast<T>(s_mean[r]);
+      double var = 0;
+      T* dst = xap + (row0 + r) * N;
+      for (int j = lane; j < N; j += kWarp) {
+        const T v = row[j];
+        const double dv = static_cast<double>(v) - m2;
+        var += dv * dv;
+        dst[j] = v + base;
+      }
+      total += WarpSum(var) / n1;
+    }
+  }
+  __shared__ double warp_sums[kWarps];
+  if (lane == 0) warp_sums[warp] = total;
+  __syncthreads();
+  if (tid == 0) {
+    double s = 0;
+    for (int w = 0; w < kWarps; ++w) s += warp_sums[w];
+    partials[static_cast<int64_t>(p) * gridDim.x + blockIdx.x] = s;
+  }
+}
+
+// ---- one block per small stochastic problem -------------------------------------------------
+
+constexpr int kSmallThreads = 128;
+constexpr size_t kSmallSmemLimit = 48 * 1024;
+
+size_t SmallEnkfSmem(int64_t n, int64_t m, int N, int es) {
+  const int64_t region = std::max<int64_t>(2 * m * N, n * N);
+  return static_cast<size_t>(2 * m + n) * sizeof(double) +
+         static_cast<size_t>(region + 2 * N * N + n * N) * es + 16;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kSmallThreads) SmallEnkfKernel(
+    int64_t n, int64_t m, int N, int W, const T* __restrict__ x_all, const T* __restrict__ obs_all,
+    const double* __restrict__ y_all, const T* __restrict__ isr_all,
+    const ProblemParams* __restrict__ params, bool seeded, T* __restrict__ xa_all,
+    double* __restrict__ innovation_all, double* __restrict__ spread, int* __restrict__ info) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  constexpr int kWarps = kSmallThreads / kWarp;
+  __shared__ double warp_sums[kWarps];
+  __shared__ int fail;
+  const int p = blockIdx.x;
+  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
+  const ProblemParams pp = params[p];
+  const T lambda = static_cast<T>(pp.inflation);
+  const int64_t mN = m * N, nN = n * N;
+  const int NN = N * N;
+  double* s_hmean = reinterpret_cast<double*>(smem_raw);  // m
+  double* s_zmean = s_hmean + m;                          // m
+  double* s_xmean = s_zmean + m;                          // n
+  T* s_y = reinterpret_cast<T*>(s_xmean + n);             // m x N: HX, then Yw
+  T* s_d = s_y + mN;                                      // m x N: E (or z), then Dw
+  T* s_o = s_y;                                           // n x N: A T (after the solve)
+  T* s_g = s_y + (2 * mN > nN ? 2 * mN : nN);           // N x N
+  T* s_b = s_g + NN;                                      // N x N: B, then T
+  T* s_x = s_b + NN;                                      // n x N
+  const T* obs = obs_all + static_cast<int64_t>(p) * m * W;
+  const T* xp = x_all + static_cast<int64_t>(p) * nN;
+  const double* y = y_all + static_cast<int64_t>(p) * m;
+  const T* isr = isr_all + static_cast<int64_t>(p) * m;
+  if (tid == 0) fail = 0;
+  // 1. Loads (kU per array and thread in flight) and the draws.
+  constexpr int kU = 8;
+  for (int64_t b0 = 0; b0 < mN; b0 += kU * kSmallThreads) {
+    T vy[kU], vd[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int64_t e = b0 + tid + u * kSmallThreads;
+      if (e < mN) {
+        const int64_t i = e / N;
+        const int j = static_cast<int>(e - i * N);
+        vy[u] = obs[i * W + j];
+        if (!seeded) vd[u] = obs[i * W + N + 1 + j];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int64_t e = b0 + tid + u * kSmallThreads;
+      if (e < mN) {
+        s_y[e] = vy[u];
+        s_d[e] = seeded ? static_cast<T>(philox::Normal(pp.seed, pp.index, static_cast<uint64_t>(e))) : vd[u];
+      }
+    }
+  }
+  for (int64_t b0 = 0; b0 < nN; b0 += kU * kSmallThreads) {
+    T v[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int64_t e = b0 + tid + u * kSmallThreads;
+      if (e < nN) v[u] = xp[e];
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int64_t e = b0 + tid + u * kSmallThreads;
+      if (e < nN) s_x[e] = v[u];
+    }
+  }
+  __syncthreads();
+  // 2. Row means.
+  for (int64_t i = tid; i < m; i += kSmallThreads) {
+    double s = 0, z = 0;
+    for (int j = 0; j < N; ++j) s += static_cast<double>(s_y[i * N + j]);
+    if (seeded) {  // the draws (exact in float64)
+      for (int j = 0; j < N; ++j) z += static_cast<double>(s_d[i * N + j]);
+    }
+    const double mean = s / N;
+    s_hmean[i] = mean;
+    s_zmean[i] = z / N;
+    innovation_all[static_cast<int64_t>(p) * m + i] = y[i] - mean;
+  }
+  for (int64_t r = tid; r < n; r += kSmallThreads) {
+    double s = 0;
+    for (int j = 0; j < N; ++j) s += static_cast<double>(s_x[r * N + j]);
+    s_xmean[r] = s / N;
+  }
+  __syncthreads();
+  // 3. Yw, Dw; A.
+  for (int64_t e = tid; e < mN; e += kSmallThreads) {
+    const int64_t i = e / N;
+    const double mean = s_hmean[i];
+    const T scale = isr[i];
+    const T dw = static_cast<T>(y[i] - mean) * scale;
+    const T yw = lambda * static_cast<T>(static_cast<double>(s_y[e]) - mean) * scale;
+    const T ew = seeded ? static_cast<T>(static_cast<double>(s_d[e]) - s_zmean[i]) : s_d[e] * scale;
+    s_y[e] = yw;
+    s_d[e] = ew + (dw - yw);
+  }
+  for (int64_t e = tid; e < nN; e += kSmallThreads) {
+    const int64_t r = e / N;
+    s_x[e] = lambda * static_cast<T>(static_cast<double>(s_x[e]) - s_xmean[r]);
+  }
+  __syncthreads();
+  // 4. G = Yw^T Yw + (N-1) I and B = Yw^T Dw (row-major N x N).
+  for (int o = tid; o < 2 * NN; o += kSmallThreads) {
+    const bool is_b = o >= NN;
+    const int q = is_b ? o - NN : o;
+    const int a = q / N, b = q - a * N;
+    const T* rhs = is_b ? s_d : s_y;
+    T acc = 0;
+    for (int64_t i = 0; i < m; ++i) acc = fma(s_y[i * N + a], rhs[i * N + b], acc);
+    if (is_b) {
+      s_b[q] = acc;
+    } else {
+      s_g[q] = a == b ? acc + static_cast<T>(N - 1) : acc;
+    }
+  }
+  __syncthreads();
+  // 5. G = U D U^T in place (column k below the diagonal keeps d_k U_ik; diagonal d_k).
+  __shared__ T s_rd[kWarp];  // 1 / d_k
+  for (int k = 0; k < N - 1; ++k) {
+    const T rk = T(1) / s_g[k * N + k];
+    const int rest = N - 1 - k;
+    for (int e = tid; e < rest * rest; e += kSmallThreads) {
+      const int i = k + 1 + e / rest, j = k + 1 + e % rest;
+      if (j <= i) s_g[i * N + j] -= s_g[i * N + k] * s_g[j * N + k] * rk;
+    }
+    __syncthreads();
+  }
+  if (tid < N) {
+    const T d = s_g[tid * N + tid];
+    if (!(d > T(0))) fail = 1;
+    s_rd[tid] = T(1) / d;
+  }
+  __syncthreads();
+  for (int e = tid; e < NN; e += kSmallThreads) {  // U below the diagonal
+    const int i = e / N, k = e - i * N;
+    if (k < i) s_g[e] *= s_rd[k];
+  }
+  __syncthreads();
+  // 6. Solve G Z = B: forward with U, scale by D, backward with U^T (every column at once).
+  for (int k = 0; k < N - 1; ++k) {
+    const int rest = N - 1 - k;
+    for (int e = tid; e < rest * N; e += kSmallThreads) {
+      const int i = k + 1 + e / N, c = e % N;
+      s_b[i * N + c] -= s_g[i * N + k] * s_b[k * N + c];
+    }
+    __syncthreads();
+  }
+  for (int e = tid; e < NN; e += kSmallThreads) s_b[e] *= s_rd[e / N];
+  __syncthreads();
+  for (int k = N - 1; k > 0; --k) {
+    for (int e = tid; e < k * N; e += kSmallThreads) {
+      const int i = e / N, c = e % N;
+      s_b[i * N + c] -= s_g[k * N + i] * s_b[k * N + c];
+    }
+    __syncthreads();
+  }
+  // T = I + Z.
+  if (tid < N) s_b[tid * N + tid] += T(1);
+  __syncthreads();
+  if (tid == 0 && fail) info[p] = 1;
+  // 7. A T into s_o (over the dead observation rows).
+  for (int64_t e = tid; e < nN; e += kSmallThreads) {
+    const int64_t r = e / N;
+    const int j = static_cast<int>(e - r * N);
+    T acc = 0;
+    for (int k = 0; k < N; ++k) acc = fma(s_x[r * N + k], s_b[k * N + j], acc);
+    s_o[e] = acc;
+  }
+  __syncthreads();
+  // 8. Finish each row (as FinishRowsKernel) and write it.
+  const double alpha = pp.relaxation_factor;
+  const double n1 = static_cast<double>(N - 1);
+  T* xap = xa_all + static_cast<int64_t>(p) * nN;
+  double total = 0;
+  for (int64_t r = warp; r < n; r += kWarps) {
+    T* row = s_o + r * N;
+    const T* f = s_x + r * N;
+    double s = 0;
+    for (int j = lane; j < N; j += kWarp) s += static_cast<double>(row[j]);
+    const double amean = WarpSum(s) / N;
+    double m2 = amean;
+    if (pp.relaxation == 1) {
+      double s2 = 0;
+      for (int j = lane; j < N; j += kWarp) {
+        const T v = static_cast<T>(amean + (1 - alpha) * (static_cast<double>(row[j]) - amean) +
+                                   alpha * static_cast<double>(f[j]));
+        row[j] = v;
+        s2 += static_cast<double>(v);
+      }
+      m2 = WarpSum(s2) / N;
+    } else if (pp.relaxation == 2) {
+      double va = 0, vf = 0;
+      for (int j = lane; j < N; j += kWarp) {
+        const double a = static_cast<double>(row[j]) - amean;
+        va += a * a;
+        vf += static_cast<double>(f[j]) * static_cast<double>(f[j]);
+      }
+      va = WarpSum(va);
+      vf = WarpSum(vf);
+      if (va > 0) {
+        const double factor = 1 - alpha + alpha * sqrt(vf / va);
+        double s2 = 0;
+        for (int j = lane; j < N; j += kWarp) {
+          const T v = static_cast<T>(amean + factor * (static_cast<double>(row[j]) - amean));
+          row[j] = v;
+          s2 += static_cast<double>(v);
+        }
+        m2 = WarpSum(s2) / N;
+      }
+    }
+    const T base = static_cast<T>(s_xmean[r]);
+    double var = 0;
+    for (int j = lane; j < N; j += kWarp) {
+      const T v = row[j];
+      const double dv = static_cast<double>(v) - m2;
+      var += dv * dv;
+      xap[r * N + j] = v + base;
+    }
+    total += WarpSum(var) / n1;
+  }
+  if (lane == 0) warp_sums[warp] = total;
+  __syncthreads();
+  if (tid == 0) {
+    double s = 0;
+    for (int w = 0; w < kWarps; ++w) s += warp_sums[w];
+    spread[p] = sqrt(s / static_cast<double>(n));
+  }
+}
+
 }  // namespace
 
 int FinishRowsBlocks(int64_t n) {
@@ -318,6 +727,42 @@ cudaError_t LaunchReduceSpread(int P, int blocks_per_problem, int64_t n, const d
   return cudaGetLastError();
 }
 
+
+template <typename T>
+cudaError_t LaunchTransformRows(int P, int64_t n, int N, const T* x, const T* t, int64_t t_stride,
+                                const ProblemParams* params, T* xa, double* partials,
+                                int* blocks_per_problem, cudaStream_t stream) {
+  if (N > kMaxFusedRowsMembers) return cudaErrorInvalidValue;
+  const int64_t tiles = (n + kTileRows - 1) / kTileRows;
+  const int bpp = static_cast<int>(std::min<int64_t>(tiles, FinishRowsBlocks(n)));
+  *blocks_per_problem = bpp;
+  const size_t smem = TransformRowsSmem(N, sizeof(T));
+  if (smem > 48 * 1024) {
+    const cudaError_t e = cudaFuncSetAttribute(TransformRowsKernel<T>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(smem));
+    if (e != cudaSuccess) return e;
+  }
+  TransformRowsKernel<T><<<dim3(bpp, P), kFusedThreads, smem, stream>>>(n, N, x, t, t_stride, params,
+                                                                        xa, partials);
+  return cudaGetLastError();
+}
+
+bool SmallEnkfFits(int64_t n, int64_t m, int N, int element_size) {
+  return N <= kWarp && SmallEnkfSmem(n, m, N, element_size) <= kSmallSmemLimit;
+}
+
+template <typename T>
+cudaError_t LaunchSmallEnkf(int P, int64_t n, int64_t m, int N, int W, const T* x, const T* obs,
+                            const double* y, const T* inv_sqrt_r, const ProblemParams* params,
+                            bool seeded, T* xa, double* innovation, double* spread, int* info,
+                            cudaStream_t stream) {
+  if (!SmallEnkfFits(n, m, N, sizeof(T))) return cudaErrorInvalidValue;
+  SmallEnkfKernel<T><<<P, kSmallThreads, SmallEnkfSmem(n, m, N, sizeof(T)), stream>>>(
+      n, m, N, W, x, obs, y, inv_sqrt_r, params, seeded, xa, innovation, spread, info);
+  return cudaGetLastError();
+}
+
 #define GPUCOMPUTE_INSTANTIATE(T)                                                                \
   template cudaError_t LaunchPrepareObs<T>(int, int64_t, int, int, T*, const double*, const T*,  \
                                            const ProblemParams*, bool, bool, bool, double*,     \
@@ -331,7 +776,13 @@ cudaError_t LaunchReduceSpread(int P, int blocks_per_problem, int64_t n, const d
                                               cudaStream_t);                                    \
   template cudaError_t LaunchAddColumnVector<T>(int, int, T*, const T*, int64_t, cudaStream_t);  \
   template cudaError_t LaunchFinishRows<T>(int, int64_t, int, T*, const T*, const double*,       \
-                                           const ProblemParams*, double*, int*, cudaStream_t);
+                                           const ProblemParams*, double*, int*, cudaStream_t); \
+  template cudaError_t LaunchTransformRows<T>(int, int64_t, int, const T*, const T*, int64_t,    \
+                                              const ProblemParams*, T*, double*, int*,          \
+                                              cudaStream_t);                                    \
+  template cudaError_t LaunchSmallEnkf<T>(int, int64_t, int64_t, int, int, const T*, const T*,   \
+                                          const double*, const T*, const ProblemParams*, bool,  \
+                                          T*, double*, double*, int*, cudaStream_t);
 
 GPUCOMPUTE_INSTANTIATE(float)
 GPUCOMPUTE_INSTANTIATE(double)

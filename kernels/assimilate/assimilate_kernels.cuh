@@ -81,4 +81,28 @@ cudaError_t LaunchReduceSpread(int P, int blocks_per_problem, int64_t n, const d
 // Blocks per problem that LaunchFinishRows uses for n rows (to size `partials`).
 int FinishRowsBlocks(int64_t n);
 
+// Fused state pass for N <= kMaxFusedRowsMembers: reads the RAW forecast rows x (P x n rows
+// of N) once and writes the finished analysis rows xa: per tile of rows, the row means, the
+// anomalies A = lambda (x - xbar), A T (T column-major N x N, t_stride apart per problem, in
+// shared memory), relaxation, the mean back and the spread partials (as LaunchFinishRows).
+// Replaces LaunchCentreState + the update GEMM + LaunchFinishRows. *blocks_per_problem <=
+// FinishRowsBlocks(n).
+constexpr int kMaxFusedRowsMembers = 64;
+template <typename T>
+cudaError_t LaunchTransformRows(int P, int64_t n, int N, const T* x, const T* t, int64_t t_stride,
+                                const ProblemParams* params, T* xa, double* partials,
+                                int* blocks_per_problem, cudaStream_t stream);
+
+// The whole stochastic EnKF (ensemble space, diagonal R) of each of P small problems in one
+// block (shared memory): observation rows (obs as for LaunchPrepareObs, on entry), G and B,
+// G = U D U^T (unpivoted, info[p] = 1 when a pivot is not positive), T = I + G^-1 B, the state
+// rows (raw x) transformed and finished, spread[p]. True when the shape fits (N <= 32 and the
+// shared memory), false (nothing launched) otherwise.
+bool SmallEnkfFits(int64_t n, int64_t m, int N, int element_size);
+template <typename T>
+cudaError_t LaunchSmallEnkf(int P, int64_t n, int64_t m, int N, int W, const T* x, const T* obs,
+                            const double* y, const T* inv_sqrt_r, const ProblemParams* params,
+                            bool seeded, T* xa, double* innovation, double* spread, int* info,
+                            cudaStream_t stream);
+
 }  // namespace gpucompute::assimilate::kernels

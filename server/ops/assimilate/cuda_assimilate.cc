@@ -12,6 +12,7 @@
 
 #include <cublas_v2.h>
 #include <cusolverDn.h>
+#include <lapacke.h>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/assimilate/assimilate_kernels.cuh"
@@ -35,6 +36,16 @@ size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 constexpr int64_t kMaxBatchedOrder = 128;
 constexpr int64_t kMaxSyevjBatchedOrder = 32;
 constexpr int64_t kSplitChunks = 128;
+// ETKF eigendecompositions of at most this many problems of order at most kMaxHostEigOrder run
+// on the host (LAPACK ?syevd in a stream callback between two small copies): SYEVD of a 50 x 50
+// matrix on the device is latency-bound (0.6-0.7 ms of host-synchronising steps).
+constexpr int kMaxHostEigProblems = 8;
+constexpr int64_t kMaxHostEigOrder = 128;
+// Block of the blocked left triangular solves (see CudaEnqueueOptions::trsm_block); measured
+// on the H200 at N = 3000 (kernels/NOTES.md): float64 one cuBLAS TRSM (3.80 ms for both solves,
+// blocks of 256-1024: 4.03-4.19 ms), float32 blocks of 256 (3.05 vs 3.40 ms).
+template <typename T>
+constexpr int kDefaultTrsmBlock = std::is_same_v<T, float> ? 256 : 0;
 
 // ---- cuBLAS / cuSOLVER for float and double under one name -------------------------------
 
@@ -49,6 +60,11 @@ struct Lib<double> {
                                int ldc, int64_t sc, int batch) {
     return cublasDgemmStridedBatched(h, ta, tb, m, n, k, &alpha, a, lda, sa, b, ldb, sb, &beta, c,
                                      ldc, sc, batch);
+  }
+  static cublasStatus_t Gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                             int n, int k, double alpha, const double* a, int lda, const double* b,
+                             int ldb, double beta, double* c, int ldc) {
+    return cublasDgemm(h, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc);
   }
   static cublasStatus_t GemvSB(cublasHandle_t h, cublasOperation_t t, int m, int n, const double* a,
                                int lda, int64_t sa, const double* x, int incx, int64_t sx, double* y,
@@ -73,6 +89,26 @@ struct Lib<double> {
     const double one = 1;
     return cublasDtrsmBatched(h, side, CUBLAS_FILL_MODE_LOWER, t, CUBLAS_DIAG_NON_UNIT, m, n, &one,
                               a, lda, b, ldb, batch);
+  }
+  static constexpr cudaDataType kType = CUDA_R_64F;
+  static cusolverStatus_t PotriSize(cusolverDnHandle_t h, int n, double* a, int lda, int* lwork) {
+    return cusolverDnDpotri_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, lda, lwork);
+  }
+  static cusolverStatus_t Potri(cusolverDnHandle_t h, int n, double* a, int lda, double* work, int lwork,
+                                int* info) {
+    return cusolverDnDpotri(h, CUBLAS_FILL_MODE_LOWER, n, a, lda, work, lwork, info);
+  }
+  static cublasStatus_t Symm(cublasHandle_t h, int m, int n, const double* a, int lda, const double* b,
+                             int ldb, double* c, int ldc) {
+    const double one = 1, zero = 0;
+    return cublasDsymm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, m, n, &one, a, lda, b, ldb, &zero,
+                        c, ldc);
+  }
+  static cublasStatus_t Trmm(cublasHandle_t h, cublasOperation_t t, int m, int n, const double* a,
+                             int lda, const double* b, int ldb, double* c, int ldc) {
+    const double one = 1;
+    return cublasDtrmm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, t, CUBLAS_DIAG_NON_UNIT, m, n, &one,
+                        a, lda, b, ldb, c, ldc);
   }
   static cusolverStatus_t PotrfSize(cusolverDnHandle_t h, int n, double* a, int lda, int* lwork) {
     return cusolverDnDpotrf_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, lda, lwork);
@@ -117,6 +153,11 @@ struct Lib<float> {
     return cublasSgemmStridedBatched(h, ta, tb, m, n, k, &alpha, a, lda, sa, b, ldb, sb, &beta, c,
                                      ldc, sc, batch);
   }
+  static cublasStatus_t Gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                             int n, int k, float alpha, const float* a, int lda, const float* b,
+                             int ldb, float beta, float* c, int ldc) {
+    return cublasSgemm(h, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc);
+  }
   static cublasStatus_t GemvSB(cublasHandle_t h, cublasOperation_t t, int m, int n, const float* a,
                                int lda, int64_t sa, const float* x, int incx, int64_t sx, float* y,
                                int64_t sy, int batch) {
@@ -140,6 +181,26 @@ struct Lib<float> {
     const float one = 1;
     return cublasStrsmBatched(h, side, CUBLAS_FILL_MODE_LOWER, t, CUBLAS_DIAG_NON_UNIT, m, n, &one,
                               a, lda, b, ldb, batch);
+  }
+  static constexpr cudaDataType kType = CUDA_R_32F;
+  static cusolverStatus_t PotriSize(cusolverDnHandle_t h, int n, float* a, int lda, int* lwork) {
+    return cusolverDnSpotri_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, lda, lwork);
+  }
+  static cusolverStatus_t Potri(cusolverDnHandle_t h, int n, float* a, int lda, float* work, int lwork,
+                                int* info) {
+    return cusolverDnSpotri(h, CUBLAS_FILL_MODE_LOWER, n, a, lda, work, lwork, info);
+  }
+  static cublasStatus_t Symm(cublasHandle_t h, int m, int n, const float* a, int lda, const float* b,
+                             int ldb, float* c, int ldc) {
+    const float one = 1, zero = 0;
+    return cublasSsymm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, m, n, &one, a, lda, b, ldb, &zero,
+                        c, ldc);
+  }
+  static cublasStatus_t Trmm(cublasHandle_t h, cublasOperation_t t, int m, int n, const float* a,
+                             int lda, const float* b, int ldb, float* c, int ldc) {
+    const float one = 1;
+    return cublasStrmm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, t, CUBLAS_DIAG_NON_UNIT, m, n, &one,
+                        a, lda, b, ldb, c, ldc);
   }
   static cusolverStatus_t PotrfSize(cusolverDnHandle_t h, int n, float* a, int lda, int* lwork) {
     return cusolverDnSpotrf_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, lda, lwork);
@@ -208,6 +269,8 @@ struct Group {
   size_t xbar = 0, c = 0, s = 0, z = 0, v = 0, vf = 0, t = 0, ev = 0, u = 0, wbar = 0, partials = 0;
   // out
   size_t xa = 0, innovation = 0;
+  size_t host_eig = 0;  // P x (N x N matrix, N eigenvalues, info) staged through the host
+  bool eig_on_host = false;
 
   int P() const { return static_cast<int>(members.size()); }
   // One problem with many observations per member: C = Yw^T [...] is a small output over a
@@ -333,10 +396,14 @@ class GroupRunner {
  public:
   GroupRunner(DeviceContext& device, StreamSlot& slot, StreamScratch& scratch, const Group& g,
               char* in, char* sc, char* out, int* info_r, int* info_f, int* info_e, double* spread,
-              bool unbatched, std::vector<std::pair<const char*, cudaEvent_t>>* marks)
+              const CudaEnqueueOptions* options)
       : device_(device), slot_(slot), scratch_(scratch), g_(g), in_(in), sc_(sc), out_(out),
         info_r_(info_r + g.q0), info_f_(info_f + g.q0), info_e_(info_e + g.q0),
-        spread_(spread + g.q0), unbatched_(unbatched), marks_(marks) {}
+        spread_(spread + g.q0), unbatched_(options && options->force_unbatched),
+        no_fused_(options && options->no_fused),
+        trsm_block_(options && options->trsm_block >= 0 ? options->trsm_block : kDefaultTrsmBlock<T>),
+        solve_variant_(options ? options->solve_variant : 0),
+        marks_(options ? options->marks : nullptr) {}
 
   absl::Status Run();
 
@@ -366,6 +433,22 @@ class GroupRunner {
   bool Batched(int64_t order, int64_t limit = kMaxBatchedOrder) const {
     return !unbatched_ && g_.P() > 1 && order <= limit;
   }
+  // The whole analysis of each problem in one block (stochastic, diagonal R, ensemble space,
+  // small enough for shared memory).
+  bool FusedSmall() const {
+    return !no_fused_ && !unbatched_ && g_.stochastic() && !g_.full_r() && g_.ensemble() &&
+           kernels::SmallEnkfFits(g_.key.n, g_.key.m, static_cast<int>(g_.key.N), sizeof(T));
+  }
+  // Centring, the update product and the finishing pass in one pass over the state.
+  bool FusedRows() const { return !no_fused_ && g_.key.N <= kernels::kMaxFusedRowsMembers; }
+  // B (order x cols, column-major, ld ldb) <- L^-1 B (op N) or L^-T B (op T), L lower (ld ldl):
+  // TRSM on diagonal blocks of trsm_block_, GEMM for the off-diagonal blocks.
+  absl::Status BlockedTrsmLeft(cublasOperation_t op, int order, int cols, const T* l, int ldl, T* b,
+                               int ldb);
+  // One problem: out = G^-1 B from G's Cholesky factor l (order N, in place, destroyed) through
+  // an explicit inverse (solve_variant_ 1: POTRI + SYMM into out; 2: TRTRI + two TRMMs, b
+  // overwritten, result in b). Returns where the result is.
+  absl::StatusOr<T*> InverseSolve(int N, T* l, T* b, T* out);
 
   // Cholesky of P matrices of order n (lda n) `stride` apart; ptrs: their device pointer array.
   absl::Status Potrf(int n, T* a, int64_t stride, T** ptrs, int* info);
@@ -389,6 +472,9 @@ class GroupRunner {
   int* info_e_;
   double* spread_;
   bool unbatched_;
+  bool no_fused_;
+  int trsm_block_;
+  int solve_variant_;
   std::vector<std::pair<const char*, cudaEvent_t>>* marks_;
 };
 
@@ -436,6 +522,61 @@ absl::Status GroupRunner<T>::Potrf(int n, T* a, int64_t stride, T** ptrs, int* i
 }
 
 template <typename T>
+absl::Status GroupRunner<T>::BlockedTrsmLeft(cublasOperation_t op, int order, int cols, const T* l,
+                                             int ldl, T* b, int ldb) {
+  const int nb = trsm_block_;
+  const int blocks = (order + nb - 1) / nb;
+  for (int s = 0; s < blocks; ++s) {
+    const int k = op == kN ? s : blocks - 1 - s;
+    const int k0 = k * nb, kb = std::min(nb, order - k0);
+    const T* lkk = l + k0 + static_cast<int64_t>(k0) * ldl;
+    CUBLAS_RETURN_IF_ERROR(Lib<T>::Trsm(blas(), CUBLAS_SIDE_LEFT, op, kb, cols, lkk, ldl, b + k0, ldb));
+    if (op == kN) {
+      const int rest = order - k0 - kb;
+      if (rest > 0) {  // B[k0+kb:] -= L[k0+kb:, k0:k0+kb] B[k0:k0+kb]
+        CUBLAS_RETURN_IF_ERROR(Lib<T>::Gemm(blas(), kN, kN, rest, cols, kb, T(-1), lkk + kb, ldl,
+                                            b + k0, ldb, T(1), b + k0 + kb, ldb));
+      }
+    } else if (k0 > 0) {  // B[:k0] -= L[k0:k0+kb, :k0]^T B[k0:k0+kb]
+      CUBLAS_RETURN_IF_ERROR(Lib<T>::Gemm(blas(), kT, kN, k0, cols, kb, T(-1), l + k0, ldl, b + k0,
+                                          ldb, T(1), b, ldb));
+    }
+  }
+  return Launched();
+}
+
+template <typename T>
+absl::StatusOr<T*> GroupRunner<T>::InverseSolve(int N, T* l, T* b, T* out) {
+  ASSIGN_OR_RETURN(void* info_mem, scratch_.Get(sizeof(int)));
+  int* info = static_cast<int*>(info_mem);  // the inverse's own (potrf's stays in info_f_)
+  if (solve_variant_ == 1) {
+    int lwork = 0;
+    CUSOLVER_RETURN_IF_ERROR(Lib<T>::PotriSize(solver(), N, l, N, &lwork));
+    ASSIGN_OR_RETURN(void* work, scratch_.Get(static_cast<size_t>(std::max(lwork, 1)) * sizeof(T)));
+    CUSOLVER_RETURN_IF_ERROR(Lib<T>::Potri(solver(), N, l, N, static_cast<T*>(work), lwork, info));
+    RETURN_IF_ERROR(Mark("potri"));
+    CUBLAS_RETURN_IF_ERROR(Lib<T>::Symm(blas(), N, N, l, N, b, N, out, N));
+    RETURN_IF_ERROR(Launched());
+    return out;
+  }
+  size_t dev_bytes = 0, host_bytes = 0;
+  CUSOLVER_RETURN_IF_ERROR(cusolverDnXtrtri_bufferSize(solver(), CUBLAS_FILL_MODE_LOWER,
+                                                       CUBLAS_DIAG_NON_UNIT, N, Lib<T>::kType, l, N,
+                                                       &dev_bytes, &host_bytes));
+  ASSIGN_OR_RETURN(void* work, scratch_.Get(std::max<size_t>(dev_bytes, 1)));
+  static thread_local std::vector<char> host_work;  // outlives the enqueue (benchmark variant)
+  host_work.resize(std::max<size_t>(host_bytes, 1));
+  CUSOLVER_RETURN_IF_ERROR(cusolverDnXtrtri(solver(), CUBLAS_FILL_MODE_LOWER, CUBLAS_DIAG_NON_UNIT, N,
+                                            Lib<T>::kType, l, N, work, dev_bytes, host_work.data(),
+                                            host_bytes, info));
+  RETURN_IF_ERROR(Mark("trtri"));
+  CUBLAS_RETURN_IF_ERROR(Lib<T>::Trmm(blas(), kN, N, N, l, N, b, N, out, N));
+  CUBLAS_RETURN_IF_ERROR(Lib<T>::Trmm(blas(), kT, N, N, l, N, out, N, b, N));
+  RETURN_IF_ERROR(Launched());
+  return b;
+}
+
+template <typename T>
 absl::Status GroupRunner<T>::CholSolve(cublasSideMode_t side, int rows, int cols, const T* l,
                                        int ldl, int64_t l_stride, T** l_ptrs, T* b, int ldb,
                                        int64_t b_stride, T** b_ptrs) {
@@ -450,8 +591,13 @@ absl::Status GroupRunner<T>::CholSolve(cublasSideMode_t side, int rows, int cols
     }
     return Launched();
   }
+  const bool blocked = side == CUBLAS_SIDE_LEFT && trsm_block_ > 0 && order >= 2 * trsm_block_;
   for (int p = 0; p < g_.P(); ++p) {
     for (cublasOperation_t op : {first, second}) {
+      if (blocked) {
+        RETURN_IF_ERROR(BlockedTrsmLeft(op, rows, cols, l + p * l_stride, ldl, b + p * b_stride, ldb));
+        continue;
+      }
       CUBLAS_RETURN_IF_ERROR(Lib<T>::Trsm(blas(), side, op, rows, cols, l + p * l_stride, ldl,
                                           b + p * b_stride, ldb));
     }
@@ -477,9 +623,49 @@ absl::Status GroupRunner<T>::Whiten(int rows, int cols) {
   return Launched();
 }
 
+// Host side of the eigendecompositions staged through pinned memory (a stream callback).
+template <typename T>
+struct HostEigJob {
+  char* base;  // P x [N x N column-major | N eigenvalues | int info], aligned per problem
+  int N, P;
+  size_t stride;
+  static void Run(void* p) {
+    std::unique_ptr<HostEigJob> job(static_cast<HostEigJob*>(p));
+    for (int q = 0; q < job->P; ++q) {
+      char* b = job->base + q * job->stride;
+      T* a = reinterpret_cast<T*>(b);
+      T* w = a + static_cast<size_t>(job->N) * job->N;
+      int* info = reinterpret_cast<int*>(w + job->N);
+      if constexpr (std::is_same_v<T, double>) {
+        *info = LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'L', job->N, a, job->N, w);
+      } else {
+        *info = LAPACKE_ssyevd(LAPACK_COL_MAJOR, 'V', 'L', job->N, a, job->N, w);
+      }
+      if (*info < 0) *info = 1;
+    }
+  }
+};
+
+size_t HostEigStride(int64_t N, size_t es) { return AlignUp(static_cast<size_t>(N * N + N) * es + sizeof(int)); }
+
 template <typename T>
 absl::Status GroupRunner<T>::Eig(int N, T* a, T* ev, int* info) {
   const int P = g_.P();
+  if (g_.eig_on_host) {
+    const cudaStream_t s = stream();
+    const size_t stride = HostEigStride(N, sizeof(T));
+    const size_t nn = static_cast<size_t>(N) * N * sizeof(T), nb = static_cast<size_t>(N) * sizeof(T);
+    char* host = static_cast<char*>(slot_.staging_out.data()) + g_.host_eig;
+    CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(host, stride, a, nn, nn, P, cudaMemcpyDeviceToHost, s));
+    auto job = std::make_unique<HostEigJob<T>>(HostEigJob<T>{host, N, P, stride});
+    CUDA_RETURN_IF_ERROR(cudaLaunchHostFunc(s, &HostEigJob<T>::Run, job.get()));
+    job.release();  // the callback owns it
+    CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(a, nn, host, stride, nn, P, cudaMemcpyHostToDevice, s));
+    CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(ev, nb, host + nn, stride, nb, P, cudaMemcpyHostToDevice, s));
+    CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(info, sizeof(int), host + nn + nb, stride, sizeof(int), P,
+                                           cudaMemcpyHostToDevice, s));
+    return Launched();
+  }
   if (Batched(N, kMaxSyevjBatchedOrder)) {
     syevjInfo_t params = nullptr;
     CUSOLVER_RETURN_IF_ERROR(cusolverDnCreateSyevjInfo(&params));
@@ -516,10 +702,21 @@ absl::Status GroupRunner<T>::Run() {
   T* obs = In<T>(g_.obs);
   double* xbar = Sc<double>(g_.xbar);
 
-  // State anomalies A = lambda (X - xbar 1^T), in place.
-  CUDA_RETURN_IF_ERROR(kernels::LaunchCentreState<T>(P, n, iN, x, xbar, params, s));
-  RETURN_IF_ERROR(Launched());
-  RETURN_IF_ERROR(Mark("centre_state"));
+  if (FusedSmall()) {
+    CUDA_RETURN_IF_ERROR(kernels::LaunchSmallEnkf<T>(
+        P, n, m, iN, iW, x, obs, In<double>(g_.y), In<T>(g_.r), params, g_.key.seeded,
+        reinterpret_cast<T*>(out_ + g_.xa), reinterpret_cast<double*>(out_ + g_.innovation), spread_,
+        info_f_, s));
+    RETURN_IF_ERROR(Launched());
+    return Mark("fused_small");
+  }
+  const bool fused_rows = FusedRows();
+  if (!fused_rows) {
+    // State anomalies A = lambda (X - xbar 1^T), in place.
+    CUDA_RETURN_IF_ERROR(kernels::LaunchCentreState<T>(P, n, iN, x, xbar, params, s));
+    RETURN_IF_ERROR(Launched());
+    RETURN_IF_ERROR(Mark("centre_state"));
+  }
 
   // R: Cholesky factor in place (full R).
   if (g_.full_r()) {
@@ -573,12 +770,17 @@ absl::Status GroupRunner<T>::Run() {
       RETURN_IF_ERROR(Potrf(iN, c, c_stride, In<T*>(g_.ptr_f), info_f_));
       RETURN_IF_ERROR(Mark("potrf"));
       T* b = c + N * (N + 1);
-      RETURN_IF_ERROR(CholSolve(CUBLAS_SIDE_LEFT, iN, iN, c, iN, c_stride, In<T*>(g_.ptr_f), b, iN,
-                                c_stride, In<T*>(g_.ptr_rhs)));
-      CUDA_RETURN_IF_ERROR(kernels::LaunchAddDiagonal<T>(P, iN, b, N, c_stride, T(1), s));
-      RETURN_IF_ERROR(Launched());
       t = b;
       t_stride = c_stride;
+      if (P == 1 && solve_variant_ != 0) {
+        ASSIGN_OR_RETURN(t, InverseSolve(iN, c, b, Sc<T>(g_.t)));
+        t_stride = t == b ? c_stride : nn;
+      } else {
+        RETURN_IF_ERROR(CholSolve(CUBLAS_SIDE_LEFT, iN, iN, c, iN, c_stride, In<T*>(g_.ptr_f), b, iN,
+                                  c_stride, In<T*>(g_.ptr_rhs)));
+      }
+      CUDA_RETURN_IF_ERROR(kernels::LaunchAddDiagonal<T>(P, iN, t, N, t_stride, T(1), s));
+      RETURN_IF_ERROR(Launched());
     } else {
       // G = V diag(g) V^T; u = diag(1/g) V^T b; wbar = V u; W = V diag(sqrt((N-1)/g)) V^T.
       T* v = Sc<T>(g_.v);
@@ -664,6 +866,17 @@ absl::Status GroupRunner<T>::Run() {
   RETURN_IF_ERROR(Mark("transform"));
   // Xa = A T (rows of members: column-major Xa^T = T^T A^T), then mean, relaxation, spread.
   T* xa = reinterpret_cast<T*>(out_ + g_.xa);
+  if (fused_rows) {
+    // One pass: raw X in, finished Xa out.
+    int bpp = 0;
+    double* partials = Sc<double>(g_.partials);
+    CUDA_RETURN_IF_ERROR(kernels::LaunchTransformRows<T>(P, n, iN, x, t, t_stride, params, xa, partials,
+                                                         &bpp, s));
+    RETURN_IF_ERROR(Launched());
+    CUDA_RETURN_IF_ERROR(kernels::LaunchReduceSpread(P, bpp, n, partials, spread_, s));
+    RETURN_IF_ERROR(Launched());
+    return Mark("transform_rows");
+  }
   CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kT, kN, iN, static_cast<int>(n), iN, T(1), t, iN,
                                         t_stride, x, iN, n * N, T(0), xa, iN, n * N, P));
   RETURN_IF_ERROR(Launched());
@@ -749,10 +962,14 @@ absl::StatusOr<PendingAssimilate> Enqueue(DeviceContext& device, StreamSlot& slo
       g.u = sc.Take(P * N * es);
       g.wbar = sc.Take(P * N * es);
     }
-    if (etkf || !g.ensemble()) g.t = sc.Take(P * N * N * es);
+    if (etkf || !g.ensemble() || P == 1) g.t = sc.Take(P * N * N * es);
     g.partials = sc.Take(P * static_cast<size_t>(kernels::FinishRowsBlocks(g.key.n)) * sizeof(double));
     g.xa = out.Take(P * n * N * es);
     g.innovation = out.Take(P * m * sizeof(double));
+    const int eig_variant = options ? options->eig_variant : -1;
+    g.eig_on_host = etkf && eig_variant != 0 &&
+                    (eig_variant == 1 || (g.P() <= kMaxHostEigProblems && g.key.N <= kMaxHostEigOrder));
+    if (g.eig_on_host) g.host_eig = out.Take(P * HostEigStride(g.key.N, es));
   }
   pending.problems = q;
   const size_t spread_off = out.Take(static_cast<size_t>(q) * sizeof(double));
@@ -797,8 +1014,7 @@ absl::StatusOr<PendingAssimilate> Enqueue(DeviceContext& device, StreamSlot& slo
     for (const Group& g : groups) {
       GroupRunner<T> runner(device, slot, scratch, g, static_cast<char*>(in_dev),
                             static_cast<char*>(sc_dev), out_base, info, info + q, info + 2 * q,
-                            reinterpret_cast<double*>(out_base + spread_off),
-                            options && options->force_unbatched, options ? options->marks : nullptr);
+                            reinterpret_cast<double*>(out_base + spread_off), options);
       RETURN_IF_ERROR(runner.Run());
     }
   }

@@ -34,6 +34,18 @@ struct CudaEnqueueOptions {
   // Problems per group above which, and orders up to which, the batched library routines are
   // used (tests force both ways).
   bool force_unbatched = false;
+  // Tests and benchmarks: take the library path even where a fused kernel applies (the
+  // per-problem small stochastic kernel, the one-pass state transform for N <= 64).
+  bool no_fused = false;
+  // Left triangular solves of order >= 2 x this run blocked (TRSM on diagonal blocks, GEMM for
+  // the rest); 0: one cuBLAS TRSM; -1: the default block.
+  int trsm_block = -1;
+  // One stochastic ensemble-space problem: T = I + G^-1 B by Cholesky solves (0), or through an
+  // explicit inverse: POTRI + SYMM (1), TRTRI + two TRMMs (2).
+  int solve_variant = 0;
+  // ETKF eigendecompositions: -1 on the host for few problems of order <= 128, else on the
+  // device; 0 always on the device; 1 always on the host.
+  int eig_variant = -1;
   // Where the time goes: when set, an event is recorded after each step (name, event) and the
   // caller reads the intervals after synchronising (and destroys the events).
   std::vector<std::pair<const char*, cudaEvent_t>>* marks = nullptr;
