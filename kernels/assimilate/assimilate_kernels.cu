@@ -4,6 +4,7 @@
 #include "kernels/assimilate/assimilate_kernels.cuh"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "server/ops/assimilate/philox.h"
 
@@ -241,169 +242,179 @@ __global__ void ReduceSpreadKernel(int bpp, int64_t n, const double* __restrict_
 
 
 // ---- fused state pass (N <= kMaxFusedRowsMembers) -------------------------------------------
+// Each warp owns tiles of kWarpRows rows and works without block barriers: lane l holds columns
+// l and l + 32 of its rows in registers (loads, means, anomalies, the product's accumulators,
+// relaxation, writes), the anomalies also go to the warp's shared rows for the product's
+// broadcast reads; T (zero-padded to 64 columns and an even number of rows) is shared by the
+// block. The row reductions of a tile's rows are independent, so their shuffles overlap.
 
-constexpr int kTileRows = 64;      // rows per tile; each active thread owns a 4 x 4 output block
+constexpr int kWarpRows = 4;
 constexpr int kFusedThreads = 256;
+constexpr int kFusedWarps = kFusedThreads / kWarp;
 
-__host__ __device__ inline int Pad4(int v) { return (v + 3) / 4 * 4; }
+__host__ __device__ inline int Even(int v) { return (v + 1) / 2 * 2; }
 
 template <typename T>
-__device__ __forceinline__ void Load4(const T* p, T (&v)[4]);
+struct Pair;
 template <>
-__device__ __forceinline__ void Load4<double>(const double* p, double (&v)[4]) {
-  const double2 a = *reinterpret_cast<const double2*>(p), b = *reinterpret_cast<const double2*>(p + 2);
-  v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y;
-}
+struct Pair<double> {
+  using type = double2;
+};
 template <>
-__device__ __forceinline__ void Load4<float>(const float* p, float (&v)[4]) {
-  const float4 a = *reinterpret_cast<const float4*>(p);
-  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
-}
+struct Pair<float> {
+  using type = float2;
+};
 
 size_t TransformRowsSmem(int N, int es) {
-  const int Np = Pad4(N);
-  // T (N x Np), A (rows x N), out (rows x N), row means (double)
-  return static_cast<size_t>(N * Np + 2 * kTileRows * N) * es + kTileRows * sizeof(double) + 64;
+  const int Ne = Even(N);
+  return static_cast<size_t>(Ne * 2 * kWarp + kFusedWarps * kWarpRows * Ne) * es;
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kFusedThreads) TransformRowsKernel(
+__global__ void __launch_bounds__(kFusedThreads, 2) TransformRowsKernel(
     int64_t n, int N, const T* __restrict__ x, const T* __restrict__ t, int64_t t_stride,
     const ProblemParams* __restrict__ params, T* __restrict__ xa, double* __restrict__ partials) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int Np = Pad4(N);
-  double* s_mean = reinterpret_cast<double*>(smem_raw);
-  T* s_t = reinterpret_cast<T*>(s_mean + kTileRows);  // 512 bytes in: 16-byte aligned
-  T* s_a = s_t + N * Np;
-  T* s_o = s_a + kTileRows * N;
+  constexpr int kCols = 2 * kWarp;
+  const int Ne = Even(N);
   const int p = blockIdx.y;
   const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
-  constexpr int kWarps = kFusedThreads / kWarp;
+  T* s_t = reinterpret_cast<T*>(smem_raw);                   // [Ne][64]: T(k, j)
+  T* s_a = s_t + Ne * kCols + warp * kWarpRows * Ne;          // this warp's [kWarpRows][Ne]
   const ProblemParams pp = params[p];
   const T lambda = static_cast<T>(pp.inflation);
   const double alpha = pp.relaxation_factor;
-  const double n1 = static_cast<double>(N - 1);
   const T* tp = t + static_cast<int64_t>(p) * t_stride;
-  for (int e = tid; e < N * Np; e += kFusedThreads) {
-    const int k = e / Np, j = e - k * Np;
-    s_t[e] = j < N ? tp[k + static_cast<int64_t>(j) * N] : T(0);
+  for (int e = tid; e < Ne * kCols; e += kFusedThreads) {
+    const int k = e / kCols, j = e % kCols;
+    s_t[e] = k < N && j < N ? tp[k + static_cast<int64_t>(j) * N] : T(0);
   }
-  const int col_groups = Np / 4;
-  const int tr = tid / col_groups, tc = tid - tr * col_groups;
-  const bool active = tr < kTileRows / 4;
-  const int r0 = tr * 4, j0 = tc * 4;
+  if (lane < kWarpRows) s_a[lane * Ne + Ne - 1] = T(0);  // the pad column when N is odd
+  __syncthreads();
+  const bool has[2] = {lane < N, lane + kWarp < N};
   const T* xp = x + static_cast<int64_t>(p) * n * N;
   T* xap = xa + static_cast<int64_t>(p) * n * N;
-  double total = 0;
-  const int64_t tiles = (n + kTileRows - 1) / kTileRows;
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const int64_t row0 = tile * kTileRows;
-    const int rows = static_cast<int>(n - row0 < kTileRows ? n - row0 : kTileRows);
-    __syncthreads();  // the previous tile is done with s_a / s_o (and s_t is written)
+  double var_sum = 0;
+  const int64_t groups = (n + kWarpRows - 1) / kWarpRows;
+  for (int64_t grp = static_cast<int64_t>(blockIdx.x) * kFusedWarps + warp; grp < groups;
+       grp += static_cast<int64_t>(gridDim.x) * kFusedWarps) {
+    const int64_t row0 = grp * kWarpRows;
+    const int rows = static_cast<int>(n - row0 < kWarpRows ? n - row0 : kWarpRows);
     const T* src = xp + row0 * N;
-    {
-      // Every load of the tile in flight at once (kTileRows x 64 / kFusedThreads = 16 each).
-      constexpr int kU = kTileRows * kMaxFusedRowsMembers / kFusedThreads;
-      const int count = rows * N;
-      T v[kU];
+    T v[kWarpRows][2];
 #pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const int e = tid + u * kFusedThreads;
-        v[u] = e < count ? src[e] : T(0);
-      }
+    for (int r = 0; r < kWarpRows; ++r) {
 #pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const int e = tid + u * kFusedThreads;
-        if (e < kTileRows * N) s_a[e] = v[u];
+      for (int c = 0; c < 2; ++c) v[r][c] = r < rows && has[c] ? src[r * N + lane + c * kWarp] : T(0);
+    }
+    double mean[kWarpRows];
+#pragma unroll
+    for (int r = 0; r < kWarpRows; ++r) mean[r] = static_cast<double>(v[r][0]) + static_cast<double>(v[r][1]);
+#pragma unroll
+    for (int r = 0; r < kWarpRows; ++r) mean[r] = WarpSum(mean[r]) / N;
+    __syncwarp();  // the previous tile's product is done with s_a
+#pragma unroll
+    for (int r = 0; r < kWarpRows; ++r) {
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        v[r][c] = has[c] ? lambda * static_cast<T>(static_cast<double>(v[r][c]) - mean[r]) : T(0);
+        if (has[c]) s_a[r * Ne + lane + c * kWarp] = v[r][c];
       }
     }
-    __syncthreads();
-    for (int r = warp; r < rows; r += kWarps) {
-      T* row = s_a + r * N;
-      double s = 0;
-      for (int j = lane; j < N; j += kWarp) s += static_cast<double>(row[j]);
-      const double mean = WarpSum(s) / N;
-      for (int j = lane; j < N; j += kWarp) row[j] = lambda * static_cast<T>(static_cast<double>(row[j]) - mean);
-      if (lane == 0) s_mean[r] = mean;
-    }
-    __syncthreads();
-    if (active) {
-      T acc[4][4] = {};
-      for (int k = 0; k < N; ++k) {
-        T b[4];
-        Load4(s_t + k * Np + j0, b);
-        T a[4];
+    __syncwarp();
+    T acc[kWarpRows][2] = {};
+    for (int k = 0; k < Ne; k += 2) {
+      const T t00 = s_t[k * kCols + lane], t01 = s_t[k * kCols + lane + kWarp];
+      const T t10 = s_t[(k + 1) * kCols + lane], t11 = s_t[(k + 1) * kCols + lane + kWarp];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) a[i] = s_a[(r0 + i) * N + k];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-#pragma unroll
-          for (int jj = 0; jj < 4; ++jj) acc[i][jj] = fma(a[i], b[jj], acc[i][jj]);
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-#pragma unroll
-        for (int jj = 0; jj < 4; ++jj) {
-          if (j0 + jj < N) s_o[(r0 + i) * N + j0 + jj] = acc[i][jj];
-        }
+      for (int r = 0; r < kWarpRows; ++r) {
+        const typename Pair<T>::type a = *reinterpret_cast<const typename Pair<T>::type*>(s_a + r * Ne + k);
+        acc[r][0] = fma(a.x, t00, acc[r][0]);
+        acc[r][1] = fma(a.x, t01, acc[r][1]);
+        acc[r][0] = fma(a.y, t10, acc[r][0]);
+        acc[r][1] = fma(a.y, t11, acc[r][1]);
       }
     }
-    __syncthreads();
-    for (int r = warp; r < rows; r += kWarps) {
-      T* row = s_o + r * N;
-      const T* f = s_a + r * N;
-      double s = 0;
-      for (int j = lane; j < N; j += kWarp) s += static_cast<double>(row[j]);
-      const double amean = WarpSum(s) / N;
-      double m2 = amean;
-      if (pp.relaxation == 1) {  // RTPP
-        double s2 = 0;
-        for (int j = lane; j < N; j += kWarp) {
-          const T v = static_cast<T>(amean + (1 - alpha) * (static_cast<double>(row[j]) - amean) +
-                                     alpha * static_cast<double>(f[j]));
-          row[j] = v;
-          s2 += static_cast<double>(v);
-        }
-        m2 = WarpSum(s2) / N;
-      } else if (pp.relaxation == 2) {  // RTPS
-        double va = 0, vf = 0;
-        for (int j = lane; j < N; j += kWarp) {
-          const double a = static_cast<double>(row[j]) - amean;
-          va += a * a;
-          vf += static_cast<double>(f[j]) * static_cast<double>(f[j]);
-        }
-        va = WarpSum(va);
-        vf = WarpSum(vf);
-        if (va > 0) {
-          const double factor = 1 - alpha + alpha * sqrt(vf / va);
-          double s2 = 0;
-          for (int j = lane; j < N; j += kWarp) {
-            const T v = static_cast<T>(amean + factor * (static_cast<double>(row[j]) - amean));
-            row[j] = v;
-            s2 += static_cast<double>(v);
-          }
-          m2 = WarpSum(s2) / N;
+    // Finish (as FinishRowsKernel): relaxation against v (the anomalies), the mean back, spread.
+    double amean[kWarpRows];
+#pragma unroll
+    for (int r = 0; r < kWarpRows; ++r) amean[r] = WarpSum(static_cast<double>(acc[r][0]) + static_cast<double>(acc[r][1])) / N;
+    double m2[kWarpRows];
+#pragma unroll
+    for (int r = 0; r < kWarpRows; ++r) m2[r] = amean[r];
+    if (pp.relaxation == 1) {  // RTPP
+      double s2[kWarpRows];
+#pragma unroll
+      for (int r = 0; r < kWarpRows; ++r) {
+        s2[r] = 0;
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          if (!has[c]) continue;
+          acc[r][c] = static_cast<T>(amean[r] + (1 - alpha) * (static_cast<double>(acc[r][c]) - amean[r]) +
+                                     alpha * static_cast<double>(v[r][c]));
+          s2[r] += static_cast<double>(acc[r][c]);
         }
       }
-      const T base = static_cast<T>(s_mean[r]);
-      double var = 0;
+#pragma unroll
+      for (int r = 0; r < kWarpRows; ++r) m2[r] = WarpSum(s2[r]) / N;
+    } else if (pp.relaxation == 2) {  // RTPS
+      double va[kWarpRows], vf[kWarpRows];
+#pragma unroll
+      for (int r = 0; r < kWarpRows; ++r) {
+        va[r] = vf[r] = 0;
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          if (!has[c]) continue;
+          const double a = static_cast<double>(acc[r][c]) - amean[r];
+          va[r] += a * a;
+          vf[r] += static_cast<double>(v[r][c]) * static_cast<double>(v[r][c]);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < kWarpRows; ++r) {
+        va[r] = WarpSum(va[r]);
+        vf[r] = WarpSum(vf[r]);
+      }
+      double s2[kWarpRows];
+#pragma unroll
+      for (int r = 0; r < kWarpRows; ++r) {
+        s2[r] = 0;
+        if (!(va[r] > 0)) continue;  // warp-uniform (va is a warp sum)
+        const double factor = 1 - alpha + alpha * sqrt(vf[r] / va[r]);
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          if (!has[c]) continue;
+          acc[r][c] = static_cast<T>(amean[r] + factor * (static_cast<double>(acc[r][c]) - amean[r]));
+          s2[r] += static_cast<double>(acc[r][c]);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < kWarpRows; ++r) {
+        const double sum = WarpSum(s2[r]);
+        if (va[r] > 0) m2[r] = sum / N;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kWarpRows; ++r) {
+      if (r >= rows) continue;
+      const T base = static_cast<T>(mean[r]);
       T* dst = xap + (row0 + r) * N;
-      for (int j = lane; j < N; j += kWarp) {
-        const T v = row[j];
-        const double dv = static_cast<double>(v) - m2;
-        var += dv * dv;
-        dst[j] = v + base;
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        if (!has[c]) continue;
+        const double dv = static_cast<double>(acc[r][c]) - m2[r];
+        var_sum += dv * dv;
+        dst[lane + c * kWarp] = acc[r][c] + base;
       }
-      total += WarpSum(var) / n1;
     }
   }
-  __shared__ double warp_sums[kWarps];
+  __shared__ double warp_sums[kFusedWarps];
+  const double total = WarpSum(var_sum) / static_cast<double>(N - 1);
   if (lane == 0) warp_sums[warp] = total;
   __syncthreads();
   if (tid == 0) {
     double s = 0;
-    for (int w = 0; w < kWarps; ++w) s += warp_sums[w];
+    for (int w = 0; w < kFusedWarps; ++w) s += warp_sums[w];
     partials[static_cast<int64_t>(p) * gridDim.x + blockIdx.x] = s;
   }
 }
@@ -449,49 +460,29 @@ __global__ void __launch_bounds__(kSmallThreads) SmallEnkfKernel(
   const double* y = y_all + static_cast<int64_t>(p) * m;
   const T* isr = isr_all + static_cast<int64_t>(p) * m;
   if (tid == 0) fail = 0;
-  // 1. Loads (kU per array and thread in flight) and the draws.
-  constexpr int kU = 8;
-  for (int64_t b0 = 0; b0 < mN; b0 += kU * kSmallThreads) {
-    T vy[kU], vd[kU];
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int64_t e = b0 + tid + u * kSmallThreads;
-      if (e < mN) {
-        const int64_t i = e / N;
-        const int j = static_cast<int>(e - i * N);
-        vy[u] = obs[i * W + j];
-        if (!seeded) vd[u] = obs[i * W + N + 1 + j];
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int64_t e = b0 + tid + u * kSmallThreads;
-      if (e < mN) {
-        s_y[e] = vy[u];
-        s_d[e] = seeded ? static_cast<T>(philox::Normal(pp.seed, pp.index, static_cast<uint64_t>(e))) : vd[u];
-      }
-    }
+  // Element (row i, column j) of an N-column array is handled by lane j of warps i mod kWarps
+  // (N <= 32): no index division.
+  const bool col = lane < N;
+  const int j = lane;
+  // 1. Loads and the draws.
+#pragma unroll 4
+  for (int64_t i = warp; i < m; i += kWarps) {
+    if (!col) continue;
+    s_y[i * N + j] = obs[i * W + j];
+    s_d[i * N + j] = seeded ? static_cast<T>(philox::Normal(pp.seed, pp.index, static_cast<uint64_t>(i * N + j)))
+                            : obs[i * W + N + 1 + j];
   }
-  for (int64_t b0 = 0; b0 < nN; b0 += kU * kSmallThreads) {
-    T v[kU];
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int64_t e = b0 + tid + u * kSmallThreads;
-      if (e < nN) v[u] = xp[e];
-    }
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int64_t e = b0 + tid + u * kSmallThreads;
-      if (e < nN) s_x[e] = v[u];
-    }
+#pragma unroll 4
+  for (int64_t r = warp; r < n; r += kWarps) {
+    if (col) s_x[r * N + j] = xp[r * N + j];
   }
   __syncthreads();
-  // 2. Row means.
+  // 2. Row means (a thread per row).
   for (int64_t i = tid; i < m; i += kSmallThreads) {
     double s = 0, z = 0;
-    for (int j = 0; j < N; ++j) s += static_cast<double>(s_y[i * N + j]);
+    for (int c = 0; c < N; ++c) s += static_cast<double>(s_y[i * N + c]);
     if (seeded) {  // the draws (exact in float64)
-      for (int j = 0; j < N; ++j) z += static_cast<double>(s_d[i * N + j]);
+      for (int c = 0; c < N; ++c) z += static_cast<double>(s_d[i * N + c]);
     }
     const double mean = s / N;
     s_hmean[i] = mean;
@@ -500,13 +491,14 @@ __global__ void __launch_bounds__(kSmallThreads) SmallEnkfKernel(
   }
   for (int64_t r = tid; r < n; r += kSmallThreads) {
     double s = 0;
-    for (int j = 0; j < N; ++j) s += static_cast<double>(s_x[r * N + j]);
+    for (int c = 0; c < N; ++c) s += static_cast<double>(s_x[r * N + c]);
     s_xmean[r] = s / N;
   }
   __syncthreads();
   // 3. Yw, Dw; A.
-  for (int64_t e = tid; e < mN; e += kSmallThreads) {
-    const int64_t i = e / N;
+  for (int64_t i = warp; i < m; i += kWarps) {
+    if (!col) continue;
+    const int64_t e = i * N + j;
     const double mean = s_hmean[i];
     const T scale = isr[i];
     const T dw = static_cast<T>(y[i] - mean) * scale;
@@ -515,23 +507,22 @@ __global__ void __launch_bounds__(kSmallThreads) SmallEnkfKernel(
     s_y[e] = yw;
     s_d[e] = ew + (dw - yw);
   }
-  for (int64_t e = tid; e < nN; e += kSmallThreads) {
-    const int64_t r = e / N;
-    s_x[e] = lambda * static_cast<T>(static_cast<double>(s_x[e]) - s_xmean[r]);
+  for (int64_t r = warp; r < n; r += kWarps) {
+    if (col) s_x[r * N + j] = lambda * static_cast<T>(static_cast<double>(s_x[r * N + j]) - s_xmean[r]);
   }
   __syncthreads();
-  // 4. G = Yw^T Yw + (N-1) I and B = Yw^T Dw (row-major N x N).
-  for (int o = tid; o < 2 * NN; o += kSmallThreads) {
-    const bool is_b = o >= NN;
-    const int q = is_b ? o - NN : o;
-    const int a = q / N, b = q - a * N;
+  // 4. G = Yw^T Yw + (N-1) I (rows 0..N-1) and B = Yw^T Dw (rows N..2N-1), row-major N x N.
+  for (int q = warp; q < 2 * N; q += kWarps) {
+    if (!col) continue;
+    const bool is_b = q >= N;
+    const int a = is_b ? q - N : q;
     const T* rhs = is_b ? s_d : s_y;
     T acc = 0;
-    for (int64_t i = 0; i < m; ++i) acc = fma(s_y[i * N + a], rhs[i * N + b], acc);
+    for (int64_t i = 0; i < m; ++i) acc = fma(s_y[i * N + a], rhs[i * N + j], acc);
     if (is_b) {
-      s_b[q] = acc;
+      s_b[a * N + j] = acc;
     } else {
-      s_g[q] = a == b ? acc + static_cast<T>(N - 1) : acc;
+      s_g[a * N + j] = a == j ? acc + static_cast<T>(N - 1) : acc;
     }
   }
   __syncthreads();
@@ -539,10 +530,8 @@ __global__ void __launch_bounds__(kSmallThreads) SmallEnkfKernel(
   __shared__ T s_rd[kWarp];  // 1 / d_k
   for (int k = 0; k < N - 1; ++k) {
     const T rk = T(1) / s_g[k * N + k];
-    const int rest = N - 1 - k;
-    for (int e = tid; e < rest * rest; e += kSmallThreads) {
-      const int i = k + 1 + e / rest, j = k + 1 + e % rest;
-      if (j <= i) s_g[i * N + j] -= s_g[i * N + k] * s_g[j * N + k] * rk;
+    for (int i = k + 1 + warp; i < N; i += kWarps) {
+      if (j > k && j <= i) s_g[i * N + j] -= s_g[i * N + k] * s_g[j * N + k] * rk;
     }
     __syncthreads();
   }
@@ -552,26 +541,24 @@ __global__ void __launch_bounds__(kSmallThreads) SmallEnkfKernel(
     s_rd[tid] = T(1) / d;
   }
   __syncthreads();
-  for (int e = tid; e < NN; e += kSmallThreads) {  // U below the diagonal
-    const int i = e / N, k = e - i * N;
-    if (k < i) s_g[e] *= s_rd[k];
+  for (int i = warp; i < N; i += kWarps) {  // U below the diagonal
+    if (j < i) s_g[i * N + j] *= s_rd[j];
   }
   __syncthreads();
-  // 6. Solve G Z = B: forward with U, scale by D, backward with U^T (every column at once).
+  // 6. Solve G Z = B: forward with U, scale by D^-1, backward with U^T (every column at once).
   for (int k = 0; k < N - 1; ++k) {
-    const int rest = N - 1 - k;
-    for (int e = tid; e < rest * N; e += kSmallThreads) {
-      const int i = k + 1 + e / N, c = e % N;
-      s_b[i * N + c] -= s_g[i * N + k] * s_b[k * N + c];
+    for (int i = k + 1 + warp; i < N; i += kWarps) {
+      if (col) s_b[i * N + j] -= s_g[i * N + k] * s_b[k * N + j];
     }
     __syncthreads();
   }
-  for (int e = tid; e < NN; e += kSmallThreads) s_b[e] *= s_rd[e / N];
+  for (int i = warp; i < N; i += kWarps) {
+    if (col) s_b[i * N + j] *= s_rd[i];
+  }
   __syncthreads();
   for (int k = N - 1; k > 0; --k) {
-    for (int e = tid; e < k * N; e += kSmallThreads) {
-      const int i = e / N, c = e % N;
-      s_b[i * N + c] -= s_g[k * N + i] * s_b[k * N + c];
+    for (int i = warp; i < k; i += kWarps) {
+      if (col) s_b[i * N + j] -= s_g[k * N + i] * s_b[k * N + j];
     }
     __syncthreads();
   }
@@ -580,12 +567,11 @@ __global__ void __launch_bounds__(kSmallThreads) SmallEnkfKernel(
   __syncthreads();
   if (tid == 0 && fail) info[p] = 1;
   // 7. A T into s_o (over the dead observation rows).
-  for (int64_t e = tid; e < nN; e += kSmallThreads) {
-    const int64_t r = e / N;
-    const int j = static_cast<int>(e - r * N);
+  for (int64_t r = warp; r < n; r += kWarps) {
+    if (!col) continue;
     T acc = 0;
     for (int k = 0; k < N; ++k) acc = fma(s_x[r * N + k], s_b[k * N + j], acc);
-    s_o[e] = acc;
+    s_o[r * N + j] = acc;
   }
   __syncthreads();
   // 8. Finish each row (as FinishRowsKernel) and write it.
@@ -646,6 +632,120 @@ __global__ void __launch_bounds__(kSmallThreads) SmallEnkfKernel(
     for (int w = 0; w < kWarps; ++w) s += warp_sums[w];
     spread[p] = sqrt(s / static_cast<double>(n));
   }
+}
+
+// ---- symmetric eigendecomposition by parallel cyclic Jacobi (N <= kMaxJacobiOrder) ----------
+// One block per matrix in shared memory. Each sweep runs Ne - 1 rounds (Ne = N rounded up to
+// even) of Ne / 2 disjoint rotations (the circle schedule); a round computes its rotations, then
+// applies them to the rows, then to the columns and to V. Sweeps stop when a whole sweep rotates
+// nothing (|a_pr| <= tol sqrt(|a_pp a_rr|)) or after kMaxSweeps.
+
+constexpr int kMaxSweeps = 30;
+
+size_t JacobiSmem(int N, int es) {
+  const int Ne = Even(N);
+  return static_cast<size_t>(2 * N * N + 2 * Ne) * es + static_cast<size_t>(Ne) * sizeof(int);
+}
+
+template <typename T>
+__global__ void JacobiEigKernel(int N, T* __restrict__ a_all, T* __restrict__ ev_all, T tol) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int Ne = Even(N), half = Ne / 2;
+  T* s_a = reinterpret_cast<T*>(smem_raw);  // N x N
+  T* s_v = s_a + N * N;                     // N x N: V(i, k) at i * N + k
+  T* s_cs = s_v + N * N;  // per pair: cosine, sine, new a_pp, new a_rr (half each)
+  int* s_pr = reinterpret_cast<int*>(s_cs + 2 * Ne);  // half p, half r
+  __shared__ int rotated;
+  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp, warps = blockDim.x / kWarp;
+  const int64_t nn = static_cast<int64_t>(N) * N;
+  T* a = a_all + blockIdx.x * nn;
+  for (int e = tid; e < N * N; e += blockDim.x) {
+    s_a[e] = a[e];  // symmetric: either layout
+  }
+  for (int i = warp; i < N; i += warps) {
+    for (int k = lane; k < N; k += kWarp) s_v[i * N + k] = i == k ? T(1) : T(0);
+  }
+  for (int sweep = 0; sweep < kMaxSweeps; ++sweep) {
+    if (tid == 0) rotated = 0;
+    __syncthreads();
+    for (int round = 0; round < Ne - 1; ++round) {
+      if (tid < half) {
+        const int q = tid;
+        int p0, r0;
+        if (q == 0) {
+          p0 = Ne - 1;
+          r0 = round;
+        } else {
+          p0 = (round + q) % (Ne - 1);
+          r0 = (round - q + (Ne - 1)) % (Ne - 1);
+        }
+        const int p = p0 < r0 ? p0 : r0, r = p0 < r0 ? r0 : p0;
+        T c = 1, sn = 0, dp = 0, dr = 0;
+        if (r < N) {
+          const T apr = s_a[p * N + r], app = s_a[p * N + p], arr = s_a[r * N + r];
+          if (fabs(apr) > tol * sqrt(fabs(app * arr)) && apr != T(0)) {
+            const T theta = (arr - app) / (2 * apr);
+            const T t = (theta >= 0 ? T(1) : T(-1)) / (fabs(theta) + sqrt(theta * theta + 1));
+            c = 1 / sqrt(t * t + 1);
+            sn = t * c;
+            dp = app - t * apr;  // Rutishauser: the pair's block becomes exactly diagonal
+            dr = arr + t * apr;
+            rotated = 1;
+          }
+        }
+        s_cs[q] = c;
+        s_cs[half + q] = sn;
+        s_cs[2 * half + q] = dp;
+        s_cs[3 * half + q] = dr;
+        s_pr[q] = r < N ? p : -1;
+        s_pr[half + q] = r;
+      }
+      __syncthreads();
+      // Rows: A <- J^T A.
+      for (int q = warp; q < half; q += warps) {
+        const int p = s_pr[q], r = s_pr[half + q];
+        const T c = s_cs[q], sn = s_cs[half + q];
+        if (p < 0 || sn == T(0)) continue;
+        for (int k = lane; k < N; k += kWarp) {
+          const T x = s_a[p * N + k], y = s_a[r * N + k];
+          s_a[p * N + k] = c * x - sn * y;
+          s_a[r * N + k] = sn * x + c * y;
+        }
+      }
+      __syncthreads();
+      // Columns: A <- A J; V <- V J.
+      for (int q = warp; q < half; q += warps) {
+        const int p = s_pr[q], r = s_pr[half + q];
+        const T c = s_cs[q], sn = s_cs[half + q];
+        if (p < 0 || sn == T(0)) continue;
+        for (int k = lane; k < N; k += kWarp) {
+          const T x = s_a[k * N + p], y = s_a[k * N + r];
+          if (k == p) {
+            s_a[k * N + p] = s_cs[2 * half + q];
+            s_a[k * N + r] = 0;
+          } else if (k == r) {
+            s_a[k * N + p] = 0;
+            s_a[k * N + r] = s_cs[3 * half + q];
+          } else {
+            s_a[k * N + p] = c * x - sn * y;
+            s_a[k * N + r] = sn * x + c * y;
+          }
+          const T vx = s_v[k * N + p], vy = s_v[k * N + r];
+          s_v[k * N + p] = c * vx - sn * vy;
+          s_v[k * N + r] = sn * vx + c * vy;
+        }
+      }
+      __syncthreads();
+    }
+    if (!rotated) break;
+    __syncthreads();  // everyone has read `rotated` before it is reset
+  }
+  // Out: eigenvectors column-major (V(i, k) at i + k N), eigenvalues.
+  for (int e = tid; e < N * N; e += blockDim.x) {
+    const int k = e / N, i = e - k * N;
+    a[e] = s_v[i * N + k];
+  }
+  if (tid < N) ev_all[static_cast<int64_t>(blockIdx.x) * N + tid] = s_a[tid * N + tid];
 }
 
 }  // namespace
@@ -733,8 +833,9 @@ cudaError_t LaunchTransformRows(int P, int64_t n, int N, const T* x, const T* t,
                                 const ProblemParams* params, T* xa, double* partials,
                                 int* blocks_per_problem, cudaStream_t stream) {
   if (N > kMaxFusedRowsMembers) return cudaErrorInvalidValue;
-  const int64_t tiles = (n + kTileRows - 1) / kTileRows;
-  const int bpp = static_cast<int>(std::min<int64_t>(tiles, FinishRowsBlocks(n)));
+  const int64_t groups = (n + kWarpRows - 1) / kWarpRows;
+  const int bpp = static_cast<int>(
+      std::min<int64_t>((groups + kFusedWarps - 1) / kFusedWarps, FinishRowsBlocks(n)));
   *blocks_per_problem = bpp;
   const size_t smem = TransformRowsSmem(N, sizeof(T));
   if (smem > 48 * 1024) {
@@ -763,6 +864,22 @@ cudaError_t LaunchSmallEnkf(int P, int64_t n, int64_t m, int N, int W, const T* 
   return cudaGetLastError();
 }
 
+
+template <typename T>
+cudaError_t LaunchJacobiEig(int P, int N, T* a, T* ev, cudaStream_t stream) {
+  if (N > kMaxJacobiOrder) return cudaErrorInvalidValue;
+  const size_t smem = JacobiSmem(N, sizeof(T));
+  if (smem > 48 * 1024) {
+    const cudaError_t e = cudaFuncSetAttribute(JacobiEigKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(smem));
+    if (e != cudaSuccess) return e;
+  }
+  const int threads = N > 32 ? 256 : 128;
+  const T tol = std::is_same_v<T, double> ? T(1e-14) : T(1e-6);
+  JacobiEigKernel<T><<<P, threads, smem, stream>>>(N, a, ev, tol);
+  return cudaGetLastError();
+}
+
 #define GPUCOMPUTE_INSTANTIATE(T)                                                                \
   template cudaError_t LaunchPrepareObs<T>(int, int64_t, int, int, T*, const double*, const T*,  \
                                            const ProblemParams*, bool, bool, bool, double*,     \
@@ -782,7 +899,8 @@ cudaError_t LaunchSmallEnkf(int P, int64_t n, int64_t m, int N, int W, const T* 
                                               cudaStream_t);                                    \
   template cudaError_t LaunchSmallEnkf<T>(int, int64_t, int64_t, int, int, const T*, const T*,   \
                                           const double*, const T*, const ProblemParams*, bool,  \
-                                          T*, double*, double*, int*, cudaStream_t);
+                                          T*, double*, double*, int*, cudaStream_t);             \
+  template cudaError_t LaunchJacobiEig<T>(int, int, T*, T*, cudaStream_t);
 
 GPUCOMPUTE_INSTANTIATE(float)
 GPUCOMPUTE_INSTANTIATE(double)

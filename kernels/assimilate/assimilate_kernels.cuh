@@ -98,6 +98,13 @@ cudaError_t LaunchTransformRows(int P, int64_t n, int N, const T* x, const T* t,
 // G = U D U^T (unpivoted, info[p] = 1 when a pivot is not positive), T = I + G^-1 B, the state
 // rows (raw x) transformed and finished, spread[p]. True when the shape fits (N <= 32 and the
 // shared memory), false (nothing launched) otherwise.
+// Symmetric eigendecomposition of P contiguous N x N matrices (N <= kMaxJacobiOrder) in place
+// by parallel cyclic Jacobi, one block each: a <- eigenvectors (column-major, as SYEVD),
+// ev (N per problem) <- eigenvalues (in no particular order).
+constexpr int kMaxJacobiOrder = 64;
+template <typename T>
+cudaError_t LaunchJacobiEig(int P, int N, T* a, T* ev, cudaStream_t stream);
+
 bool SmallEnkfFits(int64_t n, int64_t m, int N, int element_size);
 template <typename T>
 cudaError_t LaunchSmallEnkf(int P, int64_t n, int64_t m, int N, int W, const T* x, const T* obs,

@@ -45,7 +45,7 @@ struct Case {
   int reps = 10;
   int trsm_block = -1;    // CudaEnqueueOptions::trsm_block
   bool no_fused = false;  // CudaEnqueueOptions::no_fused
-  int solve_variant = 0;  // CudaEnqueueOptions::solve_variant
+  int solve_variant = -1;  // CudaEnqueueOptions::solve_variant
   int eig_variant = -1;   // CudaEnqueueOptions::eig_variant
 };
 
@@ -228,21 +228,25 @@ int main(int argc, char** argv) {
   // library path (what the fused kernels replaced).
   if (variants) {
     for (ElementType dt : {f64, f32}) {
-      for (int v : {1, 2}) {
-        Case c{absl::StrCat("variant 3000 solve_variant=", v), 1, 3000, 3000, 3000, dt, enkf, false, Form::kAuto, 0, 5};
-        c.solve_variant = v;
-        cases.push_back(c);
+      Case c{"variant 3000 two TRSMs", 1, 3000, 3000, 3000, dt, enkf, false, Form::kAuto, 0, 5};
+      c.solve_variant = 0;
+      cases.push_back(c);
+      for (int nb : {128, 384, 512}) {
+        Case v{absl::StrCat("variant 3000 block inverse ", nb), 1, 3000, 3000, 3000, dt, enkf, false, Form::kAuto, 0, 5};
+        v.solve_variant = 1;
+        v.trsm_block = nb;
+        cases.push_back(v);
       }
     }
-    Case c32{"variant 3000 fp32 trsm_block=0", 1, 3000, 3000, 3000, f32, enkf, false, Form::kAuto, 0, 5};
-    c32.trsm_block = 0;
-    cases.push_back(c32);
-    Case le{"variant large etkf eig on device", 1, 1000000, 100000, 50, f64, etkf, false, Form::kAuto, 0, 5};
+    Case le{"variant large etkf eig library", 1, 1000000, 100000, 50, f64, etkf, false, Form::kAuto, 0, 5};
     le.eig_variant = 0;
     cases.push_back(le);
     Case lg{"variant large no_fused", 1, 1000000, 100000, 50, f64, enkf, false, Form::kAuto, 0, 5};
     lg.no_fused = true;
     cases.push_back(lg);
+    Case se{"variant small etkf eig library", 10000, 40, 40, 20, f64, etkf, false, Form::kAuto, 0, 20};
+    se.eig_variant = 0;
+    cases.push_back(se);
     Case sm{"variant small no_fused", 10000, 40, 40, 20, f64, enkf, false, Form::kAuto, 0, 20};
     sm.no_fused = true;
     cases.push_back(sm);

@@ -12,7 +12,6 @@
 
 #include <cublas_v2.h>
 #include <cusolverDn.h>
-#include <lapacke.h>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/assimilate/assimilate_kernels.cuh"
@@ -36,16 +35,16 @@ size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 constexpr int64_t kMaxBatchedOrder = 128;
 constexpr int64_t kMaxSyevjBatchedOrder = 32;
 constexpr int64_t kSplitChunks = 128;
-// ETKF eigendecompositions of at most this many problems of order at most kMaxHostEigOrder run
-// on the host (LAPACK ?syevd in a stream callback between two small copies): SYEVD of a 50 x 50
-// matrix on the device is latency-bound (0.6-0.7 ms of host-synchronising steps).
-constexpr int kMaxHostEigProblems = 8;
-constexpr int64_t kMaxHostEigOrder = 128;
+
 // Block of the blocked left triangular solves (see CudaEnqueueOptions::trsm_block); measured
 // on the H200 at N = 3000 (kernels/NOTES.md): float64 one cuBLAS TRSM (3.80 ms for both solves,
 // blocks of 256-1024: 4.03-4.19 ms), float32 blocks of 256 (3.05 vs 3.40 ms).
 template <typename T>
 constexpr int kDefaultTrsmBlock = std::is_same_v<T, float> ? 256 : 0;
+// One large stochastic problem (N >= kMinBlockInverseOrder): G^-1 B by inverted diagonal blocks
+// of this order and GEMMs (BlockInverseSolve) instead of two TRSMs.
+constexpr int kDefaultInverseBlock = 256;
+constexpr int64_t kMinBlockInverseOrder = 1024;
 
 // ---- cuBLAS / cuSOLVER for float and double under one name -------------------------------
 
@@ -89,26 +88,6 @@ struct Lib<double> {
     const double one = 1;
     return cublasDtrsmBatched(h, side, CUBLAS_FILL_MODE_LOWER, t, CUBLAS_DIAG_NON_UNIT, m, n, &one,
                               a, lda, b, ldb, batch);
-  }
-  static constexpr cudaDataType kType = CUDA_R_64F;
-  static cusolverStatus_t PotriSize(cusolverDnHandle_t h, int n, double* a, int lda, int* lwork) {
-    return cusolverDnDpotri_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, lda, lwork);
-  }
-  static cusolverStatus_t Potri(cusolverDnHandle_t h, int n, double* a, int lda, double* work, int lwork,
-                                int* info) {
-    return cusolverDnDpotri(h, CUBLAS_FILL_MODE_LOWER, n, a, lda, work, lwork, info);
-  }
-  static cublasStatus_t Symm(cublasHandle_t h, int m, int n, const double* a, int lda, const double* b,
-                             int ldb, double* c, int ldc) {
-    const double one = 1, zero = 0;
-    return cublasDsymm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, m, n, &one, a, lda, b, ldb, &zero,
-                        c, ldc);
-  }
-  static cublasStatus_t Trmm(cublasHandle_t h, cublasOperation_t t, int m, int n, const double* a,
-                             int lda, const double* b, int ldb, double* c, int ldc) {
-    const double one = 1;
-    return cublasDtrmm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, t, CUBLAS_DIAG_NON_UNIT, m, n, &one,
-                        a, lda, b, ldb, c, ldc);
   }
   static cusolverStatus_t PotrfSize(cusolverDnHandle_t h, int n, double* a, int lda, int* lwork) {
     return cusolverDnDpotrf_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, lda, lwork);
@@ -182,26 +161,6 @@ struct Lib<float> {
     return cublasStrsmBatched(h, side, CUBLAS_FILL_MODE_LOWER, t, CUBLAS_DIAG_NON_UNIT, m, n, &one,
                               a, lda, b, ldb, batch);
   }
-  static constexpr cudaDataType kType = CUDA_R_32F;
-  static cusolverStatus_t PotriSize(cusolverDnHandle_t h, int n, float* a, int lda, int* lwork) {
-    return cusolverDnSpotri_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, lda, lwork);
-  }
-  static cusolverStatus_t Potri(cusolverDnHandle_t h, int n, float* a, int lda, float* work, int lwork,
-                                int* info) {
-    return cusolverDnSpotri(h, CUBLAS_FILL_MODE_LOWER, n, a, lda, work, lwork, info);
-  }
-  static cublasStatus_t Symm(cublasHandle_t h, int m, int n, const float* a, int lda, const float* b,
-                             int ldb, float* c, int ldc) {
-    const float one = 1, zero = 0;
-    return cublasSsymm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, m, n, &one, a, lda, b, ldb, &zero,
-                        c, ldc);
-  }
-  static cublasStatus_t Trmm(cublasHandle_t h, cublasOperation_t t, int m, int n, const float* a,
-                             int lda, const float* b, int ldb, float* c, int ldc) {
-    const float one = 1;
-    return cublasStrmm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, t, CUBLAS_DIAG_NON_UNIT, m, n, &one,
-                        a, lda, b, ldb, c, ldc);
-  }
   static cusolverStatus_t PotrfSize(cusolverDnHandle_t h, int n, float* a, int lda, int* lwork) {
     return cusolverDnSpotrf_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, lda, lwork);
   }
@@ -269,8 +228,6 @@ struct Group {
   size_t xbar = 0, c = 0, s = 0, z = 0, v = 0, vf = 0, t = 0, ev = 0, u = 0, wbar = 0, partials = 0;
   // out
   size_t xa = 0, innovation = 0;
-  size_t host_eig = 0;  // P x (N x N matrix, N eigenvalues, info) staged through the host
-  bool eig_on_host = false;
 
   int P() const { return static_cast<int>(members.size()); }
   // One problem with many observations per member: C = Yw^T [...] is a small output over a
@@ -402,7 +359,8 @@ class GroupRunner {
         spread_(spread + g.q0), unbatched_(options && options->force_unbatched),
         no_fused_(options && options->no_fused),
         trsm_block_(options && options->trsm_block >= 0 ? options->trsm_block : kDefaultTrsmBlock<T>),
-        solve_variant_(options ? options->solve_variant : 0),
+        solve_variant_(options ? options->solve_variant : -1),
+        eig_variant_(options ? options->eig_variant : -1),
         marks_(options ? options->marks : nullptr) {}
 
   absl::Status Run();
@@ -445,10 +403,9 @@ class GroupRunner {
   // TRSM on diagonal blocks of trsm_block_, GEMM for the off-diagonal blocks.
   absl::Status BlockedTrsmLeft(cublasOperation_t op, int order, int cols, const T* l, int ldl, T* b,
                                int ldb);
-  // One problem: out = G^-1 B from G's Cholesky factor l (order N, in place, destroyed) through
-  // an explicit inverse (solve_variant_ 1: POTRI + SYMM into out; 2: TRTRI + two TRMMs, b
-  // overwritten, result in b). Returns where the result is.
-  absl::StatusOr<T*> InverseSolve(int N, T* l, T* b, T* out);
+  // One problem: B (N x N, ld N) <- G^-1 B from G's Cholesky factor l: the diagonal blocks of
+  // L inverted (small TRSMs), then both block substitutions as GEMMs only (through z, N x N).
+  absl::Status BlockInverseSolve(int N, const T* l, T* b, T* z);
 
   // Cholesky of P matrices of order n (lda n) `stride` apart; ptrs: their device pointer array.
   absl::Status Potrf(int n, T* a, int64_t stride, T** ptrs, int* info);
@@ -475,6 +432,7 @@ class GroupRunner {
   bool no_fused_;
   int trsm_block_;
   int solve_variant_;
+  int eig_variant_;
   std::vector<std::pair<const char*, cudaEvent_t>>* marks_;
 };
 
@@ -546,34 +504,45 @@ absl::Status GroupRunner<T>::BlockedTrsmLeft(cublasOperation_t op, int order, in
 }
 
 template <typename T>
-absl::StatusOr<T*> GroupRunner<T>::InverseSolve(int N, T* l, T* b, T* out) {
-  ASSIGN_OR_RETURN(void* info_mem, scratch_.Get(sizeof(int)));
-  int* info = static_cast<int*>(info_mem);  // the inverse's own (potrf's stays in info_f_)
-  if (solve_variant_ == 1) {
-    int lwork = 0;
-    CUSOLVER_RETURN_IF_ERROR(Lib<T>::PotriSize(solver(), N, l, N, &lwork));
-    ASSIGN_OR_RETURN(void* work, scratch_.Get(static_cast<size_t>(std::max(lwork, 1)) * sizeof(T)));
-    CUSOLVER_RETURN_IF_ERROR(Lib<T>::Potri(solver(), N, l, N, static_cast<T*>(work), lwork, info));
-    RETURN_IF_ERROR(Mark("potri"));
-    CUBLAS_RETURN_IF_ERROR(Lib<T>::Symm(blas(), N, N, l, N, b, N, out, N));
-    RETURN_IF_ERROR(Launched());
-    return out;
-  }
-  size_t dev_bytes = 0, host_bytes = 0;
-  CUSOLVER_RETURN_IF_ERROR(cusolverDnXtrtri_bufferSize(solver(), CUBLAS_FILL_MODE_LOWER,
-                                                       CUBLAS_DIAG_NON_UNIT, N, Lib<T>::kType, l, N,
-                                                       &dev_bytes, &host_bytes));
-  ASSIGN_OR_RETURN(void* work, scratch_.Get(std::max<size_t>(dev_bytes, 1)));
-  static thread_local std::vector<char> host_work;  // outlives the enqueue (benchmark variant)
-  host_work.resize(std::max<size_t>(host_bytes, 1));
-  CUSOLVER_RETURN_IF_ERROR(cusolverDnXtrtri(solver(), CUBLAS_FILL_MODE_LOWER, CUBLAS_DIAG_NON_UNIT, N,
-                                            Lib<T>::kType, l, N, work, dev_bytes, host_work.data(),
-                                            host_bytes, info));
-  RETURN_IF_ERROR(Mark("trtri"));
-  CUBLAS_RETURN_IF_ERROR(Lib<T>::Trmm(blas(), kN, N, N, l, N, b, N, out, N));
-  CUBLAS_RETURN_IF_ERROR(Lib<T>::Trmm(blas(), kT, N, N, l, N, out, N, b, N));
+absl::Status GroupRunner<T>::BlockInverseSolve(int N, const T* l, T* b, T* z) {
+  const int nb = trsm_block_ > 0 ? trsm_block_ : kDefaultInverseBlock;
+  const int blocks = (N + nb - 1) / nb;
+  const int64_t bb = static_cast<int64_t>(nb) * nb;
+  ASSIGN_OR_RETURN(void* dmem, scratch_.Get(static_cast<size_t>(blocks * bb) * sizeof(T)));
+  T* d = static_cast<T*>(dmem);
+  // D_k = L_kk^-1: identities, then one small TRSM each.
+  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d, 0, static_cast<size_t>(blocks * bb) * sizeof(T), stream()));
+  CUDA_RETURN_IF_ERROR(kernels::LaunchAddDiagonal<T>(blocks, nb, d, nb, bb, T(1), stream()));
   RETURN_IF_ERROR(Launched());
-  return b;
+  auto k0 = [&](int k) { return k * nb; };
+  auto kb = [&](int k) { return std::min(nb, N - k * nb); };
+  auto lblock = [&](int row, int col) { return l + row + static_cast<int64_t>(col) * N; };
+  for (int k = 0; k < blocks; ++k) {
+    CUBLAS_RETURN_IF_ERROR(Lib<T>::Trsm(blas(), CUBLAS_SIDE_LEFT, kN, kb(k), kb(k), lblock(k0(k), k0(k)), N,
+                                        d + k * bb, nb));
+  }
+  RETURN_IF_ERROR(Mark("diag_inverses"));
+  // Forward, Z = L^-1 B into z: Z_k = D_k B_k; B_below -= L_below,k Z_k.
+  for (int k = 0; k < blocks; ++k) {
+    CUBLAS_RETURN_IF_ERROR(Lib<T>::Gemm(blas(), kN, kN, kb(k), N, kb(k), T(1), d + k * bb, nb, b + k0(k), N,
+                                        T(0), z + k0(k), N));
+    const int below = N - k0(k) - kb(k);
+    if (below > 0) {
+      CUBLAS_RETURN_IF_ERROR(Lib<T>::Gemm(blas(), kN, kN, below, N, kb(k), T(-1),
+                                          lblock(k0(k) + kb(k), k0(k)), N, z + k0(k), N, T(1),
+                                          b + k0(k) + kb(k), N));
+    }
+  }
+  // Backward, X = L^-T Z into b: X_k = D_k^T Z_k; Z_above -= L_k,above^T X_k.
+  for (int k = blocks - 1; k >= 0; --k) {
+    CUBLAS_RETURN_IF_ERROR(Lib<T>::Gemm(blas(), kT, kN, kb(k), N, kb(k), T(1), d + k * bb, nb, z + k0(k), N,
+                                        T(0), b + k0(k), N));
+    if (k0(k) > 0) {
+      CUBLAS_RETURN_IF_ERROR(Lib<T>::Gemm(blas(), kT, kN, k0(k), N, kb(k), T(-1), lblock(k0(k), 0), N,
+                                          b + k0(k), N, T(1), z, N));
+    }
+  }
+  return Launched();
 }
 
 template <typename T>
@@ -623,47 +592,13 @@ absl::Status GroupRunner<T>::Whiten(int rows, int cols) {
   return Launched();
 }
 
-// Host side of the eigendecompositions staged through pinned memory (a stream callback).
-template <typename T>
-struct HostEigJob {
-  char* base;  // P x [N x N column-major | N eigenvalues | int info], aligned per problem
-  int N, P;
-  size_t stride;
-  static void Run(void* p) {
-    std::unique_ptr<HostEigJob> job(static_cast<HostEigJob*>(p));
-    for (int q = 0; q < job->P; ++q) {
-      char* b = job->base + q * job->stride;
-      T* a = reinterpret_cast<T*>(b);
-      T* w = a + static_cast<size_t>(job->N) * job->N;
-      int* info = reinterpret_cast<int*>(w + job->N);
-      if constexpr (std::is_same_v<T, double>) {
-        *info = LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'L', job->N, a, job->N, w);
-      } else {
-        *info = LAPACKE_ssyevd(LAPACK_COL_MAJOR, 'V', 'L', job->N, a, job->N, w);
-      }
-      if (*info < 0) *info = 1;
-    }
-  }
-};
-
-size_t HostEigStride(int64_t N, size_t es) { return AlignUp(static_cast<size_t>(N * N + N) * es + sizeof(int)); }
-
 template <typename T>
 absl::Status GroupRunner<T>::Eig(int N, T* a, T* ev, int* info) {
   const int P = g_.P();
-  if (g_.eig_on_host) {
-    const cudaStream_t s = stream();
-    const size_t stride = HostEigStride(N, sizeof(T));
-    const size_t nn = static_cast<size_t>(N) * N * sizeof(T), nb = static_cast<size_t>(N) * sizeof(T);
-    char* host = static_cast<char*>(slot_.staging_out.data()) + g_.host_eig;
-    CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(host, stride, a, nn, nn, P, cudaMemcpyDeviceToHost, s));
-    auto job = std::make_unique<HostEigJob<T>>(HostEigJob<T>{host, N, P, stride});
-    CUDA_RETURN_IF_ERROR(cudaLaunchHostFunc(s, &HostEigJob<T>::Run, job.get()));
-    job.release();  // the callback owns it
-    CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(a, nn, host, stride, nn, P, cudaMemcpyHostToDevice, s));
-    CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(ev, nb, host + nn, stride, nb, P, cudaMemcpyHostToDevice, s));
-    CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(info, sizeof(int), host + nn + nb, stride, sizeof(int), P,
-                                           cudaMemcpyHostToDevice, s));
+  if (eig_variant_ != 0 && !no_fused_ && !unbatched_ && N <= kernels::kMaxJacobiOrder) {
+    // One block per matrix (parallel cyclic Jacobi): SYEVD of one 50 x 50 matrix is 0.6 ms of
+    // latency-bound steps, syevjBatched of 10,000 20 x 20 ones 4.2 ms. Never fails (info stays 0).
+    CUDA_RETURN_IF_ERROR(kernels::LaunchJacobiEig<T>(P, N, a, ev, stream()));
     return Launched();
   }
   if (Batched(N, kMaxSyevjBatchedOrder)) {
@@ -772,9 +707,12 @@ absl::Status GroupRunner<T>::Run() {
       T* b = c + N * (N + 1);
       t = b;
       t_stride = c_stride;
-      if (P == 1 && solve_variant_ != 0) {
-        ASSIGN_OR_RETURN(t, InverseSolve(iN, c, b, Sc<T>(g_.t)));
-        t_stride = t == b ? c_stride : nn;
+      const int inverse_block = trsm_block_ > 0 ? trsm_block_ : kDefaultInverseBlock;
+      const bool block_inverse = P == 1 && (solve_variant_ == 1 ||
+                                            (solve_variant_ < 0 && N >= kMinBlockInverseOrder &&
+                                             N >= 2 * inverse_block));
+      if (block_inverse) {
+        RETURN_IF_ERROR(BlockInverseSolve(iN, c, b, Sc<T>(g_.t)));
       } else {
         RETURN_IF_ERROR(CholSolve(CUBLAS_SIDE_LEFT, iN, iN, c, iN, c_stride, In<T*>(g_.ptr_f), b, iN,
                                   c_stride, In<T*>(g_.ptr_rhs)));
@@ -966,10 +904,7 @@ absl::StatusOr<PendingAssimilate> Enqueue(DeviceContext& device, StreamSlot& slo
     g.partials = sc.Take(P * static_cast<size_t>(kernels::FinishRowsBlocks(g.key.n)) * sizeof(double));
     g.xa = out.Take(P * n * N * es);
     g.innovation = out.Take(P * m * sizeof(double));
-    const int eig_variant = options ? options->eig_variant : -1;
-    g.eig_on_host = etkf && eig_variant != 0 &&
-                    (eig_variant == 1 || (g.P() <= kMaxHostEigProblems && g.key.N <= kMaxHostEigOrder));
-    if (g.eig_on_host) g.host_eig = out.Take(P * HostEigStride(g.key.N, es));
+
   }
   pending.problems = q;
   const size_t spread_off = out.Take(static_cast<size_t>(q) * sizeof(double));

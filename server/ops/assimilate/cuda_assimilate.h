@@ -40,11 +40,11 @@ struct CudaEnqueueOptions {
   // Left triangular solves of order >= 2 x this run blocked (TRSM on diagonal blocks, GEMM for
   // the rest); 0: one cuBLAS TRSM; -1: the default block.
   int trsm_block = -1;
-  // One stochastic ensemble-space problem: T = I + G^-1 B by Cholesky solves (0), or through an
-  // explicit inverse: POTRI + SYMM (1), TRTRI + two TRMMs (2).
-  int solve_variant = 0;
-  // ETKF eigendecompositions: -1 on the host for few problems of order <= 128, else on the
-  // device; 0 always on the device; 1 always on the host.
+  // One stochastic ensemble-space problem: T = I + G^-1 B by two (blocked) TRSMs (0), or by
+  // inverted diagonal blocks of L (trsm_block, or 256) and GEMMs (1); -1: 1 for N >= 1024.
+  int solve_variant = -1;
+  // ETKF eigendecompositions: -1 the Jacobi kernel for N <= 64 (unless no_fused or
+  // force_unbatched), SYEVD / syevjBatched otherwise; 0 always the library.
   int eig_variant = -1;
   // Where the time goes: when set, an event is recorded after each step (name, event) and the
   // caller reads the intervals after synchronising (and destroys the events).
