@@ -265,10 +265,25 @@ struct Pair<float> {
   using type = float2;
 };
 
+// Raw rows are prefetched kPrefetch tiles ahead with cp.async into per-warp ring buffers, so
+// that each warp keeps loads in flight while it computes (one tile of loads per warp is too few
+// bytes in flight to cover the memory latency).
+constexpr int kPrefetch = 2;
+
 size_t TransformRowsSmem(int N, int es) {
   const int Ne = Even(N);
-  return static_cast<size_t>(Ne * 2 * kWarp + kFusedWarps * kWarpRows * Ne) * es;
+  return static_cast<size_t>(Ne * 2 * kWarp + kFusedWarps * kWarpRows * Ne +
+                             kFusedWarps * (kPrefetch + 1) * kWarpRows * N) * es;
 }
+
+template <int kBytes>
+__device__ __forceinline__ void CpAsync(void* smem, const void* gmem) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(dst), "l"(gmem), "n"(kBytes));
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
 
 template <typename T>
 __global__ void __launch_bounds__(kFusedThreads, 2) TransformRowsKernel(
@@ -281,6 +296,8 @@ __global__ void __launch_bounds__(kFusedThreads, 2) TransformRowsKernel(
   const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
   T* s_t = reinterpret_cast<T*>(smem_raw);                   // [Ne][64]: T(k, j)
   T* s_a = s_t + Ne * kCols + warp * kWarpRows * Ne;          // this warp's [kWarpRows][Ne]
+  const int ring = kWarpRows * N;                             // one raw tile
+  T* s_raw = s_t + Ne * kCols + kFusedWarps * kWarpRows * Ne + warp * (kPrefetch + 1) * ring;
   const ProblemParams pp = params[p];
   const T lambda = static_cast<T>(pp.inflation);
   const double alpha = pp.relaxation_factor;
@@ -296,17 +313,36 @@ __global__ void __launch_bounds__(kFusedThreads, 2) TransformRowsKernel(
   T* xap = xa + static_cast<int64_t>(p) * n * N;
   double var_sum = 0;
   const int64_t groups = (n + kWarpRows - 1) / kWarpRows;
-  for (int64_t grp = static_cast<int64_t>(blockIdx.x) * kFusedWarps + warp; grp < groups;
-       grp += static_cast<int64_t>(gridDim.x) * kFusedWarps) {
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kFusedWarps + warp;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * kFusedWarps;
+  // Issues the raw rows of tile `grp` into ring slot `slot` (always commits a group, maybe empty).
+  auto issue = [&](int64_t grp, int slot) {
+    if (grp < groups) {
+      const int64_t row0 = grp * kWarpRows;
+      const int count = static_cast<int>((n - row0 < kWarpRows ? n - row0 : kWarpRows) * N);
+      const T* src = xp + row0 * N;
+      T* dst = s_raw + slot * ring;
+      for (int e = lane; e < count; e += kWarp) CpAsync<sizeof(T)>(dst + e, src + e);
+    }
+    CpAsyncCommit();
+  };
+#pragma unroll
+  for (int d = 0; d < kPrefetch; ++d) issue(first + d * step, d);
+  int slot = 0;
+  for (int64_t grp = first; grp < groups; grp += step) {
+    issue(grp + kPrefetch * step, (slot + kPrefetch) % (kPrefetch + 1));
+    CpAsyncWait<kPrefetch>();
+    __syncwarp();
     const int64_t row0 = grp * kWarpRows;
     const int rows = static_cast<int>(n - row0 < kWarpRows ? n - row0 : kWarpRows);
-    const T* src = xp + row0 * N;
+    const T* src = s_raw + slot * ring;
     T v[kWarpRows][2];
 #pragma unroll
     for (int r = 0; r < kWarpRows; ++r) {
 #pragma unroll
       for (int c = 0; c < 2; ++c) v[r][c] = r < rows && has[c] ? src[r * N + lane + c * kWarp] : T(0);
     }
+    slot = (slot + 1) % (kPrefetch + 1);
     double mean[kWarpRows];
 #pragma unroll
     for (int r = 0; r < kWarpRows; ++r) mean[r] = static_cast<double>(v[r][0]) + static_cast<double>(v[r][1]);
@@ -748,6 +784,42 @@ __global__ void JacobiEigKernel(int N, T* __restrict__ a_all, T* __restrict__ ev
   if (tid < N) ev_all[static_cast<int64_t>(blockIdx.x) * N + tid] = s_a[tid * N + tid];
 }
 
+// ---- inverses of the diagonal blocks of a lower triangular factor ----------------------------
+
+// Lp (npad x npad, ld npad): the diagonal blocks of order nb of L (n x n, ld n), the padding an
+// identity. Only the diagonal blocks are written.
+template <typename T>
+__global__ void PadDiagonalBlocksKernel(int n, int npad, int nb, const T* __restrict__ l, T* __restrict__ lp) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= static_cast<int64_t>(npad) * nb) return;
+  const int j = static_cast<int>(idx / npad);  // column within the block
+  const int i = static_cast<int>(idx - static_cast<int64_t>(j) * npad);  // global row
+  const int col = i / nb * nb + j;
+  lp[i + static_cast<int64_t>(col) * npad] =
+      i < n && col < n ? l[i + static_cast<int64_t>(col) * n] : (i == col ? T(1) : T(0));
+}
+
+// Inverse of each diagonal block of order kBase of lp into dp (same positions, ld npad): one
+// warp per block, lane j computes column j by forward substitution (X row-major in shared).
+constexpr int kBase = 32;
+template <typename T>
+__global__ void __launch_bounds__(kWarp) InvertBaseBlocksKernel(int npad, const T* __restrict__ lp,
+                                                                T* __restrict__ dp) {
+  __shared__ T s_l[kBase][kBase + 1];
+  __shared__ T s_x[kBase][kBase];
+  const int j = threadIdx.x;
+  const int64_t o = static_cast<int64_t>(blockIdx.x) * kBase * (npad + 1);
+  for (int c = 0; c < kBase; ++c) s_l[j][c] = lp[o + j + static_cast<int64_t>(c) * npad];
+  __syncwarp();
+  for (int i = 0; i < kBase; ++i) {
+    T acc = i == j ? T(1) : T(0);
+    for (int k = j; k < i; ++k) acc -= s_l[i][k] * s_x[k][j];
+    s_x[i][j] = i < j ? T(0) : acc / s_l[i][i];
+  }
+  __syncwarp();
+  for (int c = 0; c < kBase; ++c) dp[o + j + static_cast<int64_t>(c) * npad] = s_x[j][c];
+}
+
 }  // namespace
 
 int FinishRowsBlocks(int64_t n) {
@@ -838,12 +910,9 @@ cudaError_t LaunchTransformRows(int P, int64_t n, int N, const T* x, const T* t,
       std::min<int64_t>((groups + kFusedWarps - 1) / kFusedWarps, FinishRowsBlocks(n)));
   *blocks_per_problem = bpp;
   const size_t smem = TransformRowsSmem(N, sizeof(T));
-  if (smem > 48 * 1024) {
-    const cudaError_t e = cudaFuncSetAttribute(TransformRowsKernel<T>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(smem));
-    if (e != cudaSuccess) return e;
-  }
+  const cudaError_t e = cudaFuncSetAttribute(TransformRowsKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem));
+  if (e != cudaSuccess) return e;
   TransformRowsKernel<T><<<dim3(bpp, P), kFusedThreads, smem, stream>>>(n, N, x, t, t_stride, params,
                                                                         xa, partials);
   return cudaGetLastError();
@@ -859,7 +928,11 @@ cudaError_t LaunchSmallEnkf(int P, int64_t n, int64_t m, int N, int W, const T* 
                             bool seeded, T* xa, double* innovation, double* spread, int* info,
                             cudaStream_t stream) {
   if (!SmallEnkfFits(n, m, N, sizeof(T))) return cudaErrorInvalidValue;
-  SmallEnkfKernel<T><<<P, kSmallThreads, SmallEnkfSmem(n, m, N, sizeof(T)), stream>>>(
+  const size_t smem = SmallEnkfSmem(n, m, N, sizeof(T));
+  const cudaError_t e = cudaFuncSetAttribute(SmallEnkfKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem));
+  if (e != cudaSuccess) return e;
+  SmallEnkfKernel<T><<<P, kSmallThreads, smem, stream>>>(
       n, m, N, W, x, obs, y, inv_sqrt_r, params, seeded, xa, innovation, spread, info);
   return cudaGetLastError();
 }
@@ -869,14 +942,26 @@ template <typename T>
 cudaError_t LaunchJacobiEig(int P, int N, T* a, T* ev, cudaStream_t stream) {
   if (N > kMaxJacobiOrder) return cudaErrorInvalidValue;
   const size_t smem = JacobiSmem(N, sizeof(T));
-  if (smem > 48 * 1024) {
-    const cudaError_t e = cudaFuncSetAttribute(JacobiEigKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(smem));
-    if (e != cudaSuccess) return e;
-  }
+  const cudaError_t e = cudaFuncSetAttribute(JacobiEigKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem));
+  if (e != cudaSuccess) return e;
   const int threads = N > 32 ? 256 : 128;
   const T tol = std::is_same_v<T, double> ? T(1e-14) : T(1e-6);
   JacobiEigKernel<T><<<P, threads, smem, stream>>>(N, a, ev, tol);
+  return cudaGetLastError();
+}
+
+
+template <typename T>
+cudaError_t LaunchPadDiagonalBlocks(int n, int npad, int nb, const T* l, T* lp, cudaStream_t stream) {
+  const int64_t total = static_cast<int64_t>(npad) * nb;
+  PadDiagonalBlocksKernel<T><<<Blocks(total, 256), 256, 0, stream>>>(n, npad, nb, l, lp);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t LaunchInvertBaseBlocks(int npad, const T* lp, T* dp, cudaStream_t stream) {
+  InvertBaseBlocksKernel<T><<<npad / kBase, kWarp, 0, stream>>>(npad, lp, dp);
   return cudaGetLastError();
 }
 
@@ -900,7 +985,9 @@ cudaError_t LaunchJacobiEig(int P, int N, T* a, T* ev, cudaStream_t stream) {
   template cudaError_t LaunchSmallEnkf<T>(int, int64_t, int64_t, int, int, const T*, const T*,   \
                                           const double*, const T*, const ProblemParams*, bool,  \
                                           T*, double*, double*, int*, cudaStream_t);             \
-  template cudaError_t LaunchJacobiEig<T>(int, int, T*, T*, cudaStream_t);
+  template cudaError_t LaunchJacobiEig<T>(int, int, T*, T*, cudaStream_t);                     \
+  template cudaError_t LaunchPadDiagonalBlocks<T>(int, int, int, const T*, T*, cudaStream_t);    \
+  template cudaError_t LaunchInvertBaseBlocks<T>(int, const T*, T*, cudaStream_t);
 
 GPUCOMPUTE_INSTANTIATE(float)
 GPUCOMPUTE_INSTANTIATE(double)

@@ -105,6 +105,16 @@ constexpr int kMaxJacobiOrder = 64;
 template <typename T>
 cudaError_t LaunchJacobiEig(int P, int N, T* a, T* ev, cudaStream_t stream);
 
+// Lp (npad x npad, column-major): the diagonal blocks of order nb of the lower factor l (n x n),
+// padded with an identity to npad (a multiple of nb); only the diagonal blocks are written.
+template <typename T>
+cudaError_t LaunchPadDiagonalBlocks(int n, int npad, int nb, const T* l, T* lp, cudaStream_t stream);
+// Inverses of lp's diagonal blocks of order kInverseBase (npad a multiple of it) into dp (same
+// positions and leading dimension).
+constexpr int kInverseBase = 32;
+template <typename T>
+cudaError_t LaunchInvertBaseBlocks(int npad, const T* lp, T* dp, cudaStream_t stream);
+
 bool SmallEnkfFits(int64_t n, int64_t m, int N, int element_size);
 template <typename T>
 cudaError_t LaunchSmallEnkf(int P, int64_t n, int64_t m, int N, int W, const T* x, const T* obs,

@@ -41,10 +41,11 @@ struct CudaEnqueueOptions {
   // the rest); 0: one cuBLAS TRSM; -1: the default block.
   int trsm_block = -1;
   // One stochastic ensemble-space problem: T = I + G^-1 B by two (blocked) TRSMs (0), or by
-  // inverted diagonal blocks of L (trsm_block, or 256) and GEMMs (1); -1: 1 for N >= 1024.
+  // inverted diagonal blocks of L (order trsm_block rounded up to 32 x 2^k, or 512) and GEMMs
+  // (1); -1: 1 for N >= 1024.
   int solve_variant = -1;
-  // ETKF eigendecompositions: -1 the Jacobi kernel for N <= 64 (unless no_fused or
-  // force_unbatched), SYEVD / syevjBatched otherwise; 0 always the library.
+  // ETKF eigendecompositions: -1 the Jacobi kernel for several problems of N <= 64 (unless
+  // no_fused or force_unbatched), SYEVD / syevjBatched otherwise; 0 always the library.
   int eig_variant = -1;
   // Where the time goes: when set, an event is recorded after each step (name, event) and the
   // caller reads the intervals after synchronising (and destroys the events).
