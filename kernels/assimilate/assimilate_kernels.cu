@@ -242,17 +242,19 @@ __global__ void ReduceSpreadKernel(int bpp, int64_t n, const double* __restrict_
 
 
 // ---- fused state pass (N <= kMaxFusedRowsMembers) -------------------------------------------
-// Each warp owns tiles of kWarpRows rows and works without block barriers: lane l holds columns
-// l and l + 32 of its rows in registers (loads, means, anomalies, the product's accumulators,
-// relaxation, writes), the anomalies also go to the warp's shared rows for the product's
-// broadcast reads; T (zero-padded to 64 columns and an even number of rows) is shared by the
-// block. The row reductions of a tile's rows are independent, so their shuffles overlap.
+// Each warp owns tiles of kRows rows and works without block barriers: lane l holds columns l
+// and l + 32 of its rows (loads, means, the product's accumulators, relaxation, writes); the
+// anomalies go to the warp's shared rows for the product's broadcast reads (and the
+// relaxation); T (zero-padded to 64 columns and an even number of rows) is shared by the block.
+// Raw rows are prefetched with cp.async into a per-warp ring (Prefetch<kRows> tiles ahead). The
+// row reductions of a tile are independent, so their shuffles overlap (in chunks of 4 rows).
 
-constexpr int kWarpRows = 4;
 constexpr int kFusedThreads = 256;
 constexpr int kFusedWarps = kFusedThreads / kWarp;
+constexpr int kFinishChunk = 4;
 
 __host__ __device__ inline int Even(int v) { return (v + 1) / 2 * 2; }
+__host__ __device__ constexpr int Prefetch(int rows) { return rows <= 4 ? 2 : 1; }
 
 template <typename T>
 struct Pair;
@@ -265,15 +267,11 @@ struct Pair<float> {
   using type = float2;
 };
 
-// Raw rows are prefetched kPrefetch tiles ahead with cp.async into per-warp ring buffers, so
-// that each warp keeps loads in flight while it computes (one tile of loads per warp is too few
-// bytes in flight to cover the memory latency).
-constexpr int kPrefetch = 2;
-
-size_t TransformRowsSmem(int N, int es) {
+size_t TransformRowsSmem(int N, int es, int rows) {
   const int Ne = Even(N);
-  return static_cast<size_t>(Ne * 2 * kWarp + kFusedWarps * kWarpRows * Ne +
-                             kFusedWarps * (kPrefetch + 1) * kWarpRows * N) * es;
+  return static_cast<size_t>(kFusedWarps) * rows * sizeof(double) +
+         static_cast<size_t>(Ne * 2 * kWarp + kFusedWarps * rows * Ne +
+                             kFusedWarps * (Prefetch(rows) + 1) * rows * N) * es;
 }
 
 template <int kBytes>
@@ -285,19 +283,21 @@ __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_
 template <int kPending>
 __device__ __forceinline__ void CpAsyncWait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
 
-template <typename T>
+template <typename T, int kRows>
 __global__ void __launch_bounds__(kFusedThreads, 2) TransformRowsKernel(
     int64_t n, int N, const T* __restrict__ x, const T* __restrict__ t, int64_t t_stride,
     const ProblemParams* __restrict__ params, T* __restrict__ xa, double* __restrict__ partials) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   constexpr int kCols = 2 * kWarp;
+  constexpr int kPf = Prefetch(kRows);
   const int Ne = Even(N);
   const int p = blockIdx.y;
   const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
-  T* s_t = reinterpret_cast<T*>(smem_raw);                   // [Ne][64]: T(k, j)
-  T* s_a = s_t + Ne * kCols + warp * kWarpRows * Ne;          // this warp's [kWarpRows][Ne]
-  const int ring = kWarpRows * N;                             // one raw tile
-  T* s_raw = s_t + Ne * kCols + kFusedWarps * kWarpRows * Ne + warp * (kPrefetch + 1) * ring;
+  double* s_mean = reinterpret_cast<double*>(smem_raw) + warp * kRows;       // this warp's row means
+  T* s_t = reinterpret_cast<T*>(reinterpret_cast<double*>(smem_raw) + kFusedWarps * kRows);  // [Ne][64]
+  T* s_a = s_t + Ne * kCols + warp * kRows * Ne;  // this warp's [kRows][Ne] anomalies
+  const int ring = kRows * N;                      // one raw tile
+  T* s_raw = s_t + Ne * kCols + kFusedWarps * kRows * Ne + warp * (kPf + 1) * ring;
   const ProblemParams pp = params[p];
   const T lambda = static_cast<T>(pp.inflation);
   const double alpha = pp.relaxation_factor;
@@ -306,20 +306,20 @@ __global__ void __launch_bounds__(kFusedThreads, 2) TransformRowsKernel(
     const int k = e / kCols, j = e % kCols;
     s_t[e] = k < N && j < N ? tp[k + static_cast<int64_t>(j) * N] : T(0);
   }
-  if (lane < kWarpRows) s_a[lane * Ne + Ne - 1] = T(0);  // the pad column when N is odd
+  if (lane < kRows) s_a[lane * Ne + Ne - 1] = T(0);  // the pad column when N is odd
   __syncthreads();
   const bool has[2] = {lane < N, lane + kWarp < N};
   const T* xp = x + static_cast<int64_t>(p) * n * N;
   T* xap = xa + static_cast<int64_t>(p) * n * N;
   double var_sum = 0;
-  const int64_t groups = (n + kWarpRows - 1) / kWarpRows;
+  const int64_t groups = (n + kRows - 1) / kRows;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kFusedWarps + warp;
   const int64_t step = static_cast<int64_t>(gridDim.x) * kFusedWarps;
   // Issues the raw rows of tile `grp` into ring slot `slot` (always commits a group, maybe empty).
   auto issue = [&](int64_t grp, int slot) {
     if (grp < groups) {
-      const int64_t row0 = grp * kWarpRows;
-      const int count = static_cast<int>((n - row0 < kWarpRows ? n - row0 : kWarpRows) * N);
+      const int64_t row0 = grp * kRows;
+      const int count = static_cast<int>((n - row0 < kRows ? n - row0 : kRows) * N);
       const T* src = xp + row0 * N;
       T* dst = s_raw + slot * ring;
       for (int e = lane; e < count; e += kWarp) CpAsync<sizeof(T)>(dst + e, src + e);
@@ -327,43 +327,44 @@ __global__ void __launch_bounds__(kFusedThreads, 2) TransformRowsKernel(
     CpAsyncCommit();
   };
 #pragma unroll
-  for (int d = 0; d < kPrefetch; ++d) issue(first + d * step, d);
+  for (int d = 0; d < kPf; ++d) issue(first + d * step, d);
   int slot = 0;
   for (int64_t grp = first; grp < groups; grp += step) {
-    issue(grp + kPrefetch * step, (slot + kPrefetch) % (kPrefetch + 1));
-    CpAsyncWait<kPrefetch>();
+    issue(grp + kPf * step, (slot + kPf) % (kPf + 1));
+    CpAsyncWait<kPf>();
     __syncwarp();
-    const int64_t row0 = grp * kWarpRows;
-    const int rows = static_cast<int>(n - row0 < kWarpRows ? n - row0 : kWarpRows);
-    const T* src = s_raw + slot * ring;
-    T v[kWarpRows][2];
+    const int64_t row0 = grp * kRows;
+    const int rows = static_cast<int>(n - row0 < kRows ? n - row0 : kRows);
+    {
+      const T* src = s_raw + slot * ring;
+      T v[kRows][2];
 #pragma unroll
-    for (int r = 0; r < kWarpRows; ++r) {
+      for (int r = 0; r < kRows; ++r) {
 #pragma unroll
-      for (int c = 0; c < 2; ++c) v[r][c] = r < rows && has[c] ? src[r * N + lane + c * kWarp] : T(0);
-    }
-    slot = (slot + 1) % (kPrefetch + 1);
-    double mean[kWarpRows];
+        for (int c = 0; c < 2; ++c) v[r][c] = r < rows && has[c] ? src[r * N + lane + c * kWarp] : T(0);
+      }
+      double mean[kRows];
 #pragma unroll
-    for (int r = 0; r < kWarpRows; ++r) mean[r] = static_cast<double>(v[r][0]) + static_cast<double>(v[r][1]);
+      for (int r = 0; r < kRows; ++r) mean[r] = static_cast<double>(v[r][0]) + static_cast<double>(v[r][1]);
 #pragma unroll
-    for (int r = 0; r < kWarpRows; ++r) mean[r] = WarpSum(mean[r]) / N;
-    __syncwarp();  // the previous tile's product is done with s_a
+      for (int r = 0; r < kRows; ++r) mean[r] = WarpSum(mean[r]) / N;
 #pragma unroll
-    for (int r = 0; r < kWarpRows; ++r) {
+      for (int r = 0; r < kRows; ++r) {
 #pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        v[r][c] = has[c] ? lambda * static_cast<T>(static_cast<double>(v[r][c]) - mean[r]) : T(0);
-        if (has[c]) s_a[r * Ne + lane + c * kWarp] = v[r][c];
+        for (int c = 0; c < 2; ++c) {
+          if (has[c]) s_a[r * Ne + lane + c * kWarp] = lambda * static_cast<T>(static_cast<double>(v[r][c]) - mean[r]);
+        }
+        if (lane == 0) s_mean[r] = mean[r];
       }
     }
+    slot = (slot + 1) % (kPf + 1);
     __syncwarp();
-    T acc[kWarpRows][2] = {};
+    T acc[kRows][2] = {};
     for (int k = 0; k < Ne; k += 2) {
       const T t00 = s_t[k * kCols + lane], t01 = s_t[k * kCols + lane + kWarp];
       const T t10 = s_t[(k + 1) * kCols + lane], t11 = s_t[(k + 1) * kCols + lane + kWarp];
 #pragma unroll
-      for (int r = 0; r < kWarpRows; ++r) {
+      for (int r = 0; r < kRows; ++r) {
         const typename Pair<T>::type a = *reinterpret_cast<const typename Pair<T>::type*>(s_a + r * Ne + k);
         acc[r][0] = fma(a.x, t00, acc[r][0]);
         acc[r][1] = fma(a.x, t01, acc[r][1]);
@@ -371,78 +372,85 @@ __global__ void __launch_bounds__(kFusedThreads, 2) TransformRowsKernel(
         acc[r][1] = fma(a.y, t11, acc[r][1]);
       }
     }
-    // Finish (as FinishRowsKernel): relaxation against v (the anomalies), the mean back, spread.
-    double amean[kWarpRows];
+    // Finish (as FinishRowsKernel): relaxation against the anomalies, the mean back, spread.
 #pragma unroll
-    for (int r = 0; r < kWarpRows; ++r) amean[r] = WarpSum(static_cast<double>(acc[r][0]) + static_cast<double>(acc[r][1])) / N;
-    double m2[kWarpRows];
+    for (int r0 = 0; r0 < kRows; r0 += kFinishChunk) {
+      double amean[kFinishChunk], m2[kFinishChunk];
 #pragma unroll
-    for (int r = 0; r < kWarpRows; ++r) m2[r] = amean[r];
-    if (pp.relaxation == 1) {  // RTPP
-      double s2[kWarpRows];
+      for (int q = 0; q < kFinishChunk; ++q) {
+        amean[q] = WarpSum(static_cast<double>(acc[r0 + q][0]) + static_cast<double>(acc[r0 + q][1])) / N;
+        m2[q] = amean[q];
+      }
+      if (pp.relaxation == 1) {  // RTPP
+        double s2[kFinishChunk];
 #pragma unroll
-      for (int r = 0; r < kWarpRows; ++r) {
-        s2[r] = 0;
+        for (int q = 0; q < kFinishChunk; ++q) {
+          s2[q] = 0;
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          if (!has[c]) continue;
-          acc[r][c] = static_cast<T>(amean[r] + (1 - alpha) * (static_cast<double>(acc[r][c]) - amean[r]) +
-                                     alpha * static_cast<double>(v[r][c]));
-          s2[r] += static_cast<double>(acc[r][c]);
+          for (int c = 0; c < 2; ++c) {
+            if (!has[c]) continue;
+            const double f = static_cast<double>(s_a[(r0 + q) * Ne + lane + c * kWarp]);
+            acc[r0 + q][c] = static_cast<T>(amean[q] + (1 - alpha) * (static_cast<double>(acc[r0 + q][c]) - amean[q]) +
+                                            alpha * f);
+            s2[q] += static_cast<double>(acc[r0 + q][c]);
+          }
+        }
+#pragma unroll
+        for (int q = 0; q < kFinishChunk; ++q) m2[q] = WarpSum(s2[q]) / N;
+      } else if (pp.relaxation == 2) {  // RTPS
+        double va[kFinishChunk], vf[kFinishChunk];
+#pragma unroll
+        for (int q = 0; q < kFinishChunk; ++q) {
+          va[q] = vf[q] = 0;
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            if (!has[c]) continue;
+            const double a = static_cast<double>(acc[r0 + q][c]) - amean[q];
+            const double f = static_cast<double>(s_a[(r0 + q) * Ne + lane + c * kWarp]);
+            va[q] += a * a;
+            vf[q] += f * f;
+          }
+        }
+#pragma unroll
+        for (int q = 0; q < kFinishChunk; ++q) {
+          va[q] = WarpSum(va[q]);
+          vf[q] = WarpSum(vf[q]);
+        }
+        double s2[kFinishChunk];
+#pragma unroll
+        for (int q = 0; q < kFinishChunk; ++q) {
+          s2[q] = 0;
+          if (!(va[q] > 0)) continue;  // warp-uniform (va is a warp sum)
+          const double factor = 1 - alpha + alpha * sqrt(vf[q] / va[q]);
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            if (!has[c]) continue;
+            acc[r0 + q][c] = static_cast<T>(amean[q] + factor * (static_cast<double>(acc[r0 + q][c]) - amean[q]));
+            s2[q] += static_cast<double>(acc[r0 + q][c]);
+          }
+        }
+#pragma unroll
+        for (int q = 0; q < kFinishChunk; ++q) {
+          const double sum = WarpSum(s2[q]);
+          if (va[q] > 0) m2[q] = sum / N;
         }
       }
 #pragma unroll
-      for (int r = 0; r < kWarpRows; ++r) m2[r] = WarpSum(s2[r]) / N;
-    } else if (pp.relaxation == 2) {  // RTPS
-      double va[kWarpRows], vf[kWarpRows];
-#pragma unroll
-      for (int r = 0; r < kWarpRows; ++r) {
-        va[r] = vf[r] = 0;
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          if (!has[c]) continue;
-          const double a = static_cast<double>(acc[r][c]) - amean[r];
-          va[r] += a * a;
-          vf[r] += static_cast<double>(v[r][c]) * static_cast<double>(v[r][c]);
-        }
-      }
-#pragma unroll
-      for (int r = 0; r < kWarpRows; ++r) {
-        va[r] = WarpSum(va[r]);
-        vf[r] = WarpSum(vf[r]);
-      }
-      double s2[kWarpRows];
-#pragma unroll
-      for (int r = 0; r < kWarpRows; ++r) {
-        s2[r] = 0;
-        if (!(va[r] > 0)) continue;  // warp-uniform (va is a warp sum)
-        const double factor = 1 - alpha + alpha * sqrt(vf[r] / va[r]);
+      for (int q = 0; q < kFinishChunk; ++q) {
+        const int r = r0 + q;
+        if (r >= rows) continue;
+        const T base = static_cast<T>(s_mean[r]);
+        T* dst = xap + (row0 + r) * N;
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
           if (!has[c]) continue;
-          acc[r][c] = static_cast<T>(amean[r] + factor * (static_cast<double>(acc[r][c]) - amean[r]));
-          s2[r] += static_cast<double>(acc[r][c]);
+          const double dv = static_cast<double>(acc[r][c]) - m2[q];
+          var_sum += dv * dv;
+          dst[lane + c * kWarp] = acc[r][c] + base;
         }
-      }
-#pragma unroll
-      for (int r = 0; r < kWarpRows; ++r) {
-        const double sum = WarpSum(s2[r]);
-        if (va[r] > 0) m2[r] = sum / N;
       }
     }
-#pragma unroll
-    for (int r = 0; r < kWarpRows; ++r) {
-      if (r >= rows) continue;
-      const T base = static_cast<T>(mean[r]);
-      T* dst = xap + (row0 + r) * N;
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        if (!has[c]) continue;
-        const double dv = static_cast<double>(acc[r][c]) - m2[r];
-        var_sum += dv * dv;
-        dst[lane + c * kWarp] = acc[r][c] + base;
-      }
-    }
+    __syncwarp();  // s_a, s_mean and this ring slot are free for the next tile
   }
   __shared__ double warp_sums[kFusedWarps];
   const double total = WarpSum(var_sum) / static_cast<double>(N - 1);
@@ -457,7 +465,8 @@ __global__ void __launch_bounds__(kFusedThreads, 2) TransformRowsKernel(
 
 // ---- one block per small stochastic problem -------------------------------------------------
 
-constexpr int kSmallThreads = 128;
+constexpr int kSmallThreads = 256;  // default block (kSmallMaxThreads at most)
+constexpr int kSmallMaxThreads = 256;
 constexpr size_t kSmallSmemLimit = 48 * 1024;
 
 size_t SmallEnkfSmem(int64_t n, int64_t m, int N, int es) {
@@ -467,14 +476,14 @@ size_t SmallEnkfSmem(int64_t n, int64_t m, int N, int es) {
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kSmallThreads) SmallEnkfKernel(
+__global__ void __launch_bounds__(kSmallMaxThreads) SmallEnkfKernel(
     int64_t n, int64_t m, int N, int W, const T* __restrict__ x_all, const T* __restrict__ obs_all,
     const double* __restrict__ y_all, const T* __restrict__ isr_all,
     const ProblemParams* __restrict__ params, bool seeded, T* __restrict__ xa_all,
     double* __restrict__ innovation_all, double* __restrict__ spread, int* __restrict__ info) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  constexpr int kWarps = kSmallThreads / kWarp;
-  __shared__ double warp_sums[kWarps];
+  const int kWarps = blockDim.x / kWarp;
+  __shared__ double warp_sums[kSmallMaxThreads / kWarp];
   __shared__ int fail;
   const int p = blockIdx.x;
   const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
@@ -514,7 +523,7 @@ __global__ void __launch_bounds__(kSmallThreads) SmallEnkfKernel(
   }
   __syncthreads();
   // 2. Row means (a thread per row).
-  for (int64_t i = tid; i < m; i += kSmallThreads) {
+  for (int64_t i = tid; i < m; i += blockDim.x) {
     double s = 0, z = 0;
     for (int c = 0; c < N; ++c) s += static_cast<double>(s_y[i * N + c]);
     if (seeded) {  // the draws (exact in float64)
@@ -525,7 +534,7 @@ __global__ void __launch_bounds__(kSmallThreads) SmallEnkfKernel(
     s_zmean[i] = z / N;
     innovation_all[static_cast<int64_t>(p) * m + i] = y[i] - mean;
   }
-  for (int64_t r = tid; r < n; r += kSmallThreads) {
+  for (int64_t r = tid; r < n; r += blockDim.x) {
     double s = 0;
     for (int c = 0; c < N; ++c) s += static_cast<double>(s_x[r * N + c]);
     s_xmean[r] = s / N;
@@ -553,8 +562,14 @@ __global__ void __launch_bounds__(kSmallThreads) SmallEnkfKernel(
     const bool is_b = q >= N;
     const int a = is_b ? q - N : q;
     const T* rhs = is_b ? s_d : s_y;
-    T acc = 0;
-    for (int64_t i = 0; i < m; ++i) acc = fma(s_y[i * N + a], rhs[i * N + j], acc);
+    T acc0 = 0, acc1 = 0;  // two chains
+    int64_t i = 0;
+    for (; i + 1 < m; i += 2) {
+      acc0 = fma(s_y[i * N + a], rhs[i * N + j], acc0);
+      acc1 = fma(s_y[(i + 1) * N + a], rhs[(i + 1) * N + j], acc1);
+    }
+    if (i < m) acc0 = fma(s_y[i * N + a], rhs[i * N + j], acc0);
+    const T acc = acc0 + acc1;
     if (is_b) {
       s_b[a * N + j] = acc;
     } else {
@@ -605,9 +620,14 @@ __global__ void __launch_bounds__(kSmallThreads) SmallEnkfKernel(
   // 7. A T into s_o (over the dead observation rows).
   for (int64_t r = warp; r < n; r += kWarps) {
     if (!col) continue;
-    T acc = 0;
-    for (int k = 0; k < N; ++k) acc = fma(s_x[r * N + k], s_b[k * N + j], acc);
-    s_o[r * N + j] = acc;
+    T acc0 = 0, acc1 = 0;
+    int k = 0;
+    for (; k + 1 < N; k += 2) {
+      acc0 = fma(s_x[r * N + k], s_b[k * N + j], acc0);
+      acc1 = fma(s_x[r * N + k + 1], s_b[(k + 1) * N + j], acc1);
+    }
+    if (k < N) acc0 = fma(s_x[r * N + k], s_b[k * N + j], acc0);
+    s_o[r * N + j] = acc0 + acc1;
   }
   __syncthreads();
   // 8. Finish each row (as FinishRowsKernel) and write it.
@@ -903,18 +923,19 @@ cudaError_t LaunchReduceSpread(int P, int blocks_per_problem, int64_t n, const d
 template <typename T>
 cudaError_t LaunchTransformRows(int P, int64_t n, int N, const T* x, const T* t, int64_t t_stride,
                                 const ProblemParams* params, T* xa, double* partials,
-                                int* blocks_per_problem, cudaStream_t stream) {
+                                int* blocks_per_problem, cudaStream_t stream, int rows_per_warp) {
   if (N > kMaxFusedRowsMembers) return cudaErrorInvalidValue;
-  const int64_t groups = (n + kWarpRows - 1) / kWarpRows;
+  const int rows = rows_per_warp == 8 ? 8 : 4;
+  const int64_t groups = (n + rows - 1) / rows;
   const int bpp = static_cast<int>(
       std::min<int64_t>((groups + kFusedWarps - 1) / kFusedWarps, FinishRowsBlocks(n)));
   *blocks_per_problem = bpp;
-  const size_t smem = TransformRowsSmem(N, sizeof(T));
-  const cudaError_t e = cudaFuncSetAttribute(TransformRowsKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  const size_t smem = TransformRowsSmem(N, sizeof(T), rows);
+  auto kernel = rows == 8 ? TransformRowsKernel<T, 8> : TransformRowsKernel<T, 4>;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(smem));
   if (e != cudaSuccess) return e;
-  TransformRowsKernel<T><<<dim3(bpp, P), kFusedThreads, smem, stream>>>(n, N, x, t, t_stride, params,
-                                                                        xa, partials);
+  kernel<<<dim3(bpp, P), kFusedThreads, smem, stream>>>(n, N, x, t, t_stride, params, xa, partials);
   return cudaGetLastError();
 }
 
@@ -926,13 +947,15 @@ template <typename T>
 cudaError_t LaunchSmallEnkf(int P, int64_t n, int64_t m, int N, int W, const T* x, const T* obs,
                             const double* y, const T* inv_sqrt_r, const ProblemParams* params,
                             bool seeded, T* xa, double* innovation, double* spread, int* info,
-                            cudaStream_t stream) {
+                            cudaStream_t stream, int threads) {
+  if (threads <= 0) threads = kSmallThreads;
+  if (threads % kWarp != 0 || threads > kSmallMaxThreads) return cudaErrorInvalidValue;
   if (!SmallEnkfFits(n, m, N, sizeof(T))) return cudaErrorInvalidValue;
   const size_t smem = SmallEnkfSmem(n, m, N, sizeof(T));
   const cudaError_t e = cudaFuncSetAttribute(SmallEnkfKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(smem));
   if (e != cudaSuccess) return e;
-  SmallEnkfKernel<T><<<P, kSmallThreads, smem, stream>>>(
+  SmallEnkfKernel<T><<<P, threads, smem, stream>>>(
       n, m, N, W, x, obs, y, inv_sqrt_r, params, seeded, xa, innovation, spread, info);
   return cudaGetLastError();
 }
@@ -981,10 +1004,10 @@ cudaError_t LaunchInvertBaseBlocks(int npad, const T* lp, T* dp, cudaStream_t st
                                            const ProblemParams*, double*, int*, cudaStream_t); \
   template cudaError_t LaunchTransformRows<T>(int, int64_t, int, const T*, const T*, int64_t,    \
                                               const ProblemParams*, T*, double*, int*,          \
-                                              cudaStream_t);                                    \
+                                              cudaStream_t, int);                               \
   template cudaError_t LaunchSmallEnkf<T>(int, int64_t, int64_t, int, int, const T*, const T*,   \
                                           const double*, const T*, const ProblemParams*, bool,  \
-                                          T*, double*, double*, int*, cudaStream_t);             \
+                                          T*, double*, double*, int*, cudaStream_t, int);        \
   template cudaError_t LaunchJacobiEig<T>(int, int, T*, T*, cudaStream_t);                     \
   template cudaError_t LaunchPadDiagonalBlocks<T>(int, int, int, const T*, T*, cudaStream_t);    \
   template cudaError_t LaunchInvertBaseBlocks<T>(int, const T*, T*, cudaStream_t);

@@ -45,8 +45,13 @@ struct CudaEnqueueOptions {
   // (1); -1: 1 for N >= 1024.
   int solve_variant = -1;
   // ETKF eigendecompositions: -1 the Jacobi kernel for several problems of N <= 64 (unless
-  // no_fused or force_unbatched), SYEVD / syevjBatched otherwise; 0 always the library.
+  // no_fused or force_unbatched), SYEVD / syevjBatched otherwise; 0 always the library; 2
+  // cuSOLVER's non-batched syevj per problem.
   int eig_variant = -1;
+  // Threads per block of the fused small-problem kernel (a multiple of 32 up to 256; 0: 256).
+  int small_threads = 0;
+  // Rows per warp tile of the one-pass state transform: 4 (0: default) or 8.
+  int rows_per_warp = 0;
   // Where the time goes: when set, an event is recorded after each step (name, event) and the
   // caller reads the intervals after synchronising (and destroys the events).
   std::vector<std::pair<const char*, cudaEvent_t>>* marks = nullptr;

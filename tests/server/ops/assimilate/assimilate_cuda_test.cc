@@ -154,7 +154,8 @@ class AssimilateCuda : public ::testing::Test {
                                           const std::vector<std::shared_ptr<Request>>& requests,
                                           bool unbatched = false, bool no_fused = false,
                                           int trsm_block = -1, int solve_variant = -1,
-                                          int eig_variant = -1) {
+                                          int eig_variant = -1, int small_threads = 0,
+                                          int rows_per_warp = 0) {
     Batch batch;
     batch.dtype = dtype;
     for (const auto& r : requests) {
@@ -168,6 +169,8 @@ class AssimilateCuda : public ::testing::Test {
     options.trsm_block = trsm_block;
     options.solve_variant = solve_variant;
     options.eig_variant = eig_variant;
+    options.small_threads = small_threads;
+    options.rows_per_warp = rows_per_warp;
     auto pending = EnqueueAssimilate(*device_, *slot, batch, &options);
     const cudaError_t err = cudaStreamSynchronize(slot->stream.get());
     std::vector<Output> out;
@@ -182,10 +185,12 @@ class AssimilateCuda : public ::testing::Test {
   // increment Xa - X, the innovation means, the spread and the form).
   void ExpectMatchesCpu(ElementType dtype, const std::vector<std::unique_ptr<Case>>& cases,
                         const std::string& label, bool unbatched = false, bool no_fused = false,
-                        int trsm_block = -1, int solve_variant = -1, int eig_variant = -1) {
+                        int trsm_block = -1, int solve_variant = -1, int eig_variant = -1,
+                        int small_threads = 0, int rows_per_warp = 0) {
     auto request = std::make_shared<Request>();
     for (const auto& c : cases) request->problems.push_back(c->problem);
-    auto out = Run(dtype, {request}, unbatched, no_fused, trsm_block, solve_variant, eig_variant);
+    auto out = Run(dtype, {request}, unbatched, no_fused, trsm_block, solve_variant, eig_variant, small_threads,
+                   rows_per_warp);
     ASSERT_TRUE(out.ok()) << label << ": " << out.status();
     ASSERT_EQ(out->size(), 1u);
     ASSERT_TRUE((*out)[0].status.ok()) << label << ": " << (*out)[0].status;
@@ -467,6 +472,11 @@ TEST_F(AssimilateCuda, FusedKernelsAndTheirBoundaries) {
                            " x", sh.problems, " variant ", variant);
           ExpectMatchesCpu(dtype, cases, label);
           ExpectMatchesCpu(dtype, cases, label + " library path", false, /*no_fused=*/true);
+          ExpectMatchesCpu(dtype, cases, label + " 8 rows per warp", false, false, -1, -1, -1, 0, 8);
+          for (int threads : {32, 64, 128}) {  // blocks of the fused small kernel
+            ExpectMatchesCpu(dtype, cases, absl::StrCat(label, " small threads ", threads), false, false, -1, -1,
+                             -1, threads);
+          }
         }
       }
     }
@@ -492,7 +502,7 @@ TEST_F(AssimilateCuda, EtkfEigenOnHostAndDevice) {
       for (int k = 0; k < sh[3]; ++k) cases.push_back(MakeCase(s, rng));
       const std::string label =
           absl::StrCat(ElementName(dtype), " etkf ", sh[0], "x", sh[1], "x", sh[2], " x", sh[3]);
-      for (int v : {-1, 0}) {
+      for (int v : {-1, 0, 2}) {
         ExpectMatchesCpu(dtype, cases, absl::StrCat(label, " eig variant ", v), false, false, -1, -1, v);
       }
     }
@@ -511,6 +521,14 @@ TEST_F(AssimilateCuda, FusedRowsManyTiles) {
   std::vector<std::unique_ptr<Case>> cases;
   cases.push_back(MakeCase(s, rng));
   ExpectMatchesCpu(ElementType::kFloat64, cases, "n = 140001");
+  ExpectMatchesCpu(ElementType::kFloat64, cases, "n = 140001, 8 rows per warp", false, false, -1, -1, -1, 0, 8);
+  s.relaxation = Relaxation::kRtpp;
+  s.N = 37;
+  s.n = 300007;  // more tiles than warps in the grid at 4 and at 8 rows per warp
+  cases.clear();
+  cases.push_back(MakeCase(s, rng));
+  ExpectMatchesCpu(ElementType::kFloat64, cases, "n = 300007");
+  ExpectMatchesCpu(ElementType::kFloat64, cases, "n = 300007, 8 rows per warp", false, false, -1, -1, -1, 0, 8);
 }
 
 // Blocked left triangular solves (one large ensemble-space problem), at block sizes that do and
