@@ -465,8 +465,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2) TransformRowsKernel(
 
 // ---- one block per small stochastic problem -------------------------------------------------
 
-constexpr int kSmallThreads = 256;  // default block (kSmallMaxThreads at most)
-constexpr int kSmallMaxThreads = 256;
+constexpr int kSmallThreads = 128;
 constexpr size_t kSmallSmemLimit = 48 * 1024;
 
 size_t SmallEnkfSmem(int64_t n, int64_t m, int N, int es) {
@@ -476,14 +475,14 @@ size_t SmallEnkfSmem(int64_t n, int64_t m, int N, int es) {
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kSmallMaxThreads) SmallEnkfKernel(
+__global__ void __launch_bounds__(kSmallThreads) SmallEnkfKernel(
     int64_t n, int64_t m, int N, int W, const T* __restrict__ x_all, const T* __restrict__ obs_all,
     const double* __restrict__ y_all, const T* __restrict__ isr_all,
     const ProblemParams* __restrict__ params, bool seeded, T* __restrict__ xa_all,
     double* __restrict__ innovation_all, double* __restrict__ spread, int* __restrict__ info) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int kWarps = blockDim.x / kWarp;
-  __shared__ double warp_sums[kSmallMaxThreads / kWarp];
+  constexpr int kWarps = kSmallThreads / kWarp;
+  __shared__ double warp_sums[kWarps];
   __shared__ int fail;
   const int p = blockIdx.x;
   const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
@@ -523,7 +522,7 @@ __global__ void __launch_bounds__(kSmallMaxThreads) SmallEnkfKernel(
   }
   __syncthreads();
   // 2. Row means (a thread per row).
-  for (int64_t i = tid; i < m; i += blockDim.x) {
+  for (int64_t i = tid; i < m; i += kSmallThreads) {
     double s = 0, z = 0;
     for (int c = 0; c < N; ++c) s += static_cast<double>(s_y[i * N + c]);
     if (seeded) {  // the draws (exact in float64)
@@ -534,7 +533,7 @@ __global__ void __launch_bounds__(kSmallMaxThreads) SmallEnkfKernel(
     s_zmean[i] = z / N;
     innovation_all[static_cast<int64_t>(p) * m + i] = y[i] - mean;
   }
-  for (int64_t r = tid; r < n; r += blockDim.x) {
+  for (int64_t r = tid; r < n; r += kSmallThreads) {
     double s = 0;
     for (int c = 0; c < N; ++c) s += static_cast<double>(s_x[r * N + c]);
     s_xmean[r] = s / N;
@@ -562,14 +561,8 @@ __global__ void __launch_bounds__(kSmallMaxThreads) SmallEnkfKernel(
     const bool is_b = q >= N;
     const int a = is_b ? q - N : q;
     const T* rhs = is_b ? s_d : s_y;
-    T acc0 = 0, acc1 = 0;  // two chains
-    int64_t i = 0;
-    for (; i + 1 < m; i += 2) {
-      acc0 = fma(s_y[i * N + a], rhs[i * N + j], acc0);
-      acc1 = fma(s_y[(i + 1) * N + a], rhs[(i + 1) * N + j], acc1);
-    }
-    if (i < m) acc0 = fma(s_y[i * N + a], rhs[i * N + j], acc0);
-    const T acc = acc0 + acc1;
+    T acc = 0;
+    for (int64_t i = 0; i < m; ++i) acc = fma(s_y[i * N + a], rhs[i * N + j], acc);
     if (is_b) {
       s_b[a * N + j] = acc;
     } else {
@@ -620,14 +613,9 @@ __global__ void __launch_bounds__(kSmallMaxThreads) SmallEnkfKernel(
   // 7. A T into s_o (over the dead observation rows).
   for (int64_t r = warp; r < n; r += kWarps) {
     if (!col) continue;
-    T acc0 = 0, acc1 = 0;
-    int k = 0;
-    for (; k + 1 < N; k += 2) {
-      acc0 = fma(s_x[r * N + k], s_b[k * N + j], acc0);
-      acc1 = fma(s_x[r * N + k + 1], s_b[(k + 1) * N + j], acc1);
-    }
-    if (k < N) acc0 = fma(s_x[r * N + k], s_b[k * N + j], acc0);
-    s_o[r * N + j] = acc0 + acc1;
+    T acc = 0;
+    for (int k = 0; k < N; ++k) acc = fma(s_x[r * N + k], s_b[k * N + j], acc);
+    s_o[r * N + j] = acc;
   }
   __syncthreads();
   // 8. Finish each row (as FinishRowsKernel) and write it.
@@ -925,7 +913,7 @@ cudaError_t LaunchTransformRows(int P, int64_t n, int N, const T* x, const T* t,
                                 const ProblemParams* params, T* xa, double* partials,
                                 int* blocks_per_problem, cudaStream_t stream, int rows_per_warp) {
   if (N > kMaxFusedRowsMembers) return cudaErrorInvalidValue;
-  const int rows = rows_per_warp == 8 ? 8 : 4;
+  const int rows = rows_per_warp == 4 ? 4 : 8;
   const int64_t groups = (n + rows - 1) / rows;
   const int bpp = static_cast<int>(
       std::min<int64_t>((groups + kFusedWarps - 1) / kFusedWarps, FinishRowsBlocks(n)));
@@ -947,15 +935,13 @@ template <typename T>
 cudaError_t LaunchSmallEnkf(int P, int64_t n, int64_t m, int N, int W, const T* x, const T* obs,
                             const double* y, const T* inv_sqrt_r, const ProblemParams* params,
                             bool seeded, T* xa, double* innovation, double* spread, int* info,
-                            cudaStream_t stream, int threads) {
-  if (threads <= 0) threads = kSmallThreads;
-  if (threads % kWarp != 0 || threads > kSmallMaxThreads) return cudaErrorInvalidValue;
+                            cudaStream_t stream) {
   if (!SmallEnkfFits(n, m, N, sizeof(T))) return cudaErrorInvalidValue;
   const size_t smem = SmallEnkfSmem(n, m, N, sizeof(T));
   const cudaError_t e = cudaFuncSetAttribute(SmallEnkfKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(smem));
   if (e != cudaSuccess) return e;
-  SmallEnkfKernel<T><<<P, threads, smem, stream>>>(
+  SmallEnkfKernel<T><<<P, kSmallThreads, smem, stream>>>(
       n, m, N, W, x, obs, y, inv_sqrt_r, params, seeded, xa, innovation, spread, info);
   return cudaGetLastError();
 }
@@ -1007,7 +993,7 @@ cudaError_t LaunchInvertBaseBlocks(int npad, const T* lp, T* dp, cudaStream_t st
                                               cudaStream_t, int);                               \
   template cudaError_t LaunchSmallEnkf<T>(int, int64_t, int64_t, int, int, const T*, const T*,   \
                                           const double*, const T*, const ProblemParams*, bool,  \
-                                          T*, double*, double*, int*, cudaStream_t, int);        \
+                                          T*, double*, double*, int*, cudaStream_t);             \
   template cudaError_t LaunchJacobiEig<T>(int, int, T*, T*, cudaStream_t);                     \
   template cudaError_t LaunchPadDiagonalBlocks<T>(int, int, int, const T*, T*, cudaStream_t);    \
   template cudaError_t LaunchInvertBaseBlocks<T>(int, const T*, T*, cudaStream_t);

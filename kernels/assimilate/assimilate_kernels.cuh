@@ -92,7 +92,7 @@ template <typename T>
 cudaError_t LaunchTransformRows(int P, int64_t n, int N, const T* x, const T* t, int64_t t_stride,
                                 const ProblemParams* params, T* xa, double* partials,
                                 int* blocks_per_problem, cudaStream_t stream,
-                                int rows_per_warp = 4);  // 4 or 8 rows per warp tile
+                                int rows_per_warp = 8);  // 4 or 8 rows per warp tile
 
 // The whole stochastic EnKF (ensemble space, diagonal R) of each of P small problems in one
 // block (shared memory): observation rows (obs as for LaunchPrepareObs, on entry), G and B,
@@ -121,6 +121,6 @@ template <typename T>
 cudaError_t LaunchSmallEnkf(int P, int64_t n, int64_t m, int N, int W, const T* x, const T* obs,
                             const double* y, const T* inv_sqrt_r, const ProblemParams* params,
                             bool seeded, T* xa, double* innovation, double* spread, int* info,
-                            cudaStream_t stream, int threads = 0);  // 0: the default block
+                            cudaStream_t stream);
 
 }  // namespace gpucompute::assimilate::kernels

@@ -47,7 +47,6 @@ struct Case {
   bool no_fused = false;  // CudaEnqueueOptions::no_fused
   int solve_variant = -1;  // CudaEnqueueOptions::solve_variant
   int eig_variant = -1;   // CudaEnqueueOptions::eig_variant
-  int small_threads = 0;  // CudaEnqueueOptions::small_threads
   int rows_per_warp = 0;  // CudaEnqueueOptions::rows_per_warp
 };
 
@@ -133,7 +132,6 @@ void RunCase(DeviceContext& device, const Case& c) {
     options.no_fused = c.no_fused;
     options.solve_variant = c.solve_variant;
     options.eig_variant = c.eig_variant;
-    options.small_threads = c.small_threads;
     options.rows_per_warp = c.rows_per_warp;
     const auto t0 = Clock::now();
     auto pending = EnqueueAssimilate(device, *slot, batch, &options);
@@ -162,7 +160,6 @@ void RunCase(DeviceContext& device, const Case& c) {
     options.no_fused = c.no_fused;
     options.solve_variant = c.solve_variant;
     options.eig_variant = c.eig_variant;
-    options.small_threads = c.small_threads;
     options.rows_per_warp = c.rows_per_warp;
     auto pending = EnqueueAssimilate(device, *slot, batch, &options);
     if (!pending.ok()) Die(pending.status());
@@ -251,19 +248,9 @@ int main(int argc, char** argv) {
     lg.no_fused = true;
     cases.push_back(lg);
     for (bool seeded : {false, true}) {
-      Case r8{"variant large rows_per_warp=8", 1, 1000000, 100000, 50, f64, enkf, seeded, Form::kAuto, 0, 5};
-      r8.rows_per_warp = 8;
-      cases.push_back(r8);
-    }
-    Case lj{"variant large etkf eig syevj", 1, 1000000, 100000, 50, f64, etkf, false, Form::kAuto, 0, 5};
-    lj.eig_variant = 2;
-    cases.push_back(lj);
-    for (int th : {64, 128}) {
-      for (bool seeded : {false, true}) {
-        Case c{absl::StrCat("variant small threads=", th), 10000, 40, 40, 20, f64, enkf, seeded, Form::kAuto, 0, 20};
-        c.small_threads = th;
-        cases.push_back(c);
-      }
+      Case r4{"variant large rows_per_warp=4", 1, 1000000, 100000, 50, f64, enkf, seeded, Form::kAuto, 0, 5};
+      r4.rows_per_warp = 4;
+      cases.push_back(r4);
     }
     Case se{"variant small etkf eig library", 10000, 40, 40, 20, f64, etkf, false, Form::kAuto, 0, 20};
     se.eig_variant = 0;

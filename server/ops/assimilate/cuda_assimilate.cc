@@ -110,16 +110,6 @@ struct Lib<double> {
     return cusolverDnDsyevd(h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, a, lda, w, work,
                             lwork, info);
   }
-  static cusolverStatus_t SyevjSize(cusolverDnHandle_t h, int n, double* a, int lda, double* w, int* lwork,
-                                    syevjInfo_t params) {
-    return cusolverDnDsyevj_bufferSize(h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, a, lda, w,
-                                        lwork, params);
-  }
-  static cusolverStatus_t Syevj(cusolverDnHandle_t h, int n, double* a, int lda, double* w, double* work, int lwork,
-                                int* info, syevjInfo_t params) {
-    return cusolverDnDsyevj(h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, a, lda, w, work, lwork,
-                             info, params);
-  }
   static cusolverStatus_t SyevjBatchedSize(cusolverDnHandle_t h, int n, double* a, int lda,
                                            double* w, int* lwork, syevjInfo_t params, int batch) {
     return cusolverDnDsyevjBatched_bufferSize(h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n,
@@ -191,16 +181,6 @@ struct Lib<float> {
                                 float* work, int lwork, int* info) {
     return cusolverDnSsyevd(h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, a, lda, w, work,
                             lwork, info);
-  }
-  static cusolverStatus_t SyevjSize(cusolverDnHandle_t h, int n, float* a, int lda, float* w, int* lwork,
-                                    syevjInfo_t params) {
-    return cusolverDnSsyevj_bufferSize(h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, a, lda, w,
-                                        lwork, params);
-  }
-  static cusolverStatus_t Syevj(cusolverDnHandle_t h, int n, float* a, int lda, float* w, float* work, int lwork,
-                                int* info, syevjInfo_t params) {
-    return cusolverDnSsyevj(h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, a, lda, w, work, lwork,
-                             info, params);
   }
   static cusolverStatus_t SyevjBatchedSize(cusolverDnHandle_t h, int n, float* a, int lda, float* w,
                                            int* lwork, syevjInfo_t params, int batch) {
@@ -381,8 +361,7 @@ class GroupRunner {
         trsm_block_(options && options->trsm_block >= 0 ? options->trsm_block : kDefaultTrsmBlock<T>),
         solve_variant_(options ? options->solve_variant : -1),
         eig_variant_(options ? options->eig_variant : -1),
-        small_threads_(options ? options->small_threads : 0),
-        rows_per_warp_(options ? options->rows_per_warp : 0),
+        rows_per_warp_(options && options->rows_per_warp > 0 ? options->rows_per_warp : 8),
         marks_(options ? options->marks : nullptr) {}
 
   absl::Status Run();
@@ -455,7 +434,6 @@ class GroupRunner {
   int trsm_block_;
   int solve_variant_;
   int eig_variant_;
-  int small_threads_;
   int rows_per_warp_;
   std::vector<std::pair<const char*, cudaEvent_t>>* marks_;
 };
@@ -637,23 +615,6 @@ absl::Status GroupRunner<T>::Whiten(int rows, int cols) {
 template <typename T>
 absl::Status GroupRunner<T>::Eig(int N, T* a, T* ev, int* info) {
   const int P = g_.P();
-  if (eig_variant_ == 2) {  // benchmark variant: cuSOLVER's (non-batched) Jacobi per problem
-    syevjInfo_t params = nullptr;
-    CUSOLVER_RETURN_IF_ERROR(cusolverDnCreateSyevjInfo(&params));
-    struct Guard {
-      syevjInfo_t p;
-      ~Guard() { cusolverDnDestroySyevjInfo(p); }
-    } guard{params};
-    int lwork = 0;
-    CUSOLVER_RETURN_IF_ERROR(Lib<T>::SyevjSize(solver(), N, a, N, ev, &lwork, params));
-    ASSIGN_OR_RETURN(void* work, scratch_.Get(static_cast<size_t>(std::max(lwork, 1)) * sizeof(T)));
-    const int64_t nn = static_cast<int64_t>(N) * N;
-    for (int p = 0; p < P; ++p) {
-      CUSOLVER_RETURN_IF_ERROR(Lib<T>::Syevj(solver(), N, a + p * nn, N, ev + static_cast<int64_t>(p) * N,
-                                             static_cast<T*>(work), lwork, info + p, params));
-    }
-    return Launched();
-  }
   if (eig_variant_ != 0 && !no_fused_ && !unbatched_ && P > 1 && N <= kernels::kMaxJacobiOrder) {
     // One block per matrix (parallel cyclic Jacobi): 10,000 of order 20 in 3.2 ms against
     // syevjBatched's 4.2 ms. For one matrix SYEVD is faster (50 x 50: 0.61 ms, Jacobi 1.03 ms).
@@ -701,7 +662,7 @@ absl::Status GroupRunner<T>::Run() {
     CUDA_RETURN_IF_ERROR(kernels::LaunchSmallEnkf<T>(
         P, n, m, iN, iW, x, obs, In<double>(g_.y), In<T>(g_.r), params, g_.key.seeded,
         reinterpret_cast<T*>(out_ + g_.xa), reinterpret_cast<double*>(out_ + g_.innovation), spread_,
-        info_f_, s, small_threads_));
+        info_f_, s));
     RETURN_IF_ERROR(Launched());
     return Mark("fused_small");
   }

@@ -3,7 +3,10 @@
 // source) form a group stored back to back, and each step runs once per group: strided-batched
 // GEMM/GEMV, batched Cholesky (potrfBatched) and triangular solves (trsmBatched) and
 // syevjBatched for many small problems, the plain routines (SYRK, POTRF, TRSM, SYEVD) for one
-// large problem, a few kernels (kernels/assimilate) for what the libraries do not do. The
+// large problem, a few kernels (kernels/assimilate) for what the libraries do not do, and fused
+// kernels where the libraries are latency-bound: the whole stochastic analysis of small problems
+// in one block each, one pass over the state for N <= 64, Jacobi for batched eigenproblems, and
+// G^-1 B by inverted diagonal blocks and GEMMs for one large problem (kernels/NOTES.md). The
 // algebra, conventions and the cost model that picks the form are assimilate.h's, so that the
 // results equal the CPU reference to rounding (seeded perturbations included).
 //
@@ -45,12 +48,9 @@ struct CudaEnqueueOptions {
   // (1); -1: 1 for N >= 1024.
   int solve_variant = -1;
   // ETKF eigendecompositions: -1 the Jacobi kernel for several problems of N <= 64 (unless
-  // no_fused or force_unbatched), SYEVD / syevjBatched otherwise; 0 always the library; 2
-  // cuSOLVER's non-batched syevj per problem.
+  // no_fused or force_unbatched), SYEVD / syevjBatched otherwise; 0 always the library.
   int eig_variant = -1;
-  // Threads per block of the fused small-problem kernel (a multiple of 32 up to 256; 0: 256).
-  int small_threads = 0;
-  // Rows per warp tile of the one-pass state transform: 4 (0: default) or 8.
+  // Rows per warp tile of the one-pass state transform: 4 or 8 (0: 8).
   int rows_per_warp = 0;
   // Where the time goes: when set, an event is recorded after each step (name, event) and the
   // caller reads the intervals after synchronising (and destroys the events).
