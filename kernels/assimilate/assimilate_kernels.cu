@@ -4,6 +4,7 @@
 #include "kernels/assimilate/assimilate_kernels.cuh"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "server/ops/assimilate/philox.h"
 
@@ -239,6 +240,594 @@ __global__ void ReduceSpreadKernel(int bpp, int64_t n, const double* __restrict_
   if (threadIdx.x == 0) spread[p] = sqrt(sums[0] / static_cast<double>(n));
 }
 
+
+// ---- fused state pass (N <= kMaxFusedRowsMembers) -------------------------------------------
+// Each warp owns tiles of kRows rows and works without block barriers: lane l holds columns l
+// and l + 32 of its rows (loads, means, the product's accumulators, relaxation, writes); the
+// anomalies go to the warp's shared rows for the product's broadcast reads (and the
+// relaxation); T (zero-padded to 64 columns and an even number of rows) is shared by the block.
+// Raw rows are prefetched with cp.async into a per-warp ring (Prefetch<kRows> tiles ahead). The
+// row reductions of a tile are independent, so their shuffles overlap (in chunks of 4 rows).
+
+constexpr int kFusedThreads = 256;
+constexpr int kFusedWarps = kFusedThreads / kWarp;
+constexpr int kFinishChunk = 4;
+
+__host__ __device__ inline int Even(int v) { return (v + 1) / 2 * 2; }
+__host__ __device__ constexpr int Prefetch(int rows) { return rows <= 4 ? 2 : 1; }
+
+template <typename T>
+struct Pair;
+template <>
+struct Pair<double> {
+  using type = double2;
+};
+template <>
+struct Pair<float> {
+  using type = float2;
+};
+
+size_t TransformRowsSmem(int N, int es, int rows) {
+  const int Ne = Even(N);
+  return static_cast<size_t>(kFusedWarps) * rows * sizeof(double) +
+         static_cast<size_t>(Ne * 2 * kWarp + kFusedWarps * rows * Ne +
+                             kFusedWarps * (Prefetch(rows) + 1) * rows * N) * es;
+}
+
+template <int kBytes>
+__device__ __forceinline__ void CpAsync(void* smem, const void* gmem) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(dst), "l"(gmem), "n"(kBytes));
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
+
+template <typename T, int kRows>
+__global__ void __launch_bounds__(kFusedThreads, 2) TransformRowsKernel(
+    int64_t n, int N, const T* __restrict__ x, const T* __restrict__ t, int64_t t_stride,
+    const ProblemParams* __restrict__ params, T* __restrict__ xa, double* __restrict__ partials) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  constexpr int kCols = 2 * kWarp;
+  constexpr int kPf = Prefetch(kRows);
+  const int Ne = Even(N);
+  const int p = blockIdx.y;
+  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
+  double* s_mean = reinterpret_cast<double*>(smem_raw) + warp * kRows;       // this warp's row means
+  T* s_t = reinterpret_cast<T*>(reinterpret_cast<double*>(smem_raw) + kFusedWarps * kRows);  // [Ne][64]
+  T* s_a = s_t + Ne * kCols + warp * kRows * Ne;  // this warp's [kRows][Ne] anomalies
+  const int ring = kRows * N;                      // one raw tile
+  T* s_raw = s_t + Ne * kCols + kFusedWarps * kRows * Ne + warp * (kPf + 1) * ring;
+  const ProblemParams pp = params[p];
+  const T lambda = static_cast<T>(pp.inflation);
+  const double alpha = pp.relaxation_factor;
+  const T* tp = t + static_cast<int64_t>(p) * t_stride;
+  for (int e = tid; e < Ne * kCols; e += kFusedThreads) {
+    const int k = e / kCols, j = e % kCols;
+    s_t[e] = k < N && j < N ? tp[k + static_cast<int64_t>(j) * N] : T(0);
+  }
+  if (lane < kRows) s_a[lane * Ne + Ne - 1] = T(0);  // the pad column when N is odd
+  __syncthreads();
+  const bool has[2] = {lane < N, lane + kWarp < N};
+  const T* xp = x + static_cast<int64_t>(p) * n * N;
+  T* xap = xa + static_cast<int64_t>(p) * n * N;
+  double var_sum = 0;
+  const int64_t groups = (n + kRows - 1) / kRows;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kFusedWarps + warp;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * kFusedWarps;
+  // Issues the raw rows of tile `grp` into ring slot `slot` (always commits a group, maybe empty).
+  auto issue = [&](int64_t grp, int slot) {
+    if (grp < groups) {
+      const int64_t row0 = grp * kRows;
+      const int count = static_cast<int>((n - row0 < kRows ? n - row0 : kRows) * N);
+      const T* src = xp + row0 * N;
+      T* dst = s_raw + slot * ring;
+      for (int e = lane; e < count; e += kWarp) CpAsync<sizeof(T)>(dst + e, src + e);
+    }
+    CpAsyncCommit();
+  };
+#pragma unroll
+  for (int d = 0; d < kPf; ++d) issue(first + d * step, d);
+  int slot = 0;
+  for (int64_t grp = first; grp < groups; grp += step) {
+    issue(grp + kPf * step, (slot + kPf) % (kPf + 1));
+    CpAsyncWait<kPf>();
+    __syncwarp();
+    const int64_t row0 = grp * kRows;
+    const int rows = static_cast<int>(n - row0 < kRows ? n - row0 : kRows);
+    {
+      const T* src = s_raw + slot * ring;
+      T v[kRows][2];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) v[r][c] = r < rows && has[c] ? src[r * N + lane + c * kWarp] : T(0);
+      }
+      double mean[kRows];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) mean[r] = static_cast<double>(v[r][0]) + static_cast<double>(v[r][1]);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) mean[r] = WarpSum(mean[r]) / N;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          if (has[c]) s_a[r * Ne + lane + c * kWarp] = lambda * static_cast<T>(static_cast<double>(v[r][c]) - mean[r]);
+        }
+        if (lane == 0) s_mean[r] = mean[r];
+      }
+    }
+    slot = (slot + 1) % (kPf + 1);
+    __syncwarp();
+    T acc[kRows][2] = {};
+    for (int k = 0; k < Ne; k += 2) {
+      const T t00 = s_t[k * kCols + lane], t01 = s_t[k * kCols + lane + kWarp];
+      const T t10 = s_t[(k + 1) * kCols + lane], t11 = s_t[(k + 1) * kCols + lane + kWarp];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const typename Pair<T>::type a = *reinterpret_cast<const typename Pair<T>::type*>(s_a + r * Ne + k);
+        acc[r][0] = fma(a.x, t00, acc[r][0]);
+        acc[r][1] = fma(a.x, t01, acc[r][1]);
+        acc[r][0] = fma(a.y, t10, acc[r][0]);
+        acc[r][1] = fma(a.y, t11, acc[r][1]);
+      }
+    }
+    // Finish (as FinishRowsKernel): relaxation against the anomalies, the mean back, spread.
+#pragma unroll
+    for (int r0 = 0; r0 < kRows; r0 += kFinishChunk) {
+      double amean[kFinishChunk], m2[kFinishChunk];
+#pragma unroll
+      for (int q = 0; q < kFinishChunk; ++q) {
+        amean[q] = WarpSum(static_cast<double>(acc[r0 + q][0]) + static_cast<double>(acc[r0 + q][1])) / N;
+        m2[q] = amean[q];
+      }
+      if (pp.relaxation == 1) {  // RTPP
+        double s2[kFinishChunk];
+#pragma unroll
+        for (int q = 0; q < kFinishChunk; ++q) {
+          s2[q] = 0;
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            if (!has[c]) continue;
+            const double f = static_cast<double>(s_a[(r0 + q) * Ne + lane + c * kWarp]);
+            acc[r0 + q][c] = static_cast<T>(amean[q] + (1 - alpha) * (static_cast<double>(acc[r0 + q][c]) - amean[q]) +
+                                            alpha * f);
+            s2[q] += static_cast<double>(acc[r0 + q][c]);
+          }
+        }
+#pragma unroll
+        for (int q = 0; q < kFinishChunk; ++q) m2[q] = WarpSum(s2[q]) / N;
+      } else if (pp.relaxation == 2) {  // RTPS
+        double va[kFinishChunk], vf[kFinishChunk];
+#pragma unroll
+        for (int q = 0; q < kFinishChunk; ++q) {
+          va[q] = vf[q] = 0;
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            if (!has[c]) continue;
+            const double a = static_cast<double>(acc[r0 + q][c]) - amean[q];
+            const double f = static_cast<double>(s_a[(r0 + q) * Ne + lane + c * kWarp]);
+            va[q] += a * a;
+            vf[q] += f * f;
+          }
+        }
+#pragma unroll
+        for (int q = 0; q < kFinishChunk; ++q) {
+          va[q] = WarpSum(va[q]);
+          vf[q] = WarpSum(vf[q]);
+        }
+        double s2[kFinishChunk];
+#pragma unroll
+        for (int q = 0; q < kFinishChunk; ++q) {
+          s2[q] = 0;
+          if (!(va[q] > 0)) continue;  // warp-uniform (va is a warp sum)
+          const double factor = 1 - alpha + alpha * sqrt(vf[q] / va[q]);
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            if (!has[c]) continue;
+            acc[r0 + q][c] = static_cast<T>(amean[q] + factor * (static_cast<double>(acc[r0 + q][c]) - amean[q]));
+            s2[q] += static_cast<double>(acc[r0 + q][c]);
+          }
+        }
+#pragma unroll
+        for (int q = 0; q < kFinishChunk; ++q) {
+          const double sum = WarpSum(s2[q]);
+          if (va[q] > 0) m2[q] = sum / N;
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < kFinishChunk; ++q) {
+        const int r = r0 + q;
+        if (r >= rows) continue;
+        const T base = static_cast<T>(s_mean[r]);
+        T* dst = xap + (row0 + r) * N;
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          if (!has[c]) continue;
+          const double dv = static_cast<double>(acc[r][c]) - m2[q];
+          var_sum += dv * dv;
+          dst[lane + c * kWarp] = acc[r][c] + base;
+        }
+      }
+    }
+    __syncwarp();  // s_a, s_mean and this ring slot are free for the next tile
+  }
+  __shared__ double warp_sums[kFusedWarps];
+  const double total = WarpSum(var_sum) / static_cast<double>(N - 1);
+  if (lane == 0) warp_sums[warp] = total;
+  __syncthreads();
+  if (tid == 0) {
+    double s = 0;
+    for (int w = 0; w < kFusedWarps; ++w) s += warp_sums[w];
+    partials[static_cast<int64_t>(p) * gridDim.x + blockIdx.x] = s;
+  }
+}
+
+// ---- one block per small stochastic problem -------------------------------------------------
+
+constexpr int kSmallThreads = 128;
+constexpr size_t kSmallSmemLimit = 48 * 1024;
+
+size_t SmallEnkfSmem(int64_t n, int64_t m, int N, int es) {
+  const int64_t region = std::max<int64_t>(2 * m * N, n * N);
+  return static_cast<size_t>(2 * m + n) * sizeof(double) +
+         static_cast<size_t>(region + 2 * N * N + n * N) * es + 16;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kSmallThreads) SmallEnkfKernel(
+    int64_t n, int64_t m, int N, int W, const T* __restrict__ x_all, const T* __restrict__ obs_all,
+    const double* __restrict__ y_all, const T* __restrict__ isr_all,
+    const ProblemParams* __restrict__ params, bool seeded, T* __restrict__ xa_all,
+    double* __restrict__ innovation_all, double* __restrict__ spread, int* __restrict__ info) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  constexpr int kWarps = kSmallThreads / kWarp;
+  __shared__ double warp_sums[kWarps];
+  __shared__ int fail;
+  const int p = blockIdx.x;
+  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
+  const ProblemParams pp = params[p];
+  const T lambda = static_cast<T>(pp.inflation);
+  const int64_t mN = m * N, nN = n * N;
+  const int NN = N * N;
+  double* s_hmean = reinterpret_cast<double*>(smem_raw);  // m
+  double* s_zmean = s_hmean + m;                          // m
+  double* s_xmean = s_zmean + m;                          // n
+  T* s_y = reinterpret_cast<T*>(s_xmean + n);             // m x N: HX, then Yw
+  T* s_d = s_y + mN;                                      // m x N: E (or z), then Dw
+  T* s_o = s_y;                                           // n x N: A T (after the solve)
+  T* s_g = s_y + (2 * mN > nN ? 2 * mN : nN);           // N x N
+  T* s_b = s_g + NN;                                      // N x N: B, then T
+  T* s_x = s_b + NN;                                      // n x N
+  const T* obs = obs_all + static_cast<int64_t>(p) * m * W;
+  const T* xp = x_all + static_cast<int64_t>(p) * nN;
+  const double* y = y_all + static_cast<int64_t>(p) * m;
+  const T* isr = isr_all + static_cast<int64_t>(p) * m;
+  if (tid == 0) fail = 0;
+  // Element (row i, column j) of an N-column array is handled by lane j of warps i mod kWarps
+  // (N <= 32): no index division.
+  const bool col = lane < N;
+  const int j = lane;
+  // 1. Loads and the draws.
+#pragma unroll 4
+  for (int64_t i = warp; i < m; i += kWarps) {
+    if (!col) continue;
+    s_y[i * N + j] = obs[i * W + j];
+    s_d[i * N + j] = seeded ? static_cast<T>(philox::Normal(pp.seed, pp.index, static_cast<uint64_t>(i * N + j)))
+                            : obs[i * W + N + 1 + j];
+  }
+#pragma unroll 4
+  for (int64_t r = warp; r < n; r += kWarps) {
+    if (col) s_x[r * N + j] = xp[r * N + j];
+  }
+  __syncthreads();
+  // 2. Row means (a thread per row).
+  for (int64_t i = tid; i < m; i += kSmallThreads) {
+    double s = 0, z = 0;
+    for (int c = 0; c < N; ++c) s += static_cast<double>(s_y[i * N + c]);
+    if (seeded) {  // the draws (exact in float64)
+      for (int c = 0; c < N; ++c) z += static_cast<double>(s_d[i * N + c]);
+    }
+    const double mean = s / N;
+    s_hmean[i] = mean;
+    s_zmean[i] = z / N;
+    innovation_all[static_cast<int64_t>(p) * m + i] = y[i] - mean;
+  }
+  for (int64_t r = tid; r < n; r += kSmallThreads) {
+    double s = 0;
+    for (int c = 0; c < N; ++c) s += static_cast<double>(s_x[r * N + c]);
+    s_xmean[r] = s / N;
+  }
+  __syncthreads();
+  // 3. Yw, Dw; A.
+  for (int64_t i = warp; i < m; i += kWarps) {
+    if (!col) continue;
+    const int64_t e = i * N + j;
+    const double mean = s_hmean[i];
+    const T scale = isr[i];
+    const T dw = static_cast<T>(y[i] - mean) * scale;
+    const T yw = lambda * static_cast<T>(static_cast<double>(s_y[e]) - mean) * scale;
+    const T ew = seeded ? static_cast<T>(static_cast<double>(s_d[e]) - s_zmean[i]) : s_d[e] * scale;
+    s_y[e] = yw;
+    s_d[e] = ew + (dw - yw);
+  }
+  for (int64_t r = warp; r < n; r += kWarps) {
+    if (col) s_x[r * N + j] = lambda * static_cast<T>(static_cast<double>(s_x[r * N + j]) - s_xmean[r]);
+  }
+  __syncthreads();
+  // 4. G = Yw^T Yw + (N-1) I (rows 0..N-1) and B = Yw^T Dw (rows N..2N-1), row-major N x N.
+  for (int q = warp; q < 2 * N; q += kWarps) {
+    if (!col) continue;
+    const bool is_b = q >= N;
+    const int a = is_b ? q - N : q;
+    const T* rhs = is_b ? s_d : s_y;
+    T acc = 0;
+    for (int64_t i = 0; i < m; ++i) acc = fma(s_y[i * N + a], rhs[i * N + j], acc);
+    if (is_b) {
+      s_b[a * N + j] = acc;
+    } else {
+      s_g[a * N + j] = a == j ? acc + static_cast<T>(N - 1) : acc;
+    }
+  }
+  __syncthreads();
+  // 5. G = U D U^T in place (column k below the diagonal keeps d_k U_ik; diagonal d_k).
+  __shared__ T s_rd[kWarp];  // 1 / d_k
+  for (int k = 0; k < N - 1; ++k) {
+    const T rk = T(1) / s_g[k * N + k];
+    for (int i = k + 1 + warp; i < N; i += kWarps) {
+      if (j > k && j <= i) s_g[i * N + j] -= s_g[i * N + k] * s_g[j * N + k] * rk;
+    }
+    __syncthreads();
+  }
+  if (tid < N) {
+    const T d = s_g[tid * N + tid];
+    if (!(d > T(0))) fail = 1;
+    s_rd[tid] = T(1) / d;
+  }
+  __syncthreads();
+  for (int i = warp; i < N; i += kWarps) {  // U below the diagonal
+    if (j < i) s_g[i * N + j] *= s_rd[j];
+  }
+  __syncthreads();
+  // 6. Solve G Z = B: forward with U, scale by D^-1, backward with U^T (every column at once).
+  for (int k = 0; k < N - 1; ++k) {
+    for (int i = k + 1 + warp; i < N; i += kWarps) {
+      if (col) s_b[i * N + j] -= s_g[i * N + k] * s_b[k * N + j];
+    }
+    __syncthreads();
+  }
+  for (int i = warp; i < N; i += kWarps) {
+    if (col) s_b[i * N + j] *= s_rd[i];
+  }
+  __syncthreads();
+  for (int k = N - 1; k > 0; --k) {
+    for (int i = warp; i < k; i += kWarps) {
+      if (col) s_b[i * N + j] -= s_g[k * N + i] * s_b[k * N + j];
+    }
+    __syncthreads();
+  }
+  // T = I + Z.
+  if (tid < N) s_b[tid * N + tid] += T(1);
+  __syncthreads();
+  if (tid == 0 && fail) info[p] = 1;
+  // 7. A T into s_o (over the dead observation rows).
+  for (int64_t r = warp; r < n; r += kWarps) {
+    if (!col) continue;
+    T acc = 0;
+    for (int k = 0; k < N; ++k) acc = fma(s_x[r * N + k], s_b[k * N + j], acc);
+    s_o[r * N + j] = acc;
+  }
+  __syncthreads();
+  // 8. Finish each row (as FinishRowsKernel) and write it.
+  const double alpha = pp.relaxation_factor;
+  const double n1 = static_cast<double>(N - 1);
+  T* xap = xa_all + static_cast<int64_t>(p) * nN;
+  double total = 0;
+  for (int64_t r = warp; r < n; r += kWarps) {
+    T* row = s_o + r * N;
+    const T* f = s_x + r * N;
+    double s = 0;
+    for (int j = lane; j < N; j += kWarp) s += static_cast<double>(row[j]);
+    const double amean = WarpSum(s) / N;
+    double m2 = amean;
+    if (pp.relaxation == 1) {
+      double s2 = 0;
+      for (int j = lane; j < N; j += kWarp) {
+        const T v = static_cast<T>(amean + (1 - alpha) * (static_cast<double>(row[j]) - amean) +
+                                   alpha * static_cast<double>(f[j]));
+        row[j] = v;
+        s2 += static_cast<double>(v);
+      }
+      m2 = WarpSum(s2) / N;
+    } else if (pp.relaxation == 2) {
+      double va = 0, vf = 0;
+      for (int j = lane; j < N; j += kWarp) {
+        const double a = static_cast<double>(row[j]) - amean;
+        va += a * a;
+        vf += static_cast<double>(f[j]) * static_cast<double>(f[j]);
+      }
+      va = WarpSum(va);
+      vf = WarpSum(vf);
+      if (va > 0) {
+        const double factor = 1 - alpha + alpha * sqrt(vf / va);
+        double s2 = 0;
+        for (int j = lane; j < N; j += kWarp) {
+          const T v = static_cast<T>(amean + factor * (static_cast<double>(row[j]) - amean));
+          row[j] = v;
+          s2 += static_cast<double>(v);
+        }
+        m2 = WarpSum(s2) / N;
+      }
+    }
+    const T base = static_cast<T>(s_xmean[r]);
+    double var = 0;
+    for (int j = lane; j < N; j += kWarp) {
+      const T v = row[j];
+      const double dv = static_cast<double>(v) - m2;
+      var += dv * dv;
+      xap[r * N + j] = v + base;
+    }
+    total += WarpSum(var) / n1;
+  }
+  if (lane == 0) warp_sums[warp] = total;
+  __syncthreads();
+  if (tid == 0) {
+    double s = 0;
+    for (int w = 0; w < kWarps; ++w) s += warp_sums[w];
+    spread[p] = sqrt(s / static_cast<double>(n));
+  }
+}
+
+// ---- symmetric eigendecomposition by parallel cyclic Jacobi (N <= kMaxJacobiOrder) ----------
+// One block per matrix in shared memory. Each sweep runs Ne - 1 rounds (Ne = N rounded up to
+// even) of Ne / 2 disjoint rotations (the circle schedule); a round computes its rotations, then
+// applies them to the rows, then to the columns and to V. Sweeps stop when a whole sweep rotates
+// nothing (|a_pr| <= tol sqrt(|a_pp a_rr|)) or after kMaxSweeps.
+
+constexpr int kMaxSweeps = 30;
+
+size_t JacobiSmem(int N, int es) {
+  const int Ne = Even(N);
+  return static_cast<size_t>(2 * N * N + 2 * Ne) * es + static_cast<size_t>(Ne) * sizeof(int);
+}
+
+template <typename T>
+__global__ void JacobiEigKernel(int N, T* __restrict__ a_all, T* __restrict__ ev_all, T tol) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int Ne = Even(N), half = Ne / 2;
+  T* s_a = reinterpret_cast<T*>(smem_raw);  // N x N
+  T* s_v = s_a + N * N;                     // N x N: V(i, k) at i * N + k
+  T* s_cs = s_v + N * N;  // per pair: cosine, sine, new a_pp, new a_rr (half each)
+  int* s_pr = reinterpret_cast<int*>(s_cs + 2 * Ne);  // half p, half r
+  __shared__ int rotated;
+  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp, warps = blockDim.x / kWarp;
+  const int64_t nn = static_cast<int64_t>(N) * N;
+  T* a = a_all + blockIdx.x * nn;
+  for (int e = tid; e < N * N; e += blockDim.x) {
+    s_a[e] = a[e];  // symmetric: either layout
+  }
+  for (int i = warp; i < N; i += warps) {
+    for (int k = lane; k < N; k += kWarp) s_v[i * N + k] = i == k ? T(1) : T(0);
+  }
+  for (int sweep = 0; sweep < kMaxSweeps; ++sweep) {
+    if (tid == 0) rotated = 0;
+    __syncthreads();
+    for (int round = 0; round < Ne - 1; ++round) {
+      if (tid < half) {
+        const int q = tid;
+        int p0, r0;
+        if (q == 0) {
+          p0 = Ne - 1;
+          r0 = round;
+        } else {
+          p0 = (round + q) % (Ne - 1);
+          r0 = (round - q + (Ne - 1)) % (Ne - 1);
+        }
+        const int p = p0 < r0 ? p0 : r0, r = p0 < r0 ? r0 : p0;
+        T c = 1, sn = 0, dp = 0, dr = 0;
+        if (r < N) {
+          const T apr = s_a[p * N + r], app = s_a[p * N + p], arr = s_a[r * N + r];
+          if (fabs(apr) > tol * sqrt(fabs(app * arr)) && apr != T(0)) {
+            const T theta = (arr - app) / (2 * apr);
+            const T t = (theta >= 0 ? T(1) : T(-1)) / (fabs(theta) + sqrt(theta * theta + 1));
+            c = 1 / sqrt(t * t + 1);
+            sn = t * c;
+            dp = app - t * apr;  // Rutishauser: the pair's block becomes exactly diagonal
+            dr = arr + t * apr;
+            rotated = 1;
+          }
+        }
+        s_cs[q] = c;
+        s_cs[half + q] = sn;
+        s_cs[2 * half + q] = dp;
+        s_cs[3 * half + q] = dr;
+        s_pr[q] = r < N ? p : -1;
+        s_pr[half + q] = r;
+      }
+      __syncthreads();
+      // Rows: A <- J^T A.
+      for (int q = warp; q < half; q += warps) {
+        const int p = s_pr[q], r = s_pr[half + q];
+        const T c = s_cs[q], sn = s_cs[half + q];
+        if (p < 0 || sn == T(0)) continue;
+        for (int k = lane; k < N; k += kWarp) {
+          const T x = s_a[p * N + k], y = s_a[r * N + k];
+          s_a[p * N + k] = c * x - sn * y;
+          s_a[r * N + k] = sn * x + c * y;
+        }
+      }
+      __syncthreads();
+      // Columns: A <- A J; V <- V J.
+      for (int q = warp; q < half; q += warps) {
+        const int p = s_pr[q], r = s_pr[half + q];
+        const T c = s_cs[q], sn = s_cs[half + q];
+        if (p < 0 || sn == T(0)) continue;
+        for (int k = lane; k < N; k += kWarp) {
+          const T x = s_a[k * N + p], y = s_a[k * N + r];
+          if (k == p) {
+            s_a[k * N + p] = s_cs[2 * half + q];
+            s_a[k * N + r] = 0;
+          } else if (k == r) {
+            s_a[k * N + p] = 0;
+            s_a[k * N + r] = s_cs[3 * half + q];
+          } else {
+            s_a[k * N + p] = c * x - sn * y;
+            s_a[k * N + r] = sn * x + c * y;
+          }
+          const T vx = s_v[k * N + p], vy = s_v[k * N + r];
+          s_v[k * N + p] = c * vx - sn * vy;
+          s_v[k * N + r] = sn * vx + c * vy;
+        }
+      }
+      __syncthreads();
+    }
+    if (!rotated) break;
+    __syncthreads();  // everyone has read `rotated` before it is reset
+  }
+  // Out: eigenvectors column-major (V(i, k) at i + k N), eigenvalues.
+  for (int e = tid; e < N * N; e += blockDim.x) {
+    const int k = e / N, i = e - k * N;
+    a[e] = s_v[i * N + k];
+  }
+  if (tid < N) ev_all[static_cast<int64_t>(blockIdx.x) * N + tid] = s_a[tid * N + tid];
+}
+
+// ---- inverses of the diagonal blocks of a lower triangular factor ----------------------------
+
+// Lp (npad x npad, ld npad): the diagonal blocks of order nb of L (n x n, ld n), the padding an
+// identity. Only the diagonal blocks are written.
+template <typename T>
+__global__ void PadDiagonalBlocksKernel(int n, int npad, int nb, const T* __restrict__ l, T* __restrict__ lp) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= static_cast<int64_t>(npad) * nb) return;
+  const int j = static_cast<int>(idx / npad);  // column within the block
+  const int i = static_cast<int>(idx - static_cast<int64_t>(j) * npad);  // global row
+  const int col = i / nb * nb + j;
+  lp[i + static_cast<int64_t>(col) * npad] =
+      i < n && col < n ? l[i + static_cast<int64_t>(col) * n] : (i == col ? T(1) : T(0));
+}
+
+// Inverse of each diagonal block of order kBase of lp into dp (same positions, ld npad): one
+// warp per block, lane j computes column j by forward substitution (X row-major in shared).
+constexpr int kBase = 32;
+template <typename T>
+__global__ void __launch_bounds__(kWarp) InvertBaseBlocksKernel(int npad, const T* __restrict__ lp,
+                                                                T* __restrict__ dp) {
+  __shared__ T s_l[kBase][kBase + 1];
+  __shared__ T s_x[kBase][kBase];
+  const int j = threadIdx.x;
+  const int64_t o = static_cast<int64_t>(blockIdx.x) * kBase * (npad + 1);
+  for (int c = 0; c < kBase; ++c) s_l[j][c] = lp[o + j + static_cast<int64_t>(c) * npad];
+  __syncwarp();
+  for (int i = 0; i < kBase; ++i) {
+    T acc = i == j ? T(1) : T(0);
+    for (int k = j; k < i; ++k) acc -= s_l[i][k] * s_x[k][j];
+    s_x[i][j] = i < j ? T(0) : acc / s_l[i][i];
+  }
+  __syncwarp();
+  for (int c = 0; c < kBase; ++c) dp[o + j + static_cast<int64_t>(c) * npad] = s_x[j][c];
+}
+
 }  // namespace
 
 int FinishRowsBlocks(int64_t n) {
@@ -318,6 +907,73 @@ cudaError_t LaunchReduceSpread(int P, int blocks_per_problem, int64_t n, const d
   return cudaGetLastError();
 }
 
+
+template <typename T>
+cudaError_t LaunchTransformRows(int P, int64_t n, int N, const T* x, const T* t, int64_t t_stride,
+                                const ProblemParams* params, T* xa, double* partials,
+                                int* blocks_per_problem, cudaStream_t stream, int rows_per_warp) {
+  if (N > kMaxFusedRowsMembers) return cudaErrorInvalidValue;
+  const int rows = rows_per_warp == 4 ? 4 : 8;
+  const int64_t groups = (n + rows - 1) / rows;
+  const int bpp = static_cast<int>(
+      std::min<int64_t>((groups + kFusedWarps - 1) / kFusedWarps, FinishRowsBlocks(n)));
+  *blocks_per_problem = bpp;
+  const size_t smem = TransformRowsSmem(N, sizeof(T), rows);
+  auto kernel = rows == 8 ? TransformRowsKernel<T, 8> : TransformRowsKernel<T, 4>;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem));
+  if (e != cudaSuccess) return e;
+  kernel<<<dim3(bpp, P), kFusedThreads, smem, stream>>>(n, N, x, t, t_stride, params, xa, partials);
+  return cudaGetLastError();
+}
+
+bool SmallEnkfFits(int64_t n, int64_t m, int N, int element_size) {
+  return N <= kWarp && SmallEnkfSmem(n, m, N, element_size) <= kSmallSmemLimit;
+}
+
+template <typename T>
+cudaError_t LaunchSmallEnkf(int P, int64_t n, int64_t m, int N, int W, const T* x, const T* obs,
+                            const double* y, const T* inv_sqrt_r, const ProblemParams* params,
+                            bool seeded, T* xa, double* innovation, double* spread, int* info,
+                            cudaStream_t stream) {
+  if (!SmallEnkfFits(n, m, N, sizeof(T))) return cudaErrorInvalidValue;
+  const size_t smem = SmallEnkfSmem(n, m, N, sizeof(T));
+  const cudaError_t e = cudaFuncSetAttribute(SmallEnkfKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem));
+  if (e != cudaSuccess) return e;
+  SmallEnkfKernel<T><<<P, kSmallThreads, smem, stream>>>(
+      n, m, N, W, x, obs, y, inv_sqrt_r, params, seeded, xa, innovation, spread, info);
+  return cudaGetLastError();
+}
+
+
+template <typename T>
+cudaError_t LaunchJacobiEig(int P, int N, T* a, T* ev, cudaStream_t stream) {
+  if (N > kMaxJacobiOrder) return cudaErrorInvalidValue;
+  const size_t smem = JacobiSmem(N, sizeof(T));
+  const cudaError_t e = cudaFuncSetAttribute(JacobiEigKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem));
+  if (e != cudaSuccess) return e;
+  const int threads = N > 32 ? 256 : 128;
+  const T tol = std::is_same_v<T, double> ? T(1e-14) : T(1e-6);
+  JacobiEigKernel<T><<<P, threads, smem, stream>>>(N, a, ev, tol);
+  return cudaGetLastError();
+}
+
+
+template <typename T>
+cudaError_t LaunchPadDiagonalBlocks(int n, int npad, int nb, const T* l, T* lp, cudaStream_t stream) {
+  const int64_t total = static_cast<int64_t>(npad) * nb;
+  PadDiagonalBlocksKernel<T><<<Blocks(total, 256), 256, 0, stream>>>(n, npad, nb, l, lp);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t LaunchInvertBaseBlocks(int npad, const T* lp, T* dp, cudaStream_t stream) {
+  InvertBaseBlocksKernel<T><<<npad / kBase, kWarp, 0, stream>>>(npad, lp, dp);
+  return cudaGetLastError();
+}
+
 #define GPUCOMPUTE_INSTANTIATE(T)                                                                \
   template cudaError_t LaunchPrepareObs<T>(int, int64_t, int, int, T*, const double*, const T*,  \
                                            const ProblemParams*, bool, bool, bool, double*,     \
@@ -331,7 +987,16 @@ cudaError_t LaunchReduceSpread(int P, int blocks_per_problem, int64_t n, const d
                                               cudaStream_t);                                    \
   template cudaError_t LaunchAddColumnVector<T>(int, int, T*, const T*, int64_t, cudaStream_t);  \
   template cudaError_t LaunchFinishRows<T>(int, int64_t, int, T*, const T*, const double*,       \
-                                           const ProblemParams*, double*, int*, cudaStream_t);
+                                           const ProblemParams*, double*, int*, cudaStream_t); \
+  template cudaError_t LaunchTransformRows<T>(int, int64_t, int, const T*, const T*, int64_t,    \
+                                              const ProblemParams*, T*, double*, int*,          \
+                                              cudaStream_t, int);                               \
+  template cudaError_t LaunchSmallEnkf<T>(int, int64_t, int64_t, int, int, const T*, const T*,   \
+                                          const double*, const T*, const ProblemParams*, bool,  \
+                                          T*, double*, double*, int*, cudaStream_t);             \
+  template cudaError_t LaunchJacobiEig<T>(int, int, T*, T*, cudaStream_t);                     \
+  template cudaError_t LaunchPadDiagonalBlocks<T>(int, int, int, const T*, T*, cudaStream_t);    \
+  template cudaError_t LaunchInvertBaseBlocks<T>(int, const T*, T*, cudaStream_t);
 
 GPUCOMPUTE_INSTANTIATE(float)
 GPUCOMPUTE_INSTANTIATE(double)

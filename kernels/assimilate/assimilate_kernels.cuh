@@ -81,4 +81,46 @@ cudaError_t LaunchReduceSpread(int P, int blocks_per_problem, int64_t n, const d
 // Blocks per problem that LaunchFinishRows uses for n rows (to size `partials`).
 int FinishRowsBlocks(int64_t n);
 
+// Fused state pass for N <= kMaxFusedRowsMembers: reads the RAW forecast rows x (P x n rows
+// of N) once and writes the finished analysis rows xa: per tile of rows, the row means, the
+// anomalies A = lambda (x - xbar), A T (T column-major N x N, t_stride apart per problem, in
+// shared memory), relaxation, the mean back and the spread partials (as LaunchFinishRows).
+// Replaces LaunchCentreState + the update GEMM + LaunchFinishRows. *blocks_per_problem <=
+// FinishRowsBlocks(n).
+constexpr int kMaxFusedRowsMembers = 64;
+template <typename T>
+cudaError_t LaunchTransformRows(int P, int64_t n, int N, const T* x, const T* t, int64_t t_stride,
+                                const ProblemParams* params, T* xa, double* partials,
+                                int* blocks_per_problem, cudaStream_t stream,
+                                int rows_per_warp = 8);  // 4 or 8 rows per warp tile
+
+// The whole stochastic EnKF (ensemble space, diagonal R) of each of P small problems in one
+// block (shared memory): observation rows (obs as for LaunchPrepareObs, on entry), G and B,
+// G = U D U^T (unpivoted, info[p] = 1 when a pivot is not positive), T = I + G^-1 B, the state
+// rows (raw x) transformed and finished, spread[p]. True when the shape fits (N <= 32 and the
+// shared memory), false (nothing launched) otherwise.
+// Symmetric eigendecomposition of P contiguous N x N matrices (N <= kMaxJacobiOrder) in place
+// by parallel cyclic Jacobi, one block each: a <- eigenvectors (column-major, as SYEVD),
+// ev (N per problem) <- eigenvalues (in no particular order).
+constexpr int kMaxJacobiOrder = 64;
+template <typename T>
+cudaError_t LaunchJacobiEig(int P, int N, T* a, T* ev, cudaStream_t stream);
+
+// Lp (npad x npad, column-major): the diagonal blocks of order nb of the lower factor l (n x n),
+// padded with an identity to npad (a multiple of nb); only the diagonal blocks are written.
+template <typename T>
+cudaError_t LaunchPadDiagonalBlocks(int n, int npad, int nb, const T* l, T* lp, cudaStream_t stream);
+// Inverses of lp's diagonal blocks of order kInverseBase (npad a multiple of it) into dp (same
+// positions and leading dimension).
+constexpr int kInverseBase = 32;
+template <typename T>
+cudaError_t LaunchInvertBaseBlocks(int npad, const T* lp, T* dp, cudaStream_t stream);
+
+bool SmallEnkfFits(int64_t n, int64_t m, int N, int element_size);
+template <typename T>
+cudaError_t LaunchSmallEnkf(int P, int64_t n, int64_t m, int N, int W, const T* x, const T* obs,
+                            const double* y, const T* inv_sqrt_r, const ProblemParams* params,
+                            bool seeded, T* xa, double* innovation, double* spread, int* info,
+                            cudaStream_t stream);
+
 }  // namespace gpucompute::assimilate::kernels

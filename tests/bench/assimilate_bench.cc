@@ -2,7 +2,7 @@
 // the copy in, before the copy out) at the shapes, median of several runs, and the
 // host-timed whole call (packing, conversion, copies, analysis, unpacking). JSON lines.
 //
-//   assimilate_bench [--quick] [--only=LABEL_SUBSTRING]
+//   assimilate_bench [--quick] [--variants] [--only=LABEL_SUBSTRING]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -43,6 +43,11 @@ struct Case {
   Form form = Form::kAuto;
   double target_ms = 0;  // the "Done when" (0: none)
   int reps = 10;
+  int trsm_block = -1;    // CudaEnqueueOptions::trsm_block
+  bool no_fused = false;  // CudaEnqueueOptions::no_fused
+  int solve_variant = -1;  // CudaEnqueueOptions::solve_variant
+  int eig_variant = -1;   // CudaEnqueueOptions::eig_variant
+  int rows_per_warp = 0;  // CudaEnqueueOptions::rows_per_warp
 };
 
 // Random data in the compute dtype (as a client would send it): X ~ offset + N(0,1), HX the
@@ -123,6 +128,11 @@ void RunCase(DeviceContext& device, const Case& c) {
     CudaEnqueueOptions options;
     options.before = before->get();
     options.after = after->get();
+    options.trsm_block = c.trsm_block;
+    options.no_fused = c.no_fused;
+    options.solve_variant = c.solve_variant;
+    options.eig_variant = c.eig_variant;
+    options.rows_per_warp = c.rows_per_warp;
     const auto t0 = Clock::now();
     auto pending = EnqueueAssimilate(device, *slot, batch, &options);
     if (!pending.ok()) Die(pending.status());
@@ -146,6 +156,11 @@ void RunCase(DeviceContext& device, const Case& c) {
     CudaEnqueueOptions options;
     options.before = before->get();
     options.marks = &marks;
+    options.trsm_block = c.trsm_block;
+    options.no_fused = c.no_fused;
+    options.solve_variant = c.solve_variant;
+    options.eig_variant = c.eig_variant;
+    options.rows_per_warp = c.rows_per_warp;
     auto pending = EnqueueAssimilate(device, *slot, batch, &options);
     if (!pending.ok()) Die(pending.status());
     if (cudaStreamSynchronize(slot->stream.get()) != cudaSuccess) Die(absl::InternalError("sync"));
@@ -185,11 +200,12 @@ void RunCase(DeviceContext& device, const Case& c) {
 int main(int argc, char** argv) {
   using namespace gpucompute;
   using namespace gpucompute::assimilate;
-  bool quick = false;
+  bool quick = false, variants = false;
   std::string only;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") quick = true;
+    if (a == "--variants") variants = true;
     if (a.rfind("--only=", 0) == 0) only = a.substr(7);
   }
   DeviceContext::Options o;
@@ -211,6 +227,38 @@ int main(int argc, char** argv) {
       {"10000 small n=m=40 N=20", 10000, 40, 40, 20, f64, enkf, true, Form::kAuto, 0.5, 20},
       {"10000 small n=m=40 N=20", 10000, 40, 40, 20, f64, etkf, false, Form::kAuto, 0, 20},
   };
+  // --variants: the 3000 case at other triangular-solve blocks, the large and small cases on the
+  // library path (what the fused kernels replaced).
+  if (variants) {
+    for (ElementType dt : {f64, f32}) {
+      Case c{"variant 3000 two TRSMs", 1, 3000, 3000, 3000, dt, enkf, false, Form::kAuto, 0, 5};
+      c.solve_variant = 0;
+      cases.push_back(c);
+      for (int nb : {256, 1024}) {
+        Case v{absl::StrCat("variant 3000 block inverse ", nb), 1, 3000, 3000, 3000, dt, enkf, false, Form::kAuto, 0, 5};
+        v.solve_variant = 1;
+        v.trsm_block = nb;
+        cases.push_back(v);
+      }
+    }
+    Case le{"variant large etkf eig library", 1, 1000000, 100000, 50, f64, etkf, false, Form::kAuto, 0, 5};
+    le.eig_variant = 0;
+    cases.push_back(le);
+    Case lg{"variant large no_fused", 1, 1000000, 100000, 50, f64, enkf, false, Form::kAuto, 0, 5};
+    lg.no_fused = true;
+    cases.push_back(lg);
+    for (bool seeded : {false, true}) {
+      Case r4{"variant large rows_per_warp=4", 1, 1000000, 100000, 50, f64, enkf, seeded, Form::kAuto, 0, 5};
+      r4.rows_per_warp = 4;
+      cases.push_back(r4);
+    }
+    Case se{"variant small etkf eig library", 10000, 40, 40, 20, f64, etkf, false, Form::kAuto, 0, 20};
+    se.eig_variant = 0;
+    cases.push_back(se);
+    Case sm{"variant small no_fused", 10000, 40, 40, 20, f64, enkf, false, Form::kAuto, 0, 20};
+    sm.no_fused = true;
+    cases.push_back(sm);
+  }
   for (Case& c : cases) {
     if (!only.empty() && c.label.find(only) == std::string::npos) continue;
     if (quick) c.reps = std::min(c.reps, 3);

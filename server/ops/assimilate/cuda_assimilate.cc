@@ -36,6 +36,16 @@ constexpr int64_t kMaxBatchedOrder = 128;
 constexpr int64_t kMaxSyevjBatchedOrder = 32;
 constexpr int64_t kSplitChunks = 128;
 
+// Block of the blocked left triangular solves (see CudaEnqueueOptions::trsm_block); measured
+// on the H200 at N = 3000 (kernels/NOTES.md): float64 one cuBLAS TRSM (3.80 ms for both solves,
+// blocks of 256-1024: 4.03-4.19 ms), float32 blocks of 256 (3.05 vs 3.40 ms).
+template <typename T>
+constexpr int kDefaultTrsmBlock = std::is_same_v<T, float> ? 256 : 0;
+// One large stochastic problem (N >= kMinBlockInverseOrder): G^-1 B by inverted diagonal blocks
+// of this order and GEMMs (BlockInverseSolve) instead of two TRSMs.
+constexpr int kDefaultInverseBlock = 512;
+constexpr int64_t kMinBlockInverseOrder = 1024;
+
 // ---- cuBLAS / cuSOLVER for float and double under one name -------------------------------
 
 template <typename T>
@@ -49,6 +59,11 @@ struct Lib<double> {
                                int ldc, int64_t sc, int batch) {
     return cublasDgemmStridedBatched(h, ta, tb, m, n, k, &alpha, a, lda, sa, b, ldb, sb, &beta, c,
                                      ldc, sc, batch);
+  }
+  static cublasStatus_t Gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                             int n, int k, double alpha, const double* a, int lda, const double* b,
+                             int ldb, double beta, double* c, int ldc) {
+    return cublasDgemm(h, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc);
   }
   static cublasStatus_t GemvSB(cublasHandle_t h, cublasOperation_t t, int m, int n, const double* a,
                                int lda, int64_t sa, const double* x, int incx, int64_t sx, double* y,
@@ -116,6 +131,11 @@ struct Lib<float> {
                                int64_t sc, int batch) {
     return cublasSgemmStridedBatched(h, ta, tb, m, n, k, &alpha, a, lda, sa, b, ldb, sb, &beta, c,
                                      ldc, sc, batch);
+  }
+  static cublasStatus_t Gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                             int n, int k, float alpha, const float* a, int lda, const float* b,
+                             int ldb, float beta, float* c, int ldc) {
+    return cublasSgemm(h, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc);
   }
   static cublasStatus_t GemvSB(cublasHandle_t h, cublasOperation_t t, int m, int n, const float* a,
                                int lda, int64_t sa, const float* x, int incx, int64_t sx, float* y,
@@ -333,10 +353,16 @@ class GroupRunner {
  public:
   GroupRunner(DeviceContext& device, StreamSlot& slot, StreamScratch& scratch, const Group& g,
               char* in, char* sc, char* out, int* info_r, int* info_f, int* info_e, double* spread,
-              bool unbatched, std::vector<std::pair<const char*, cudaEvent_t>>* marks)
+              const CudaEnqueueOptions* options)
       : device_(device), slot_(slot), scratch_(scratch), g_(g), in_(in), sc_(sc), out_(out),
         info_r_(info_r + g.q0), info_f_(info_f + g.q0), info_e_(info_e + g.q0),
-        spread_(spread + g.q0), unbatched_(unbatched), marks_(marks) {}
+        spread_(spread + g.q0), unbatched_(options && options->force_unbatched),
+        no_fused_(options && options->no_fused),
+        trsm_block_(options && options->trsm_block >= 0 ? options->trsm_block : kDefaultTrsmBlock<T>),
+        solve_variant_(options ? options->solve_variant : -1),
+        eig_variant_(options ? options->eig_variant : -1),
+        rows_per_warp_(options && options->rows_per_warp > 0 ? options->rows_per_warp : 8),
+        marks_(options ? options->marks : nullptr) {}
 
   absl::Status Run();
 
@@ -366,6 +392,21 @@ class GroupRunner {
   bool Batched(int64_t order, int64_t limit = kMaxBatchedOrder) const {
     return !unbatched_ && g_.P() > 1 && order <= limit;
   }
+  // The whole analysis of each problem in one block (stochastic, diagonal R, ensemble space,
+  // small enough for shared memory).
+  bool FusedSmall() const {
+    return !no_fused_ && !unbatched_ && g_.stochastic() && !g_.full_r() && g_.ensemble() &&
+           kernels::SmallEnkfFits(g_.key.n, g_.key.m, static_cast<int>(g_.key.N), sizeof(T));
+  }
+  // Centring, the update product and the finishing pass in one pass over the state.
+  bool FusedRows() const { return !no_fused_ && g_.key.N <= kernels::kMaxFusedRowsMembers; }
+  // B (order x cols, column-major, ld ldb) <- L^-1 B (op N) or L^-T B (op T), L lower (ld ldl):
+  // TRSM on diagonal blocks of trsm_block_, GEMM for the off-diagonal blocks.
+  absl::Status BlockedTrsmLeft(cublasOperation_t op, int order, int cols, const T* l, int ldl, T* b,
+                               int ldb);
+  // One problem: B (N x N, ld N) <- G^-1 B from G's Cholesky factor l: the diagonal blocks of
+  // L inverted (small TRSMs), then both block substitutions as GEMMs only (through z, N x N).
+  absl::Status BlockInverseSolve(int N, const T* l, T* b, T* z);
 
   // Cholesky of P matrices of order n (lda n) `stride` apart; ptrs: their device pointer array.
   absl::Status Potrf(int n, T* a, int64_t stride, T** ptrs, int* info);
@@ -389,6 +430,11 @@ class GroupRunner {
   int* info_e_;
   double* spread_;
   bool unbatched_;
+  bool no_fused_;
+  int trsm_block_;
+  int solve_variant_;
+  int eig_variant_;
+  int rows_per_warp_;
   std::vector<std::pair<const char*, cudaEvent_t>>* marks_;
 };
 
@@ -436,6 +482,90 @@ absl::Status GroupRunner<T>::Potrf(int n, T* a, int64_t stride, T** ptrs, int* i
 }
 
 template <typename T>
+absl::Status GroupRunner<T>::BlockedTrsmLeft(cublasOperation_t op, int order, int cols, const T* l,
+                                             int ldl, T* b, int ldb) {
+  const int nb = trsm_block_;
+  const int blocks = (order + nb - 1) / nb;
+  for (int s = 0; s < blocks; ++s) {
+    const int k = op == kN ? s : blocks - 1 - s;
+    const int k0 = k * nb, kb = std::min(nb, order - k0);
+    const T* lkk = l + k0 + static_cast<int64_t>(k0) * ldl;
+    CUBLAS_RETURN_IF_ERROR(Lib<T>::Trsm(blas(), CUBLAS_SIDE_LEFT, op, kb, cols, lkk, ldl, b + k0, ldb));
+    if (op == kN) {
+      const int rest = order - k0 - kb;
+      if (rest > 0) {  // B[k0+kb:] -= L[k0+kb:, k0:k0+kb] B[k0:k0+kb]
+        CUBLAS_RETURN_IF_ERROR(Lib<T>::Gemm(blas(), kN, kN, rest, cols, kb, T(-1), lkk + kb, ldl,
+                                            b + k0, ldb, T(1), b + k0 + kb, ldb));
+      }
+    } else if (k0 > 0) {  // B[:k0] -= L[k0:k0+kb, :k0]^T B[k0:k0+kb]
+      CUBLAS_RETURN_IF_ERROR(Lib<T>::Gemm(blas(), kT, kN, k0, cols, kb, T(-1), l + k0, ldl, b + k0,
+                                          ldb, T(1), b, ldb));
+    }
+  }
+  return Launched();
+}
+
+template <typename T>
+absl::Status GroupRunner<T>::BlockInverseSolve(int N, const T* l, T* b, T* z) {
+  // Blocks of order nb = kInverseBase x 2^levels.
+  int nb = kernels::kInverseBase;
+  while (nb < (trsm_block_ > 0 ? trsm_block_ : kDefaultInverseBlock)) nb *= 2;
+  const int blocks = (N + nb - 1) / nb;
+  const int npad = blocks * nb;
+  const int64_t pp = static_cast<int64_t>(npad) * npad, dstride = static_cast<int64_t>(nb) * (npad + 1);
+  ASSIGN_OR_RETURN(void* lmem, scratch_.Get(static_cast<size_t>(pp) * sizeof(T)));
+  ASSIGN_OR_RETURN(void* dmem, scratch_.Get(static_cast<size_t>(pp) * sizeof(T)));
+  ASSIGN_OR_RETURN(void* tmem, scratch_.Get(static_cast<size_t>(npad) * nb / 2 * sizeof(T)));
+  T* lp = static_cast<T*>(lmem);
+  T* d = static_cast<T*>(dmem);
+  T* tmp = static_cast<T*>(tmem);
+  // D_k = L_kk^-1 without TRSM (cuBLAS TRSM costs ~0.45 us per row of the triangle whatever the
+  // right-hand sides: 1.3 ms for the diagonal blocks of N = 3000): the diagonal blocks padded
+  // with an identity, inverses of 32 x 32 blocks by a kernel, then per level two strided-batched
+  // GEMMs: [A 0; C D]^-1 = [A^-1 0; -D^-1 C A^-1 D^-1].
+  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d, 0, static_cast<size_t>(pp) * sizeof(T), stream()));
+  CUDA_RETURN_IF_ERROR(kernels::LaunchPadDiagonalBlocks<T>(N, npad, nb, l, lp, stream()));
+  CUDA_RETURN_IF_ERROR(kernels::LaunchInvertBaseBlocks<T>(npad, lp, d, stream()));
+  RETURN_IF_ERROR(Launched());
+  for (int h = kernels::kInverseBase; h < nb; h *= 2) {
+    const int batch = npad / (2 * h);
+    const int64_t st = static_cast<int64_t>(2 * h) * (npad + 1);
+    CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kN, h, h, h, T(1), lp + h, npad, st, d, npad, st, T(0),
+                                          tmp, h, static_cast<int64_t>(h) * h, batch));
+    CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kN, h, h, h, T(-1), d + static_cast<int64_t>(h) * (npad + 1),
+                                          npad, st, tmp, h, static_cast<int64_t>(h) * h, T(0), d + h, npad, st,
+                                          batch));
+  }
+  RETURN_IF_ERROR(Launched());
+  RETURN_IF_ERROR(Mark("diag_inverses"));
+  auto k0 = [&](int k) { return k * nb; };
+  auto kb = [&](int k) { return std::min(nb, N - k * nb); };
+  auto lblock = [&](int row, int col) { return l + row + static_cast<int64_t>(col) * N; };
+  auto dk = [&](int k) { return d + k * dstride; };
+  // Forward, Z = L^-1 B into z: Z_k = D_k B_k; B_below -= L_below,k Z_k.
+  for (int k = 0; k < blocks; ++k) {
+    CUBLAS_RETURN_IF_ERROR(Lib<T>::Gemm(blas(), kN, kN, kb(k), N, kb(k), T(1), dk(k), npad, b + k0(k), N,
+                                        T(0), z + k0(k), N));
+    const int below = N - k0(k) - kb(k);
+    if (below > 0) {
+      CUBLAS_RETURN_IF_ERROR(Lib<T>::Gemm(blas(), kN, kN, below, N, kb(k), T(-1),
+                                          lblock(k0(k) + kb(k), k0(k)), N, z + k0(k), N, T(1),
+                                          b + k0(k) + kb(k), N));
+    }
+  }
+  // Backward, X = L^-T Z into b: X_k = D_k^T Z_k; Z_above -= L_k,above^T X_k.
+  for (int k = blocks - 1; k >= 0; --k) {
+    CUBLAS_RETURN_IF_ERROR(Lib<T>::Gemm(blas(), kT, kN, kb(k), N, kb(k), T(1), dk(k), npad, z + k0(k), N,
+                                        T(0), b + k0(k), N));
+    if (k0(k) > 0) {
+      CUBLAS_RETURN_IF_ERROR(Lib<T>::Gemm(blas(), kT, kN, k0(k), N, kb(k), T(-1), lblock(k0(k), 0), N,
+                                          b + k0(k), N, T(1), z, N));
+    }
+  }
+  return Launched();
+}
+
+template <typename T>
 absl::Status GroupRunner<T>::CholSolve(cublasSideMode_t side, int rows, int cols, const T* l,
                                        int ldl, int64_t l_stride, T** l_ptrs, T* b, int ldb,
                                        int64_t b_stride, T** b_ptrs) {
@@ -450,8 +580,13 @@ absl::Status GroupRunner<T>::CholSolve(cublasSideMode_t side, int rows, int cols
     }
     return Launched();
   }
+  const bool blocked = side == CUBLAS_SIDE_LEFT && trsm_block_ > 0 && order >= 2 * trsm_block_;
   for (int p = 0; p < g_.P(); ++p) {
     for (cublasOperation_t op : {first, second}) {
+      if (blocked) {
+        RETURN_IF_ERROR(BlockedTrsmLeft(op, rows, cols, l + p * l_stride, ldl, b + p * b_stride, ldb));
+        continue;
+      }
       CUBLAS_RETURN_IF_ERROR(Lib<T>::Trsm(blas(), side, op, rows, cols, l + p * l_stride, ldl,
                                           b + p * b_stride, ldb));
     }
@@ -480,6 +615,13 @@ absl::Status GroupRunner<T>::Whiten(int rows, int cols) {
 template <typename T>
 absl::Status GroupRunner<T>::Eig(int N, T* a, T* ev, int* info) {
   const int P = g_.P();
+  if (eig_variant_ != 0 && !no_fused_ && !unbatched_ && P > 1 && N <= kernels::kMaxJacobiOrder) {
+    // One block per matrix (parallel cyclic Jacobi): 10,000 of order 20 in 3.2 ms against
+    // syevjBatched's 4.2 ms. For one matrix SYEVD is faster (50 x 50: 0.61 ms, Jacobi 1.03 ms).
+    // Never fails (info stays 0).
+    CUDA_RETURN_IF_ERROR(kernels::LaunchJacobiEig<T>(P, N, a, ev, stream()));
+    return Launched();
+  }
   if (Batched(N, kMaxSyevjBatchedOrder)) {
     syevjInfo_t params = nullptr;
     CUSOLVER_RETURN_IF_ERROR(cusolverDnCreateSyevjInfo(&params));
@@ -516,10 +658,21 @@ absl::Status GroupRunner<T>::Run() {
   T* obs = In<T>(g_.obs);
   double* xbar = Sc<double>(g_.xbar);
 
-  // State anomalies A = lambda (X - xbar 1^T), in place.
-  CUDA_RETURN_IF_ERROR(kernels::LaunchCentreState<T>(P, n, iN, x, xbar, params, s));
-  RETURN_IF_ERROR(Launched());
-  RETURN_IF_ERROR(Mark("centre_state"));
+  if (FusedSmall()) {
+    CUDA_RETURN_IF_ERROR(kernels::LaunchSmallEnkf<T>(
+        P, n, m, iN, iW, x, obs, In<double>(g_.y), In<T>(g_.r), params, g_.key.seeded,
+        reinterpret_cast<T*>(out_ + g_.xa), reinterpret_cast<double*>(out_ + g_.innovation), spread_,
+        info_f_, s));
+    RETURN_IF_ERROR(Launched());
+    return Mark("fused_small");
+  }
+  const bool fused_rows = FusedRows();
+  if (!fused_rows) {
+    // State anomalies A = lambda (X - xbar 1^T), in place.
+    CUDA_RETURN_IF_ERROR(kernels::LaunchCentreState<T>(P, n, iN, x, xbar, params, s));
+    RETURN_IF_ERROR(Launched());
+    RETURN_IF_ERROR(Mark("centre_state"));
+  }
 
   // R: Cholesky factor in place (full R).
   if (g_.full_r()) {
@@ -573,12 +726,20 @@ absl::Status GroupRunner<T>::Run() {
       RETURN_IF_ERROR(Potrf(iN, c, c_stride, In<T*>(g_.ptr_f), info_f_));
       RETURN_IF_ERROR(Mark("potrf"));
       T* b = c + N * (N + 1);
-      RETURN_IF_ERROR(CholSolve(CUBLAS_SIDE_LEFT, iN, iN, c, iN, c_stride, In<T*>(g_.ptr_f), b, iN,
-                                c_stride, In<T*>(g_.ptr_rhs)));
-      CUDA_RETURN_IF_ERROR(kernels::LaunchAddDiagonal<T>(P, iN, b, N, c_stride, T(1), s));
-      RETURN_IF_ERROR(Launched());
       t = b;
       t_stride = c_stride;
+      const int inverse_block = trsm_block_ > 0 ? trsm_block_ : kDefaultInverseBlock;
+      const bool block_inverse = P == 1 && (solve_variant_ == 1 ||
+                                            (solve_variant_ < 0 && N >= kMinBlockInverseOrder &&
+                                             N >= 2 * inverse_block));
+      if (block_inverse) {
+        RETURN_IF_ERROR(BlockInverseSolve(iN, c, b, Sc<T>(g_.t)));
+      } else {
+        RETURN_IF_ERROR(CholSolve(CUBLAS_SIDE_LEFT, iN, iN, c, iN, c_stride, In<T*>(g_.ptr_f), b, iN,
+                                  c_stride, In<T*>(g_.ptr_rhs)));
+      }
+      CUDA_RETURN_IF_ERROR(kernels::LaunchAddDiagonal<T>(P, iN, t, N, t_stride, T(1), s));
+      RETURN_IF_ERROR(Launched());
     } else {
       // G = V diag(g) V^T; u = diag(1/g) V^T b; wbar = V u; W = V diag(sqrt((N-1)/g)) V^T.
       T* v = Sc<T>(g_.v);
@@ -664,6 +825,17 @@ absl::Status GroupRunner<T>::Run() {
   RETURN_IF_ERROR(Mark("transform"));
   // Xa = A T (rows of members: column-major Xa^T = T^T A^T), then mean, relaxation, spread.
   T* xa = reinterpret_cast<T*>(out_ + g_.xa);
+  if (fused_rows) {
+    // One pass: raw X in, finished Xa out.
+    int bpp = 0;
+    double* partials = Sc<double>(g_.partials);
+    CUDA_RETURN_IF_ERROR(kernels::LaunchTransformRows<T>(P, n, iN, x, t, t_stride, params, xa, partials,
+                                                         &bpp, s, rows_per_warp_));
+    RETURN_IF_ERROR(Launched());
+    CUDA_RETURN_IF_ERROR(kernels::LaunchReduceSpread(P, bpp, n, partials, spread_, s));
+    RETURN_IF_ERROR(Launched());
+    return Mark("transform_rows");
+  }
   CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kT, kN, iN, static_cast<int>(n), iN, T(1), t, iN,
                                         t_stride, x, iN, n * N, T(0), xa, iN, n * N, P));
   RETURN_IF_ERROR(Launched());
@@ -749,10 +921,11 @@ absl::StatusOr<PendingAssimilate> Enqueue(DeviceContext& device, StreamSlot& slo
       g.u = sc.Take(P * N * es);
       g.wbar = sc.Take(P * N * es);
     }
-    if (etkf || !g.ensemble()) g.t = sc.Take(P * N * N * es);
+    if (etkf || !g.ensemble() || P == 1) g.t = sc.Take(P * N * N * es);
     g.partials = sc.Take(P * static_cast<size_t>(kernels::FinishRowsBlocks(g.key.n)) * sizeof(double));
     g.xa = out.Take(P * n * N * es);
     g.innovation = out.Take(P * m * sizeof(double));
+
   }
   pending.problems = q;
   const size_t spread_off = out.Take(static_cast<size_t>(q) * sizeof(double));
@@ -797,8 +970,7 @@ absl::StatusOr<PendingAssimilate> Enqueue(DeviceContext& device, StreamSlot& slo
     for (const Group& g : groups) {
       GroupRunner<T> runner(device, slot, scratch, g, static_cast<char*>(in_dev),
                             static_cast<char*>(sc_dev), out_base, info, info + q, info + 2 * q,
-                            reinterpret_cast<double*>(out_base + spread_off),
-                            options && options->force_unbatched, options ? options->marks : nullptr);
+                            reinterpret_cast<double*>(out_base + spread_off), options);
       RETURN_IF_ERROR(runner.Run());
     }
   }

@@ -3,7 +3,10 @@
 // source) form a group stored back to back, and each step runs once per group: strided-batched
 // GEMM/GEMV, batched Cholesky (potrfBatched) and triangular solves (trsmBatched) and
 // syevjBatched for many small problems, the plain routines (SYRK, POTRF, TRSM, SYEVD) for one
-// large problem, a few kernels (kernels/assimilate) for what the libraries do not do. The
+// large problem, a few kernels (kernels/assimilate) for what the libraries do not do, and fused
+// kernels where the libraries are latency-bound: the whole stochastic analysis of small problems
+// in one block each, one pass over the state for N <= 64, Jacobi for batched eigenproblems, and
+// G^-1 B by inverted diagonal blocks and GEMMs for one large problem (kernels/NOTES.md). The
 // algebra, conventions and the cost model that picks the form are assimilate.h's, so that the
 // results equal the CPU reference to rounding (seeded perturbations included).
 //
@@ -34,6 +37,21 @@ struct CudaEnqueueOptions {
   // Problems per group above which, and orders up to which, the batched library routines are
   // used (tests force both ways).
   bool force_unbatched = false;
+  // Tests and benchmarks: take the library path even where a fused kernel applies (the
+  // per-problem small stochastic kernel, the one-pass state transform for N <= 64).
+  bool no_fused = false;
+  // Left triangular solves of order >= 2 x this run blocked (TRSM on diagonal blocks, GEMM for
+  // the rest); 0: one cuBLAS TRSM; -1: the default block.
+  int trsm_block = -1;
+  // One stochastic ensemble-space problem: T = I + G^-1 B by two (blocked) TRSMs (0), or by
+  // inverted diagonal blocks of L (order trsm_block rounded up to 32 x 2^k, or 512) and GEMMs
+  // (1); -1: 1 for N >= 1024.
+  int solve_variant = -1;
+  // ETKF eigendecompositions: -1 the Jacobi kernel for several problems of N <= 64 (unless
+  // no_fused or force_unbatched), SYEVD / syevjBatched otherwise; 0 always the library.
+  int eig_variant = -1;
+  // Rows per warp tile of the one-pass state transform: 4 or 8 (0: 8).
+  int rows_per_warp = 0;
   // Where the time goes: when set, an event is recorded after each step (name, event) and the
   // caller reads the intervals after synchronising (and destroys the events).
   std::vector<std::pair<const char*, cudaEvent_t>>* marks = nullptr;

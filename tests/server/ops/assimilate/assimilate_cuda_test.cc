@@ -2,7 +2,9 @@
 // x kind of R x form x dtype on fresh random inputs, server-drawn (seeded) perturbations, many
 // small problems in one batch (batched library routines and the per-problem loop), mixed shapes
 // and requests in one batch, inflation with RTPP/RTPS, a non-SPD R failing only its request and
-// naming the problem, and the backend's RunAssimilate end to end.
+// naming the problem, the backend's RunAssimilate end to end; and each fused kernel (small
+// problems, one-pass state transform, Jacobi eigensolver) and the block-inverse solve against
+// the CPU and on both sides of the switches that choose them.
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -152,7 +154,9 @@ class AssimilateCuda : public ::testing::Test {
   // Runs the requests as one batch on the device.
   absl::StatusOr<std::vector<Output>> Run(ElementType dtype,
                                           const std::vector<std::shared_ptr<Request>>& requests,
-                                          bool unbatched = false) {
+                                          bool unbatched = false, bool no_fused = false,
+                                          int trsm_block = -1, int solve_variant = -1,
+                                          int eig_variant = -1, int rows_per_warp = 0) {
     Batch batch;
     batch.dtype = dtype;
     for (const auto& r : requests) {
@@ -162,6 +166,11 @@ class AssimilateCuda : public ::testing::Test {
     StreamSlot* slot = device_->AcquireSlot();
     CudaEnqueueOptions options;
     options.force_unbatched = unbatched;
+    options.no_fused = no_fused;
+    options.trsm_block = trsm_block;
+    options.solve_variant = solve_variant;
+    options.eig_variant = eig_variant;
+    options.rows_per_warp = rows_per_warp;
     auto pending = EnqueueAssimilate(*device_, *slot, batch, &options);
     const cudaError_t err = cudaStreamSynchronize(slot->stream.get());
     std::vector<Output> out;
@@ -175,10 +184,12 @@ class AssimilateCuda : public ::testing::Test {
   // Every problem of `cases` in one request, GPU against the CPU reference (the analysis
   // increment Xa - X, the innovation means, the spread and the form).
   void ExpectMatchesCpu(ElementType dtype, const std::vector<std::unique_ptr<Case>>& cases,
-                        const std::string& label, bool unbatched = false) {
+                        const std::string& label, bool unbatched = false, bool no_fused = false,
+                        int trsm_block = -1, int solve_variant = -1, int eig_variant = -1,
+                        int rows_per_warp = 0) {
     auto request = std::make_shared<Request>();
     for (const auto& c : cases) request->problems.push_back(c->problem);
-    auto out = Run(dtype, {request}, unbatched);
+    auto out = Run(dtype, {request}, unbatched, no_fused, trsm_block, solve_variant, eig_variant, rows_per_warp);
     ASSERT_TRUE(out.ok()) << label << ": " << out.status();
     ASSERT_EQ(out->size(), 1u);
     ASSERT_TRUE((*out)[0].status.ok()) << label << ": " << (*out)[0].status;
@@ -300,6 +311,7 @@ TEST_F(AssimilateCuda, ManySmallProblemsBatched) {
                                                  KindName(kind), " ", FormName(form), " x48");
           ExpectMatchesCpu(dtype, cases, label + " batched");
           ExpectMatchesCpu(dtype, cases, label + " unbatched", /*unbatched=*/true);
+          ExpectMatchesCpu(dtype, cases, label + " library path", /*unbatched=*/false, /*no_fused=*/true);
         }
       }
     }
@@ -421,6 +433,117 @@ TEST_F(AssimilateCuda, NonSpdRNamesTheProblemAndFailsOnlyItsRequest) {
       // The CPU says the same.
       auto cpu = CpuAnalyse(bad->problems[1], 1, dtype);
       EXPECT_EQ(cpu.status().message(), (*out)[0].status.message());
+    }
+  }
+}
+
+// The per-problem fused kernel (stochastic, diagonal R, ensemble space, N <= 32, shared memory
+// <= 48 KiB: n = 40, N = 20 fits up to m = 107 in float64) and the one-pass state transform
+// (N <= 64), at odd shapes and on both sides of each switch, with inflation and relaxation,
+// client and seeded perturbations; the library path on the same cases.
+TEST_F(AssimilateCuda, FusedKernelsAndTheirBoundaries) {
+  std::mt19937_64 rng(19);
+  struct Shape {
+    int64_t n, m, N;
+    int problems;
+  };
+  const Shape shapes[] = {{40, 40, 20, 37}, {41, 23, 13, 5}, {7, 3, 2, 3},     {1, 1, 2, 2},
+                          {40, 107, 20, 4}, {40, 108, 20, 4}, {33, 29, 32, 3}, {33, 29, 33, 3},
+                          {150, 60, 31, 2}, {130, 90, 50, 1}, {70, 80, 64, 2}, {70, 80, 65, 1}};
+  for (ElementType dtype : {ElementType::kFloat64, ElementType::kFloat32}) {
+    for (const Shape& sh : shapes) {
+      for (Method method : {Method::kStochastic, Method::kEtkf}) {
+        for (int variant = 0; variant < 3; ++variant) {  // plain; inflation + RTPP; seeded + RTPS
+          Spec s;
+          s.n = sh.n;
+          s.m = sh.m;
+          s.N = sh.N;
+          s.method = method;
+          s.form = Form::kEnsembleSpace;
+          s.seeded = method == Method::kStochastic && variant == 2;
+          s.inflation = variant == 0 ? 1.0 : 1.1;
+          s.relaxation = variant == 1 ? Relaxation::kRtpp : variant == 2 ? Relaxation::kRtps : Relaxation::kNone;
+          s.alpha = 0.4;
+          std::vector<std::unique_ptr<Case>> cases;
+          for (int k = 0; k < sh.problems; ++k) cases.push_back(MakeCase(s, rng));
+          const std::string label =
+              absl::StrCat(ElementName(dtype), " ", MethodName(method), " ", sh.n, "x", sh.m, "x", sh.N,
+                           " x", sh.problems, " variant ", variant);
+          ExpectMatchesCpu(dtype, cases, label);
+          ExpectMatchesCpu(dtype, cases, label + " library path", false, /*no_fused=*/true);
+          ExpectMatchesCpu(dtype, cases, label + " 4 rows per warp", false, false, -1, -1, -1, 4);
+        }
+      }
+    }
+  }
+}
+
+// More rows than 64 x 2048: the one-pass state transform strides over tiles.
+// ETKF eigendecompositions by the Jacobi kernel and by the library, one and many problems,
+// odd and even orders on both sides of N = 32 (threads) and N = 64 (the switch).
+TEST_F(AssimilateCuda, EtkfEigenJacobiAndLibrary) {
+  std::mt19937_64 rng(22);
+  const int64_t shapes[][4] = {{60, 80, 50, 1}, {30, 40, 17, 3}, {20, 10, 33, 2}, {40, 40, 20, 9},
+                               {70, 90, 64, 2}, {70, 90, 65, 1}, {10, 5, 2, 3}, {12, 30, 3, 2}};
+  for (ElementType dtype : {ElementType::kFloat64, ElementType::kFloat32}) {
+    for (const auto& sh : shapes) {
+      Spec s;
+      s.n = sh[0];
+      s.m = sh[1];
+      s.N = sh[2];
+      s.method = Method::kEtkf;
+      s.inflation = 1.05;
+      std::vector<std::unique_ptr<Case>> cases;
+      for (int k = 0; k < sh[3]; ++k) cases.push_back(MakeCase(s, rng));
+      const std::string label =
+          absl::StrCat(ElementName(dtype), " etkf ", sh[0], "x", sh[1], "x", sh[2], " x", sh[3]);
+      for (int v : {-1, 0}) {
+        ExpectMatchesCpu(dtype, cases, absl::StrCat(label, " eig variant ", v), false, false, -1, -1, v);
+      }
+    }
+  }
+}
+
+TEST_F(AssimilateCuda, FusedRowsManyTiles) {
+  std::mt19937_64 rng(20);
+  Spec s;
+  s.n = 140001;
+  s.m = 30;
+  s.N = 10;
+  s.method = Method::kStochastic;
+  s.relaxation = Relaxation::kRtps;
+  s.alpha = 0.5;
+  std::vector<std::unique_ptr<Case>> cases;
+  cases.push_back(MakeCase(s, rng));
+  ExpectMatchesCpu(ElementType::kFloat64, cases, "n = 140001");
+  ExpectMatchesCpu(ElementType::kFloat64, cases, "n = 140001, 4 rows per warp", false, false, -1, -1, -1, 4);
+  s.relaxation = Relaxation::kRtpp;
+  s.N = 37;
+  s.n = 300007;  // more tiles than warps in the grid at 4 and at 8 rows per warp
+  cases.clear();
+  cases.push_back(MakeCase(s, rng));
+  ExpectMatchesCpu(ElementType::kFloat64, cases, "n = 300007");
+  ExpectMatchesCpu(ElementType::kFloat64, cases, "n = 300007, 4 rows per warp", false, false, -1, -1, -1, 4);
+}
+
+// Blocked left triangular solves (one large ensemble-space problem), at block sizes that do and
+// do not divide N, against the CPU and against one cuBLAS TRSM.
+TEST_F(AssimilateCuda, BlockedTriangularSolves) {
+  std::mt19937_64 rng(21);
+  for (ElementType dtype : {ElementType::kFloat64, ElementType::kFloat32}) {
+    Spec s;
+    s.n = 90;
+    s.m = 300;
+    s.N = 150;
+    s.method = Method::kStochastic;
+    s.form = Form::kEnsembleSpace;
+    std::vector<std::unique_ptr<Case>> cases;
+    cases.push_back(MakeCase(s, rng));
+    for (int nb : {0, 16, 32, 75}) {
+      ExpectMatchesCpu(dtype, cases, absl::StrCat(ElementName(dtype), " trsm block ", nb), false, false, nb, 0);
+    }
+    for (int nb : {16, 32, 64, 75, 256}) {  // inverted diagonal blocks + GEMMs
+      ExpectMatchesCpu(dtype, cases, absl::StrCat(ElementName(dtype), " block inverse ", nb), false, false, nb, 1);
     }
   }
 }
