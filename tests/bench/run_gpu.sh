@@ -81,6 +81,8 @@ if [ "$only" = all ] || [ "$only" = dense ]; then
 fi
 if [ "$only" = all ] || [ "$only" = assimilate ]; then
   assimilate_bench "$@" 2>>"$out/bench.err" | tee "$out/assimilate_bench.jsonl"
+  # The seed problem (n = m = N = 3000) end to end through the server: transfer vs compute.
+  assimilate_server_bench --backend=cuda 2>>"$out/bench.err" | tee "$out/assimilate_server_bench.jsonl"
   [ -n "$peers" ] && python3 "$peers" enkf enkf-large 2>>"$out/bench.err" | tee "$out/assimilate_peers.jsonl"
 fi
 exit $status
