@@ -17,6 +17,7 @@
 #include "server/runtime/completion_queue.h"
 #include "server/runtime/cuda/device_context.h"
 #include "tests/server/runtime/cuda/cuda_test_util.h"
+#include "tests/server/runtime/cuda/device_test_fixture.h"
 
 namespace gpucompute::dense {
 namespace {
@@ -131,24 +132,10 @@ std::vector<double> FromBytes(ElementType type, const std::string& bytes) {
   return v;
 }
 
-class DenseCuda : public ::testing::Test {
+class DenseCuda : public ::gpucompute::testing::SharedDeviceTest {
  protected:
-  static void SetUpTestSuite() {
-    if (!::gpucompute::testing::NoDeviceReason().empty()) return;
-    DeviceContext::Options o;
-    o.streams = 2;
-    auto ctx = DeviceContext::Create(o);
-    ASSERT_TRUE(ctx.ok()) << ctx.status();
-    device_ = ctx->release();
-  }
-  static void TearDownTestSuite() {
-    delete device_;
-    device_ = nullptr;
-  }
-  void SetUp() override { SKIP_WITHOUT_CUDA_DEVICE(); }
-
   std::shared_ptr<const LoadedModel> Load(const ModelSpec& spec) {
-    auto m = LoadModelOnDevices({device_}, spec);
+    auto m = LoadModelOnDevices({&device()}, spec);
     EXPECT_TRUE(m.ok()) << m.status();
     return m.ok() ? *m : nullptr;
   }
@@ -169,12 +156,12 @@ class DenseCuda : public ::testing::Test {
       r->input = inputs[i];
       batch.requests.push_back(r);
     }
-    StreamSlot* slot = device_->AcquireSlot();
+    StreamSlot* slot = device().AcquireSlot();
     // Poison the output staging with NaNs: every element must be written by the copy out.
     std::memset(slot->staging_out.data(), 0xff, slot->staging_out.capacity());
     EnqueueOptions options;
     options.path = path;
-    auto pending = EnqueueDense(*device_, *slot, batch, &options);
+    auto pending = EnqueueDense(device(), *slot, batch, &options);
     const cudaError_t err = cudaStreamSynchronize(slot->stream.get());
     absl::StatusOr<std::vector<Output>> out;
     if (!pending.ok()) {
@@ -184,7 +171,7 @@ class DenseCuda : public ::testing::Test {
     } else {
       out = UnpackDense(*pending, *slot, batch);
     }
-    device_->ReleaseSlot(slot);
+    device().ReleaseSlot(slot);
     return out;
   }
 
@@ -206,10 +193,7 @@ class DenseCuda : public ::testing::Test {
     return RelL2(got, ref);
   }
 
-  static DeviceContext* device_;
 };
-
-DeviceContext* DenseCuda::device_ = nullptr;
 
 struct DtypeCase {
   ElementType dtype;
@@ -233,7 +217,7 @@ TEST(DenseCudaHost, NanFailsTheCheck) {
   EXPECT_TRUE(WithinTolerance(RelL2(got, ref), 0.0));
 }
 
-TEST_F(DenseCuda, WarmUp) { ASSERT_TRUE(WarmUpDense(*device_).ok()); }
+TEST_F(DenseCuda, WarmUp) { ASSERT_TRUE(WarmUpDense(device()).ok()); }
 
 // Every dtype x activation x LayerNorm x path, on odd sizes (in 37, out 45).
 TEST_F(DenseCuda, DtypesActivationsPathsOddSizes) {
@@ -407,10 +391,10 @@ TEST_F(DenseCuda, WrongInputSizeIsInvalidArgument) {
 }
 
 TEST_F(DenseCuda, TooLargeModelIsResourceExhausted) {
-  const absl::Status s = CheckFitsOnDevice(*device_, int64_t{1} << 50);
+  const absl::Status s = CheckFitsOnDevice(device(), int64_t{1} << 50);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
   EXPECT_NE(s.message().find("bytes on device 0 but only"), std::string::npos) << s;
-  EXPECT_TRUE(CheckFitsOnDevice(*device_, 1 << 20).ok());
+  EXPECT_TRUE(CheckFitsOnDevice(device(), 1 << 20).ok());
 }
 
 // Through the backend: load, check fits, run a batch, unload by dropping the model.
