@@ -678,6 +678,280 @@ __global__ void __launch_bounds__(kSmallThreads) SmallEnkfKernel(
   }
 }
 
+// ---- one warp per small stochastic problem (no block barriers) --------------------------------
+// The observation rows and the state rows are copied to shared memory (cp.async); a lane per row
+// forms the row means, Yw = lambda (HX - hbar) / sqrt(r) and E' = Ew + d 1^T in place. With
+// Dw = d 1^T + Ew - Yw, T = I + G^-1 Yw^T Dw = G^-1 (Yw^T E' + (N-1) I) (as Yw^T Yw = G - (N-1) I),
+// so one product [G | RHS] = Yw^T [Yw | E'] + (N-1) [I | I] (N x 2N, lanes 4 x 8, a K x K tile
+// each, Np = 4K >= N, padded rows and columns set to (N-1) I) and Gauss-Jordan elimination of
+// that augmented matrix in registers (shuffles; pivots are those of G = U D U^T, all positive for
+// a positive definite G) give T. Then A T (lanes 8 x 4, K x K tiles of 8K rows at a time) with the
+// finishing of each row in the tile (row sums over 4 lanes), written out through shared memory.
+
+size_t SmallEnkfWarpSmem(int64_t n, int64_t m, int N, int es, int64_t* region_out = nullptr) {
+  const int64_t Np = 4 * ((N + 3) / 4);
+  const int64_t W = 2 * static_cast<int64_t>(N) + 1;
+  const int64_t region = std::max<int64_t>(m * W + 4, n * N + Np * Np);
+  if (region_out != nullptr) *region_out = region;
+  return static_cast<size_t>(n) * sizeof(double) + static_cast<size_t>(region + n * N) * es;
+}
+
+template <typename T, int K>
+__global__ void __launch_bounds__(kWarp) SmallEnkfWarpKernel(
+    int n, int m, int N, int W, int region, const T* __restrict__ x_all, const T* __restrict__ obs_all,
+    const double* __restrict__ y_all, const T* __restrict__ isr_all,
+    const ProblemParams* __restrict__ params, bool seeded, T* __restrict__ xa_all,
+    double* __restrict__ innovation_all, double* __restrict__ spread, int* __restrict__ info) {
+  constexpr int Np = 4 * K;
+  constexpr unsigned kFull = 0xffffffffu;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int p = blockIdx.x, lane = threadIdx.x;
+  const ProblemParams pp = params[p];
+  const T lambda = static_cast<T>(pp.inflation);
+  const int nN = n * N;
+  double* s_xmean = reinterpret_cast<double*>(smem_raw);  // n
+  T* s_o = reinterpret_cast<T*>(s_xmean + n);  // m rows of W (obs); later out (n x N) and T
+  T* s_x = s_o + region;                       // n x N: X, then A
+  T* s_t = s_o + nN;                           // Np x Np (row-major), after the product
+  const T* obs = obs_all + static_cast<int64_t>(p) * m * W;
+  const T* xp = x_all + static_cast<int64_t>(p) * nN;
+  const double* y = y_all + static_cast<int64_t>(p) * m;
+  const T* isr = isr_all + static_cast<int64_t>(p) * m;
+
+  // 1. Loads (asynchronous) and the draws.
+  if (seeded) {
+    if (lane < N) {
+      for (int i = 0; i < m; ++i) CpAsync<sizeof(T)>(s_o + i * W + lane, obs + i * W + lane);
+    }
+  } else {
+    const int mW = m * W;
+    for (int e = lane; e < mW; e += kWarp) CpAsync<sizeof(T)>(s_o + e, obs + e);
+  }
+  for (int e = lane; e < nN; e += kWarp) CpAsync<sizeof(T)>(s_x + e, xp + e);
+  CpAsyncCommit();
+  if (seeded) {  // element e = i N + c into row i, column N + 1 + c (pairs share one Philox block)
+    const int mN = m * N;
+    for (int b = lane; 2 * b < mN; b += kWarp) {
+      double z0, z1;
+      philox::NormalPair(pp.seed, pp.index, static_cast<uint64_t>(b), &z0, &z1);
+      const int e0 = 2 * b, i0 = e0 / N, c0 = e0 - i0 * N;
+      s_o[i0 * W + N + 1 + c0] = static_cast<T>(z0);
+      if (e0 + 1 < mN) {
+        const int i1 = c0 + 1 == N ? i0 + 1 : i0, c1 = c0 + 1 == N ? 0 : c0 + 1;
+        s_o[i1 * W + N + 1 + c1] = static_cast<T>(z1);
+      }
+    }
+  }
+  CpAsyncWait<0>();
+  __syncwarp();
+
+  // 2. A lane per row: means, Yw and E' in place; innovation; state anomalies.
+  for (int i = lane; i < m; i += kWarp) {
+    T* row = s_o + i * W;
+    T* er = row + N + 1;
+    double s = 0;
+    for (int c = 0; c < N; ++c) s += static_cast<double>(row[c]);
+    const double mean = s / N;
+    const double yi = y[i];
+    innovation_all[static_cast<int64_t>(p) * m + i] = yi - mean;
+    const T scale = isr[i];
+    const T dw = static_cast<T>(yi - mean) * scale;
+    if (seeded) {  // the draws (already whitened), centred
+      double z = 0;
+      for (int c = 0; c < N; ++c) z += static_cast<double>(er[c]);
+      const double zm = z / N;
+      for (int c = 0; c < N; ++c) er[c] = static_cast<T>(static_cast<double>(er[c]) - zm) + dw;
+    } else {
+      for (int c = 0; c < N; ++c) er[c] = er[c] * scale + dw;
+    }
+    for (int c = 0; c < N; ++c) row[c] = lambda * static_cast<T>(static_cast<double>(row[c]) - mean) * scale;
+  }
+  for (int r = lane; r < n; r += kWarp) {
+    T* row = s_x + r * N;
+    double s = 0;
+    for (int c = 0; c < N; ++c) s += static_cast<double>(row[c]);
+    const double mean = s / N;
+    s_xmean[r] = mean;
+    for (int c = 0; c < N; ++c) row[c] = lambda * static_cast<T>(static_cast<double>(row[c]) - mean);
+  }
+  __syncwarp();
+
+  // 3. [G | RHS] = Yw^T [Yw | E'] + (N-1) [I | I]: lane (rg, cg) holds rows rg K.., columns cg K..
+  const int rg = lane >> 3, cg = lane & 7;
+  const int a0 = rg * K;
+  const int b0 = cg < 4 ? cg * K : N + 1 + (cg - 4) * K;
+  T acc[K][K];
+#pragma unroll
+  for (int r = 0; r < K; ++r)
+#pragma unroll
+    for (int c = 0; c < K; ++c) acc[r][c] = T(0);
+  {
+    const T* rowp = s_o;
+#pragma unroll 2
+    for (int i = 0; i < m; ++i, rowp += W) {
+      T a[K], b[K];
+#pragma unroll
+      for (int r = 0; r < K; ++r) a[r] = rowp[a0 + r];
+#pragma unroll
+      for (int c = 0; c < K; ++c) b[c] = rowp[b0 + c];
+#pragma unroll
+      for (int r = 0; r < K; ++r)
+#pragma unroll
+        for (int c = 0; c < K; ++c) acc[r][c] = fma(a[r], b[c], acc[r][c]);
+    }
+  }
+  {
+    const int j0 = (cg & 3) * K;
+    const T nm1 = static_cast<T>(N - 1);
+#pragma unroll
+    for (int r = 0; r < K; ++r)
+#pragma unroll
+      for (int c = 0; c < K; ++c) {
+        const int gi = a0 + r, gj = j0 + c;
+        const T d = gi == gj ? nm1 : T(0);
+        acc[r][c] = (gi < N && gj < N) ? acc[r][c] + d : d;
+      }
+  }
+
+  // 4. Gauss-Jordan on [G | RHS] (no pivoting: G is positive definite): RHS becomes T.
+  bool fail = false;
+#pragma unroll
+  for (int k = 0; k < Np; ++k) {
+    const int kb = k / K, kr = k % K;
+    T colk[K], rowk[K];
+#pragma unroll
+    for (int r = 0; r < K; ++r) colk[r] = __shfl_sync(kFull, acc[r][kr], rg * 8 + kb);
+#pragma unroll
+    for (int c = 0; c < K; ++c) rowk[c] = __shfl_sync(kFull, acc[kr][c], kb * 8 + cg);
+    const T piv = __shfl_sync(kFull, acc[kr][kr], kb * 8 + kb);
+    if (!(piv > T(0))) fail = true;
+    const T rp = T(1) / piv;
+#pragma unroll
+    for (int c = 0; c < K; ++c) rowk[c] *= rp;
+    const bool own = rg == kb;
+#pragma unroll
+    for (int r = 0; r < K; ++r)
+#pragma unroll
+      for (int c = 0; c < K; ++c) {
+        const T u = fma(-colk[r], rowk[c], acc[r][c]);
+        acc[r][c] = (r == kr && own) ? rowk[c] : u;
+      }
+  }
+  __syncwarp();
+  if (cg >= 4) {
+#pragma unroll
+    for (int r = 0; r < K; ++r)
+#pragma unroll
+      for (int c = 0; c < K; ++c) s_t[(a0 + r) * Np + (cg - 4) * K + c] = acc[r][c];
+  }
+  __syncwarp();
+
+  // 5. A T, 8K rows at a time (lane (rq, cq): rows rq K.., columns cq K..), finished per row.
+  const int rq = lane >> 2, cq = lane & 3;
+  const int c0 = cq * K;
+  const double alpha = pp.relaxation_factor;
+  const double n1 = static_cast<double>(N - 1);
+  double total = 0;
+  for (int r0 = 0; r0 < n; r0 += 8 * K) {
+    int rows[K];
+#pragma unroll
+    for (int rr = 0; rr < K; ++rr) rows[rr] = min(r0 + rq * K + rr, n - 1);
+    T o[K][K];
+#pragma unroll
+    for (int r = 0; r < K; ++r)
+#pragma unroll
+      for (int c = 0; c < K; ++c) o[r][c] = T(0);
+#pragma unroll 2
+    for (int k = 0; k < N; ++k) {
+      T a[K], b[K];
+#pragma unroll
+      for (int rr = 0; rr < K; ++rr) a[rr] = s_x[rows[rr] * N + k];
+#pragma unroll
+      for (int c = 0; c < K; ++c) b[c] = s_t[k * Np + c0 + c];
+#pragma unroll
+      for (int rr = 0; rr < K; ++rr)
+#pragma unroll
+        for (int c = 0; c < K; ++c) o[rr][c] = fma(a[rr], b[c], o[rr][c]);
+    }
+#pragma unroll
+    for (int rr = 0; rr < K; ++rr) {
+      const int r = r0 + rq * K + rr;
+      const T* f = s_x + rows[rr] * N + c0;
+      T* v = o[rr];
+      double s = 0;
+#pragma unroll
+      for (int c = 0; c < K; ++c)
+        if (c0 + c < N) s += static_cast<double>(v[c]);
+      s += __shfl_xor_sync(kFull, s, 1);
+      s += __shfl_xor_sync(kFull, s, 2);
+      const double amean = s / N;
+      double m2 = amean;
+      if (pp.relaxation == 1) {
+        double s2 = 0;
+#pragma unroll
+        for (int c = 0; c < K; ++c)
+          if (c0 + c < N) {
+            v[c] = static_cast<T>(amean + (1 - alpha) * (static_cast<double>(v[c]) - amean) +
+                                  alpha * static_cast<double>(f[c]));
+            s2 += static_cast<double>(v[c]);
+          }
+        s2 += __shfl_xor_sync(kFull, s2, 1);
+        s2 += __shfl_xor_sync(kFull, s2, 2);
+        m2 = s2 / N;
+      } else if (pp.relaxation == 2) {
+        double va = 0, vf = 0;
+#pragma unroll
+        for (int c = 0; c < K; ++c)
+          if (c0 + c < N) {
+            const double a = static_cast<double>(v[c]) - amean;
+            va += a * a;
+            vf += static_cast<double>(f[c]) * static_cast<double>(f[c]);
+          }
+        va += __shfl_xor_sync(kFull, va, 1);
+        va += __shfl_xor_sync(kFull, va, 2);
+        vf += __shfl_xor_sync(kFull, vf, 1);
+        vf += __shfl_xor_sync(kFull, vf, 2);
+        const bool relax = va > 0;
+        const double factor = relax ? 1 - alpha + alpha * sqrt(vf / va) : 1.0;
+        double s2 = 0;
+#pragma unroll
+        for (int c = 0; c < K; ++c)
+          if (c0 + c < N) {
+            if (relax) v[c] = static_cast<T>(amean + factor * (static_cast<double>(v[c]) - amean));
+            s2 += static_cast<double>(v[c]);
+          }
+        s2 += __shfl_xor_sync(kFull, s2, 1);
+        s2 += __shfl_xor_sync(kFull, s2, 2);
+        if (relax) m2 = s2 / N;
+      }
+      const T base = static_cast<T>(s_xmean[rows[rr]]);
+      double var = 0;
+#pragma unroll
+      for (int c = 0; c < K; ++c)
+        if (c0 + c < N) {
+          const double dv = static_cast<double>(v[c]) - m2;
+          var += dv * dv;
+        }
+      var += __shfl_xor_sync(kFull, var, 1);
+      var += __shfl_xor_sync(kFull, var, 2);
+      if (r < n) {
+#pragma unroll
+        for (int c = 0; c < K; ++c)
+          if (c0 + c < N) s_o[r * N + c0 + c] = v[c] + base;
+        if (cq == 0) total += var / n1;
+      }
+    }
+  }
+  __syncwarp();
+  T* xap = xa_all + static_cast<int64_t>(p) * nN;
+  for (int e = lane; e < nN; e += kWarp) xap[e] = s_o[e];
+  total = WarpSum(total);
+  if (lane == 0) {
+    spread[p] = sqrt(total / static_cast<double>(n));
+    if (fail) info[p] = 1;
+  }
+}
+
 // ---- symmetric eigendecomposition by parallel cyclic Jacobi (N <= kMaxJacobiOrder) ----------
 // One block per matrix in shared memory. Each sweep runs Ne - 1 rounds (Ne = N rounded up to
 // even) of Ne / 2 disjoint rotations (the circle schedule); a round computes its rotations, then
@@ -927,16 +1201,50 @@ cudaError_t LaunchTransformRows(int P, int64_t n, int N, const T* x, const T* t,
   return cudaGetLastError();
 }
 
-bool SmallEnkfFits(int64_t n, int64_t m, int N, int element_size) {
-  return N <= kWarp && SmallEnkfSmem(n, m, N, element_size) <= kSmallSmemLimit;
+bool SmallEnkfFits(int64_t n, int64_t m, int N, int element_size, int variant) {
+  if (N < 2 || N > kWarp) return false;
+  return (variant == 1 ? SmallEnkfSmem(n, m, N, element_size)
+                       : SmallEnkfWarpSmem(n, m, N, element_size)) <= kSmallSmemLimit;
+}
+
+template <typename T, int K>
+cudaError_t LaunchSmallEnkfWarpK(int P, int64_t n, int64_t m, int N, int W, const T* x, const T* obs,
+                                 const double* y, const T* inv_sqrt_r, const ProblemParams* params,
+                                 bool seeded, T* xa, double* innovation, double* spread, int* info,
+                                 cudaStream_t stream) {
+  int64_t region = 0;
+  const size_t smem = SmallEnkfWarpSmem(n, m, N, sizeof(T), &region);
+  SmallEnkfWarpKernel<T, K><<<P, kWarp, smem, stream>>>(
+      static_cast<int>(n), static_cast<int>(m), N, W, static_cast<int>(region), x, obs, y, inv_sqrt_r,
+      params, seeded, xa, innovation, spread, info);
+  return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t LaunchSmallEnkf(int P, int64_t n, int64_t m, int N, int W, const T* x, const T* obs,
                             const double* y, const T* inv_sqrt_r, const ProblemParams* params,
                             bool seeded, T* xa, double* innovation, double* spread, int* info,
-                            cudaStream_t stream) {
-  if (!SmallEnkfFits(n, m, N, sizeof(T))) return cudaErrorInvalidValue;
+                            cudaStream_t stream, int variant) {
+  if (!SmallEnkfFits(n, m, N, sizeof(T), variant) || W != 2 * N + 1) return cudaErrorInvalidValue;
+  if (variant != 1) {
+    switch ((N + 3) / 4) {
+#define GPUCOMPUTE_SMALL_WARP(K)                                                                   \
+  case K:                                                                                         \
+    return LaunchSmallEnkfWarpK<T, K>(P, n, m, N, W, x, obs, y, inv_sqrt_r, params, seeded, xa,   \
+                                      innovation, spread, info, stream);
+      GPUCOMPUTE_SMALL_WARP(1)
+      GPUCOMPUTE_SMALL_WARP(2)
+      GPUCOMPUTE_SMALL_WARP(3)
+      GPUCOMPUTE_SMALL_WARP(4)
+      GPUCOMPUTE_SMALL_WARP(5)
+      GPUCOMPUTE_SMALL_WARP(6)
+      GPUCOMPUTE_SMALL_WARP(7)
+      GPUCOMPUTE_SMALL_WARP(8)
+#undef GPUCOMPUTE_SMALL_WARP
+      default:
+        return cudaErrorInvalidValue;
+    }
+  }
   const size_t smem = SmallEnkfSmem(n, m, N, sizeof(T));
   const cudaError_t e = cudaFuncSetAttribute(SmallEnkfKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(smem));
@@ -993,7 +1301,7 @@ cudaError_t LaunchInvertBaseBlocks(int npad, const T* lp, T* dp, cudaStream_t st
                                               cudaStream_t, int);                               \
   template cudaError_t LaunchSmallEnkf<T>(int, int64_t, int64_t, int, int, const T*, const T*,   \
                                           const double*, const T*, const ProblemParams*, bool,  \
-                                          T*, double*, double*, int*, cudaStream_t);             \
+                                          T*, double*, double*, int*, cudaStream_t, int);        \
   template cudaError_t LaunchJacobiEig<T>(int, int, T*, T*, cudaStream_t);                     \
   template cudaError_t LaunchPadDiagonalBlocks<T>(int, int, int, const T*, T*, cudaStream_t);    \
   template cudaError_t LaunchInvertBaseBlocks<T>(int, const T*, T*, cudaStream_t);

@@ -94,11 +94,7 @@ cudaError_t LaunchTransformRows(int P, int64_t n, int N, const T* x, const T* t,
                                 int* blocks_per_problem, cudaStream_t stream,
                                 int rows_per_warp = 8);  // 4 or 8 rows per warp tile
 
-// The whole stochastic EnKF (ensemble space, diagonal R) of each of P small problems in one
-// block (shared memory): observation rows (obs as for LaunchPrepareObs, on entry), G and B,
-// G = U D U^T (unpivoted, info[p] = 1 when a pivot is not positive), T = I + G^-1 B, the state
-// rows (raw x) transformed and finished, spread[p]. True when the shape fits (N <= 32 and the
-// shared memory), false (nothing launched) otherwise.
+
 // Symmetric eigendecomposition of P contiguous N x N matrices (N <= kMaxJacobiOrder) in place
 // by parallel cyclic Jacobi, one block each: a <- eigenvectors (column-major, as SYEVD),
 // ev (N per problem) <- eigenvalues (in no particular order).
@@ -116,11 +112,17 @@ constexpr int kInverseBase = 32;
 template <typename T>
 cudaError_t LaunchInvertBaseBlocks(int npad, const T* lp, T* dp, cudaStream_t stream);
 
-bool SmallEnkfFits(int64_t n, int64_t m, int N, int element_size);
+// The whole stochastic EnKF (ensemble space, diagonal R, W = 2N + 1) of each of P small problems
+// in one launch: observation rows (obs as for LaunchPrepareObs, on entry), the ensemble-space
+// solve (info[p] = 1 when a pivot of G = U D U^T is not positive), T = I + G^-1 B, the state rows
+// (raw x) transformed and finished, spread[p]. variant 0: one warp per problem (no block
+// barriers; [G | RHS] and Gauss-Jordan in registers); 1: one 128-thread block per problem (the
+// v2 kernel). Fits: 2 <= N <= 32 and the variant's shared memory <= 48 KiB.
+bool SmallEnkfFits(int64_t n, int64_t m, int N, int element_size, int variant = 0);
 template <typename T>
 cudaError_t LaunchSmallEnkf(int P, int64_t n, int64_t m, int N, int W, const T* x, const T* obs,
                             const double* y, const T* inv_sqrt_r, const ProblemParams* params,
                             bool seeded, T* xa, double* innovation, double* spread, int* info,
-                            cudaStream_t stream);
+                            cudaStream_t stream, int variant = 0);
 
 }  // namespace gpucompute::assimilate::kernels

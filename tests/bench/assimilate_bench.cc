@@ -48,6 +48,7 @@ struct Case {
   int solve_variant = -1;  // CudaEnqueueOptions::solve_variant
   int eig_variant = -1;   // CudaEnqueueOptions::eig_variant
   int rows_per_warp = 0;  // CudaEnqueueOptions::rows_per_warp
+  int small_variant = 0;  // CudaEnqueueOptions::small_variant
 };
 
 // Random data in the compute dtype (as a client would send it): X ~ offset + N(0,1), HX the
@@ -133,6 +134,7 @@ void RunCase(DeviceContext& device, const Case& c) {
     options.solve_variant = c.solve_variant;
     options.eig_variant = c.eig_variant;
     options.rows_per_warp = c.rows_per_warp;
+    options.small_variant = c.small_variant;
     const auto t0 = Clock::now();
     auto pending = EnqueueAssimilate(device, *slot, batch, &options);
     if (!pending.ok()) Die(pending.status());
@@ -161,6 +163,7 @@ void RunCase(DeviceContext& device, const Case& c) {
     options.solve_variant = c.solve_variant;
     options.eig_variant = c.eig_variant;
     options.rows_per_warp = c.rows_per_warp;
+    options.small_variant = c.small_variant;
     auto pending = EnqueueAssimilate(device, *slot, batch, &options);
     if (!pending.ok()) Die(pending.status());
     if (cudaStreamSynchronize(slot->stream.get()) != cudaSuccess) Die(absl::InternalError("sync"));
@@ -255,6 +258,11 @@ int main(int argc, char** argv) {
     Case se{"variant small etkf eig library", 10000, 40, 40, 20, f64, etkf, false, Form::kAuto, 0, 20};
     se.eig_variant = 0;
     cases.push_back(se);
+    for (bool seeded : {false, true}) {
+      Case sb{"variant small block kernel", 10000, 40, 40, 20, f64, enkf, seeded, Form::kAuto, 0, 20};
+      sb.small_variant = 1;
+      cases.push_back(sb);
+    }
     Case sm{"variant small no_fused", 10000, 40, 40, 20, f64, enkf, false, Form::kAuto, 0, 20};
     sm.no_fused = true;
     cases.push_back(sm);

@@ -362,6 +362,7 @@ class GroupRunner {
         solve_variant_(options ? options->solve_variant : -1),
         eig_variant_(options ? options->eig_variant : -1),
         rows_per_warp_(options && options->rows_per_warp > 0 ? options->rows_per_warp : 8),
+        small_variant_(options ? options->small_variant : 0),
         marks_(options ? options->marks : nullptr) {}
 
   absl::Status Run();
@@ -396,7 +397,8 @@ class GroupRunner {
   // small enough for shared memory).
   bool FusedSmall() const {
     return !no_fused_ && !unbatched_ && g_.stochastic() && !g_.full_r() && g_.ensemble() &&
-           kernels::SmallEnkfFits(g_.key.n, g_.key.m, static_cast<int>(g_.key.N), sizeof(T));
+           kernels::SmallEnkfFits(g_.key.n, g_.key.m, static_cast<int>(g_.key.N), sizeof(T),
+                                  small_variant_);
   }
   // Centring, the update product and the finishing pass in one pass over the state.
   bool FusedRows() const { return !no_fused_ && g_.key.N <= kernels::kMaxFusedRowsMembers; }
@@ -435,6 +437,7 @@ class GroupRunner {
   int solve_variant_;
   int eig_variant_;
   int rows_per_warp_;
+  int small_variant_;
   std::vector<std::pair<const char*, cudaEvent_t>>* marks_;
 };
 
@@ -662,7 +665,7 @@ absl::Status GroupRunner<T>::Run() {
     CUDA_RETURN_IF_ERROR(kernels::LaunchSmallEnkf<T>(
         P, n, m, iN, iW, x, obs, In<double>(g_.y), In<T>(g_.r), params, g_.key.seeded,
         reinterpret_cast<T*>(out_ + g_.xa), reinterpret_cast<double*>(out_ + g_.innovation), spread_,
-        info_f_, s));
+        info_f_, s, small_variant_));
     RETURN_IF_ERROR(Launched());
     return Mark("fused_small");
   }

@@ -52,6 +52,8 @@ struct CudaEnqueueOptions {
   int eig_variant = -1;
   // Rows per warp tile of the one-pass state transform: 4 or 8 (0: 8).
   int rows_per_warp = 0;
+  // The small fused kernel: 0 one warp per problem, 1 one 128-thread block per problem (v2).
+  int small_variant = 0;
   // Where the time goes: when set, an event is recorded after each step (name, event) and the
   // caller reads the intervals after synchronising (and destroys the events).
   std::vector<std::pair<const char*, cudaEvent_t>>* marks = nullptr;

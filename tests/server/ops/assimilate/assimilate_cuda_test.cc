@@ -156,7 +156,8 @@ class AssimilateCuda : public ::testing::Test {
                                           const std::vector<std::shared_ptr<Request>>& requests,
                                           bool unbatched = false, bool no_fused = false,
                                           int trsm_block = -1, int solve_variant = -1,
-                                          int eig_variant = -1, int rows_per_warp = 0) {
+                                          int eig_variant = -1, int rows_per_warp = 0,
+                                          int small_variant = 0) {
     Batch batch;
     batch.dtype = dtype;
     for (const auto& r : requests) {
@@ -171,6 +172,7 @@ class AssimilateCuda : public ::testing::Test {
     options.solve_variant = solve_variant;
     options.eig_variant = eig_variant;
     options.rows_per_warp = rows_per_warp;
+    options.small_variant = small_variant;
     auto pending = EnqueueAssimilate(*device_, *slot, batch, &options);
     const cudaError_t err = cudaStreamSynchronize(slot->stream.get());
     std::vector<Output> out;
@@ -186,10 +188,11 @@ class AssimilateCuda : public ::testing::Test {
   void ExpectMatchesCpu(ElementType dtype, const std::vector<std::unique_ptr<Case>>& cases,
                         const std::string& label, bool unbatched = false, bool no_fused = false,
                         int trsm_block = -1, int solve_variant = -1, int eig_variant = -1,
-                        int rows_per_warp = 0) {
+                        int rows_per_warp = 0, int small_variant = 0) {
     auto request = std::make_shared<Request>();
     for (const auto& c : cases) request->problems.push_back(c->problem);
-    auto out = Run(dtype, {request}, unbatched, no_fused, trsm_block, solve_variant, eig_variant, rows_per_warp);
+    auto out = Run(dtype, {request}, unbatched, no_fused, trsm_block, solve_variant, eig_variant, rows_per_warp,
+                   small_variant);
     ASSERT_TRUE(out.ok()) << label << ": " << out.status();
     ASSERT_EQ(out->size(), 1u);
     ASSERT_TRUE((*out)[0].status.ok()) << label << ": " << (*out)[0].status;
@@ -437,10 +440,12 @@ TEST_F(AssimilateCuda, NonSpdRNamesTheProblemAndFailsOnlyItsRequest) {
   }
 }
 
-// The per-problem fused kernel (stochastic, diagonal R, ensemble space, N <= 32, shared memory
-// <= 48 KiB: n = 40, N = 20 fits up to m = 107 in float64) and the one-pass state transform
-// (N <= 64), at odd shapes and on both sides of each switch, with inflation and relaxation,
-// client and seeded perturbations; the library path on the same cases.
+// The per-problem fused kernels (stochastic, diagonal R, ensemble space, N <= 32, shared memory
+// <= 48 KiB: n = 40, N = 20 fits up to m = 129 in float64 for the warp kernel, m = 107 for the
+// block kernel) and the one-pass state transform (N <= 64), at odd shapes (N = 2..32: every
+// register tile K = ceil(N / 4) of the warp kernel, padded and not) and on both sides of each
+// switch, with inflation and relaxation, client and seeded perturbations; the block kernel and
+// the library path on the same cases.
 TEST_F(AssimilateCuda, FusedKernelsAndTheirBoundaries) {
   std::mt19937_64 rng(19);
   struct Shape {
@@ -449,7 +454,9 @@ TEST_F(AssimilateCuda, FusedKernelsAndTheirBoundaries) {
   };
   const Shape shapes[] = {{40, 40, 20, 37}, {41, 23, 13, 5}, {7, 3, 2, 3},     {1, 1, 2, 2},
                           {40, 107, 20, 4}, {40, 108, 20, 4}, {33, 29, 32, 3}, {33, 29, 33, 3},
-                          {150, 60, 31, 2}, {130, 90, 50, 1}, {70, 80, 64, 2}, {70, 80, 65, 1}};
+                          {150, 60, 31, 2}, {130, 90, 50, 1}, {70, 80, 64, 2}, {70, 80, 65, 1},
+                          {40, 129, 20, 3}, {40, 130, 20, 3}, {9, 70, 6, 3},   {100, 5, 10, 3},
+                          {57, 33, 17, 4},  {3, 41, 27, 2},   {65, 64, 24, 3}, {29, 31, 29, 2}};
   for (ElementType dtype : {ElementType::kFloat64, ElementType::kFloat32}) {
     for (const Shape& sh : shapes) {
       for (Method method : {Method::kStochastic, Method::kEtkf}) {
@@ -472,6 +479,7 @@ TEST_F(AssimilateCuda, FusedKernelsAndTheirBoundaries) {
           ExpectMatchesCpu(dtype, cases, label);
           ExpectMatchesCpu(dtype, cases, label + " library path", false, /*no_fused=*/true);
           ExpectMatchesCpu(dtype, cases, label + " 4 rows per warp", false, false, -1, -1, -1, 4);
+          ExpectMatchesCpu(dtype, cases, label + " block kernel", false, false, -1, -1, -1, 0, 1);
         }
       }
     }
