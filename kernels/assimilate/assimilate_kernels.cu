@@ -966,9 +966,7 @@ size_t JacobiSmem(int N, int es) {
 }
 
 template <typename T>
-__global__ void JacobiEigKernel(int N, T* __restrict__ a_all, T* __restrict__ ev_all, T tol,
-                                const int* __restrict__ skip) {
-  if (skip != nullptr && skip[blockIdx.x] == 0) return;
+__global__ void JacobiEigKernel(int N, T* __restrict__ a_all, T* __restrict__ ev_all, T tol) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int Ne = Even(N), half = Ne / 2;
   T* s_a = reinterpret_cast<T*>(smem_raw);  // N x N
@@ -1066,215 +1064,6 @@ __global__ void JacobiEigKernel(int N, T* __restrict__ a_all, T* __restrict__ ev
     a[e] = s_v[i * N + k];
   }
   if (tid < N) ev_all[static_cast<int64_t>(blockIdx.x) * N + tid] = s_a[tid * N + tid];
-}
-
-// ---- the ETKF transform by a coupled Newton-Schulz inverse square root (N <= kMaxNsOrder) ----
-// One block per problem, float64 inside whatever T. G (SPD, eigenvalues >= N - 1) is scaled by
-// s = min(Gershgorin bound, Frobenius norm) >= lambda_max, so that the eigenvalues of G / s lie
-// in (0, 1]; then Y0 = G / s, Z0 = I and, with M = Z Y, Tk = (3 I - M) / 2, Y <- Y Tk, Z <- Tk Z
-// (Higham's stable coupled iteration): Z -> (G / s)^-1/2. Every iterate is a polynomial in G, so
-// all are symmetric and the products are formed as A^T B (rows k of both operands, 16-byte
-// loads). Matrices row-major in shared memory, order padded to Np (a multiple of 4) with an
-// identity block (which the iteration keeps); each thread owns a 4 x 4 tile, and the two
-// products of an iteration run side by side on the two halves of the block. Stops one update
-// after ||I - M||_F < 1e-8 (or when it stops falling quadratically below 1e-3); then
-// wbar = Z (Z b) / s and T = sqrt((N - 1) / s) Z + wbar 1^T. Not converged in max_iter
-// iterations (or not finite): flag[p] = 1 and v (N x N) <- G for the eigendecomposition
-// fallback; else flag[p] = 0.
-
-constexpr int kNsThreads = 512;  // two groups of up to 16 x 16 tiles
-
-size_t NsSmem(int N) {
-  const int Np = (N + 3) / 4 * 4;
-  return (static_cast<size_t>(5) * Np * Np + 2 * Np + kNsThreads / kWarp) * sizeof(double);
-}
-
-// acc = (A^T B) tile (4 ti.., 4 tj..), A symmetric, row-major, leading dimension Np.
-__device__ __forceinline__ void NsTile(const double* __restrict__ a, const double* __restrict__ b, int Np,
-                                       int ti, int tj, double acc[4][4]) {
-#pragma unroll
-  for (int r = 0; r < 4; ++r) {
-#pragma unroll
-    for (int c = 0; c < 4; ++c) acc[r][c] = 0;
-  }
-#pragma unroll 4
-  for (int k = 0; k < Np; ++k) {
-    const double2 a0 = *reinterpret_cast<const double2*>(a + k * Np + 4 * ti);
-    const double2 a1 = *reinterpret_cast<const double2*>(a + k * Np + 4 * ti + 2);
-    const double2 b0 = *reinterpret_cast<const double2*>(b + k * Np + 4 * tj);
-    const double2 b1 = *reinterpret_cast<const double2*>(b + k * Np + 4 * tj + 2);
-    const double av[4] = {a0.x, a0.y, a1.x, a1.y}, bv[4] = {b0.x, b0.y, b1.x, b1.y};
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[r][c] = fma(av[r], bv[c], acc[r][c]);
-    }
-  }
-}
-
-template <typename T>
-__global__ void __launch_bounds__(kNsThreads) EtkfNsKernel(int N, const T* __restrict__ c_all,
-                                                           int64_t c_stride, T* __restrict__ t_all,
-                                                           T* __restrict__ v_all, int* __restrict__ flag,
-                                                           int max_iter) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int Np = (N + 3) / 4 * 4, nt = Np / 4, tiles = nt * nt, npp = Np * Np;
-  double* y = reinterpret_cast<double*>(smem_raw);
-  double* z = y + npp;
-  double* tm = z + npp;
-  double* y2 = tm + npp;
-  double* z2 = y2 + npp;
-  double* vec = z2 + npp;  // 2 Np
-  double* red = vec + 2 * Np;  // one per warp
-  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
-  const int p = blockIdx.x;
-  const int64_t nn = static_cast<int64_t>(N) * N;
-  const T* g = c_all + p * c_stride;  // column-major, symmetric; b = g + N N
-  for (int e = tid; e < npp; e += blockDim.x) {
-    const int i = e / Np, j = e - i * Np;
-    const double id = i == j ? 1.0 : 0.0;
-    y[e] = i < N && j < N ? static_cast<double>(g[j * N + i]) : id;
-    z[e] = id;
-  }
-  __syncthreads();
-  if (tid < N) {
-    double sa = 0, sq = 0;
-    for (int j = 0; j < N; ++j) {
-      const double v = y[tid * Np + j];
-      sa += fabs(v);
-      sq += v * v;
-    }
-    vec[tid] = sa;
-    vec[Np + tid] = sq;
-  }
-  __syncthreads();
-  double gersh = 0, frob = 0;
-  for (int i = 0; i < N; ++i) {
-    gersh = fmax(gersh, vec[i]);
-    frob += vec[Np + i];
-  }
-  const double s = fmin(gersh, sqrt(frob));
-  const double inv_s = 1.0 / s;
-  __syncthreads();  // vec read by all before reuse
-  for (int e = tid; e < npp; e += blockDim.x) {
-    const int i = e / Np, j = e - i * Np;
-    if (i < N && j < N) y[e] *= inv_s;
-  }
-  __syncthreads();
-  const int group = tid / (kNsThreads / 2), tt = tid % (kNsThreads / 2);
-  const int ti = tt / nt, tj = tt - ti * nt;
-  bool converged = false;
-  double r_prev = 1e300;
-  for (int it = 0; it < max_iter; ++it) {
-    // M = Z Y; Tm = (3 I - M) / 2; ||I - M||_F^2.
-    double part = 0;
-    if (group == 0 && tt < tiles) {
-      double acc[4][4];
-      NsTile(z, y, Np, ti, tj, acc);
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const double d = (4 * ti + r == 4 * tj + c ? 1.0 : 0.0) - acc[r][c];
-          part += d * d;
-          tm[(4 * ti + r) * Np + 4 * tj + c] = (4 * ti + r == 4 * tj + c ? 1.0 : 0.0) + 0.5 * d;
-        }
-      }
-    }
-    part = WarpSum(part);
-    if (lane == 0) red[warp] = part;
-    __syncthreads();
-    double r2 = 0;
-    for (int w = 0; w < kNsThreads / kWarp; ++w) r2 += red[w];
-    const double r = sqrt(r2);
-    if (!(r <= 1e30)) break;  // not finite
-    const bool last = r < 1e-8 || (r < 1e-3 && r > 0.5 * r_prev);
-    r_prev = r;
-    if (tt < tiles && (group == 1 || !last)) {
-      double acc[4][4];
-      const double* a = group == 0 ? y : tm;
-      const double* b = group == 0 ? tm : z;
-      double* o = group == 0 ? y2 : z2;
-      NsTile(a, b, Np, ti, tj, acc);
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        *reinterpret_cast<double2*>(o + (4 * ti + r) * Np + 4 * tj) = make_double2(acc[r][0], acc[r][1]);
-        *reinterpret_cast<double2*>(o + (4 * ti + r) * Np + 4 * tj + 2) = make_double2(acc[r][2], acc[r][3]);
-      }
-    }
-    __syncthreads();
-    double* sw = y;
-    y = y2;
-    y2 = sw;
-    sw = z;
-    z = z2;
-    z2 = sw;
-    if (last) {
-      converged = true;
-      break;
-    }
-  }
-  if (!converged) {
-    T* v = v_all + p * nn;
-    for (int e = tid; e < nn; e += blockDim.x) v[e] = g[e];
-    if (tid == 0) flag[p] = 1;
-    return;
-  }
-  // u = Z b; wbar = Z u / s.
-  if (tid < N) {
-    double acc = 0;
-    for (int k = 0; k < N; ++k) acc = fma(z[tid * Np + k], static_cast<double>(g[nn + k]), acc);
-    vec[tid] = acc;
-  }
-  __syncthreads();
-  if (tid < N) {
-    double acc = 0;
-    for (int k = 0; k < N; ++k) acc = fma(z[tid * Np + k], vec[k], acc);
-    vec[Np + tid] = acc * inv_s;
-  }
-  __syncthreads();
-  const double f = sqrt(static_cast<double>(N - 1) * inv_s);
-  T* t = t_all + p * nn;
-  for (int e = tid; e < nn; e += blockDim.x) {
-    const int k = e / N, j = e - k * N;  // column-major (j, k)
-    t[e] = static_cast<T>(f * 0.5 * (z[j * Np + k] + z[k * Np + j]) + vec[Np + j]);
-  }
-  if (tid == 0) flag[p] = 0;
-}
-
-// The fallback after LaunchJacobiEig on v (problems with flag[p] = 1 only): T from V, ev, b.
-template <typename T>
-__global__ void EtkfFromEigKernel(int N, const T* __restrict__ v_all, const T* __restrict__ ev_all,
-                                  const T* __restrict__ c_all, int64_t c_stride, T* __restrict__ t_all,
-                                  int* __restrict__ info, const int* __restrict__ flag) {
-  const int p = blockIdx.x;
-  if (flag[p] == 0) return;
-  __shared__ double u[kMaxNsOrder], f[kMaxNsOrder];
-  const int64_t nn = static_cast<int64_t>(N) * N;
-  const T* v = v_all + p * nn;
-  const T* ev = ev_all + static_cast<int64_t>(p) * N;
-  const T* b = c_all + p * c_stride + nn;
-  const int tid = threadIdx.x;
-  if (tid < N) {
-    const double lam = ev[tid];
-    double acc = 0;
-    for (int i = 0; i < N; ++i) acc += static_cast<double>(v[tid * N + i]) * b[i];
-    u[tid] = acc / lam;
-    f[tid] = sqrt(static_cast<double>(N - 1) / lam);
-    if (!(lam > 0)) info[p] = 1;
-  }
-  __syncthreads();
-  T* t = t_all + p * nn;
-  for (int e = tid; e < nn; e += blockDim.x) {
-    const int k = e / N, j = e - k * N;
-    double w = 0, wb = 0;
-    for (int l = 0; l < N; ++l) {
-      const double vjl = v[l * N + j];
-      w += vjl * f[l] * v[l * N + k];
-      wb += vjl * u[l];
-    }
-    t[e] = static_cast<T>(w + wb);
-  }
 }
 
 // ---- inverses of the diagonal blocks of a lower triangular factor ----------------------------
@@ -1467,7 +1256,7 @@ cudaError_t LaunchSmallEnkf(int P, int64_t n, int64_t m, int N, int W, const T* 
 
 
 template <typename T>
-cudaError_t LaunchJacobiEig(int P, int N, T* a, T* ev, cudaStream_t stream, const int* skip) {
+cudaError_t LaunchJacobiEig(int P, int N, T* a, T* ev, cudaStream_t stream) {
   if (N > kMaxJacobiOrder) return cudaErrorInvalidValue;
   const size_t smem = JacobiSmem(N, sizeof(T));
   const cudaError_t e = cudaFuncSetAttribute(JacobiEigKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1475,26 +1264,10 @@ cudaError_t LaunchJacobiEig(int P, int N, T* a, T* ev, cudaStream_t stream, cons
   if (e != cudaSuccess) return e;
   const int threads = N > 32 ? 256 : 128;
   const T tol = std::is_same_v<T, double> ? T(1e-14) : T(1e-6);
-  JacobiEigKernel<T><<<P, threads, smem, stream>>>(N, a, ev, tol, skip);
+  JacobiEigKernel<T><<<P, threads, smem, stream>>>(N, a, ev, tol);
   return cudaGetLastError();
 }
 
-
-template <typename T>
-cudaError_t LaunchEtkfTransform(int P, int N, const T* c, int64_t c_stride, T* t, T* v, T* ev, int* info,
-                                int* flag, cudaStream_t stream, int max_iter) {
-  if (N < 2 || N > kMaxNsOrder) return cudaErrorInvalidValue;
-  const size_t smem = NsSmem(N);
-  cudaError_t e = cudaFuncSetAttribute(EtkfNsKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem));
-  if (e != cudaSuccess) return e;
-  EtkfNsKernel<T><<<P, kNsThreads, smem, stream>>>(N, c, c_stride, t, v, flag, max_iter);
-  if ((e = cudaGetLastError()) != cudaSuccess) return e;
-  // Fallback (blocks of converged problems return at once).
-  if ((e = LaunchJacobiEig<T>(P, N, v, ev, stream, flag)) != cudaSuccess) return e;
-  EtkfFromEigKernel<T><<<P, 256, 0, stream>>>(N, v, ev, c, c_stride, t, info, flag);
-  return cudaGetLastError();
-}
 
 template <typename T>
 cudaError_t LaunchPadDiagonalBlocks(int n, int npad, int nb, const T* l, T* lp, cudaStream_t stream) {
@@ -1529,9 +1302,7 @@ cudaError_t LaunchInvertBaseBlocks(int npad, const T* lp, T* dp, cudaStream_t st
   template cudaError_t LaunchSmallEnkf<T>(int, int64_t, int64_t, int, int, const T*, const T*,   \
                                           const double*, const T*, const ProblemParams*, bool,  \
                                           T*, double*, double*, int*, cudaStream_t, int);        \
-  template cudaError_t LaunchJacobiEig<T>(int, int, T*, T*, cudaStream_t, const int*);         \
-  template cudaError_t LaunchEtkfTransform<T>(int, int, const T*, int64_t, T*, T*, T*, int*, int*, \
-                                              cudaStream_t, int);                               \
+  template cudaError_t LaunchJacobiEig<T>(int, int, T*, T*, cudaStream_t);                     \
   template cudaError_t LaunchPadDiagonalBlocks<T>(int, int, int, const T*, T*, cudaStream_t);    \
   template cudaError_t LaunchInvertBaseBlocks<T>(int, const T*, T*, cudaStream_t);
 

@@ -100,21 +100,7 @@ cudaError_t LaunchTransformRows(int P, int64_t n, int N, const T* x, const T* t,
 // ev (N per problem) <- eigenvalues (in no particular order).
 constexpr int kMaxJacobiOrder = 64;
 template <typename T>
-cudaError_t LaunchJacobiEig(int P, int N, T* a, T* ev, cudaStream_t stream,
-                            const int* skip = nullptr);  // skip: problems with skip[p] == 0 return
-
-// The ensemble-space ETKF transform of P problems (2 <= N <= kMaxNsOrder) without an
-// eigendecomposition: from c_p = [G | b] (N x (N+1) column-major, c_stride apart; G =
-// (N-1) I + Yw^T Yw), T_p = sqrt(N-1) G^-1/2 + (G^-1 b) 1^T (t, contiguous N x N) by a coupled
-// Newton-Schulz iteration in float64, one block per problem. A problem that does not converge
-// in max_iter iterations falls back to LaunchJacobiEig on a copy of G in v and the eigenvalue
-// functions (ev: N per problem; info[p] = 1 on a non-positive eigenvalue); flag (P ints) says
-// which problems took the fallback (1) or not (0).
-constexpr int kMaxNsOrder = 64;
-constexpr int kDefaultNsIterations = 100;
-template <typename T>
-cudaError_t LaunchEtkfTransform(int P, int N, const T* c, int64_t c_stride, T* t, T* v, T* ev, int* info,
-                                int* flag, cudaStream_t stream, int max_iter = kDefaultNsIterations);
+cudaError_t LaunchJacobiEig(int P, int N, T* a, T* ev, cudaStream_t stream);
 
 // Lp (npad x npad, column-major): the diagonal blocks of order nb of the lower factor l (n x n),
 // padded with an identity to npad (a multiple of nb); only the diagonal blocks are written.

@@ -247,12 +247,6 @@ int main(int argc, char** argv) {
     Case le{"variant large etkf eig library", 1, 1000000, 100000, 50, f64, etkf, false, Form::kAuto, 0, 5};
     le.eig_variant = 0;
     cases.push_back(le);
-    Case lf{"variant large etkf NS fallback (Jacobi)", 1, 1000000, 100000, 50, f64, etkf, false, Form::kAuto, 0, 5};
-    lf.eig_variant = 2;
-    cases.push_back(lf);
-    Case sj{"variant small etkf eig Jacobi", 10000, 40, 40, 20, f64, etkf, false, Form::kAuto, 0, 20};
-    sj.eig_variant = 1;
-    cases.push_back(sj);
     Case lg{"variant large no_fused", 1, 1000000, 100000, 50, f64, enkf, false, Form::kAuto, 0, 5};
     lg.no_fused = true;
     cases.push_back(lg);

@@ -225,7 +225,7 @@ struct Group {
   size_t ones = 0;  // split-K: kSplitChunks + 1 ones (the reduction's GEMV)
   // scratch
   size_t split = 0;  // split-K partial products of C
-  size_t xbar = 0, c = 0, s = 0, z = 0, v = 0, vf = 0, t = 0, ev = 0, u = 0, wbar = 0, flag = 0, partials = 0;
+  size_t xbar = 0, c = 0, s = 0, z = 0, v = 0, vf = 0, t = 0, ev = 0, u = 0, wbar = 0, partials = 0;
   // out
   size_t xa = 0, innovation = 0;
 
@@ -401,11 +401,6 @@ class GroupRunner {
                                   small_variant_);
   }
   // Centring, the update product and the finishing pass in one pass over the state.
-  // The ensemble-space ETKF transform by Newton-Schulz (eig_variant -1; 2 forces its fallback).
-  bool NsTransform() const {
-    return !no_fused_ && (eig_variant_ == -1 || eig_variant_ == 2) && g_.key.N >= 2 &&
-           g_.key.N <= kernels::kMaxNsOrder;
-  }
   bool FusedRows() const { return !no_fused_ && g_.key.N <= kernels::kMaxFusedRowsMembers; }
   // B (order x cols, column-major, ld ldb) <- L^-1 B (op N) or L^-T B (op T), L lower (ld ldl):
   // TRSM on diagonal blocks of trsm_block_, GEMM for the off-diagonal blocks.
@@ -748,16 +743,6 @@ absl::Status GroupRunner<T>::Run() {
       }
       CUDA_RETURN_IF_ERROR(kernels::LaunchAddDiagonal<T>(P, iN, t, N, t_stride, T(1), s));
       RETURN_IF_ERROR(Launched());
-    } else if (NsTransform()) {
-      // T = sqrt(N-1) G^-1/2 + (G^-1 b) 1^T by Newton-Schulz in one block per problem (50 x 50:
-      // SYEVD alone took 0.60 ms); the eigendecomposition (Jacobi) only where it does not converge.
-      t = Sc<T>(g_.t);
-      t_stride = nn;
-      CUDA_RETURN_IF_ERROR(kernels::LaunchEtkfTransform<T>(
-          P, iN, c, c_stride, t, Sc<T>(g_.v), Sc<T>(g_.ev), info_e_, Sc<int>(g_.flag), s,
-          eig_variant_ == 2 ? 0 : kernels::kDefaultNsIterations));
-      RETURN_IF_ERROR(Launched());
-      RETURN_IF_ERROR(Mark("eig"));
     } else {
       // G = V diag(g) V^T; u = diag(1/g) V^T b; wbar = V u; W = V diag(sqrt((N-1)/g)) V^T.
       T* v = Sc<T>(g_.v);
@@ -938,7 +923,6 @@ absl::StatusOr<PendingAssimilate> Enqueue(DeviceContext& device, StreamSlot& slo
       g.ev = sc.Take(P * N * es);
       g.u = sc.Take(P * N * es);
       g.wbar = sc.Take(P * N * es);
-      g.flag = sc.Take(P * sizeof(int));
     }
     if (etkf || !g.ensemble() || P == 1) g.t = sc.Take(P * N * N * es);
     g.partials = sc.Take(P * static_cast<size_t>(kernels::FinishRowsBlocks(g.key.n)) * sizeof(double));

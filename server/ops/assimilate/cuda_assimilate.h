@@ -47,11 +47,8 @@ struct CudaEnqueueOptions {
   // inverted diagonal blocks of L (order trsm_block rounded up to 32 x 2^k, or 512) and GEMMs
   // (1); -1: 1 for N >= 1024.
   int solve_variant = -1;
-  // ETKF: -1 the ensemble-space transform by Newton-Schulz for N <= 64 (unless no_fused), and
-  // the Jacobi kernel for several observation-space eigenproblems of N <= 64 (unless no_fused or
-  // force_unbatched), SYEVD / syevjBatched otherwise; 1 the eigendecomposition (Jacobi for
-  // several problems of N <= 64, as -1 without Newton-Schulz); 2 Newton-Schulz forced onto its
-  // fallback (Jacobi); 0 always the library.
+  // ETKF eigendecompositions: -1 the Jacobi kernel for several problems of N <= 64 (unless
+  // no_fused or force_unbatched), SYEVD / syevjBatched otherwise; 0 always the library.
   int eig_variant = -1;
   // Rows per warp tile of the one-pass state transform: 4 or 8 (0: 8).
   int rows_per_warp = 0;

@@ -48,7 +48,6 @@ struct Spec {
   Relaxation relaxation = Relaxation::kNone;
   double alpha = 0;
   bool bad_r = false;  // a symmetric R with a positive diagonal that is not positive definite
-  double r_scale = 1.0;  // diagonal R: variances scaled by this (small: Yw^T Yw >> (N-1) I)
 };
 
 // Random case: X with an offset and members correlated through a few modes, HX = H X + noise
@@ -74,7 +73,7 @@ std::unique_ptr<Case> MakeCase(const Spec& s, std::mt19937_64& rng) {
   std::vector<double> r;
   if (s.kind == ObsErrorKind::kVariances) {
     r.resize(m);
-    for (double& v : r) v = s.r_scale * u(rng);
+    for (double& v : r) v = u(rng);
   } else {
     std::vector<double> b(m * m);
     for (double& v : b) v = g(rng);
@@ -506,40 +505,8 @@ TEST_F(AssimilateCuda, EtkfEigenJacobiAndLibrary) {
       for (int k = 0; k < sh[3]; ++k) cases.push_back(MakeCase(s, rng));
       const std::string label =
           absl::StrCat(ElementName(dtype), " etkf ", sh[0], "x", sh[1], "x", sh[2], " x", sh[3]);
-      for (int v : {-1, 0, 1, 2}) {
+      for (int v : {-1, 0}) {
         ExpectMatchesCpu(dtype, cases, absl::StrCat(label, " eig variant ", v), false, false, -1, -1, v);
-      }
-    }
-  }
-}
-
-// The Newton-Schulz ETKF transform (eig variant -1) and its forced fallback (2) against the CPU
-// on ill-conditioned G = (N-1) I + Yw^T Yw: tiny observation variances (Yw^T Yw up to ~1e10
-// times N - 1), fewer observations than members (eigenvalues exactly N - 1 next to large ones),
-// at the orders where the tiling changes (N = 2, 3, 4, 5, 31, 32, 50, 63, 64).
-TEST_F(AssimilateCuda, EtkfNewtonSchulzIllConditioned) {
-  std::mt19937_64 rng(23);
-  for (int64_t N : {2, 3, 4, 5, 31, 32, 50, 63, 64}) {
-    for (double r_scale : {1.0, 1e-4, 1e-8}) {
-      for (int64_t m : {N / 2 + 1, 3 * N}) {
-        Spec s;
-        s.n = 40;
-        s.m = m;
-        s.N = N;
-        s.method = Method::kEtkf;
-        s.form = Form::kEnsembleSpace;
-        s.r_scale = r_scale;
-        s.inflation = 1.02;
-        std::vector<std::unique_ptr<Case>> cases;
-        for (int k = 0; k < 2; ++k) cases.push_back(MakeCase(s, rng));
-        const std::string label = absl::StrCat("etkf N=", N, " m=", m, " r_scale=", r_scale);
-        for (int v : {-1, 2}) {
-          ExpectMatchesCpu(ElementType::kFloat64, cases, absl::StrCat(label, " eig variant ", v), false, false,
-                           -1, -1, v);
-        }
-        if (r_scale == 1.0) {
-          ExpectMatchesCpu(ElementType::kFloat32, cases, absl::StrCat(label, " float32"));
-        }
       }
     }
   }
