@@ -25,6 +25,9 @@ int Blocks(int64_t threads, int per_block) {
   return static_cast<int>((threads + per_block - 1) / per_block);
 }
 
+// Members a lane's seeded draws cover in registers in PrepareObsKernel: N <= 32 x this.
+constexpr int kSeededPerLane = 4;
+
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads) PrepareObsKernel(
     int P, int64_t m, int N, int W, T* __restrict__ obs, const double* __restrict__ y,
@@ -49,25 +52,52 @@ __global__ void __launch_bounds__(kRowThreads) PrepareObsKernel(
     row[N] = dw;
   }
   T* e = row + N + 1;
+  auto finish = [&](int j, double z, double zmean) {
+    const T yw = lambda * static_cast<T>(static_cast<double>(row[j]) - mean) * scale;
+    row[j] = yw;
+    if (!stochastic) return;
+    const T ew = seeded ? static_cast<T>(z - zmean) : e[j] * scale;
+    e[j] = form_d ? ew + (dw - yw) : ew;
+  };
+  const uint64_t e0 = static_cast<uint64_t>(i) * N;  // this row's first element number
+  if (stochastic && seeded && N <= kWarp * kSeededPerLane) {
+    // Each Philox block (two normals, elements 2b and 2b + 1) is drawn once, by one lane, and
+    // the lanes holding its elements take them by shuffle; the draws stay in registers for the
+    // centring and the update (Normal() per element would draw every block four times).
+    double z[kSeededPerLane];
+    const uint64_t b0 = e0 >> 1;
+    const uint64_t blocks = ((e0 + N - 1) >> 1) - b0 + 1;
+    for (uint64_t c = 0; c < blocks; c += kWarp) {
+      double z0 = 0, z1 = 0;
+      if (c + lane < blocks) philox::NormalPair(pp.seed, pp.index, b0 + c + lane, &z0, &z1);
+#pragma unroll
+      for (int q = 0; q < kSeededPerLane; ++q) {
+        const uint64_t el = e0 + lane + q * kWarp;
+        const uint64_t rel = (el >> 1) - b0;  // the element's block, relative to this row's first
+        const int src = static_cast<int>((rel - c) & (kWarp - 1));
+        const double a = __shfl_sync(0xffffffffu, z0, src);
+        const double b = __shfl_sync(0xffffffffu, z1, src);
+        if (lane + q * kWarp < N && rel >= c && rel < c + kWarp) z[q] = (el & 1) ? b : a;
+      }
+    }
+    double zs = 0;
+#pragma unroll
+    for (int q = 0; q < kSeededPerLane; ++q)
+      if (lane + q * kWarp < N) zs += z[q];
+    const double zmean = WarpSum(zs) / N;
+#pragma unroll
+    for (int q = 0; q < kSeededPerLane; ++q)
+      if (lane + q * kWarp < N) finish(lane + q * kWarp, z[q], zmean);
+    return;
+  }
   double zmean = 0;
   if (stochastic && seeded) {
     double zs = 0;
-    for (int j = lane; j < N; j += kWarp) {
-      zs += philox::Normal(pp.seed, pp.index, static_cast<uint64_t>(i * N + j));
-    }
+    for (int j = lane; j < N; j += kWarp) zs += philox::Normal(pp.seed, pp.index, e0 + j);
     zmean = WarpSum(zs) / N;
   }
   for (int j = lane; j < N; j += kWarp) {
-    const T yw = lambda * static_cast<T>(static_cast<double>(row[j]) - mean) * scale;
-    row[j] = yw;
-    if (!stochastic) continue;
-    T ew;
-    if (seeded) {
-      ew = static_cast<T>(philox::Normal(pp.seed, pp.index, static_cast<uint64_t>(i * N + j)) - zmean);
-    } else {
-      ew = e[j] * scale;
-    }
-    e[j] = form_d ? ew + (dw - yw) : ew;
+    finish(j, stochastic && seeded ? philox::Normal(pp.seed, pp.index, e0 + j) : 0.0, zmean);
   }
 }
 
@@ -156,6 +186,57 @@ __global__ void AddColumnVectorKernel(int P, int N, T* __restrict__ t, const T* 
   t[idx] += w[p * w_stride + j];
 }
 
+// Finishes one analysis row (N anomalies of a state variable) with a warp: RTPP or RTPS
+// relaxation toward the forecast anomalies f, then the mean `base` added back, written to `out`
+// (which may be `row`). Returns the row's variance over the members (N - 1 normalisation), the
+// state's share of the analysis spread.
+template <typename T>
+__device__ double FinishRowWarp(T* row, const T* f, T* out, int N, int lane,
+                                const ProblemParams& pp, T base) {
+  const double alpha = pp.relaxation_factor;
+  double s = 0;
+  for (int j = lane; j < N; j += kWarp) s += static_cast<double>(row[j]);
+  const double amean = WarpSum(s) / N;
+  double m2 = amean;
+  if (pp.relaxation == 1) {  // RTPP
+    double s2 = 0;
+    for (int j = lane; j < N; j += kWarp) {
+      const T v = static_cast<T>(amean + (1 - alpha) * (static_cast<double>(row[j]) - amean) +
+                                 alpha * static_cast<double>(f[j]));
+      row[j] = v;
+      s2 += static_cast<double>(v);
+    }
+    m2 = WarpSum(s2) / N;
+  } else if (pp.relaxation == 2) {  // RTPS
+    double va = 0, vf = 0;
+    for (int j = lane; j < N; j += kWarp) {
+      const double a = static_cast<double>(row[j]) - amean;
+      va += a * a;
+      vf += static_cast<double>(f[j]) * static_cast<double>(f[j]);
+    }
+    va = WarpSum(va);
+    vf = WarpSum(vf);
+    if (va > 0) {
+      const double factor = 1 - alpha + alpha * sqrt(vf / va);
+      double s2 = 0;
+      for (int j = lane; j < N; j += kWarp) {
+        const T v = static_cast<T>(amean + factor * (static_cast<double>(row[j]) - amean));
+        row[j] = v;
+        s2 += static_cast<double>(v);
+      }
+      m2 = WarpSum(s2) / N;
+    }
+  }
+  double var = 0;
+  for (int j = lane; j < N; j += kWarp) {
+    const T v = row[j];
+    const double dv = static_cast<double>(v) - m2;
+    var += dv * dv;
+    out[j] = v + base;
+  }
+  return WarpSum(var) / static_cast<double>(N - 1);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads) FinishRowsKernel(
     int64_t n, int N, T* __restrict__ xa, const T* __restrict__ af, const double* __restrict__ xbar,
@@ -165,56 +246,13 @@ __global__ void __launch_bounds__(kRowThreads) FinishRowsKernel(
   const int lane = threadIdx.x % kWarp;
   const int warp = threadIdx.x / kWarp;
   const ProblemParams pp = params[p];
-  const double alpha = pp.relaxation_factor;
-  const double n1 = static_cast<double>(N - 1);
   double total = 0;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + warp; i < n;
        i += static_cast<int64_t>(gridDim.x) * kRowsPerBlock) {
     const int64_t r = static_cast<int64_t>(p) * n + i;
     T* row = xa + r * N;
     const T* f = af + r * N;
-    double s = 0;
-    for (int j = lane; j < N; j += kWarp) s += static_cast<double>(row[j]);
-    const double amean = WarpSum(s) / N;
-    double m2 = amean;
-    if (pp.relaxation == 1) {  // RTPP
-      double s2 = 0;
-      for (int j = lane; j < N; j += kWarp) {
-        const T v = static_cast<T>(amean + (1 - alpha) * (static_cast<double>(row[j]) - amean) +
-                                   alpha * static_cast<double>(f[j]));
-        row[j] = v;
-        s2 += static_cast<double>(v);
-      }
-      m2 = WarpSum(s2) / N;
-    } else if (pp.relaxation == 2) {  // RTPS
-      double va = 0, vf = 0;
-      for (int j = lane; j < N; j += kWarp) {
-        const double a = static_cast<double>(row[j]) - amean;
-        va += a * a;
-        vf += static_cast<double>(f[j]) * static_cast<double>(f[j]);
-      }
-      va = WarpSum(va);
-      vf = WarpSum(vf);
-      if (va > 0) {
-        const double factor = 1 - alpha + alpha * sqrt(vf / va);
-        double s2 = 0;
-        for (int j = lane; j < N; j += kWarp) {
-          const T v = static_cast<T>(amean + factor * (static_cast<double>(row[j]) - amean));
-          row[j] = v;
-          s2 += static_cast<double>(v);
-        }
-        m2 = WarpSum(s2) / N;
-      }
-    }
-    const T base = static_cast<T>(xbar[r]);
-    double var = 0;
-    for (int j = lane; j < N; j += kWarp) {
-      const T v = row[j];
-      const double dv = static_cast<double>(v) - m2;
-      var += dv * dv;
-      row[j] = v + base;
-    }
-    total += WarpSum(var) / n1;
+    total += FinishRowWarp(row, f, row, N, lane, pp, static_cast<T>(xbar[r]));
   }
   if (lane == 0) warp_sums[warp] = total;
   __syncthreads();
@@ -619,55 +657,12 @@ __global__ void __launch_bounds__(kSmallThreads) SmallEnkfKernel(
   }
   __syncthreads();
   // 8. Finish each row (as FinishRowsKernel) and write it.
-  const double alpha = pp.relaxation_factor;
-  const double n1 = static_cast<double>(N - 1);
   T* xap = xa_all + static_cast<int64_t>(p) * nN;
   double total = 0;
   for (int64_t r = warp; r < n; r += kWarps) {
     T* row = s_o + r * N;
     const T* f = s_x + r * N;
-    double s = 0;
-    for (int j = lane; j < N; j += kWarp) s += static_cast<double>(row[j]);
-    const double amean = WarpSum(s) / N;
-    double m2 = amean;
-    if (pp.relaxation == 1) {
-      double s2 = 0;
-      for (int j = lane; j < N; j += kWarp) {
-        const T v = static_cast<T>(amean + (1 - alpha) * (static_cast<double>(row[j]) - amean) +
-                                   alpha * static_cast<double>(f[j]));
-        row[j] = v;
-        s2 += static_cast<double>(v);
-      }
-      m2 = WarpSum(s2) / N;
-    } else if (pp.relaxation == 2) {
-      double va = 0, vf = 0;
-      for (int j = lane; j < N; j += kWarp) {
-        const double a = static_cast<double>(row[j]) - amean;
-        va += a * a;
-        vf += static_cast<double>(f[j]) * static_cast<double>(f[j]);
-      }
-      va = WarpSum(va);
-      vf = WarpSum(vf);
-      if (va > 0) {
-        const double factor = 1 - alpha + alpha * sqrt(vf / va);
-        double s2 = 0;
-        for (int j = lane; j < N; j += kWarp) {
-          const T v = static_cast<T>(amean + factor * (static_cast<double>(row[j]) - amean));
-          row[j] = v;
-          s2 += static_cast<double>(v);
-        }
-        m2 = WarpSum(s2) / N;
-      }
-    }
-    const T base = static_cast<T>(s_xmean[r]);
-    double var = 0;
-    for (int j = lane; j < N; j += kWarp) {
-      const T v = row[j];
-      const double dv = static_cast<double>(v) - m2;
-      var += dv * dv;
-      xap[r * N + j] = v + base;
-    }
-    total += WarpSum(var) / n1;
+    total += FinishRowWarp(row, f, xap + r * N, N, lane, pp, static_cast<T>(s_xmean[r]));
   }
   if (lane == 0) warp_sums[warp] = total;
   __syncthreads();

@@ -18,6 +18,7 @@
 #include "client/cpp/assimilation_request.h"
 #include "client/cpp/client.h"
 #include "server/service/server.h"
+#include "spdlog/spdlog.h"
 
 namespace gpucompute {
 namespace {
@@ -123,4 +124,7 @@ int Run(const Options& o) {
 }  // namespace
 }  // namespace gpucompute
 
-int main(int argc, char** argv) { return gpucompute::Run(gpucompute::Parse(argc, argv)); }
+int main(int argc, char** argv) {
+  spdlog::set_level(spdlog::level::warn);  // stdout carries the JSON lines
+  return gpucompute::Run(gpucompute::Parse(argc, argv));
+}

@@ -22,6 +22,7 @@
 #include "server/runtime/completion_queue.h"
 #include "server/runtime/cuda/device_context.h"
 #include "tests/server/runtime/cuda/cuda_test_util.h"
+#include "tests/server/runtime/cuda/device_test_fixture.h"
 
 namespace gpucompute::assimilate {
 namespace {
@@ -135,22 +136,8 @@ double RelL2(const std::vector<double>& got, const std::vector<double>& ref) {
   return std::sqrt(num / std::max(den, 1e-300));
 }
 
-class AssimilateCuda : public ::testing::Test {
+class AssimilateCuda : public ::gpucompute::testing::SharedDeviceTest {
  protected:
-  static void SetUpTestSuite() {
-    if (!::gpucompute::testing::NoDeviceReason().empty()) return;
-    DeviceContext::Options o;
-    o.streams = 2;
-    auto ctx = DeviceContext::Create(o);
-    ASSERT_TRUE(ctx.ok()) << ctx.status();
-    device_ = ctx->release();
-  }
-  static void TearDownTestSuite() {
-    delete device_;
-    device_ = nullptr;
-  }
-  void SetUp() override { SKIP_WITHOUT_CUDA_DEVICE(); }
-
   // Runs the requests as one batch on the device.
   absl::StatusOr<std::vector<Output>> Run(ElementType dtype,
                                           const std::vector<std::shared_ptr<Request>>& requests,
@@ -164,7 +151,7 @@ class AssimilateCuda : public ::testing::Test {
       r->dtype = dtype;
       batch.requests.push_back(r);
     }
-    StreamSlot* slot = device_->AcquireSlot();
+    StreamSlot* slot = device().AcquireSlot();
     CudaEnqueueOptions options;
     options.force_unbatched = unbatched;
     options.no_fused = no_fused;
@@ -173,11 +160,11 @@ class AssimilateCuda : public ::testing::Test {
     options.eig_variant = eig_variant;
     options.rows_per_warp = rows_per_warp;
     options.small_variant = small_variant;
-    auto pending = EnqueueAssimilate(*device_, *slot, batch, &options);
+    auto pending = EnqueueAssimilate(device(), *slot, batch, &options);
     const cudaError_t err = cudaStreamSynchronize(slot->stream.get());
     std::vector<Output> out;
     if (pending.ok() && err == cudaSuccess) out = UnpackAssimilate(*pending, *slot, batch);
-    device_->ReleaseSlot(slot);
+    device().ReleaseSlot(slot);
     if (!pending.ok()) return pending.status();
     if (err != cudaSuccess) return absl::InternalError(cudaGetErrorString(err));
     return out;
@@ -221,10 +208,8 @@ class AssimilateCuda : public ::testing::Test {
     }
   }
 
-  static DeviceContext* device_;
 };
 
-DeviceContext* AssimilateCuda::device_ = nullptr;
 
 const char* KindName(ObsErrorKind k) { return k == ObsErrorKind::kVariances ? "variances" : "covariance"; }
 
@@ -233,7 +218,7 @@ TEST(AssimilateCudaHost, RelL2FailsOnNan) {
   EXPECT_LE(RelL2({1.0, 2.0}, {1.0, 2.0}), 0.0);
 }
 
-TEST_F(AssimilateCuda, WarmUp) { ASSERT_TRUE(WarmUpAssimilate(*device_).ok()); }
+TEST_F(AssimilateCuda, WarmUp) { ASSERT_TRUE(WarmUpAssimilate(device()).ok()); }
 
 // One problem of each variant (the plain routines: SYRK, POTRF, TRSM, SYEVD).
 TEST_F(AssimilateCuda, EveryMethodKindFormDtype) {
@@ -323,8 +308,21 @@ TEST_F(AssimilateCuda, ManySmallProblemsBatched) {
 
 // Seeded perturbations: the GPU draws the CPU's numbers. With R = I, no inflation and H = the
 // state itself, the stochastic increment is linear in the perturbations, so a wrong draw shows.
+// Member counts: odd (Philox pairs straddle rows), one and several draws per lane, more than 32
+// pairs per row, and beyond the per-lane register cache (129).
 TEST_F(AssimilateCuda, SeededPerturbationsEqualCpu) {
   std::mt19937_64 rng(14);
+  for (int members : {13, 50, 101, 129}) {
+    Spec s;
+    s.n = 90;
+    s.m = 70;
+    s.N = members;
+    s.method = Method::kStochastic;
+    s.seeded = true;
+    std::vector<std::unique_ptr<Case>> cases;
+    cases.push_back(MakeCase(s, rng));
+    ExpectMatchesCpu(ElementType::kFloat64, cases, absl::StrCat("float64 seeded N=", members));
+  }
   for (ElementType dtype : {ElementType::kFloat64, ElementType::kFloat32}) {
     Spec s;
     s.n = 200;
