@@ -247,6 +247,12 @@ int main(int argc, char** argv) {
     Case le{"variant large etkf eig library", 1, 1000000, 100000, 50, f64, etkf, false, Form::kAuto, 0, 5};
     le.eig_variant = 0;
     cases.push_back(le);
+    Case lx{"variant large etkf eig XsyevBatched", 1, 1000000, 100000, 50, f64, etkf, false, Form::kAuto, 0, 5};
+    lx.eig_variant = 2;
+    cases.push_back(lx);
+    Case sx{"variant small etkf eig XsyevBatched", 10000, 40, 40, 20, f64, etkf, false, Form::kAuto, 0, 20};
+    sx.eig_variant = 2;
+    cases.push_back(sx);
     Case lg{"variant large no_fused", 1, 1000000, 100000, 50, f64, enkf, false, Form::kAuto, 0, 5};
     lg.no_fused = true;
     cases.push_back(lg);

@@ -625,6 +625,27 @@ absl::Status GroupRunner<T>::Eig(int N, T* a, T* ev, int* info) {
     CUDA_RETURN_IF_ERROR(kernels::LaunchJacobiEig<T>(P, N, a, ev, stream()));
     return Launched();
   }
+  if (eig_variant_ == 2) {
+    // cuSOLVER's batched SYEV (also for one matrix).
+    cusolverDnParams_t prm = nullptr;
+    CUSOLVER_RETURN_IF_ERROR(cusolverDnCreateParams(&prm));
+    struct ParamsGuard {
+      cusolverDnParams_t p;
+      ~ParamsGuard() { cusolverDnDestroyParams(p); }
+    } prm_guard{prm};
+    const cudaDataType dt = sizeof(T) == 8 ? CUDA_R_64F : CUDA_R_32F;
+    size_t device_bytes = 0, host_bytes = 0;
+    CUSOLVER_RETURN_IF_ERROR(cusolverDnXsyevBatched_bufferSize(
+        solver(), prm, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, N, dt, a, N, dt, ev, dt,
+        &device_bytes, &host_bytes, P));
+    if (host_bytes == 0) {  // a host workspace would have to outlive the enqueue
+      ASSIGN_OR_RETURN(void* work, scratch_.Get(std::max<size_t>(device_bytes, 1)));
+      CUSOLVER_RETURN_IF_ERROR(cusolverDnXsyevBatched(
+          solver(), prm, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, N, dt, a, N, dt, ev, dt,
+          work, device_bytes, nullptr, 0, info, P));
+      return Launched();
+    }
+  }
   if (Batched(N, kMaxSyevjBatchedOrder)) {
     syevjInfo_t params = nullptr;
     CUSOLVER_RETURN_IF_ERROR(cusolverDnCreateSyevjInfo(&params));

@@ -48,7 +48,8 @@ struct CudaEnqueueOptions {
   // (1); -1: 1 for N >= 1024.
   int solve_variant = -1;
   // ETKF eigendecompositions: -1 the Jacobi kernel for several problems of N <= 64 (unless
-  // no_fused or force_unbatched), SYEVD / syevjBatched otherwise; 0 always the library.
+  // no_fused or force_unbatched), SYEVD / syevjBatched otherwise; 0 always the library; 2
+  // cuSOLVER's XsyevBatched (also for one matrix).
   int eig_variant = -1;
   // Rows per warp tile of the one-pass state transform: 4 or 8 (0: 8).
   int rows_per_warp = 0;

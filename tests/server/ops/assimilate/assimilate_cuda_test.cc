@@ -485,7 +485,8 @@ TEST_F(AssimilateCuda, FusedKernelsAndTheirBoundaries) {
 }
 
 // More rows than 64 x 2048: the one-pass state transform strides over tiles.
-// ETKF eigendecompositions by the Jacobi kernel and by the library, one and many problems,
+// ETKF eigendecompositions by the Jacobi kernel, the library and cuSOLVER's XsyevBatched, one
+// and many problems,
 // odd and even orders on both sides of N = 32 (threads) and N = 64 (the switch).
 TEST_F(AssimilateCuda, EtkfEigenJacobiAndLibrary) {
   std::mt19937_64 rng(22);
@@ -503,7 +504,7 @@ TEST_F(AssimilateCuda, EtkfEigenJacobiAndLibrary) {
       for (int k = 0; k < sh[3]; ++k) cases.push_back(MakeCase(s, rng));
       const std::string label =
           absl::StrCat(ElementName(dtype), " etkf ", sh[0], "x", sh[1], "x", sh[2], " x", sh[3]);
-      for (int v : {-1, 0}) {
+      for (int v : {-1, 0, 2}) {  // default, library (SYEVD / syevjBatched), XsyevBatched
         ExpectMatchesCpu(dtype, cases, absl::StrCat(label, " eig variant ", v), false, false, -1, -1, v);
       }
     }
