@@ -94,6 +94,16 @@ def run_server(tmp, *flags):
         f"server exited with {proc.returncode} after SIGTERM: {argv}\n" + _log_tail(log_file))
 
 
+@contextlib.contextmanager
+def client_of_server(tmp, *flags, timeout=60.0):
+    """A connected ``gpucompute.Client`` (call deadline ``timeout`` s) of a server that
+    run_server(tmp, *flags) starts for it: for tests that need non-default server flags."""
+    with run_server(tmp, *flags) as target:
+        with gpucompute.Client(target, timeout=timeout) as c:
+            c.wait_for_ready(timeout=STARTUP_TIMEOUT_S)
+            yield c
+
+
 @pytest.fixture(scope="session")
 def server_target(tmp_path_factory):
     """The session's server (default limits): "127.0.0.1:PORT", or $GPUCOMPUTE_TARGET."""

@@ -17,7 +17,7 @@ import pytest
 import scipy.linalg
 
 import gpucompute
-from conftest import run_server
+from conftest import client_of_server
 from rpc_util import expect_rpc_error
 from gpucompute.v1 import compute_pb2, tensor_pb2
 
@@ -301,10 +301,8 @@ def limited(tmp_path_factory):
     if os.environ.get("GPUCOMPUTE_TARGET"):
         pytest.skip("needs a server started by the tests")
     flags = [f"--{k}={v}" for k, v in LIMITS.items()]
-    with run_server(tmp_path_factory.mktemp("assimilate-limited"), *flags) as target:
-        with gpucompute.Client(target, timeout=60.0) as c:
-            c.wait_for_ready()
-            yield c
+    with client_of_server(tmp_path_factory.mktemp("assimilate-limited"), *flags) as c:
+        yield c
 
 
 def test_limits_are_resource_exhausted(limited, rng):

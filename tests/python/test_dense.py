@@ -16,7 +16,7 @@ import pytest
 
 import gpucompute
 from rpc_util import expect_rpc_error
-from conftest import run_server
+from conftest import client_of_server
 from dense_util import ACTIVATION_FNS, TOLERANCES, check, random_layer, random_stack, reference
 from gpucompute.v1 import compute_pb2, tensor_pb2
 
@@ -391,10 +391,8 @@ def batching_client(tmp_path_factory):
         with gpucompute.Client(os.environ["GPUCOMPUTE_TARGET"], timeout=120.0) as c:
             yield c
         return
-    with run_server(tmp_path_factory.mktemp("batching"), *BATCHING_FLAGS) as target:
-        with gpucompute.Client(target, timeout=120.0) as c:
-            c.wait_for_ready(timeout=60)
-            yield c
+    with client_of_server(tmp_path_factory.mktemp("batching"), *BATCHING_FLAGS, timeout=120.0) as c:
+        yield c
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import gpucompute
-from conftest import run_server
+from conftest import client_of_server
 from series_util import assert_power_close, astropy_power, make_series
 
 LIMITS = {
@@ -31,10 +31,8 @@ def limited(tmp_path_factory):
     if os.environ.get("GPUCOMPUTE_TARGET"):
         pytest.skip("needs a server started by the tests")
     flags = [f"--{k}={v}" for k, v in LIMITS.items()]
-    with run_server(tmp_path_factory.mktemp("limited"), *flags) as target:
-        with gpucompute.Client(target, timeout=60.0) as c:
-            c.wait_for_ready()
-            yield c
+    with client_of_server(tmp_path_factory.mktemp("limited"), *flags) as c:
+        yield c
 
 
 def _exhausted(fn, pattern=None):
