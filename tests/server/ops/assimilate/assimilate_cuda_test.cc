@@ -138,13 +138,10 @@ double RelL2(const std::vector<double>& got, const std::vector<double>& ref) {
 
 class AssimilateCuda : public ::gpucompute::testing::SharedDeviceTest {
  protected:
-  // Runs the requests as one batch on the device.
+  // Runs the requests as one batch on the device, with `options`' paths forced.
   absl::StatusOr<std::vector<Output>> Run(ElementType dtype,
                                           const std::vector<std::shared_ptr<Request>>& requests,
-                                          bool unbatched = false, bool no_fused = false,
-                                          int trsm_block = -1, int solve_variant = -1,
-                                          int eig_variant = -1, int rows_per_warp = 0,
-                                          int small_variant = 0) {
+                                          const CudaEnqueueOptions& options = {}) {
     Batch batch;
     batch.dtype = dtype;
     for (const auto& r : requests) {
@@ -152,14 +149,6 @@ class AssimilateCuda : public ::gpucompute::testing::SharedDeviceTest {
       batch.requests.push_back(r);
     }
     StreamSlot* slot = device().AcquireSlot();
-    CudaEnqueueOptions options;
-    options.force_unbatched = unbatched;
-    options.no_fused = no_fused;
-    options.trsm_block = trsm_block;
-    options.solve_variant = solve_variant;
-    options.eig_variant = eig_variant;
-    options.rows_per_warp = rows_per_warp;
-    options.small_variant = small_variant;
     auto pending = EnqueueAssimilate(device(), *slot, batch, &options);
     const cudaError_t err = cudaStreamSynchronize(slot->stream.get());
     std::vector<Output> out;
@@ -173,13 +162,10 @@ class AssimilateCuda : public ::gpucompute::testing::SharedDeviceTest {
   // Every problem of `cases` in one request, GPU against the CPU reference (the analysis
   // increment Xa - X, the innovation means, the spread and the form).
   void ExpectMatchesCpu(ElementType dtype, const std::vector<std::unique_ptr<Case>>& cases,
-                        const std::string& label, bool unbatched = false, bool no_fused = false,
-                        int trsm_block = -1, int solve_variant = -1, int eig_variant = -1,
-                        int rows_per_warp = 0, int small_variant = 0) {
+                        const std::string& label, const CudaEnqueueOptions& options = {}) {
     auto request = std::make_shared<Request>();
     for (const auto& c : cases) request->problems.push_back(c->problem);
-    auto out = Run(dtype, {request}, unbatched, no_fused, trsm_block, solve_variant, eig_variant, rows_per_warp,
-                   small_variant);
+    auto out = Run(dtype, {request}, options);
     ASSERT_TRUE(out.ok()) << label << ": " << out.status();
     ASSERT_EQ(out->size(), 1u);
     ASSERT_TRUE((*out)[0].status.ok()) << label << ": " << (*out)[0].status;
@@ -298,8 +284,8 @@ TEST_F(AssimilateCuda, ManySmallProblemsBatched) {
           const std::string label = absl::StrCat(ElementName(dtype), " ", MethodName(method), " ",
                                                  KindName(kind), " ", FormName(form), " x48");
           ExpectMatchesCpu(dtype, cases, label + " batched");
-          ExpectMatchesCpu(dtype, cases, label + " unbatched", /*unbatched=*/true);
-          ExpectMatchesCpu(dtype, cases, label + " library path", /*unbatched=*/false, /*no_fused=*/true);
+          ExpectMatchesCpu(dtype, cases, label + " unbatched", {.force_unbatched = true});
+          ExpectMatchesCpu(dtype, cases, label + " library path", {.no_fused = true});
         }
       }
     }
@@ -475,9 +461,9 @@ TEST_F(AssimilateCuda, FusedKernelsAndTheirBoundaries) {
               absl::StrCat(ElementName(dtype), " ", MethodName(method), " ", sh.n, "x", sh.m, "x", sh.N,
                            " x", sh.problems, " variant ", variant);
           ExpectMatchesCpu(dtype, cases, label);
-          ExpectMatchesCpu(dtype, cases, label + " library path", false, /*no_fused=*/true);
-          ExpectMatchesCpu(dtype, cases, label + " 4 rows per warp", false, false, -1, -1, -1, 4);
-          ExpectMatchesCpu(dtype, cases, label + " block kernel", false, false, -1, -1, -1, 0, 1);
+          ExpectMatchesCpu(dtype, cases, label + " library path", {.no_fused = true});
+          ExpectMatchesCpu(dtype, cases, label + " 4 rows per warp", {.rows_per_warp = 4});
+          ExpectMatchesCpu(dtype, cases, label + " block kernel", {.small_variant = 1});
         }
       }
     }
@@ -505,7 +491,7 @@ TEST_F(AssimilateCuda, EtkfEigenJacobiAndLibrary) {
       const std::string label =
           absl::StrCat(ElementName(dtype), " etkf ", sh[0], "x", sh[1], "x", sh[2], " x", sh[3]);
       for (int v : {-1, 0, 2}) {  // default, library (SYEVD / syevjBatched), XsyevBatched
-        ExpectMatchesCpu(dtype, cases, absl::StrCat(label, " eig variant ", v), false, false, -1, -1, v);
+        ExpectMatchesCpu(dtype, cases, absl::StrCat(label, " eig variant ", v), {.eig_variant = v});
       }
     }
   }
@@ -523,14 +509,14 @@ TEST_F(AssimilateCuda, FusedRowsManyTiles) {
   std::vector<std::unique_ptr<Case>> cases;
   cases.push_back(MakeCase(s, rng));
   ExpectMatchesCpu(ElementType::kFloat64, cases, "n = 140001");
-  ExpectMatchesCpu(ElementType::kFloat64, cases, "n = 140001, 4 rows per warp", false, false, -1, -1, -1, 4);
+  ExpectMatchesCpu(ElementType::kFloat64, cases, "n = 140001, 4 rows per warp", {.rows_per_warp = 4});
   s.relaxation = Relaxation::kRtpp;
   s.N = 37;
   s.n = 300007;  // more tiles than warps in the grid at 4 and at 8 rows per warp
   cases.clear();
   cases.push_back(MakeCase(s, rng));
   ExpectMatchesCpu(ElementType::kFloat64, cases, "n = 300007");
-  ExpectMatchesCpu(ElementType::kFloat64, cases, "n = 300007, 4 rows per warp", false, false, -1, -1, -1, 4);
+  ExpectMatchesCpu(ElementType::kFloat64, cases, "n = 300007, 4 rows per warp", {.rows_per_warp = 4});
 }
 
 // Blocked left triangular solves (one large ensemble-space problem), at block sizes that do and
@@ -547,10 +533,10 @@ TEST_F(AssimilateCuda, BlockedTriangularSolves) {
     std::vector<std::unique_ptr<Case>> cases;
     cases.push_back(MakeCase(s, rng));
     for (int nb : {0, 16, 32, 75}) {
-      ExpectMatchesCpu(dtype, cases, absl::StrCat(ElementName(dtype), " trsm block ", nb), false, false, nb, 0);
+      ExpectMatchesCpu(dtype, cases, absl::StrCat(ElementName(dtype), " trsm block ", nb), {.trsm_block = nb, .solve_variant = 0});
     }
     for (int nb : {16, 32, 64, 75, 256}) {  // inverted diagonal blocks + GEMMs
-      ExpectMatchesCpu(dtype, cases, absl::StrCat(ElementName(dtype), " block inverse ", nb), false, false, nb, 1);
+      ExpectMatchesCpu(dtype, cases, absl::StrCat(ElementName(dtype), " block inverse ", nb), {.trsm_block = nb, .solve_variant = 1});
     }
   }
 }
