@@ -270,21 +270,20 @@ void PackGroup(const Group& g, const Batch& batch, char* in, char* scratch_dev, 
     return batch.requests[static_cast<size_t>(g.members[p].first)]->problems[static_cast<size_t>(
         g.members[p].second)];
   };
-  // X: large problems in row chunks over a few threads.
-  for (int p = 0; p < P; ++p) {
-    T* x = reinterpret_cast<T*>(in + g.x) + static_cast<int64_t>(p) * n * N;
-    const Problem& pr = problem(p);
-    constexpr int64_t kChunkRows = 4096;
-    const int64_t chunks = (n + kChunkRows - 1) / kChunkRows;
-    ParallelFor(chunks, n * N * ElementSize(pr.x.dtype), [&](int64_t b, int64_t e) {
-      for (int64_t c = b; c < e; ++c) {
-        const int64_t r0 = c * kChunkRows, r1 = std::min(n, r0 + kChunkRows);
-        ConvertInto(pr.x, r0 * N, (r1 - r0) * N, x + r0 * N);
-      }
-    }, /*min_cost_per_thread=*/int64_t{8} << 20);
-  }
-  // Observation rows (HX, perturbations, y, R) in chunks of rows, so that one large problem
-  // also converts on several threads (the seed problem's 144 MB took ~40 ms on one).
+  // X, then the observation rows (HX, perturbations, y, R), each as (problem, chunk of rows)
+  // tasks over the worker threads: one large problem and many small ones alike convert on
+  // several threads (the seed problem's 144 MB of observation rows took ~40 ms on one).
+  constexpr int64_t kXChunkRows = 4096;
+  const int64_t x_chunks = (n + kXChunkRows - 1) / kXChunkRows;
+  ParallelFor(P * x_chunks, static_cast<int64_t>(P) * n * N * static_cast<int64_t>(sizeof(T)),
+              [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t p = t / x_chunks, c = t - p * x_chunks;
+      const int64_t r0 = c * kXChunkRows, r1 = std::min(n, r0 + kXChunkRows);
+      T* x = reinterpret_cast<T*>(in + g.x) + p * n * N;
+      ConvertInto(problem(static_cast<int>(p)).x, r0 * N, (r1 - r0) * N, x + r0 * N);
+    }
+  }, /*min_cost_per_thread=*/int64_t{8} << 20);
   constexpr int64_t kObsChunkRows = 512;
   const int64_t obs_chunks = (m + kObsChunkRows - 1) / kObsChunkRows;
   const int64_t r_row = g.full_r() ? m : 1;  // values of R per observation row
