@@ -77,8 +77,8 @@ int ParseFlags(int argc, char** argv, LoadConfig& config) {
                         "grpc.http2.lookahead_bytes, the initial HTTP/2 stream window (0: gRPC's)")
       ->capture_default_str();
   transport->add_flag("--bdp-probe,!--no-bdp-probe", t.bdp_probe,
-                      "let gRPC grow HTTP/2 windows by BDP probing (grpc.http2.bdp_probe)")
-      ->capture_default_str();
+                      "let gRPC grow HTTP/2 windows by BDP probing (grpc.http2.bdp_probe; "
+                      "default on)");
   transport->add_option("--http2-max-frame-bytes", max_frame,
                         "grpc.http2.max_frame_size (0: gRPC's)")
       ->capture_default_str();
@@ -225,7 +225,7 @@ int ParseFlags(int argc, char** argv, LoadConfig& config) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; CLI11's own codes (105, ...) become 2
   }
 
   int bad = 0;

@@ -272,6 +272,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "gpucompute-load: no request succeeded\n");
     exit_code = 1;
   }
+  if (exit_code == 0 && g_stop.load()) exit_code = 130;  // interrupted: figures so far written
   return exit_code;
 }
 

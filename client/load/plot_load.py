@@ -62,13 +62,17 @@ def main(argv):
     ax_lat.set_yscale("log")
     ax_lat.set_ylabel("latency (ms)")
     ax_tp.set_ylabel("payload GB/s" if large else "requests/s")
-    ax_tp.set_ylim(bottom=0)
+    lines = [y for line in ax_tp.get_lines() for y in line.get_ydata() if y > 0]
+    if lines and max(lines) / min(lines) > 20:
+        ax_tp.set_yscale("log")  # e.g. a slow CPU service next to its echo
+    else:
+        ax_tp.set_ylim(bottom=0)
 
     server = run.get("server", {})
     title = (f"gpucompute-load: {workload}, {run.get('mode')} {run.get('input')} inputs, "
              f"{server.get('backend', '?')} {server.get('device', '')}").strip()
     if has_echo:
-        ratios = ", ".join(f"{l['service_echo_ratio']:.2f}" for l in levels)
+        ratios = ", ".join(f"{l['service_echo_ratio']:.3g}" for l in levels)
         title += f"\nservice/echo requests/s: {ratios}"
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()

@@ -60,7 +60,16 @@ absl::Status PreparedRun::LoadModel(const LoadConfig& config,
     client::ClientOptions options;
     options.default_timeout = std::max(config.run.timeout, absl::Minutes(10));
     options.connect_timeout = config.connect_timeout;
-    ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, client::Client::Connect(address, options));
+    absl::StatusOr<std::unique_ptr<client::Client>> connected =
+        client::Client::Connect(address, options);
+    if (!connected.ok()) {
+      // A name may resolve to addresses nothing listens on (::1 of a server on 127.0.0.1):
+      // round-robin skips those too.
+      std::fprintf(stderr, "gpucompute-load: no model on %s: %s\n", address.c_str(),
+                   connected.status().ToString().c_str());
+      continue;
+    }
+    std::unique_ptr<client::Client> c = *std::move(connected);
     client::CallOptions call;
     if (!config.workload.client_id.empty()) {
       call.metadata.emplace_back("x-gpucompute-client", config.workload.client_id);
@@ -72,6 +81,9 @@ absl::Status PreparedRun::LoadModel(const LoadConfig& config,
                                                                loaded.status().message()));
     }
     model_servers_.push_back(std::move(c));
+  }
+  if (model_servers_.empty()) {
+    return absl::UnavailableError("no server to load the dense model on");
   }
   return absl::OkStatus();
 }

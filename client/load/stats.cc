@@ -79,7 +79,7 @@ Figures ComputeFigures(absl::Span<const Record> records, absl::Span<const JobSiz
     if (r.queue_us >= 0) queue.push_back(static_cast<double>(r.queue_us));
     if (r.compute_us >= 0) compute.push_back(static_cast<double>(r.compute_us));
     if (r.total_us >= 0) total.push_back(static_cast<double>(r.total_us));
-    if (r.batch_requests >= 0) {
+    if (r.batch_requests > 0) {  // 0: not batched (Echo)
       batch.push_back(r.batch_requests);
       ++f.batch_histogram[r.batch_requests];
     }

@@ -26,7 +26,7 @@ struct Record {
   int64_t queue_us = -1;
   int64_t compute_us = -1;
   int64_t total_us = -1;
-  int32_t batch_requests = -1;
+  int32_t batch_requests = -1;  // 0 from calls that are not batched (Echo): not counted
   bool measured = false;     // counts toward the level's figures (not warm-up)
 
   int64_t latency_ns() const { return end_ns - start_ns; }
