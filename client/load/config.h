@@ -77,6 +77,7 @@ struct AssimilateParams {
 struct EchoParams {
   int64_t bytes = 4096;         // tensor bytes (UINT8)
   bool discard = false;         // the server replies without the tensor
+  int split = 1;                // sent as this many Echo calls of bytes / split, in parallel
 };
 
 struct WorkloadConfig {
@@ -88,14 +89,15 @@ struct WorkloadConfig {
   v1::DType dtype = v1::FLOAT64;  // periodogram and assimilate: compute and wire dtype
   InputPlacement input = InputPlacement::kInline;
   OutputPlacement output = OutputPlacement::kInline;
-  int variants = 4;             // distinct random inputs per op (capped by kMaxPreparedBytes)
+  int variants = 4;             // distinct random inputs per op (fewer past kMaxPreparedBytes)
   uint64_t seed = 1;
   int64_t chunk_bytes = (int64_t{4} << 20) - 1024;  // PutTensor / LoadModel chunk size
   std::string client_id;        // x-gpucompute-client on every call, when set
 };
 
-// Inputs prepared for one run stay under this many bytes (fewer variants of large ops).
-inline constexpr int64_t kMaxPreparedBytes = int64_t{1} << 30;
+// Inputs prepared for one run stay under about this many bytes (fewer variants of large ops;
+// at least one each).
+inline constexpr int64_t kMaxPreparedBytes = int64_t{512} << 20;
 
 struct RunConfig {
   Mode mode = Mode::kUnary;

@@ -149,6 +149,11 @@ int ParseFlags(int argc, char** argv, LoadConfig& config) {
       ->capture_default_str();
   workload->add_flag("--echo-discard", w.echo.discard,
                      "echo: the server replies without the tensor (one direction)");
+  workload->add_option("--split", w.echo.split,
+                       "echo: send each request as this many calls of bytes/split at once, "
+                       "part k on channel k (use --channels >= split); done when all are")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   workload->add_option("--input", input,
                        "inputs inline, uploaded once as resident tensors (handle), or in a "
                        "registered POSIX shared-memory region (shm)")
@@ -160,7 +165,7 @@ int ParseFlags(int argc, char** argv, LoadConfig& config) {
       ->check(CLI::IsMember({"auto", "inline", "shm"}))
       ->capture_default_str();
   workload->add_option("--variants", w.variants,
-                       "distinct random inputs per operation (fewer if they pass 1 GiB)")
+                       "distinct random inputs per operation (fewer if they pass 512 MiB)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   workload->add_option("--seed", w.seed, "random inputs and job choice")->capture_default_str();
@@ -253,6 +258,10 @@ int ParseFlags(int argc, char** argv, LoadConfig& config) {
       return 2;
     }
     w.mix = {MixEntry{Must(ParseOp(op), bad), 1.0}};
+  }
+  if (w.echo.split > 1 && (w.mix.size() != 1 || w.mix[0].op != Op::kEcho)) {
+    std::fprintf(stderr, "gpucompute-load: --split is for --op echo\n");
+    return 2;
   }
   w.dtype = Must(client::ParseComputeDType(dtype), bad);
   w.dense.model_dtype = Must(client::ParseModelDType(model_dtype), bad);

@@ -78,7 +78,7 @@ nlohmann::json DescribeRun(const LoadConfig& c, const v1::ServerInfoResponse& in
                        {"problems", w.assimilate.problems},
                        {"method", w.assimilate.method == v1::ASSIMILATION_METHOD_ENKF ? "enkf"
                                                                                       : "etkf"}};
-  run["echo"] = {{"bytes", w.echo.bytes}, {"discard", w.echo.discard}};
+  run["echo"] = {{"bytes", w.echo.bytes}, {"discard", w.echo.discard}, {"split", w.echo.split}};
   run["dtype"] = v1::DTypeName(w.dtype);
   run["arrival"] = ArrivalName(c.run.arrival);
   run["warmup_s"] = absl::ToDoubleSeconds(c.run.warmup);

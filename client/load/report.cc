@@ -36,8 +36,11 @@ nlohmann::json FiguresJson(const Figures& f, double payload_bytes) {
   j["response_bytes_per_s"] = f.response_bytes_per_s;
   j["payload_bytes_per_s"] = f.payload_bytes_per_s;
   j["payload_gb_per_s"] = f.payload_bytes_per_s / 1e9;
-  // One request's payload over its median round trip (= payload_gb_per_s at concurrency 1).
-  j["payload_gb_per_s_p50"] = f.latency_us.p50 > 0 ? payload_bytes / (f.latency_us.p50 * 1e3) : 0;
+  // One request's payload over its median round trip (about payload_gb_per_s at concurrency 1).
+  if (payload_bytes > 0) {
+    j["payload_gb_per_s_p50"] =
+        f.latency_us.p50 > 0 ? payload_bytes / (f.latency_us.p50 * 1e3) : 0;
+  }
   j["latency_us"] = DistributionJson(f.latency_us);
   j["server_us"] = {{"queue", DistributionJson(f.queue_us)},
                     {"compute", DistributionJson(f.compute_us)},

@@ -2,7 +2,10 @@
 #include "client/load/runner.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
@@ -36,6 +39,22 @@ Record MakeRecord(int64_t start_ns, int job, const Outcome& o, bool measured) {
   return r;
 }
 
+// Folds one part of a split request into the whole: the first error wins, the last part ends
+// it, bytes add up, server times and batch sizes take the largest part's.
+void MergePart(Outcome& whole, const Outcome& part) {
+  if (whole.code == kOk) whole.code = part.code;
+  whole.end_ns = std::max(whole.end_ns, part.end_ns);
+  whole.response_bytes += part.response_bytes;
+  whole.queue_us = std::max(whole.queue_us, part.queue_us);
+  whole.compute_us = std::max(whole.compute_us, part.compute_us);
+  whole.total_us = std::max(whole.total_us, part.total_us);
+  whole.batch_requests = std::max(whole.batch_requests, part.batch_requests);
+}
+
+// Token of part `part` of a request: the part in the low 8 bits (split <= 256), so that the
+// parts of one request have distinct ids on a shared stream.
+uint64_t PartToken(uint64_t request, int part) { return (request << 8) | static_cast<uint64_t>(part); }
+
 void CountCompletion(LiveCounters& live, int32_t code) {
   live.in_flight.fetch_sub(1, std::memory_order_relaxed);
   live.completed.fetch_add(1, std::memory_order_relaxed);
@@ -44,7 +63,8 @@ void CountCompletion(LiveCounters& live, int32_t code) {
 
 // `concurrency` slots, each with one request in flight; a slot sends its next request from the
 // completion of the last one (on a gRPC thread), so no thread waits per slot. A slot's records
-// are touched only by the completion of its own request: no locks.
+// are touched only by the completion of its own request: no locks (but for the parts of a split
+// request, which complete on several threads and meet under the slot's mutex).
 class ClosedLoop final : public Sink {
  public:
   ClosedLoop(const LevelPlan& plan, const Workload& workload, LiveCounters& live,
@@ -56,19 +76,21 @@ class ClosedLoop final : public Sink {
         warmup_ns_(absl::ToInt64Nanoseconds(plan.warmup)),
         end_ns_(by_requests_ ? std::numeric_limits<int64_t>::max()
                              : warmup_ns_ + absl::ToInt64Nanoseconds(plan.duration)),
+        split_(std::max(1, workload.split)),
         tickets_(plan.requests) {
-    slots_.resize(static_cast<size_t>(plan.concurrency));
-    for (size_t i = 0; i < slots_.size(); ++i) {
-      slots_[i].index = static_cast<int>(i);
-      slots_[i].rng = FastRng(plan.seed * 0x9e3779b97f4a7c15ULL + i);
-      slots_[i].records.reserve(1024);
+    for (int i = 0; i < plan.concurrency; ++i) {
+      auto slot = std::make_unique<Slot>();
+      slot->index = i;
+      slot->rng = FastRng(plan.seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(i));
+      slot->records.reserve(1024);
+      slots_.push_back(std::move(slot));
     }
     active_ = plan.concurrency;
   }
 
   void Start(Sender& sender) {
     sender_ = &sender;
-    for (Slot& s : slots_) Issue(s);
+    for (auto& s : slots_) Issue(*s);
   }
 
   // True once every slot has stopped (waits up to `timeout`).
@@ -78,8 +100,15 @@ class ClosedLoop final : public Sink {
         +[](int* active) { return *active == 0; }, &active_), timeout);
   }
 
-  void Complete(uint64_t token, const Outcome& o) override {
-    Slot& s = slots_[token >> 32];
+  void Complete(uint64_t token, const Outcome& part) override {
+    Slot& s = *slots_[token >> 40];
+    Outcome o = part;
+    if (split_ > 1) {
+      std::lock_guard<std::mutex> lock(s.parts_mu);
+      MergePart(s.whole, part);
+      if (--s.parts_left > 0) return;
+      o = s.whole;
+    }
     const bool measured =
         by_requests_ ? s.ticket : (o.end_ns >= warmup_ns_ && o.end_ns <= end_ns_);
     s.records.push_back(MakeRecord(s.start_ns, s.job, o, measured));
@@ -96,14 +125,14 @@ class ClosedLoop final : public Sink {
     LevelRun run;
     size_t n = 0;
     int64_t last_end = warmup_ns_;
-    for (const Slot& s : slots_) {
-      n += s.records.size();
-      last_end = std::max(last_end, s.last_measured_end);
+    for (const auto& s : slots_) {
+      n += s->records.size();
+      last_end = std::max(last_end, s->last_measured_end);
     }
     run.records.reserve(n);
-    for (Slot& s : slots_) {
-      run.records.insert(run.records.end(), s.records.begin(), s.records.end());
-      std::vector<Record>().swap(s.records);
+    for (auto& s : slots_) {
+      run.records.insert(run.records.end(), s->records.begin(), s->records.end());
+      std::vector<Record>().swap(s->records);
     }
     const int64_t window_end =
         by_requests_ ? last_end : std::min(end_ns_, std::max(stopped_at_ns, warmup_ns_));
@@ -121,6 +150,9 @@ class ClosedLoop final : public Sink {
     bool ticket = false;  // --requests: one of the measured ones
     int64_t last_measured_end = 0;
     std::vector<Record> records;
+    std::mutex parts_mu;  // a split request's parts
+    int parts_left = 0;
+    Outcome whole;
   };
 
   void Issue(Slot& s) {
@@ -140,7 +172,19 @@ class ClosedLoop final : public Sink {
     s.job = workload_.picker.Pick(s.rng);
     s.start_ns = now;
     live_.in_flight.fetch_add(1, std::memory_order_relaxed);
-    sender_->Send((static_cast<uint64_t>(s.index) << 32) | ++s.seq, s.job, s.index);
+    // Slot in the top 24 bits, a sequence number for unique stream ids, the part in the low 8.
+    const uint64_t request = (static_cast<uint64_t>(s.index) << 32) | (++s.seq & 0xffffffu);
+    if (split_ == 1) {
+      sender_->Send(PartToken(request, 0), s.job, s.index);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(s.parts_mu);
+      s.parts_left = split_;
+      s.whole = Outcome{};
+    }
+    // Part k of slot i on lane i * split + k: with as many channels as parts, one each.
+    for (int k = 0; k < split_; ++k) sender_->Send(PartToken(request, k), s.job, s.index * split_ + k);
   }
 
   void Stop() {
@@ -154,8 +198,9 @@ class ClosedLoop final : public Sink {
   const bool by_requests_;
   const int64_t warmup_ns_;
   const int64_t end_ns_;
+  const int split_;
   std::atomic<int64_t> tickets_;
-  std::vector<Slot> slots_;
+  std::vector<std::unique_ptr<Slot>> slots_;
   Sender* sender_ = nullptr;
   absl::Mutex mu_;
   int active_ ABSL_GUARDED_BY(mu_) = 0;
@@ -167,7 +212,8 @@ class OpenLoop final : public Sink {
  public:
   OpenLoop(const LevelPlan& plan, const Workload& workload, LiveCounters& live,
            const LevelClock& clock)
-      : plan_(plan), workload_(workload), live_(live), clock_(clock) {
+      : plan_(plan), workload_(workload), live_(live), clock_(clock),
+        split_(std::max(1, workload.split)) {
     const int64_t warmup_ns = absl::ToInt64Nanoseconds(plan.warmup);
     const std::vector<int64_t> warm =
         ArrivalTimes(plan.arrival, plan.rate, warmup_ns, 0, plan.seed);
@@ -177,6 +223,10 @@ class OpenLoop final : public Sink {
                  : ArrivalTimes(plan.arrival, plan.rate,
                                 warmup_ns + absl::ToInt64Nanoseconds(plan.duration), 0, plan.seed);
     records_.resize(times_.size());
+    if (split_ > 1) {
+      wholes_.resize(times_.size());
+      parts_left_.assign(times_.size(), split_);
+    }
   }
 
   // The pacing loop (its own thread).
@@ -199,14 +249,24 @@ class OpenLoop final : public Sink {
         absl::MutexLock lock(&mu_);
         ++outstanding_;
       }
-      sender.Send(i, r.job, static_cast<int>(i));
+      for (int k = 0; k < split_; ++k) {
+        sender.Send(PartToken(i, k), r.job, static_cast<int>(i) * split_ + k);
+      }
     }
     absl::MutexLock lock(&mu_);
     pacing_done_ = true;
   }
 
-  void Complete(uint64_t token, const Outcome& o) override {
-    Record& r = records_[token];
+  void Complete(uint64_t token, const Outcome& part) override {
+    const uint64_t i = token >> 8;
+    Record& r = records_[i];
+    Outcome o = part;
+    if (split_ > 1) {
+      std::lock_guard<std::mutex> lock(stripes_[i % stripes_.size()]);
+      MergePart(wholes_[i], part);
+      if (--parts_left_[i] > 0) return;
+      o = wholes_[i];
+    }
     r = MakeRecord(r.start_ns, r.job, o, r.measured);
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
     CountCompletion(live_, o.code);
@@ -219,15 +279,20 @@ class OpenLoop final : public Sink {
     return mu_.AwaitWithTimeout(absl::Condition(this, &OpenLoop::Done), timeout);
   }
 
+  // The window is the measured arrivals' share of the schedule (count / rate), or longer when
+  // the last of them finished later than that: the achieved, not the offered, throughput.
   LevelRun Collect() {
     LevelRun run;
-    int64_t first = -1, last = -1;
+    int64_t first = -1, last = -1, arrivals = 0;
     for (const Record& r : records_) {
-      if (!r.measured || r.end_ns < 0) continue;
+      if (!r.measured) continue;
+      ++arrivals;
+      if (r.end_ns < 0) continue;
       if (first < 0 || r.start_ns < first) first = r.start_ns;
       last = std::max(last, r.end_ns);
     }
-    run.seconds = first >= 0 ? static_cast<double>(last - first) / 1e9 : 0;
+    const double span = first >= 0 ? static_cast<double>(last - first) / 1e9 : 0;
+    run.seconds = std::max(span, static_cast<double>(arrivals) / plan_.rate);
     run.records = std::move(records_);
     return run;
   }
@@ -249,6 +314,10 @@ class OpenLoop final : public Sink {
   std::vector<int64_t> times_;
   int64_t warm_count_ = 0;
   std::vector<Record> records_;
+  const int split_;
+  std::vector<Outcome> wholes_;    // split requests: the parts so far
+  std::vector<int> parts_left_;
+  std::array<std::mutex, 64> stripes_;  // guard wholes_ and parts_left_ by arrival
   std::atomic<int64_t> in_flight_{0};
   absl::Mutex mu_;
   int64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;

@@ -238,6 +238,10 @@ absl::StatusOr<std::unique_ptr<PreparedRun>> PreparedRun::Create(
     echo.entry_ops.push_back(Op::kEcho);
   }
   run->service_.name = entries.size() == 1 ? std::string(OpName(entries[0].op)) : "mix";
+  if (entries.size() == 1 && entries[0].op == Op::kEcho) {
+    run->service_.split = std::max(1, w.echo.split);
+    echo.split = run->service_.split;  // its twin is itself
+  }
   run->service_.picker = JobPicker(weights, std::move(service_jobs));
   if (config.run.compare_echo) {
     echo.name = "echo";

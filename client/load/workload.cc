@@ -151,7 +151,9 @@ int JobPicker::Pick(FastRng& rng) const {
 std::vector<JobSize> Workload::sizes() const {
   std::vector<JobSize> out;
   out.reserve(jobs.size());
-  for (const Job& j : jobs) out.push_back(j.size);
+  for (const Job& j : jobs) {
+    out.push_back({j.size.request_bytes * split, j.size.payload_bytes * split});
+  }
   return out;
 }
 
@@ -164,7 +166,7 @@ double Workload::MeanPayloadBytes() const {
     for (int j : jobs_of) bytes += static_cast<double>(jobs[j].size.payload_bytes);
     mean += picker.probability(e) * bytes / static_cast<double>(jobs_of.size());
   }
-  return mean;
+  return mean * split;
 }
 
 absl::StatusOr<client::ModelUpload> MakeDenseModel(const DenseParams& params,
@@ -196,7 +198,11 @@ absl::StatusOr<v1::SubmitRequest> MakeRequest(Op op, const WorkloadConfig& confi
     case Op::kPeriodogram: return MakePeriodogram(config.periodogram, config.dtype, seed);
     case Op::kDense: return MakeDense(config.dense, model_name, seed);
     case Op::kAssimilate: return MakeAssimilate(config.assimilate, config.dtype, seed);
-    case Op::kEcho: return MakeEchoRequest(config.echo.bytes, config.echo.discard, seed);
+    case Op::kEcho: {
+      // --split: each part carries bytes / split (rounded up).
+      const int64_t parts = std::max(1, config.echo.split);
+      return MakeEchoRequest((config.echo.bytes + parts - 1) / parts, config.echo.discard, seed);
+    }
   }
   return absl::InternalError("unknown op");
 }

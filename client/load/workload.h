@@ -69,7 +69,11 @@ struct Workload {
   std::vector<Job> jobs;
   std::vector<Op> entry_ops;    // the op of each picker entry
   JobPicker picker{{1.0}, {{0}}};
+  // Each request is this many calls of the picked job at once, on different lanes (channels or
+  // streams), complete when all are: a large Echo split into parts (--split).
+  int split = 1;
 
+  // Sizes of whole requests (a job's times split).
   std::vector<JobSize> sizes() const;
   // Mean payload (input tensor) bytes per request, weighted as picked.
   double MeanPayloadBytes() const;
@@ -82,7 +86,8 @@ struct Workload {
 absl::StatusOr<client::ModelUpload> MakeDenseModel(const DenseParams& params,
                                                    const std::string& name, uint64_t seed);
 
-// One random request of `op` (the job set in a SubmitRequest, id unset), seeded.
+// One random request of `op` (the job set in a SubmitRequest, id unset), seeded. An Echo carries
+// config.echo.bytes / config.echo.split bytes (one part).
 absl::StatusOr<v1::SubmitRequest> MakeRequest(Op op, const WorkloadConfig& config,
                                               const std::string& model_name, uint64_t seed);
 

@@ -93,6 +93,24 @@ def test_echo_closed_loop_json_csv_plot(server_target, tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["unary", "stream"])
+def test_echo_split_over_channels(server_target, tmp_path, mode):
+    """--split 4: each 1 MiB request is four 256 KiB Echo calls on four channels at once."""
+    jsonl = tmp_path / f"split-{mode}.jsonl"
+    run_load(server_target, "--op", "echo", "--bytes", "1Mi", "--split", "4", "--channels", "4",
+             "--mode", mode, "--concurrency", "1,2", *SHORT, "-q", "--json", str(jsonl))
+    levels = read_levels(jsonl)
+    assert [l["concurrency"] for l in levels] == [1, 2]
+    for level in levels:
+        assert level["run"]["echo"]["split"] == 4 and level["run"]["channels"] == 4
+        assert level["payload_bytes_per_request"] == 1 << 20
+        check_figures(level, expect_server_timings=False)
+        assert level["payload_bytes_per_s"] == pytest.approx((1 << 20) * level["requests_per_s"])
+        # Four replies of 256 KiB (plus framing) per request.
+        per_request = level["response_bytes_per_s"] / level["requests_per_s"]
+        assert (1 << 20) <= per_request < (1 << 20) + 4096
+
+
+@pytest.mark.parametrize("mode", ["unary", "stream"])
 def test_periodogram_with_compare_echo(server_target, tmp_path, mode):
     jsonl = tmp_path / f"periodogram-{mode}.jsonl"
     proc = run_load(server_target, "--op", "periodogram", "--samples", "200", "--frequencies",
@@ -154,7 +172,7 @@ def test_mix_loads_and_unloads_the_dense_model(server_target, client, tmp_path):
 
 def test_bad_flags_exit_2(server_target):
     for args in (["--bytes", "4Qi"], ["--mix", "echo:1"], ["--op", "mix"],
-                 ["--concurrency", "0"], ["--op", "fft"]):
+                 ["--concurrency", "0"], ["--op", "fft"], ["--op", "dense", "--split", "2"]):
         proc = run_load(server_target, *args, check=False, timeout=60)
         assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
         assert proc.stderr.strip(), args
