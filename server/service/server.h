@@ -4,6 +4,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <grpcpp/server.h>
 
@@ -45,6 +47,9 @@ struct ServerConfig {
   SchedulerOptions assimilate_scheduler = DefaultAssimilateScheduling();  // cost: flops
   ServiceLimits limits;
   int completion_threads = 2;
+  // Extra gRPC channel arguments of the listening server (key, value); a value that parses as
+  // an integer is passed as one (e.g. "grpc.http2.lookahead_bytes", "16777216").
+  std::vector<std::pair<std::string, std::string>> grpc_args;
 };
 
 class Server {
