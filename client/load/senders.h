@@ -2,6 +2,9 @@
 // generic stub; StreamSender keeps Submit streams open and writes each job to one of them,
 // matching results to requests by id. Both report every request exactly once to a Sink, from
 // gRPC's callback threads (or, for a stream that has already ended, from the caller of Send).
+// Not client::Client / client::SubmitStream: those serialize each request and parse each
+// response, which is the client's own cost and not what a load test should measure; here the
+// bytes are serialized once (wire.h) and only a Submit result's head is read.
 #pragma once
 
 #include <chrono>
