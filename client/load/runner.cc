@@ -233,8 +233,8 @@ class OpenLoop final : public Sink {
   void Pace(Sender& sender) {
     FastRng rng(plan_.seed ^ 0x5bd1e995ULL);
     for (size_t i = 0; i < times_.size(); ++i) {
-      if (StopRequested(live_)) break;
       WaitUntil(times_[i]);
+      if (StopRequested(live_)) break;
       Record& r = records_[i];
       r.start_ns = times_[i];
       r.measured = static_cast<int64_t>(i) >= warm_count_;
@@ -300,11 +300,14 @@ class OpenLoop final : public Sink {
  private:
   bool Done() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return pacing_done_ && outstanding_ == 0; }
 
-  // Sleeps until shortly before `ns`, then yields: sleeping alone overshoots by tens of µs.
+  // Sleeps until shortly before `ns` (in steps of at most 100 ms, to notice a stop), then
+  // yields: sleeping alone overshoots by tens of µs.
   void WaitUntil(int64_t ns) const {
-    int64_t ahead = ns - clock_.Now();
-    if (ahead > 200000) std::this_thread::sleep_until(clock_.At(ns - 100000));
-    while (clock_.Now() < ns) std::this_thread::yield();
+    constexpr int64_t kStep = 100000000;
+    while (ns - clock_.Now() > 200000 && !StopRequested(live_)) {
+      std::this_thread::sleep_until(clock_.At(std::min(ns - 100000, clock_.Now() + kStep)));
+    }
+    while (clock_.Now() < ns && !StopRequested(live_)) std::this_thread::yield();
   }
 
   const LevelPlan& plan_;
