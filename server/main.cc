@@ -50,6 +50,8 @@ ABSL_FLAG(int64_t, assimilate_max_queue_delay_us,
           "longest an Assimilate request waits for its batch (µs)");
 ABSL_FLAG(int, assimilate_max_queue_depth, gpucompute::DefaultAssimilateScheduling().max_queue_depth,
           "queued Assimilate requests before RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, stream_max_jobs_in_flight, gpucompute::StreamLimits{}.max_jobs_in_flight,
+          "jobs of one Submit stream running at once (the next is read when one finishes)");
 ABSL_FLAG(int, cpu_threads, 0, "CPU backend worker threads (0: all cores)");
 ABSL_FLAG(int, completion_threads, 2, "threads that finish calls");
 ABSL_FLAG(bool, debug_sync, false, "synchronise after every kernel launch (pins faults)");
@@ -114,6 +116,7 @@ int main(int argc, char** argv) {
   config.assimilate_scheduler.max_queue_delay =
       absl::Microseconds(absl::GetFlag(FLAGS_assimilate_max_queue_delay_us));
   config.assimilate_scheduler.max_queue_depth = std::max(1, absl::GetFlag(FLAGS_assimilate_max_queue_depth));
+  config.limits.stream.max_jobs_in_flight = std::max(1, absl::GetFlag(FLAGS_stream_max_jobs_in_flight));
   config.completion_threads = std::max(1, absl::GetFlag(FLAGS_completion_threads));
 
   auto server = gpucompute::Server::Start(config);

@@ -1,4 +1,4 @@
-// Deadlines and timings (see call_timing.h).
+// Deadlines, callers and timings (see call_timing.h).
 #include "server/service/call_timing.h"
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +11,21 @@ absl::Time ToAbslTime(std::chrono::system_clock::time_point tp) {
   return absl::FromChrono(tp);
 }
 
+std::string CallerId(const grpc::CallbackServerContext& context) {
+  const auto& metadata = context.client_metadata();
+  if (auto it = metadata.find(kClientIdKey); it != metadata.end() && it->second.size() > 0) {
+    return std::string(it->second.data(), it->second.size());
+  }
+  // "ipv4:127.0.0.1:5678", "ipv6:[::1]:5678", "unix:/path": drop the port of inet peers.
+  std::string peer = context.peer();
+  if (peer.rfind("ipv4:", 0) == 0 || peer.rfind("ipv6:", 0) == 0) {
+    if (const size_t colon = peer.rfind(':'); colon != std::string::npos && colon > 4) {
+      peer.resize(colon);
+    }
+  }
+  return peer;
+}
+
 void AddTimings(grpc::CallbackServerContext* context, const JobTimings& t, absl::Time start) {
   context->AddTrailingMetadata("x-gpucompute-queue-us",
                                absl::StrCat(absl::ToInt64Microseconds(t.queue)));
@@ -19,6 +34,11 @@ void AddTimings(grpc::CallbackServerContext* context, const JobTimings& t, absl:
   context->AddTrailingMetadata("x-gpucompute-total-us",
                                absl::StrCat(absl::ToInt64Microseconds(absl::Now() - start)));
   context->AddTrailingMetadata("x-gpucompute-batch-requests", absl::StrCat(t.batch_requests));
+}
+
+void RecordCallEnd(absl::string_view /*op*/, const absl::Status& /*status*/,
+                   const JobTimings& /*timings*/, absl::Time /*start*/) {
+  // The metrics registry (server/metrics) hooks in here.
 }
 
 }  // namespace gpucompute

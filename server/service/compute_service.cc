@@ -7,16 +7,36 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/common/nvtx.h"
 #include "server/common/version.h"
 #include "server/service/call_timing.h"
-#include "server/service/periodogram_decode.h"
+#include "server/service/operation_calls.h"
 #include "server/service/status_mapping.h"
-#include "server/service/tensor_codec.h"
-#include "spdlog/spdlog.h"
+#include "server/service/submit_reactor.h"
 
 namespace gpucompute {
 namespace {
+
+// A unary call of an operation: the reactor finishes when the operation's call is done, with
+// the server-side timings in trailing metadata.
+template <typename Request, typename Response, typename Run>
+grpc::ServerUnaryReactor* RunUnary(const char* op, Run run, const ServiceParts& parts,
+                                   grpc::CallbackServerContext* context, const Request& request,
+                                   Response* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const absl::Time start = absl::Now();
+  CallContext call;
+  call.start = start;
+  call.deadline = ToAbslTime(context->deadline());
+  call.is_cancelled = [context] { return context->IsCancelled(); };
+  call.client = CallerId(*context);
+  run(parts, request, response, std::move(call),
+      [op, reactor, context, start](const absl::Status& status, const JobTimings& t) {
+        AddTimings(context, t, start);
+        RecordCallEnd(op, status, t, start);
+        reactor->Finish(ToGrpcStatus(status));
+      });
+  return reactor;
+}
 
 void FillBatchingStats(const BatchingStats& b, v1::BatchingStats* out) {
   out->set_requests(b.requests);
@@ -33,52 +53,30 @@ ComputeService::ComputeService(ServiceParts parts) : parts_(std::move(parts)) {}
 grpc::ServerUnaryReactor* ComputeService::Periodogram(grpc::CallbackServerContext* context,
                                                       const v1::PeriodogramRequest* request,
                                                       v1::PeriodogramResponse* response) {
-  const absl::Time start = absl::Now();
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<periodogram::Request> decoded;
-  {
-    NVTX_RANGE("periodogram.decode");
-    decoded = DecodePeriodogramRequest(*request, parts_.limits);
-  }
-  if (!decoded.ok()) {
-    reactor->Finish(ToGrpcStatus(decoded.status()));
-    return reactor;
-  }
-  auto typed = std::make_shared<const periodogram::Request>(*std::move(decoded));
-  PeriodogramScheduler::Job job;
-  job.request = typed;
-  job.deadline = ToAbslTime(context->deadline());
-  job.is_cancelled = [context] { return context->IsCancelled(); };
-  job.done = [reactor, context, response, typed, start](
-                 absl::StatusOr<std::vector<periodogram::SeriesPower>> result,
-                 const JobTimings& timings) {
-    AddTimings(context, timings, start);
-    if (!result.ok()) {
-      reactor->Finish(ToGrpcStatus(result.status()));
-      return;
-    }
-    const v1::DType dtype =
-        typed->dtype == periodogram::ComputeType::kFloat32 ? v1::FLOAT32 : v1::FLOAT64;
-    response->mutable_results()->Reserve(static_cast<int>(result->size()));
-    for (size_t i = 0; i < result->size(); ++i) {
-      periodogram::SeriesPower& p = (*result)[i];
-      const periodogram::SeriesSpec& s = typed->series[i];
-      v1::SeriesResult* out = response->add_results();
-      EncodeVector(dtype, s.grid.size(), std::move(p.power), out->mutable_power());
-      if (s.grid.uniform) {
-        out->mutable_grid()->set_f0(s.grid.uniform->f0);
-        out->mutable_grid()->set_df(s.grid.uniform->df);
-        out->mutable_grid()->set_n(s.grid.uniform->n);
-      }
-      out->set_peak_frequency(p.peak_frequency);
-      out->set_peak_power(p.peak_power);
-      out->set_peak_index(p.peak_index);
-    }
-    reactor->Finish(grpc::Status::OK);
-  };
-  const absl::Status enqueued = parts_.periodogram->Enqueue(std::move(job));
-  if (!enqueued.ok()) reactor->Finish(ToGrpcStatus(enqueued));
-  return reactor;
+  return RunUnary("periodogram", RunPeriodogram, parts_, context, *request, response);
+}
+
+grpc::ServerUnaryReactor* ComputeService::Dense(grpc::CallbackServerContext* context,
+                                                const v1::DenseRequest* request,
+                                                v1::DenseResponse* response) {
+  return RunUnary("dense", RunDense, parts_, context, *request, response);
+}
+
+grpc::ServerUnaryReactor* ComputeService::Assimilate(grpc::CallbackServerContext* context,
+                                                     const v1::AssimilateRequest* request,
+                                                     v1::AssimilateResponse* response) {
+  return RunUnary("assimilate", RunAssimilate, parts_, context, *request, response);
+}
+
+grpc::ServerUnaryReactor* ComputeService::Echo(grpc::CallbackServerContext* context,
+                                               const v1::EchoRequest* request,
+                                               v1::EchoResponse* response) {
+  return RunUnary("echo", RunEcho, parts_, context, *request, response);
+}
+
+grpc::ServerBidiReactor<v1::SubmitRequest, v1::SubmitResponse>* ComputeService::Submit(
+    grpc::CallbackServerContext* context) {
+  return new SubmitReactor(context, &parts_);
 }
 
 grpc::ServerUnaryReactor* ComputeService::ServerInfo(grpc::CallbackServerContext* context,
@@ -136,6 +134,7 @@ grpc::ServerUnaryReactor* ComputeService::ServerInfo(grpc::CallbackServerContext
   al->set_max_covariance_obs(a.max_covariance_obs);
   al->set_max_batch_size(parts_.assimilate->options().max_batch_size);
   al->set_max_queue_depth(parts_.assimilate->options().max_queue_depth);
+  response->mutable_stream_limits()->set_max_jobs_in_flight(parts_.limits.stream.max_jobs_in_flight);
 
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);

@@ -6,24 +6,9 @@
 #include <memory>
 
 #include "gpucompute/v1/compute.grpc.pb.h"
-#include "server/runtime/backend.h"
-#include "server/runtime/completion_queue.h"
-#include "server/runtime/model_registry.h"
-#include "server/runtime/scheduler.h"
-#include "server/service/limits.h"
+#include "server/service/service_parts.h"
 
 namespace gpucompute {
-
-// What the service borrows; everything must outlive it.
-struct ServiceParts {
-  Backend* backend = nullptr;
-  PeriodogramScheduler* periodogram = nullptr;
-  DenseScheduler* dense = nullptr;
-  AssimilateScheduler* assimilate = nullptr;
-  ModelRegistry* models = nullptr;
-  CompletionQueue* loader = nullptr;  // runs model loads (long, blocking) off the gRPC threads
-  ServiceLimits limits;
-};
 
 class ComputeService final : public v1::Compute::CallbackService {
  public:
@@ -46,6 +31,11 @@ class ComputeService final : public v1::Compute::CallbackService {
   grpc::ServerUnaryReactor* Assimilate(grpc::CallbackServerContext* context,
                                        const v1::AssimilateRequest* request,
                                        v1::AssimilateResponse* response) override;
+  grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
+                                 const v1::EchoRequest* request,
+                                 v1::EchoResponse* response) override;
+  grpc::ServerBidiReactor<v1::SubmitRequest, v1::SubmitResponse>* Submit(
+      grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* ServerInfo(grpc::CallbackServerContext* context,
                                        const v1::ServerInfoRequest* request,
                                        v1::ServerInfoResponse* response) override;

@@ -16,6 +16,11 @@ struct DenseLimits {
   int64_t max_rows_per_request = int64_t{1} << 20;
 };
 
+// Submit streams.
+struct StreamLimits {
+  int max_jobs_in_flight = 64;  // per stream; the next job is read when one finishes
+};
+
 struct ServiceLimits {
   int64_t max_request_bytes = int64_t{1} << 30;    // gRPC receive limit
   int64_t max_response_bytes = int64_t{1} << 30;   // gRPC send limit; bounds total output
@@ -27,6 +32,7 @@ struct ServiceLimits {
   // Assimilate: problems per request, members N, and the largest m x m matrix (full R or the
   // observation-space form). The request and response byte limits bound n and m otherwise.
   assimilate::Limits assimilate;
+  StreamLimits stream;
 };
 
 }  // namespace gpucompute

@@ -1,13 +1,11 @@
-// The Assimilate handler of ComputeService: decode and validate, hand the request to the
-// assimilate scheduler, fill the response on the completion thread.
+// RunAssimilate (see operation_calls.h).
+#include <memory>
+#include <string>
 #include <utility>
 
-#include "absl/time/clock.h"
 #include "server/common/nvtx.h"
 #include "server/service/assimilate_decode.h"
-#include "server/service/call_timing.h"
-#include "server/service/compute_service.h"
-#include "server/service/status_mapping.h"
+#include "server/service/operation_calls.h"
 #include "server/service/tensor_codec.h"
 
 namespace gpucompute {
@@ -23,38 +21,34 @@ v1::AnalysisForm ToWireForm(assimilate::Form f) {
 
 }  // namespace
 
-grpc::ServerUnaryReactor* ComputeService::Assimilate(grpc::CallbackServerContext* context,
-                                                     const v1::AssimilateRequest* request,
-                                                     v1::AssimilateResponse* response) {
-  const absl::Time start = absl::Now();
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+void RunAssimilate(const ServiceParts& parts, const v1::AssimilateRequest& request,
+                   v1::AssimilateResponse* response, CallContext call, CallDone done) {
   absl::StatusOr<assimilate::Request> decoded;
   {
     NVTX_RANGE("assimilate.decode");
-    decoded = DecodeAssimilateRequest(*request, parts_.limits);
+    decoded = DecodeAssimilateRequest(request, parts.limits);
   }
   if (!decoded.ok()) {
-    reactor->Finish(ToGrpcStatus(decoded.status()));
-    return reactor;
+    done(decoded.status(), JobTimings{});
+    return;
   }
   if (decoded->problems.empty()) {
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
+    done(absl::OkStatus(), JobTimings{});
+    return;
   }
   auto typed = std::make_shared<const assimilate::Request>(*std::move(decoded));
   AssimilateScheduler::Job job;
   job.request = typed;
-  job.deadline = ToAbslTime(context->deadline());
-  job.is_cancelled = [context] { return context->IsCancelled(); };
-  job.done = [reactor, context, response, typed, start](absl::StatusOr<assimilate::Output> result,
-                                                        const JobTimings& timings) {
-    AddTimings(context, timings, start);
+  job.deadline = call.deadline;
+  job.is_cancelled = std::move(call.is_cancelled);
+  job.done = [response, typed, done](absl::StatusOr<assimilate::Output> result,
+                                     const JobTimings& timings) {
     if (!result.ok()) {
-      reactor->Finish(ToGrpcStatus(result.status()));
+      done(result.status(), timings);
       return;
     }
     if (!result->status.ok()) {
-      reactor->Finish(ToGrpcStatus(result->status));
+      done(result->status, timings);
       return;
     }
     const v1::DType dtype = ToWireDType(typed->dtype);
@@ -74,11 +68,10 @@ grpc::ServerUnaryReactor* ComputeService::Assimilate(grpc::CallbackServerContext
       out->set_analysis_spread(r.analysis_spread);
       out->set_form(ToWireForm(r.form));
     }
-    reactor->Finish(grpc::Status::OK);
+    done(absl::OkStatus(), timings);
   };
-  const absl::Status enqueued = parts_.assimilate->Enqueue(std::move(job));
-  if (!enqueued.ok()) reactor->Finish(ToGrpcStatus(enqueued));
-  return reactor;
+  const absl::Status enqueued = parts.assimilate->Enqueue(std::move(job));
+  if (!enqueued.ok()) done(enqueued, JobTimings{});
 }
 
 }  // namespace gpucompute

@@ -1,0 +1,32 @@
+// The model-management handlers of ComputeService: LoadModel, UnloadModel, ListModels.
+#include <utility>
+
+#include "server/service/compute_service.h"
+#include "server/service/load_model_reactor.h"
+#include "server/service/status_mapping.h"
+
+namespace gpucompute {
+
+grpc::ServerReadReactor<v1::LoadModelChunk>* ComputeService::LoadModel(
+    grpc::CallbackServerContext* context, v1::ModelInfo* response) {
+  return new LoadModelReactor(context, &parts_, response);
+}
+
+grpc::ServerUnaryReactor* ComputeService::UnloadModel(grpc::CallbackServerContext* context,
+                                                      const v1::UnloadModelRequest* request,
+                                                      v1::UnloadModelResponse* /*response*/) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(parts_.models->Unload(request->name())));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ComputeService::ListModels(grpc::CallbackServerContext* context,
+                                                     const v1::ListModelsRequest* /*request*/,
+                                                     v1::ListModelsResponse* response) {
+  for (const dense::ModelInfo& info : parts_.models->List()) FillModelInfo(info, response->add_models());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace gpucompute

@@ -1,0 +1,58 @@
+// RunPeriodogram (see operation_calls.h).
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "server/common/nvtx.h"
+#include "server/service/operation_calls.h"
+#include "server/service/periodogram_decode.h"
+#include "server/service/tensor_codec.h"
+
+namespace gpucompute {
+
+void RunPeriodogram(const ServiceParts& parts, const v1::PeriodogramRequest& request,
+                    v1::PeriodogramResponse* response, CallContext call, CallDone done) {
+  absl::StatusOr<periodogram::Request> decoded;
+  {
+    NVTX_RANGE("periodogram.decode");
+    decoded = DecodePeriodogramRequest(request, parts.limits);
+  }
+  if (!decoded.ok()) {
+    done(decoded.status(), JobTimings{});
+    return;
+  }
+  auto typed = std::make_shared<const periodogram::Request>(*std::move(decoded));
+  PeriodogramScheduler::Job job;
+  job.request = typed;
+  job.deadline = call.deadline;
+  job.is_cancelled = std::move(call.is_cancelled);
+  job.done = [response, typed, done](absl::StatusOr<std::vector<periodogram::SeriesPower>> result,
+                                     const JobTimings& timings) {
+    if (!result.ok()) {
+      done(result.status(), timings);
+      return;
+    }
+    const v1::DType dtype =
+        typed->dtype == periodogram::ComputeType::kFloat32 ? v1::FLOAT32 : v1::FLOAT64;
+    response->mutable_results()->Reserve(static_cast<int>(result->size()));
+    for (size_t i = 0; i < result->size(); ++i) {
+      periodogram::SeriesPower& p = (*result)[i];
+      const periodogram::SeriesSpec& s = typed->series[i];
+      v1::SeriesResult* out = response->add_results();
+      EncodeVector(dtype, s.grid.size(), std::move(p.power), out->mutable_power());
+      if (s.grid.uniform) {
+        out->mutable_grid()->set_f0(s.grid.uniform->f0);
+        out->mutable_grid()->set_df(s.grid.uniform->df);
+        out->mutable_grid()->set_n(s.grid.uniform->n);
+      }
+      out->set_peak_frequency(p.peak_frequency);
+      out->set_peak_power(p.peak_power);
+      out->set_peak_index(p.peak_index);
+    }
+    done(absl::OkStatus(), timings);
+  };
+  const absl::Status enqueued = parts.periodogram->Enqueue(std::move(job));
+  if (!enqueued.ok()) done(enqueued, JobTimings{});
+}
+
+}  // namespace gpucompute

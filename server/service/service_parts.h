@@ -1,0 +1,23 @@
+// What the service's handlers borrow from the server: backend, schedulers, registries and
+// limits. Everything must outlive the service.
+#pragma once
+
+#include "server/runtime/backend.h"
+#include "server/runtime/completion_queue.h"
+#include "server/runtime/model_registry.h"
+#include "server/runtime/scheduler.h"
+#include "server/service/limits.h"
+
+namespace gpucompute {
+
+struct ServiceParts {
+  Backend* backend = nullptr;
+  PeriodogramScheduler* periodogram = nullptr;
+  DenseScheduler* dense = nullptr;
+  AssimilateScheduler* assimilate = nullptr;
+  ModelRegistry* models = nullptr;
+  CompletionQueue* loader = nullptr;  // runs model loads (long, blocking) off the gRPC threads
+  ServiceLimits limits;
+};
+
+}  // namespace gpucompute

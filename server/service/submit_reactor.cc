@@ -1,0 +1,170 @@
+// The Submit stream (see submit_reactor.h).
+#include "server/service/submit_reactor.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/service/call_timing.h"
+#include "server/service/operation_calls.h"
+
+namespace gpucompute {
+
+struct SubmitReactor::Job {
+  v1::SubmitRequest request;
+  v1::SubmitResponse response;
+  absl::Time start;
+};
+
+SubmitReactor::SubmitReactor(grpc::CallbackServerContext* context, const ServiceParts* parts)
+    : context_(context), parts_(parts) {
+  Step();
+}
+
+void SubmitReactor::OnReadDone(bool ok) {
+  std::unique_ptr<Job> job;
+  if (ok) {
+    job = std::make_unique<Job>();
+    job->start = absl::Now();
+    job->request.Swap(&incoming_);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    reading_ = false;
+    if (ok) {
+      ++in_flight_;
+    } else {
+      reads_done_ = true;
+    }
+  }
+  if (job) Launch(std::move(job));
+  Step();
+}
+
+void SubmitReactor::Launch(std::unique_ptr<Job> owned) {
+  Job* job = owned.release();  // owned by its `done` until JobDone hands it to the writer
+  const v1::SubmitRequest& r = job->request;
+  CallContext call;
+  call.start = job->start;
+  call.deadline = ToAbslTime(context_->deadline());
+  if (r.timeout_us() > 0) {
+    call.deadline = std::min(call.deadline, job->start + absl::Microseconds(r.timeout_us()));
+  }
+  call.is_cancelled = [this] { return cancelled_.load(std::memory_order_relaxed); };
+  call.client = CallerId(*context_);
+  auto done = [this, job](const absl::Status& status, const JobTimings& timings) {
+    JobDone(job, status, timings);
+  };
+  v1::SubmitResponse* out = &job->response;
+  switch (r.job_case()) {
+    case v1::SubmitRequest::kPeriodogram:
+      RunPeriodogram(*parts_, r.periodogram(), out->mutable_periodogram(), std::move(call), done);
+      break;
+    case v1::SubmitRequest::kDense:
+      RunDense(*parts_, r.dense(), out->mutable_dense(), std::move(call), done);
+      break;
+    case v1::SubmitRequest::kAssimilate:
+      RunAssimilate(*parts_, r.assimilate(), out->mutable_assimilate(), std::move(call), done);
+      break;
+    case v1::SubmitRequest::kEcho:
+      RunEcho(*parts_, r.echo(), out->mutable_echo(), std::move(call), done);
+      break;
+    case v1::SubmitRequest::JOB_NOT_SET:
+      done(absl::InvalidArgumentError(
+               "job: must be set to one of periodogram, dense, assimilate, echo"),
+           JobTimings{});
+      break;
+  }
+}
+
+namespace {
+
+const char* OpName(v1::SubmitRequest::JobCase c) {
+  switch (c) {
+    case v1::SubmitRequest::kPeriodogram: return "periodogram";
+    case v1::SubmitRequest::kDense: return "dense";
+    case v1::SubmitRequest::kAssimilate: return "assimilate";
+    case v1::SubmitRequest::kEcho: return "echo";
+    default: return "unknown";
+  }
+}
+
+}  // namespace
+
+void SubmitReactor::JobDone(Job* raw, const absl::Status& status, const JobTimings& timings) {
+  std::unique_ptr<Job> job(raw);
+  RecordCallEnd(OpName(job->request.job_case()), status, timings, job->start);
+  v1::SubmitResponse& out = job->response;
+  out.set_id(job->request.id());
+  if (!status.ok()) {
+    out.clear_result();
+    out.set_code(static_cast<int>(status.code()));
+    out.set_message(std::string(status.message()));
+  }
+  v1::JobTiming* t = out.mutable_timing();
+  t->set_queue_us(absl::ToInt64Microseconds(timings.queue));
+  t->set_compute_us(absl::ToInt64Microseconds(timings.compute));
+  t->set_total_us(absl::ToInt64Microseconds(absl::Now() - job->start));
+  t->set_batch_requests(timings.batch_requests);
+  job->request.Clear();  // the inputs are no longer needed while the result waits to be written
+  {
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+    if (!cancelled_.load(std::memory_order_relaxed)) to_write_.push_back(std::move(job));
+  }
+  Step();
+}
+
+void SubmitReactor::OnWriteDone(bool ok) {
+  {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    to_write_.pop_front();
+  }
+  if (!ok) cancelled_.store(true);  // the client is gone: nobody reads what is left
+  Step();
+}
+
+void SubmitReactor::OnCancel() {
+  cancelled_.store(true);
+  Step();
+}
+
+void SubmitReactor::Step() {
+  bool read = false;
+  const v1::SubmitResponse* write = nullptr;
+  bool finish = false;
+  const bool cancelled = cancelled_.load();
+  {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    if (cancelled) {
+      // No more reads; drop the results nobody will read (but not the one being written).
+      if (!reading_) reads_done_ = true;
+      while (to_write_.size() > (writing_ ? 1u : 0u)) to_write_.pop_back();
+    }
+    if (!reading_ && !reads_done_ && in_flight_ < parts_->limits.stream.max_jobs_in_flight) {
+      reading_ = true;
+      read = true;
+    }
+    if (!writing_ && !to_write_.empty()) {
+      writing_ = true;
+      write = &to_write_.front()->response;
+    }
+    if (reads_done_ && !reading_ && in_flight_ == 0 && !writing_ && to_write_.empty()) {
+      finished_ = true;
+      finish = true;
+    }
+  }
+  if (read) StartRead(&incoming_);
+  if (write) StartWrite(write);
+  if (finish) {
+    Finish(cancelled ? grpc::Status(grpc::StatusCode::CANCELLED, "Submit stream cancelled")
+                     : grpc::Status::OK);
+  }
+}
+
+void SubmitReactor::OnDone() { delete this; }
+
+}  // namespace gpucompute
