@@ -40,12 +40,18 @@ ServerMetrics::ServerMetrics(Registry* registry) : registry_(registry) {
                                 {"op"}, BatchSizeBuckets());
   pending_ = &r.AddGauge("gpucompute_pending_requests",
                          "Requests queued in a scheduler, not yet dispatched.", {"op"});
-  resident_tensors_ = &r.AddGauge("gpucompute_resident_tensors",
-                                  "Server-resident tensors (PutTensor / kept outputs).")
-                           .Get();
-  resident_tensor_bytes_ = &r.AddGauge("gpucompute_resident_tensor_bytes",
-                                       "Bytes held by server-resident tensors.")
-                                .Get();
+}
+
+void ServerMetrics::AddResidentTensors(std::function<ResidentTensorCounts()> counts) {
+  registry_->AddCallback(MetricType::kGauge, "gpucompute_resident_tensors",
+                         "Server-resident tensors (PutTensor, kept outputs).", {},
+                         [counts] {
+                           return std::vector<Sample>{{{}, static_cast<double>(counts().tensors)}};
+                         });
+  registry_->AddCallback(MetricType::kGauge, "gpucompute_resident_tensor_bytes",
+                         "Bytes held by server-resident tensors.", {}, [counts] {
+                           return std::vector<Sample>{{{}, static_cast<double>(counts().bytes)}};
+                         });
 }
 
 SchedulerMetrics ServerMetrics::ForScheduler(absl::string_view op) {

@@ -1,12 +1,15 @@
 // gpucompute's own metric families, named as Triton users expect (`nv_inference_*` there,
 // `gpucompute_*` here): per-call outcomes and latency, the schedulers' queue/compute split,
-// batch sizes and pending requests, and resident tensors. Device memory, kernel cache and
-// model bytes are computed at scrape time from the runtime (server/runtime/runtime_metrics.h).
+// batch sizes and pending requests, and resident tensors (counted at scrape time by the
+// tensor store). Device memory, kernel cache and model bytes are computed at scrape time from
+// the runtime (server/runtime/runtime_metrics.h).
 // The README's Metrics section lists every name.
 #pragma once
 
 #include <array>
 #include <atomic>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,6 +30,12 @@ struct SchedulerMetrics {
   Histogram* compute_us = nullptr;  // per request: dispatch -> results ready (its batch's)
   Histogram* batch_size = nullptr;  // per launch: requests in it
   Gauge* pending = nullptr;         // requests queued, not yet dispatched
+};
+
+// What the tensor store holds now.
+struct ResidentTensorCounts {
+  int64_t tensors = 0;
+  int64_t bytes = 0;
 };
 
 // The outcome counters and latency of one operation's calls, resolved once.
@@ -66,10 +75,10 @@ class ServerMetrics {
     Calls(op).Record(code, total);
   }
 
-  // Server-resident tensors (issue 5's tensor store keeps them current: Add on put and
-  // delete, or Set).
-  Gauge& resident_tensors() { return *resident_tensors_; }
-  Gauge& resident_tensor_bytes() { return *resident_tensor_bytes_; }
+  // Registers gpucompute_resident_tensors and gpucompute_resident_tensor_bytes, computed at
+  // each scrape by `counts` (the tensor store's statistics; it must stay callable, and what
+  // it reads alive, for every scrape). Once only.
+  void AddResidentTensors(std::function<ResidentTensorCounts()> counts);
 
   Registry& registry() { return *registry_; }
 
@@ -87,8 +96,6 @@ class ServerMetrics {
   Family<Histogram>* compute_us_;
   Family<Histogram>* batch_size_;
   Family<Gauge>* pending_;
-  Gauge* resident_tensors_;
-  Gauge* resident_tensor_bytes_;
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<CallMetrics>> calls_ ABSL_GUARDED_BY(mu_);

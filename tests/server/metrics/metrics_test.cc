@@ -183,6 +183,19 @@ TEST(MetricsTest, CallMetricsCountOutcomesByOpAndCode) {
                                     "gpucompute_batch_size_bucket{op=\"dense\",le=\"4\"} 1\n"));
 }
 
+TEST(MetricsTest, ResidentTensorsAreCountedAtScrapeTime) {
+  Registry r;
+  ServerMetrics m(&r);
+  ResidentTensorCounts now{2, 4096};
+  m.AddResidentTensors([&now] { return now; });
+  EXPECT_THAT(r.Expose(), HasSubstr("gpucompute_resident_tensors 2\n"));
+  now = {3, 1 << 20};
+  const std::string text = r.Expose();
+  EXPECT_THAT(text, HasSubstr("gpucompute_resident_tensors 3\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE gpucompute_resident_tensor_bytes gauge\n"
+                              "gpucompute_resident_tensor_bytes 1048576\n"));
+}
+
 TEST(MetricsDeathTest, DuplicateOrInvalidNamesAreProgrammingErrors) {
   EXPECT_DEATH(
       {
