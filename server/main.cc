@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -57,6 +58,9 @@ ABSL_FLAG(int, assimilate_max_queue_depth, gpucompute::DefaultAssimilateScheduli
           "queued Assimilate requests before RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, stream_max_jobs_in_flight, gpucompute::StreamLimits{}.max_jobs_in_flight,
           "jobs of one Submit stream running at once (the next is read when one finishes)");
+ABSL_FLAG(std::vector<std::string>, grpc_arg, {},
+          "extra gRPC server channel arguments, KEY=VALUE[,KEY=VALUE...] (integers are passed as "
+          "integers), e.g. grpc.http2.lookahead_bytes=16777216");
 ABSL_FLAG(int, cpu_threads, 0, "CPU backend worker threads (0: all cores)");
 ABSL_FLAG(int, completion_threads, 2, "threads that finish calls");
 ABSL_FLAG(bool, debug_sync, false, "synchronise after every kernel launch (pins faults)");
@@ -133,6 +137,14 @@ int main(int argc, char** argv) {
   config.completion_threads = std::max(1, absl::GetFlag(FLAGS_completion_threads));
   config.metrics_port = std::max(-1, absl::GetFlag(FLAGS_metrics_port));
 
+  for (const std::string& arg : absl::GetFlag(FLAGS_grpc_arg)) {
+    const size_t eq = arg.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      spdlog::critical("--grpc_arg {}: expected KEY=VALUE", arg);
+      return 2;
+    }
+    config.grpc_args.emplace_back(arg.substr(0, eq), arg.substr(eq + 1));
+  }
   auto server = gpucompute::Server::Start(config);
   if (!server.ok()) {
     spdlog::critical("could not start: {}", server.status().ToString());

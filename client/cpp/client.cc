@@ -392,4 +392,25 @@ absl::StatusOr<AssimilateResult> Client::Assimilate(v1::AssimilateRequest reques
   return AssimilateAsync(std::move(request), std::move(options)).get();
 }
 
+std::future<absl::StatusOr<EchoResult>> Client::EchoAsync(v1::EchoRequest request,
+                                                        CallOptions options) {
+  using Call = UnaryCall<v1::EchoRequest, v1::EchoResponse, EchoResult>;
+  return StartUnary<v1::EchoRequest, v1::EchoResponse, EchoResult>(
+      std::move(request), [&](grpc::ClientContext* c) { Configure(options, c); },
+      [this](auto* context, auto* req, auto* resp, auto callback) {
+        stub_->async()->Echo(context, req, resp, std::move(callback));
+      },
+      [](Call& c) -> absl::StatusOr<EchoResult> {
+        EchoResult result;
+        result.response = std::move(c.response);
+        result.timings = ParseServerTimings(c.context.GetServerTrailingMetadata());
+        result.latency = absl::Now() - c.start;
+        return result;
+      });
+}
+
+absl::StatusOr<EchoResult> Client::Echo(v1::EchoRequest request, CallOptions options) {
+  return EchoAsync(std::move(request), std::move(options)).get();
+}
+
 }  // namespace gpucompute::client

@@ -27,6 +27,8 @@
 
 namespace gpucompute::client {
 
+class SubmitStream;  // submit_stream.h
+
 // Names of the trailing-metadata keys the server reports its timings under.
 inline constexpr char kQueueUsKey[] = "x-gpucompute-queue-us";
 inline constexpr char kComputeUsKey[] = "x-gpucompute-compute-us";
@@ -138,6 +140,14 @@ struct AssimilateResult {
   absl::Duration latency;
 };
 
+// ---------------------------------------------------------------- transport
+
+struct EchoResult {
+  v1::EchoResponse response;
+  ServerTimings timings;
+  absl::Duration latency;
+};
+
 // grpc::Status -> absl::Status, same code, message and (as the "grpc-status-details-bin"
 // payload) binary error details.
 absl::Status ToAbslStatus(const grpc::Status& status);
@@ -206,6 +216,17 @@ class Client {
                                                                 CallOptions options = {});
   absl::StatusOr<AssimilateResult> Assimilate(v1::AssimilateRequest request,
                                               CallOptions options = {});
+
+  // Transport diagnostic: the tensor comes back (or, with request.discard, only its receipt).
+  std::future<absl::StatusOr<EchoResult>> EchoAsync(v1::EchoRequest request,
+                                                    CallOptions options = {});
+  absl::StatusOr<EchoResult> Echo(v1::EchoRequest request, CallOptions options = {});
+
+  // Opens a Submit stream (submit_stream.h): jobs of any operation, each result handed to
+  // `on_result` on a gRPC thread as it finishes. The options' deadline bounds the whole stream
+  // (none unless set: the client default does not apply to streams).
+  std::unique_ptr<SubmitStream> OpenSubmitStream(std::function<void(v1::SubmitResponse&&)> on_result,
+                                                 CallOptions options = {});
 
   const std::string& target() const { return target_; }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }

@@ -9,6 +9,7 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
 #include "server/runtime/runtime_metrics.h"
@@ -73,6 +74,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   builder.AddListeningPort(config.address, grpc::InsecureServerCredentials(), &s->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(config.limits.max_request_bytes, INT32_MAX)));
   builder.SetMaxSendMessageSize(static_cast<int>(std::min<int64_t>(config.limits.max_response_bytes, INT32_MAX)));
+  for (const auto& [key, value] : config.grpc_args) {
+    if (int number = 0; absl::SimpleAtoi(value, &number)) {
+      builder.AddChannelArgument(key, number);
+    } else {
+      builder.AddChannelArgument(key, value);
+    }
+  }
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0) {

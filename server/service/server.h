@@ -5,6 +5,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <grpcpp/server.h>
 
@@ -52,6 +54,9 @@ struct ServerConfig {
   // Prometheus text format at http://HOST:metrics_port/metrics, HOST being the host of
   // `address`. -1: no endpoint (the metrics are still recorded); 0 picks a free port.
   int metrics_port = -1;
+  // Extra gRPC channel arguments of the listening server (key, value); a value that parses as
+  // an integer is passed as one (e.g. "grpc.http2.lookahead_bytes", "16777216").
+  std::vector<std::pair<std::string, std::string>> grpc_args;
 };
 
 class Server {

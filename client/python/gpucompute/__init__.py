@@ -6,6 +6,11 @@
     results = client.lombscargle_batch([(t1, y1), (t2, y2, dy2)], return_peaks=True)
     client.server_info()["backend"], client.last_timings["compute_us"]
 
+    with client.stream() as s:                                  # jobs of any op, one stream
+        s.submit("a", request); s.close()
+        for r in s.results(): r.id, r.ok, r.response            # as each finishes
+    client.echo(array)                                          # transport diagnostic
+
     client.load_model("mlp", [{"weight": w0, "bias": b0, "layernorm": True,
                                "activation": "gelu_tanh"}, {"weight": w1}], dtype="bfloat16")
     y = client.dense("mlp", x)                                  # (rows, out_features)
@@ -23,6 +28,7 @@ from gpucompute.assimilation import AssimilationResult
 from gpucompute.client import NORMALIZATIONS, Client, PeriodogramResult, message_to_dict
 from gpucompute.grids import AutoGrid, UniformGrid
 from gpucompute.models import ACTIVATIONS, MODEL_DTYPES
+from gpucompute.stream import JobResult, JobStream
 from gpucompute.tensor import from_tensor, to_tensor
 
 __all__ = [
@@ -30,6 +36,8 @@ __all__ = [
     "AssimilationResult",
     "AutoGrid",
     "Client",
+    "JobResult",
+    "JobStream",
     "MODEL_DTYPES",
     "NORMALIZATIONS",
     "PeriodogramResult",

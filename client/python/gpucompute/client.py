@@ -13,7 +13,7 @@ import numpy as np
 from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 
-from gpucompute import assimilation, models
+from gpucompute import assimilation, models, stream
 from gpucompute.grids import AutoGrid, UniformGrid, frequency_grid_proto, uniform_frequencies
 from gpucompute.tensor import from_tensor, to_tensor
 from gpucompute.v1 import compute_pb2, compute_pb2_grpc, tensor_pb2
@@ -387,6 +387,30 @@ class Client:
         if return_diagnostics:
             return results
         return [r.analysis for r in results]
+
+    # ------------------------------------------------------------------ streaming, transport
+
+    def stream(self, *, timeout=None, metadata=None):
+        """Opens a Submit stream (``gpucompute.stream.JobStream``): submit jobs of any
+        operation, read results as they finish. ``timeout`` (s) bounds the whole stream
+        (default: none)."""
+        return stream.JobStream(self.stub, timeout=timeout, metadata=metadata)
+
+    def echo(self, data, *, discard=False, timeout=None):
+        """Sends ``data`` (bytes or a NumPy array) through the Echo RPC and returns what came
+        back (the same type; None with ``discard``, which measures one direction only)."""
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            raw = bytes(data)
+            tensor = tensor_pb2.Tensor(dtype=tensor_pb2.UINT8, shape=[len(raw)], data=raw)
+        else:
+            tensor = to_tensor(np.asarray(data))
+        response = self._call(self.stub.Echo, compute_pb2.EchoRequest(
+            tensor=tensor, discard=discard), timeout)
+        if discard:
+            return None
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            return response.tensor.data
+        return from_tensor(response.tensor)
 
     # ------------------------------------------------------------------ server info
 
