@@ -8,6 +8,7 @@
 // Nothing here knows gpucompute's metric names: see server_metrics.h.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
