@@ -17,6 +17,11 @@
 
 ABSL_FLAG(std::string, address, "0.0.0.0:50051", "HOST:PORT to listen on; port 0 picks a free one");
 ABSL_FLAG(std::string, port_file, "", "if set, the chosen port is written here once listening");
+ABSL_FLAG(int, metrics_port, -1,
+          "Prometheus metrics at http://HOST:PORT/metrics (HOST from --address); -1: off, "
+          "0 picks a free port");
+ABSL_FLAG(std::string, metrics_port_file, "",
+          "if set, the metrics endpoint's port is written here once listening (0: no endpoint)");
 ABSL_FLAG(std::string, backend, "auto", "auto | cuda | cpu (auto: CUDA if a device is visible)");
 ABSL_FLAG(int, streams, 4, "CUDA streams per device");
 ABSL_FLAG(std::string, kernel_cache_dir, "",
@@ -73,6 +78,14 @@ std::string DefaultKernelCacheDir() {
   return "/tmp/gpucompute-kernels";
 }
 
+// Writes `port` to `path` (if set) atomically: readers never see a partial file.
+void WritePortFile(const std::string& path, int port) {
+  if (path.empty()) return;
+  const std::string tmp = path + ".tmp";
+  std::ofstream(tmp) << port << "\n";
+  std::rename(tmp.c_str(), path.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,6 +135,7 @@ int main(int argc, char** argv) {
   config.assimilate_scheduler.max_queue_depth = std::max(1, absl::GetFlag(FLAGS_assimilate_max_queue_depth));
   config.limits.stream.max_jobs_in_flight = std::max(1, absl::GetFlag(FLAGS_stream_max_jobs_in_flight));
   config.completion_threads = std::max(1, absl::GetFlag(FLAGS_completion_threads));
+  config.metrics_port = std::max(-1, absl::GetFlag(FLAGS_metrics_port));
 
   for (const std::string& arg : absl::GetFlag(FLAGS_grpc_arg)) {
     const size_t eq = arg.find('=');
@@ -136,11 +150,9 @@ int main(int argc, char** argv) {
     spdlog::critical("could not start: {}", server.status().ToString());
     return 1;
   }
-  if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
-    const std::string tmp = path + ".tmp";
-    std::ofstream(tmp) << (*server)->port() << "\n";
-    std::rename(tmp.c_str(), path.c_str());
-  }
+  WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), (*server)->metrics_port());
+  // Last: whoever waits for the port file finds the metrics port file already there.
+  WritePortFile(absl::GetFlag(FLAGS_port_file), (*server)->port());
 
   int sig = 0;
   sigwait(&signals, &sig);

@@ -27,6 +27,15 @@ struct DeviceDescription {
   int streams = 0;
 };
 
+// One device's memory at the time of asking (for the metrics endpoint).
+struct DeviceMemoryUsage {
+  int index = 0;
+  int64_t used_bytes = 0;           // total - free (cudaMemGetInfo): every process's, ours included
+  int64_t total_bytes = 0;
+  int64_t pool_reserved_bytes = 0;  // held by our stream-ordered pool (counted in used_bytes)
+  int64_t pool_used_bytes = 0;      // of the reserved bytes, those allocated to work in flight
+};
+
 struct KernelCacheStats {
   int64_t entries = 0;
   int64_t hits = 0;
@@ -92,6 +101,9 @@ class Backend {
   virtual void RunAssimilate(std::shared_ptr<const assimilate::Batch> batch, AssimilateDone done) = 0;
 
   virtual std::vector<DeviceDescription> Devices() const = 0;
+  // Memory of each device now; empty without devices. Thread-safe and cheap enough to call
+  // at every scrape (no synchronisation with the streams).
+  virtual std::vector<DeviceMemoryUsage> MemoryUsage() const = 0;
   virtual KernelCacheStats KernelStats() const { return {}; }
   virtual std::string NvrtcVersion() const { return ""; }
 };

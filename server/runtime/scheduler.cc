@@ -12,8 +12,9 @@
 namespace gpucompute {
 
 template <typename Traits>
-BatchScheduler<Traits>::BatchScheduler(Traits traits, SchedulerOptions options)
-    : traits_(traits), options_(options) {
+BatchScheduler<Traits>::BatchScheduler(Traits traits, SchedulerOptions options,
+                                       metrics::SchedulerMetrics metrics)
+    : traits_(traits), options_(options), metrics_(metrics) {
   dispatcher_ = std::thread([this] { DispatchLoop(); });
 }
 
@@ -31,6 +32,7 @@ absl::Status BatchScheduler<Traits>::Enqueue(Job job) {
         Traits::kName, " queue is full (", options_.max_queue_depth, " requests waiting); retry later"));
   }
   queue_.push_back(Queued{std::move(job), absl::Now(), NvtxStart(Traits::kName), cost});
+  if (metrics_.pending) metrics_.pending->Add(1);
   return absl::OkStatus();
 }
 
@@ -89,6 +91,7 @@ std::vector<typename BatchScheduler<Traits>::Queued> BatchScheduler<Traits>::Tak
     batch.push_back(std::move(*it));
     it = queue_.erase(it);
   }
+  if (metrics_.pending) metrics_.pending->Add(-static_cast<double>(batch.size()));
   return batch;
 }
 
@@ -141,6 +144,7 @@ void BatchScheduler<Traits>::Dispatch(std::vector<Queued> queued) {
   live.reserve(queued.size());
   for (auto& q : queued) {
     NvtxEnd(q.nvtx_queue);
+    if (metrics_.queue_us) metrics_.queue_us->Observe(absl::ToDoubleMicroseconds(now - q.enqueued));
     if (q.job.is_cancelled && q.job.is_cancelled()) {
       dropped.emplace_back(std::move(q), absl::CancelledError("request cancelled before dispatch"));
     } else if (now > q.job.deadline) {
@@ -163,6 +167,7 @@ void BatchScheduler<Traits>::Dispatch(std::vector<Queued> queued) {
   // Statistics first, then the callbacks: whoever a callback wakes sees consistent stats.
   for (auto& [q, status] : dropped) q.job.done(status, JobTimings{now - q.enqueued, absl::ZeroDuration(), 0});
   if (live.empty()) return;
+  if (metrics_.batch_size) metrics_.batch_size->Observe(static_cast<double>(live.size()));
   if (live.size() > 1) SPDLOG_DEBUG("{} batch of {} requests", Traits::kName, live.size());
   std::vector<std::pair<absl::Time, std::function<bool()>>> waiting;
   for (const auto& q : live) waiting.emplace_back(q.job.deadline, q.job.is_cancelled);
@@ -178,6 +183,9 @@ void BatchScheduler<Traits>::Dispatch(std::vector<Queued> queued) {
               [this, jobs, dispatched = now](absl::StatusOr<std::vector<Result>> result) {
                 const absl::Duration compute = absl::Now() - dispatched;
                 const int n = static_cast<int>(jobs->size());
+                if (metrics_.compute_us) {
+                  metrics_.compute_us->ObserveN(absl::ToDoubleMicroseconds(compute), n);
+                }
                 for (size_t i = 0; i < jobs->size(); ++i) {
                   Queued& q = (*jobs)[i];
                   const JobTimings timings{dispatched - q.enqueued, compute, n};

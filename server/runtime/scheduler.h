@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/metrics/server_metrics.h"
 #include "server/ops/periodogram/periodogram.h"
 #include "server/runtime/backend.h"
 
@@ -66,8 +67,9 @@ class BatchScheduler {
     Done done;                           // called exactly once, unless Enqueue fails
   };
 
-  // `traits` holds the backend, which must outlive the scheduler.
-  BatchScheduler(Traits traits, SchedulerOptions options);
+  // `traits` holds the backend, which must outlive the scheduler, as must the series in
+  // `metrics` (queue/compute time, batch size, pending count; null ones record nothing).
+  BatchScheduler(Traits traits, SchedulerOptions options, metrics::SchedulerMetrics metrics = {});
   ~BatchScheduler();  // Shutdown()
   BatchScheduler(const BatchScheduler&) = delete;
   BatchScheduler& operator=(const BatchScheduler&) = delete;
@@ -98,6 +100,7 @@ class BatchScheduler {
 
   const Traits traits_;
   const SchedulerOptions options_;
+  const metrics::SchedulerMetrics metrics_;
 
   mutable absl::Mutex mu_;
   std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);

@@ -36,9 +36,10 @@ void AddTimings(grpc::CallbackServerContext* context, const JobTimings& t, absl:
   context->AddTrailingMetadata("x-gpucompute-batch-requests", absl::StrCat(t.batch_requests));
 }
 
-void RecordCallEnd(absl::string_view /*op*/, const absl::Status& /*status*/,
-                   const JobTimings& /*timings*/, absl::Time /*start*/) {
-  // The metrics registry (server/metrics) hooks in here.
+void RecordCallEnd(metrics::ServerMetrics* metrics, absl::string_view op,
+                   const absl::Status& status, const JobTimings& /*timings*/, absl::Time start) {
+  // Queue and compute time are recorded by the schedulers, per request they run.
+  if (metrics != nullptr) metrics->RecordCall(op, status.code(), absl::Now() - start);
 }
 
 }  // namespace gpucompute

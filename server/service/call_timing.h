@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/metrics/server_metrics.h"
 #include "server/runtime/scheduler.h"
 
 namespace gpucompute {
@@ -28,9 +29,11 @@ std::string CallerId(const grpc::CallbackServerContext& context);
 // -batch-requests.
 void AddTimings(grpc::CallbackServerContext* context, const JobTimings& t, absl::Time start);
 
-// Every operation call, unary or on a stream, ends here once: `op` is its name
-// ("periodogram", "dense", "assimilate", "echo"). Records the outcome for the metrics.
-void RecordCallEnd(absl::string_view op, const absl::Status& status, const JobTimings& timings,
-                   absl::Time start);
+// Every operation call, unary or on a stream, ends here once, before its reply is sent (so a
+// scrape after the reply counts it): `op` is its name ("periodogram", "dense", "assimilate",
+// "echo"; "load_model", "unload_model"). Records the outcome by op and status code and the
+// duration since `start` into `metrics` (null: nothing recorded).
+void RecordCallEnd(metrics::ServerMetrics* metrics, absl::string_view op,
+                   const absl::Status& status, const JobTimings& timings, absl::Time start);
 
 }  // namespace gpucompute

@@ -30,9 +30,10 @@ grpc::ServerUnaryReactor* RunUnary(const char* op, Run run, const ServiceParts& 
   call.is_cancelled = [context] { return context->IsCancelled(); };
   call.client = CallerId(*context);
   run(parts, request, response, std::move(call),
-      [op, reactor, context, start](const absl::Status& status, const JobTimings& t) {
+      [op, reactor, context, start, metrics = parts.metrics](const absl::Status& status,
+                                                             const JobTimings& t) {
         AddTimings(context, t, start);
-        RecordCallEnd(op, status, t, start);
+        RecordCallEnd(metrics, op, status, t, start);
         reactor->Finish(ToGrpcStatus(status));
       });
   return reactor;

@@ -4,7 +4,9 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "server/common/nvtx.h"
+#include "server/service/call_timing.h"
 #include "server/service/status_mapping.h"
 #include "server/service/tensor_codec.h"
 #include "spdlog/spdlog.h"
@@ -29,7 +31,7 @@ void FillModelInfo(const dense::ModelInfo& info, v1::ModelInfo* out) {
 
 LoadModelReactor::LoadModelReactor(grpc::CallbackServerContext* context, const ServiceParts* parts,
                                    v1::ModelInfo* response)
-    : context_(context), parts_(parts), response_(response) {
+    : context_(context), parts_(parts), response_(response), start_(absl::Now()) {
   StartRead(&chunk_);
 }
 
@@ -92,6 +94,7 @@ void LoadModelReactor::Load() {
   reserved_ = false;
   spdlog::info("model '{}' loaded: {} layers, {} bytes resident, {:.1f} ms", name_,
                response_->layers_size(), response_->device_bytes(), ms);
+  RecordCallEnd(parts_->metrics, "load_model", absl::OkStatus(), JobTimings{}, start_);
   Finish(grpc::Status::OK);
 }
 
@@ -100,6 +103,7 @@ void LoadModelReactor::Fail(const absl::Status& status) {
     parts_->models->Release(name_);
   }
   reserved_ = false;
+  RecordCallEnd(parts_->metrics, "load_model", status, JobTimings{}, start_);
   Finish(ToGrpcStatus(status));
 }
 

@@ -9,6 +9,7 @@
 #include <grpcpp/support/server_callback.h>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "gpucompute/v1/compute.pb.h"
 #include "server/service/compute_service.h"
 #include "server/service/model_upload.h"
@@ -36,6 +37,7 @@ class LoadModelReactor final : public grpc::ServerReadReactor<v1::LoadModelChunk
   std::unique_ptr<ModelUpload> upload_;
   bool reserved_ = false;
   std::string name_;  // reserved in the registry
+  const absl::Time start_;  // the call's arrival (metrics)
 };
 
 // The proto form of a model's description.

@@ -1,6 +1,8 @@
 // The model-management handlers of ComputeService: LoadModel, UnloadModel, ListModels.
 #include <utility>
 
+#include "absl/time/clock.h"
+#include "server/service/call_timing.h"
 #include "server/service/compute_service.h"
 #include "server/service/load_model_reactor.h"
 #include "server/service/status_mapping.h"
@@ -15,8 +17,11 @@ grpc::ServerReadReactor<v1::LoadModelChunk>* ComputeService::LoadModel(
 grpc::ServerUnaryReactor* ComputeService::UnloadModel(grpc::CallbackServerContext* context,
                                                       const v1::UnloadModelRequest* request,
                                                       v1::UnloadModelResponse* /*response*/) {
+  const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(parts_.models->Unload(request->name())));
+  const absl::Status status = parts_.models->Unload(request->name());
+  RecordCallEnd(parts_.metrics, "unload_model", status, JobTimings{}, start);
+  reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
 

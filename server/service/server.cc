@@ -12,20 +12,50 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
+#include "server/runtime/runtime_metrics.h"
 #include "spdlog/spdlog.h"
 
 namespace gpucompute {
+namespace {
+
+// The host part of a gRPC listening address ("0.0.0.0:50051" -> "0.0.0.0", "[::]:50051" ->
+// "::"): the metrics endpoint listens on the same interfaces as the service.
+std::string HostOf(const std::string& address) {
+  if (!address.empty() && address.front() == '[') {
+    const size_t close = address.find(']');
+    if (close != std::string::npos) return address.substr(1, close - 1);
+  }
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) return "0.0.0.0";
+  return address.substr(0, colon);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   std::unique_ptr<Server> s(new Server());
+  s->registry_ = std::make_unique<metrics::Registry>();
+  s->metrics_ = std::make_unique<metrics::ServerMetrics>(s->registry_.get());
   s->completions_ = std::make_unique<CompletionQueue>(config.completion_threads);
   ASSIGN_OR_RETURN(s->backend_, CreateBackend(config.backend, s->completions_.get()));
   s->backend_name_ = s->backend_->name();
-  s->scheduler_ = std::make_unique<PeriodogramScheduler>(s->backend_.get(), config.scheduler);
-  s->dense_scheduler_ = std::make_unique<DenseScheduler>(s->backend_.get(), config.dense_scheduler);
-  s->assimilate_scheduler_ =
-      std::make_unique<AssimilateScheduler>(s->backend_.get(), config.assimilate_scheduler);
+  s->scheduler_ = std::make_unique<PeriodogramScheduler>(
+      s->backend_.get(), config.scheduler, s->metrics_->ForScheduler(PeriodogramTraits::kName));
+  s->dense_scheduler_ = std::make_unique<DenseScheduler>(
+      s->backend_.get(), config.dense_scheduler, s->metrics_->ForScheduler(DenseTraits::kName));
+  s->assimilate_scheduler_ = std::make_unique<AssimilateScheduler>(
+      s->backend_.get(), config.assimilate_scheduler,
+      s->metrics_->ForScheduler(AssimilateTraits::kName));
   s->models_ = std::make_unique<ModelRegistry>(config.limits.dense.max_models);
+  RegisterRuntimeMetrics(s->registry_.get(), s->backend_.get(), s->models_.get());
+  // Every op's success and duration series exist (as 0) from the start, so that rate() and
+  // increase() see their first calls.
+  for (const char* op : {"periodogram", "dense", "assimilate", "echo", "load_model", "unload_model"}) {
+    s->metrics_->Calls(op);
+  }
+  // No tensor store on this branch yet: none resident. With the store, return its Stats()'s
+  // tensors and bytes here.
+  s->metrics_->AddResidentTensors([] { return metrics::ResidentTensorCounts{}; });
   s->loader_ = std::make_unique<CompletionQueue>(1);
   ServiceParts parts;
   parts.backend = s->backend_.get();
@@ -34,6 +64,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   parts.assimilate = s->assimilate_scheduler_.get();
   parts.models = s->models_.get();
   parts.loader = s->loader_.get();
+  parts.metrics = s->metrics_.get();
   parts.limits = config.limits;
   s->service_ = std::make_unique<ComputeService>(std::move(parts));
 
@@ -58,6 +89,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   if (auto* health = s->server_->GetHealthCheckService()) {
     health->SetServingStatus(true);
     health->SetServingStatus("gpucompute.v1.Compute", true);
+  }
+  if (config.metrics_port >= 0) {
+    ASSIGN_OR_RETURN(s->metrics_server_, metrics::MetricsServer::Start(HostOf(config.address),
+                                                                      config.metrics_port,
+                                                                      s->registry_.get()));
   }
   spdlog::info("gpucompute listening on {} (port {}), backend {}", config.address, s->port_,
                s->backend_name_);
@@ -85,10 +121,14 @@ void Server::Shutdown(absl::Duration grace) {
   scheduler_.reset();
   dense_scheduler_.reset();
   assimilate_scheduler_.reset();
+  // Scrapes go on while calls drain; none may run once what the metrics callbacks read
+  // (models, backend) starts to go.
+  if (metrics_server_) metrics_server_->Stop();
   if (models_) models_->Clear();  // device memory goes before the backend does
   models_.reset();
   backend_.reset();
   completions_.reset();
+  metrics_server_.reset();
   if (port_ != 0) spdlog::info("gpucompute stopped");
 }
 

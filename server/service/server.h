@@ -1,5 +1,6 @@
 // Assembles the server: completion threads, backend, scheduler, the Compute service, health
-// and reflection, on one listening address. Used by main.cc and by in-process tests.
+// and reflection, on one listening address, and the Prometheus /metrics endpoint on another
+// port. Used by main.cc and by in-process tests.
 #pragma once
 
 #include <memory>
@@ -11,6 +12,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/metrics/metrics.h"
+#include "server/metrics/metrics_server.h"
+#include "server/metrics/server_metrics.h"
 #include "server/runtime/backend.h"
 #include "server/runtime/completion_queue.h"
 #include "server/runtime/scheduler.h"
@@ -47,6 +51,9 @@ struct ServerConfig {
   SchedulerOptions assimilate_scheduler = DefaultAssimilateScheduling();  // cost: flops
   ServiceLimits limits;
   int completion_threads = 2;
+  // Prometheus text format at http://HOST:metrics_port/metrics, HOST being the host of
+  // `address`. -1: no endpoint (the metrics are still recorded); 0 picks a free port.
+  int metrics_port = -1;
   // Extra gRPC channel arguments of the listening server (key, value); a value that parses as
   // an integer is passed as one (e.g. "grpc.http2.lookahead_bytes", "16777216").
   std::vector<std::pair<std::string, std::string>> grpc_args;
@@ -58,6 +65,13 @@ class Server {
   ~Server();  // Shutdown() with a short grace period if still running
 
   int port() const { return port_; }
+  // The metrics endpoint's port; 0 when there is none (metrics_port -1).
+  int metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
+  // What /metrics serves (also without the endpoint). Valid until the server is destroyed.
+  const metrics::Registry& metrics_registry() const { return *registry_; }
+  // gpucompute's families, and through registry() a place for more. Valid until the server is
+  // destroyed.
+  metrics::ServerMetrics& metrics() { return *metrics_; }
   const std::string& backend_name() const { return backend_name_; }
 
   // Stops accepting calls, lets in-flight calls finish (cancelling those still running after
@@ -67,7 +81,10 @@ class Server {
  private:
   Server() = default;
 
-  // Destruction order matters: service and gRPC server first, completions last.
+  // Destruction order matters: service and gRPC server first, completions last; the metrics
+  // registry after everything that records into it or that its callbacks read.
+  std::unique_ptr<metrics::Registry> registry_;
+  std::unique_ptr<metrics::ServerMetrics> metrics_;
   std::unique_ptr<CompletionQueue> completions_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<PeriodogramScheduler> scheduler_;
@@ -77,6 +94,7 @@ class Server {
   std::unique_ptr<CompletionQueue> loader_;
   std::unique_ptr<ComputeService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<metrics::MetricsServer> metrics_server_;  // stopped first
   int port_ = 0;
   std::string backend_name_;
   bool shut_down_ = false;

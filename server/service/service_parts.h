@@ -2,6 +2,7 @@
 // limits. Everything must outlive the service.
 #pragma once
 
+#include "server/metrics/server_metrics.h"
 #include "server/runtime/backend.h"
 #include "server/runtime/completion_queue.h"
 #include "server/runtime/model_registry.h"
@@ -17,6 +18,7 @@ struct ServiceParts {
   AssimilateScheduler* assimilate = nullptr;
   ModelRegistry* models = nullptr;
   CompletionQueue* loader = nullptr;  // runs model loads (long, blocking) off the gRPC threads
+  metrics::ServerMetrics* metrics = nullptr;  // call outcomes; null: not recorded
   ServiceLimits limits;
 };
 

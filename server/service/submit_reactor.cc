@@ -94,7 +94,7 @@ const char* OpName(v1::SubmitRequest::JobCase c) {
 
 void SubmitReactor::JobDone(Job* raw, const absl::Status& status, const JobTimings& timings) {
   std::unique_ptr<Job> job(raw);
-  RecordCallEnd(OpName(job->request.job_case()), status, timings, job->start);
+  RecordCallEnd(parts_->metrics, OpName(job->request.job_case()), status, timings, job->start);
   v1::SubmitResponse& out = job->response;
   out.set_id(job->request.id());
   if (!status.ok()) {

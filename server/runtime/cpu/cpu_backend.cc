@@ -327,4 +327,6 @@ void CpuBackend::RunAssimilate(std::shared_ptr<const assimilate::Batch> batch, A
   Submit(std::move(tasks));
 }
 
+std::vector<DeviceMemoryUsage> CpuBackend::MemoryUsage() const { return {}; }
+
 }  // namespace gpucompute

@@ -32,6 +32,7 @@ class CpuBackend final : public Backend {
   // on any worker, so one large problem uses every core.
   void RunAssimilate(std::shared_ptr<const assimilate::Batch> batch, AssimilateDone done) override;
   std::vector<DeviceDescription> Devices() const override { return {}; }
+  std::vector<DeviceMemoryUsage> MemoryUsage() const override;  // none: no devices
 
  private:
   void WorkerLoop();

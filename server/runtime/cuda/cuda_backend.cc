@@ -204,6 +204,39 @@ std::vector<DeviceDescription> CudaBackend::Devices() const {
   return out;
 }
 
+std::vector<DeviceMemoryUsage> CudaBackend::MemoryUsage() const {
+  std::vector<DeviceMemoryUsage> out;
+  for (const auto& d : devices_) {
+    // Runs on the scraping thread: making the device current there changes no other thread.
+    if (absl::Status s = d->MakeCurrent(); !s.ok()) {
+      spdlog::warn("device {}: memory query: {}", d->device(), s.ToString());
+      continue;
+    }
+    size_t free = 0, total = 0;
+    uint64_t reserved = 0, used = 0;
+    cudaError_t err = cudaMemGetInfo(&free, &total);
+    if (err == cudaSuccess) {
+      err = cudaMemPoolGetAttribute(d->memory_pool(), cudaMemPoolAttrReservedMemCurrent, &reserved);
+    }
+    if (err == cudaSuccess) {
+      err = cudaMemPoolGetAttribute(d->memory_pool(), cudaMemPoolAttrUsedMemCurrent, &used);
+    }
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      spdlog::warn("device {}: memory query: {}", d->device(), cudaGetErrorName(err));
+      continue;
+    }
+    DeviceMemoryUsage u;
+    u.index = d->device();
+    u.total_bytes = static_cast<int64_t>(total);
+    u.used_bytes = static_cast<int64_t>(total - free);
+    u.pool_reserved_bytes = static_cast<int64_t>(reserved);
+    u.pool_used_bytes = static_cast<int64_t>(used);
+    out.push_back(u);
+  }
+  return out;
+}
+
 KernelCacheStats CudaBackend::KernelStats() const {
   KernelCacheStats total;
   for (const auto& d : devices_) {

@@ -32,6 +32,9 @@ class CudaBackend final : public Backend {
   void RunDense(std::shared_ptr<const dense::Batch> batch, DenseDone done) override;
   void RunAssimilate(std::shared_ptr<const assimilate::Batch> batch, AssimilateDone done) override;
   std::vector<DeviceDescription> Devices() const override;
+  // cudaMemGetInfo and the pool's reserved/used attributes of each device; a device whose
+  // query fails is left out (and logged).
+  std::vector<DeviceMemoryUsage> MemoryUsage() const override;
   KernelCacheStats KernelStats() const override;
   std::string NvrtcVersion() const override { return KernelCache::NvrtcVersion(); }
 

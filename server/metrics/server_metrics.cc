@@ -1,0 +1,101 @@
+// gpucompute's metric families (see server_metrics.h).
+#include "server/metrics/server_metrics.h"
+
+#include <algorithm>
+
+namespace gpucompute::metrics {
+
+std::vector<double> ServerMetrics::DurationBucketsUs() {
+  std::vector<double> out;
+  for (double decade = 10; decade <= 1e7; decade *= 10) {
+    out.push_back(decade);
+    out.push_back(2.5 * decade);
+    out.push_back(5 * decade);
+  }
+  return out;  // 10 µs .. 50 s
+}
+
+std::vector<double> ServerMetrics::BatchSizeBuckets() { return ExponentialBuckets(1, 2, 13); }
+
+ServerMetrics::ServerMetrics(Registry* registry) : registry_(registry) {
+  Registry& r = *registry;
+  success_ = &r.AddCounter("gpucompute_request_success_total",
+                           "Calls that finished OK, by operation.", {"op"});
+  failure_ = &r.AddCounter("gpucompute_request_failure_total",
+                           "Calls that failed, by operation and gRPC status code.", {"op", "code"});
+  request_us_ = &r.AddHistogram(
+      "gpucompute_request_duration_us",
+      "Server-side duration of a call from its arrival to its status (µs), any outcome.", {"op"},
+      DurationBucketsUs());
+  queue_us_ = &r.AddHistogram("gpucompute_queue_duration_us",
+                              "Time a request waited in its scheduler's queue before dispatch (µs).",
+                              {"op"}, DurationBucketsUs());
+  compute_us_ = &r.AddHistogram(
+      "gpucompute_compute_duration_us",
+      "Time from a request's dispatch to its batch's results (copies and kernels; µs), once per "
+      "request.",
+      {"op"}, DurationBucketsUs());
+  batch_size_ = &r.AddHistogram("gpucompute_batch_size",
+                                "Requests coalesced into one backend launch, once per launch.",
+                                {"op"}, BatchSizeBuckets());
+  pending_ = &r.AddGauge("gpucompute_pending_requests",
+                         "Requests queued in a scheduler, not yet dispatched.", {"op"});
+}
+
+void ServerMetrics::AddResidentTensors(std::function<ResidentTensorCounts()> counts) {
+  registry_->AddCallback(MetricType::kGauge, "gpucompute_resident_tensors",
+                         "Server-resident tensors (PutTensor, kept outputs).", {},
+                         [counts] {
+                           return std::vector<Sample>{{{}, static_cast<double>(counts().tensors)}};
+                         });
+  registry_->AddCallback(MetricType::kGauge, "gpucompute_resident_tensor_bytes",
+                         "Bytes held by server-resident tensors.", {}, [counts] {
+                           return std::vector<Sample>{{{}, static_cast<double>(counts().bytes)}};
+                         });
+}
+
+SchedulerMetrics ServerMetrics::ForScheduler(absl::string_view op) {
+  SchedulerMetrics m;
+  m.queue_us = &queue_us_->WithLabels({op});
+  m.compute_us = &compute_us_->WithLabels({op});
+  m.batch_size = &batch_size_->WithLabels({op});
+  m.pending = &pending_->WithLabels({op});
+  return m;
+}
+
+CallMetrics& ServerMetrics::Calls(absl::string_view op) {
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    if (auto it = calls_.find(op); it != calls_.end()) return *it->second;
+  }
+  absl::MutexLock lock(&mu_);
+  auto& slot = calls_[op];
+  if (!slot) {
+    slot = std::make_unique<CallMetrics>();
+    slot->op_ = std::string(op);
+    slot->success_ = &success_->WithLabels({op});
+    slot->failure_family_ = failure_;
+    slot->duration_us_ = &request_us_->WithLabels({op});
+  }
+  return *slot;
+}
+
+void CallMetrics::Record(absl::StatusCode code, absl::Duration total) {
+  duration_us_->Observe(absl::ToDoubleMicroseconds(total));
+  if (code == absl::StatusCode::kOk) {
+    success_->Increment();
+    return;
+  }
+  int i = static_cast<int>(code);
+  if (i <= 0 || i >= kCodes) i = static_cast<int>(absl::StatusCode::kUnknown);
+  Counter* c = failures_[i].load(std::memory_order_acquire);
+  if (c == nullptr) {
+    // Two racing first failures resolve the same series: the family returns one counter.
+    c = &failure_family_->WithLabels(
+        {op_, absl::StatusCodeToString(static_cast<absl::StatusCode>(i))});
+    failures_[i].store(c, std::memory_order_release);
+  }
+  c->Increment();
+}
+
+}  // namespace gpucompute::metrics

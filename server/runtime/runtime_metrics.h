@@ -1,0 +1,16 @@
+// Metrics the runtime already keeps, computed at each scrape: device memory (per GPU), the
+// kernel cache's hits, misses and compile time, resident dense models, and build info.
+#pragma once
+
+#include "server/metrics/metrics.h"
+#include "server/runtime/backend.h"
+#include "server/runtime/model_registry.h"
+
+namespace gpucompute {
+
+// Registers the families in `registry`. `backend` and `models` are borrowed: they must
+// outlive every scrape of the registry (stop the metrics endpoint first).
+void RegisterRuntimeMetrics(metrics::Registry* registry, const Backend* backend,
+                            const ModelRegistry* models);
+
+}  // namespace gpucompute

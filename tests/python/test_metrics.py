@@ -1,0 +1,87 @@
+"""The Prometheus endpoint of the server binary: --metrics_port=0 with --metrics_port_file,
+a scrape with urllib before and after a few calls, and a clean SIGTERM exit with it running
+(run_server checks the exit code)."""
+
+import math
+import os
+import re
+import urllib.request
+
+import grpc
+import numpy as np
+import pytest
+
+import gpucompute
+from conftest import STARTUP_TIMEOUT_S, run_server
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$')
+_TYPE = re.compile(r'^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram)$')
+
+
+def scrape(port):
+    """{series: value} of one scrape; asserts that every line is HELP, TYPE or a sample of a
+    typed family."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = r.read().decode()
+    types, samples = {}, {}
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            continue
+        m = _TYPE.match(line)
+        if m:
+            types[m.group(1)] = m.group(2)
+            continue
+        m = _SAMPLE.match(line)
+        assert m, f"not a text-format line: {line!r}"
+        name = m.group(1)
+        family = re.sub(r"_(bucket|sum|count)$", "", name)
+        assert name in types or types.get(family) == "histogram", f"untyped sample: {line!r}"
+        samples[name + (m.group(2) or "")] = float(m.group(3))
+    return samples
+
+
+@pytest.fixture(scope="module")
+def metered(tmp_path_factory):
+    """(client, metrics port) of a server started with the metrics endpoint."""
+    if os.environ.get("GPUCOMPUTE_TARGET"):
+        pytest.skip("needs a server started by the tests")
+    tmp = tmp_path_factory.mktemp("metrics")
+    port_file = tmp / "metrics_port"
+    with run_server(tmp, "--metrics_port=0", f"--metrics_port_file={port_file}") as target:
+        # Written before the service's port file, which run_server has waited for.
+        port = int(port_file.read_text())
+        assert port > 0
+        with gpucompute.Client(target, timeout=60.0) as c:
+            c.wait_for_ready(timeout=STARTUP_TIMEOUT_S)
+            yield c, port
+
+
+def test_calls_move_the_counters(metered):
+    client, port = metered
+    before = scrape(port)
+    t = np.linspace(0.0, 20.0, 200)
+    for _ in range(2):
+        client.lombscargle(t, np.sin(3 * t))
+    with pytest.raises(grpc.RpcError) as e:
+        client.unload_model("no-such-model")
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    after = scrape(port)
+
+    def delta(series):
+        return after.get(series, 0) - before.get(series, 0)
+
+    assert delta('gpucompute_request_success_total{op="periodogram"}') == 2
+    assert delta('gpucompute_request_failure_total{op="unload_model",code="NOT_FOUND"}') == 1
+    assert delta('gpucompute_request_duration_us_count{op="periodogram"}') == 2
+    assert delta('gpucompute_compute_duration_us_count{op="periodogram"}') == 2
+    assert delta('gpucompute_batch_size_sum{op="periodogram"}') == 2
+    assert after['gpucompute_pending_requests{op="periodogram"}'] == 0
+    assert after['gpucompute_request_duration_us_bucket{op="periodogram",le="+Inf"}'] == \
+        after['gpucompute_request_duration_us_count{op="periodogram"}']
+    backend = client.server_info()["backend"]
+    assert any(k.startswith("gpucompute_build_info{") and f'backend="{backend}"' in k
+               for k in after), after.keys()
+    if backend == "cuda":
+        assert after['gpucompute_gpu_memory_total_bytes{gpu="0"}'] > 0
+    assert not math.isnan(after["gpucompute_kernel_compile_seconds_total"])
