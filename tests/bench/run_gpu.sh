@@ -3,7 +3,8 @@
 # "GPU machine"). Usage there: source .device/env.sh; tests/bench/run_gpu.sh [--quick]
 # Writes under $OUT (or ./gpu-out): tests.log (every test's output), servers.log, and JSON
 # lines per benchmark. ONLY=dense|periodogram|assimilate limits the benchmarks to one operation;
-# SKIP_BENCH=1 runs the tests only.
+# ONLY=service runs the stream, resident-tensor, metrics and load-tester tests on the CUDA
+# server and the load benchmarks (load_gpu.sh); SKIP_BENCH=1 runs the tests only.
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
 bin=$(dirname "$(command -v gpucompute-server)")
@@ -23,6 +24,7 @@ run_test() {  # name, then the command
 }
 # ONLY limits the operation tests too (a smaller bundle then suffices).
 ops="periodogram dense assimilate"; [ "$only" != all ] && ops=$only
+[ "$only" = service ] && ops=""
 for t in cuda_resources_test kernel_cache_test device_context_test; do
   run_test "$t" "$bin/$t" --gtest_brief=1
 done
@@ -61,8 +63,17 @@ if [ -d "$root/python" ]; then
       GPUCOMPUTE_BACKEND=cuda python3 -m pytest -q -p no:cacheprovider ${pytests[$op]}
   done
 fi
+if [ "$only" = all ] || [ "$only" = service ]; then
+  run_test "metrics_server_test (cuda)" env GPUCOMPUTE_TEST_BACKEND=cuda "$bin/metrics_server_test" --gtest_brief=1
+  run_test "python service tests (cuda)" env PYTHONPATH="$root/python" GPUCOMPUTE_SERVER="$bin/gpucompute-server" \
+    GPUCOMPUTE_LOAD="$bin/gpucompute-load" GPUCOMPUTE_BACKEND=cuda python3 -m pytest -q -p no:cacheprovider \
+    tests/python/test_stream.py tests/python/test_resident_tensors.py tests/python/test_metrics.py tests/python/test_load.py
+fi
 echo "tests status $status"
-[ "${SKIP_BENCH:-0}" = 1 ] && exit $status
+[ "${SKIP_BENCH:-0}" = 1 ] && if [ "$only" = all ] || [ "$only" = service ]; then
+  OUT=$out "$(dirname "$0")/load_gpu.sh"
+fi
+exit $status
 peers=""; [ -f "$root/peers.py" ] && peers="$root/peers.py"
 if [ "$only" = all ] || [ "$only" = periodogram ]; then
   periodogram_bench "$@" 2>>"$out/bench.err" | tee "$out/periodogram_bench.jsonl"
@@ -84,5 +95,8 @@ if [ "$only" = all ] || [ "$only" = assimilate ]; then
   # The seed problem (n = m = N = 3000) end to end through the server: transfer vs compute.
   assimilate_server_bench --backend=cuda 2>>"$out/bench.err" | tee "$out/assimilate_server_bench.jsonl"
   [ -n "$peers" ] && python3 "$peers" enkf enkf-large 2>>"$out/bench.err" | tee "$out/assimilate_peers.jsonl"
+fi
+if [ "$only" = all ] || [ "$only" = service ]; then
+  OUT=$out "$(dirname "$0")/load_gpu.sh"
 fi
 exit $status

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Issue 5's figures on the GPU machine, all from gpucompute-load against one CUDA server with
+# shared memory allowed: small periodograms against Echo at concurrency 1..256 (unary and
+# stream), a 256 MiB tensor over gRPC (one call, then split over 8 and 16 channels) and through
+# shared memory. Called by run_gpu.sh (ONLY=service); writes JSON Lines and CSV under $out.
+set -uo pipefail
+out=${OUT:-gpu-out}; mkdir -p "$out"
+rm -f /tmp/gcl.port
+gpucompute-server --address=127.0.0.1:0 --port_file=/tmp/gcl.port --backend=cuda \
+  --allow_shared_memory >> "$out/servers.log" 2>&1 &
+spid=$!
+for _ in $(seq 1 300); do [ -s /tmp/gcl.port ] && break; sleep 0.1; done
+target="127.0.0.1:$(cat /tmp/gcl.port)"
+load() {  # name, then gpucompute-load flags
+  local name=$1; shift
+  echo "==== gpucompute-load $name: $*"
+  gpucompute-load --target "$target" --progress off --json "$out/load-$name.jsonl" \
+    --csv "$out/load-$name.csv" "$@" 2>>"$out/bench.err"
+}
+# Small requests: one 1,000-sample periodogram on 1,000 frequencies, against Echo of its bytes.
+for mode in unary stream; do
+  load "periodogram-$mode" --op periodogram --samples 1000 --frequencies 1000 --mode "$mode" \
+    --channels 8 --concurrency 1,8,64,256 --duration 5s --warmup 1s --compare-echo
+done
+# A 256 MiB tensor: one call, then split over 8 and 16 channels; then through shared memory.
+load echo-256MiB-1 --op echo --bytes 256Mi --concurrency 1 --requests 10 --warmup 1s
+for k in 8 16; do
+  load "echo-256MiB-split$k" --op echo --bytes 256Mi --split "$k" --channels "$k" \
+    --concurrency 1 --requests 20 --warmup 1s
+done
+load echo-256MiB-shm --op echo --bytes 256Mi --input shm --concurrency 1 --requests 40 --warmup 1s
+kill -TERM $spid; wait $spid
