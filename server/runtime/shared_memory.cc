@@ -90,7 +90,10 @@ absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegion::Map(std:
   const int64_t page = sysconf(_SC_PAGESIZE);
   const int64_t start = offset / page * page;
   r->mapping_bytes_ = static_cast<size_t>(offset + size - start);
-  void* p = mmap(nullptr, r->mapping_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd_, start);
+  // MAP_POPULATE: the page tables are filled now, at registration, rather than by a page
+  // fault per 4 KiB page during the first requests (~30 ms for 256 MiB).
+  void* p = mmap(nullptr, r->mapping_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                 r->fd_, start);
   if (p == MAP_FAILED) {
     const int err = errno;
     r->mapping_ = nullptr;
