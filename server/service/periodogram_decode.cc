@@ -22,13 +22,6 @@ absl::Status CheckPositiveFinite(double v, const std::string& field) {
   return absl::OkStatus();
 }
 
-// A 1-D float tensor, wherever its bytes are, as doubles.
-absl::StatusOr<std::vector<double>> Vector(TensorResolver& resolver, const v1::Tensor& tensor,
-                                           const std::string& field, bool require_finite = true) {
-  ASSIGN_OR_RETURN(const TensorView view, resolver.Resolve(tensor, field));
-  return DecodeVector(view, field, require_finite);
-}
-
 absl::StatusOr<Grid> DecodeGrid(const v1::FrequencyGrid* spec, const std::vector<double>& t,
                                 const std::string& field, const ServiceLimits& limits,
                                 TensorResolver& resolver) {
@@ -86,7 +79,7 @@ absl::StatusOr<Grid> DecodeGrid(const v1::FrequencyGrid* spec, const std::vector
   } else {
     const std::string f = field + ".explicit_frequencies";
     ASSIGN_OR_RETURN(grid.explicit_frequencies,
-                     Vector(resolver, spec->explicit_frequencies(), f, /*require_finite=*/false));
+                     DecodeVector(resolver, spec->explicit_frequencies(), f, /*require_finite=*/false));
     if (grid.explicit_frequencies.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(f, ": at least one frequency is required"));
     }
@@ -149,7 +142,7 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
     const std::string field = absl::StrCat("series[", i, "]");
     if (!in.has_t()) return absl::InvalidArgumentError(field + ".t: missing");
     if (!in.has_y()) return absl::InvalidArgumentError(field + ".y: missing");
-    ASSIGN_OR_RETURN(s.t, Vector(resolver, in.t(), field + ".t"));
+    ASSIGN_OR_RETURN(s.t, DecodeVector(resolver, in.t(), field + ".t"));
     if (static_cast<int64_t>(s.t.size()) > limits.max_samples_per_series) {
       return absl::ResourceExhaustedError(
           absl::StrCat(field, ".t: ", s.t.size(), " samples is over the limit of ",
@@ -159,13 +152,13 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
       return absl::InvalidArgumentError(absl::StrCat(
           field, ".t: a series needs at least 2 samples (got ", s.t.size(), ")"));
     }
-    ASSIGN_OR_RETURN(s.y, Vector(resolver, in.y(), field + ".y"));
+    ASSIGN_OR_RETURN(s.y, DecodeVector(resolver, in.y(), field + ".y"));
     if (s.y.size() != s.t.size()) {
       return absl::InvalidArgumentError(absl::StrCat(field, ".y: length ", s.y.size(),
                                                      " differs from t's length ", s.t.size()));
     }
     if (in.has_dy()) {
-      ASSIGN_OR_RETURN(s.dy, Vector(resolver, in.dy(), field + ".dy", /*require_finite=*/false));
+      ASSIGN_OR_RETURN(s.dy, DecodeVector(resolver, in.dy(), field + ".dy", /*require_finite=*/false));
       if (s.dy.size() != s.t.size()) {
         return absl::InvalidArgumentError(absl::StrCat(
             field, ".dy: length ", s.dy.size(), " differs from t's length ", s.t.size()));

@@ -222,16 +222,28 @@ absl::StatusOr<std::vector<double>> DecodeVector(const TensorView& view, absl::s
   return out;
 }
 
-absl::StatusOr<std::vector<double>> DecodeVector(const v1::Tensor& tensor, absl::string_view field,
-                                                 bool require_finite) {
-  // Cheap checks first, so that the errors read as they did before resolution existed.
-  if (tensor.shape_size() != 1) {
+absl::StatusOr<std::vector<double>> DecodeVector(TensorResolver& resolver, const v1::Tensor& tensor,
+                                                 absl::string_view field, bool require_finite) {
+  // What the message states is checked first, so that a wrong rank or dtype is reported as such
+  // rather than as a byte count that does not match (a handle may leave both unset).
+  const bool by_handle = tensor.payload_case() == v1::Tensor::kHandle;
+  if ((!by_handle || tensor.shape_size() > 0) && tensor.shape_size() != 1) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ".shape: must be 1-D (got ", tensor.shape_size(), " dimensions)"));
   }
-  TensorResolver inline_only;
-  ASSIGN_OR_RETURN(TensorView view, inline_only.Resolve(tensor, field));
+  if ((!by_handle || tensor.dtype() != v1::DTYPE_UNSPECIFIED) && tensor.dtype() != v1::FLOAT32 &&
+      tensor.dtype() != v1::FLOAT64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".dtype: must be float32 or float64 (got ", DTypeName(tensor.dtype()), ")"));
+  }
+  ASSIGN_OR_RETURN(const TensorView view, resolver.Resolve(tensor, field));
   return DecodeVector(view, field, require_finite);
+}
+
+absl::StatusOr<std::vector<double>> DecodeVector(const v1::Tensor& tensor, absl::string_view field,
+                                                 bool require_finite) {
+  TensorResolver inline_only;
+  return DecodeVector(inline_only, tensor, field, require_finite);
 }
 
 void EncodeVector(v1::DType dtype, int64_t n, std::string&& bytes, v1::Tensor* out) {

@@ -83,6 +83,10 @@ class TensorResolver {
 // INVALID_ARGUMENT naming the first bad index.
 absl::StatusOr<std::vector<double>> DecodeVector(const TensorView& view, absl::string_view field,
                                                  bool require_finite = true);
+// A Tensor, wherever its bytes are, resolved and decoded as above; the rank and dtype the
+// message states are checked before its bytes.
+absl::StatusOr<std::vector<double>> DecodeVector(TensorResolver& resolver, const v1::Tensor& tensor,
+                                                 absl::string_view field, bool require_finite = true);
 // The same for an inline Tensor (tests, clients of the codec).
 absl::StatusOr<std::vector<double>> DecodeVector(const v1::Tensor& tensor, absl::string_view field,
                                                  bool require_finite = true);

@@ -11,7 +11,7 @@ here and, once registered, by the server. Outputs written into it come back as N
 its bytes: they change when the region is written again.
 """
 
-from multiprocessing import shared_memory
+from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
 
@@ -49,6 +49,11 @@ class SharedMemoryRegion:
         else:
             self._shm = shared_memory.SharedMemory(name=str(key).lstrip("/"), create=False)
             self._owner = False
+            # Python < 3.13 tracks attached objects too and unlinks them at exit: not ours to.
+            try:
+                resource_tracker.unregister(self._shm._name, "shared_memory")
+            except Exception:  # pylint: disable=broad-except
+                pass
         self.key = "/" + self._shm.name
         self.size = int(size) if size and key is None else self._shm.size
         self.name = None
