@@ -392,18 +392,29 @@ absl::Status ToAbslStatus(const grpc::Status& status) {
   return out;
 }
 
+namespace {
+
+grpc::ChannelArguments ChannelArgs(const ClientOptions& options) {
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(options.max_send_message_bytes);
+  args.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  return args;
+}
+
+std::shared_ptr<grpc::ChannelCredentials> Credentials(const ClientOptions& options) {
+  return options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& target,
                                                         ClientOptions options) {
   if (target.empty()) return absl::InvalidArgumentError("empty target");
   if (options.default_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("default_timeout must be positive");
   }
-  grpc::ChannelArguments args;
-  args.SetMaxSendMessageSize(options.max_send_message_bytes);
-  args.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
-  std::shared_ptr<grpc::ChannelCredentials> credentials =
-      options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(target, credentials, args);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(target, Credentials(options), ChannelArgs(options));
   if (channel == nullptr) return absl::InternalError("could not create a channel to " + target);
   if (options.connect_timeout > absl::ZeroDuration()) {
     if (!channel->WaitForConnected(absl::ToChronoTime(absl::Now() + options.connect_timeout))) {
@@ -426,6 +437,23 @@ Client::Client(std::string target, std::shared_ptr<grpc::Channel> channel, Clien
       options_(std::move(options)) {}
 
 Client::~Client() = default;
+
+v1::Compute::Stub* Client::TransferStub(int i) {
+  if (i <= 0 || target_.empty()) return stub_.get();
+  std::lock_guard<std::mutex> lock(transfer_mu_);
+  const int extra = (i - 1) % (kMaxTransferChannels - 1);
+  while (static_cast<int>(transfer_.size()) <= extra) {
+    grpc::ChannelArguments args = ChannelArgs(options_);
+    // Channels with equal arguments share a connection through the global subchannel pool: a
+    // local pool and an argument of its own give each transfer channel its own connection.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt("gpucompute.transfer_channel", static_cast<int>(transfer_.size()) + 1);
+    auto channel = grpc::CreateCustomChannel(target_, Credentials(options_), args);
+    auto stub = v1::Compute::NewStub(channel);
+    transfer_.emplace_back(std::move(channel), std::move(stub));
+  }
+  return transfer_[extra].second.get();
+}
 
 void Client::Configure(const CallOptions& options, grpc::ClientContext* context) const {
   absl::Time deadline;
@@ -662,7 +690,7 @@ std::future<absl::StatusOr<PutTensorResult>> Client::PutTensorAsync(v1::DType dt
           upload->StreamDone(std::move(info), bytes);
         });
     Configure(options, stream->context());
-    stream->Start(stub_.get());
+    stream->Start(TransferStub(i));
   }
   return future;
 }

@@ -1,7 +1,7 @@
 // Large tensors through the server on loopback, by every path: Echo inline (the wire), Echo
 // from one shared-memory region into another (the same-node path; target >= 5 GB/s at
-// 256 MiB), Echo from a resident tensor into shared memory, PutTensor over 1 and 4 streams,
-// and GetTensor. GB/s is the tensor's bytes over the call's time (one direction's bytes, as
+// 256 MiB), Echo from a resident tensor into shared memory, PutTensor over 1, 4, 8 and 16
+// streams (each on its own connection), and GetTensor. GB/s is the tensor's bytes over the call's time (one direction's bytes, as
 // "moves a 256 MiB tensor"); median and best of --reps calls after one warm-up. The backend
 // does not matter (Echo and the tensor RPCs do not compute). JSON lines out.
 //   tensor_transfer_bench [--sizes_mib=64,256] [--reps=5]
@@ -128,16 +128,14 @@ int Run(const Options& o) {
     *shm_echo.mutable_output_placement() = client::SharedMemoryOutputs("bench", bytes + 64);
     Measure("echo_shm_to_shm", bytes, o.reps, [&] { return client.Echo(shm_echo).status(); });
 
-    Measure("put_tensor_1_stream", bytes, o.reps, [&]() -> absl::Status {
-      auto put = client.PutTensor(v1::UINT8, shape, inline_bytes);
-      if (!put.ok()) return put.status();
-      return client.DeleteTensor(put->info.handle());
-    });
-    Measure("put_tensor_4_streams", bytes, o.reps, [&]() -> absl::Status {
-      auto put = client.PutTensor(v1::UINT8, shape, inline_bytes, {.streams = 4});
-      if (!put.ok()) return put.status();
-      return client.DeleteTensor(put->info.handle());
-    });
+    for (const int streams : {1, 4, 8, 16}) {
+      const std::string path = absl::StrFormat("put_tensor_%d_streams", streams);
+      Measure(path.c_str(), bytes, o.reps, [&]() -> absl::Status {
+        auto put = client.PutTensor(v1::UINT8, shape, inline_bytes, {.streams = streams});
+        if (!put.ok()) return put.status();
+        return client.DeleteTensor(put->info.handle());
+      });
+    }
 
     auto resident = client.PutTensor(v1::UINT8, shape, inline_bytes);
     if (!resident.ok()) return 1;

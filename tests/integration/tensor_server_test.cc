@@ -402,6 +402,27 @@ TEST_F(TensorServer, ParallelPutAndRangedGet) {
   }
 }
 
+TEST_F(TensorServer, ParallelPutOverSeparateConnections) {
+  // A client made by Connect opens a channel of its own per extra stream.
+  client::ClientOptions options;
+  options.default_timeout = absl::Seconds(60);
+  auto connected =
+      client::Client::Connect(absl::StrCat("127.0.0.1:", loopback_.server->port()), options);
+  ASSERT_TRUE(connected.ok()) << connected.status();
+  std::string bytes(1 << 20, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i % 251);
+  for (int round = 0; round < 2; ++round) {  // the second round reuses the channels
+    auto put = (*connected)->PutTensor(v1::UINT8, {static_cast<int64_t>(bytes.size())}, bytes,
+                                       {.chunk_bytes = 65536, .streams = 5});
+    ASSERT_TRUE(put.ok()) << put.status();
+    EXPECT_TRUE(put->info.complete());
+    // The same owner on every connection: the peer's address without its port.
+    auto got = client_->GetTensor(put->info.handle());
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_TRUE(got->data == bytes);
+  }
+}
+
 TEST_F(TensorServer, ListAndDelete) {
   auto a = client_->PutTensor(v1::INT32, {2, 3}, std::string(24, 'a'));
   auto b = client_->PutTensor(v1::UINT8, {5}, std::string(5, 'b'));

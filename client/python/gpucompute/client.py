@@ -81,6 +81,9 @@ class Client:
         }
         merged.update(dict(options or ()))
         opts = list(merged.items())
+        self._channel_options, self._credentials = opts, credentials
+        self._transfer = []  # (channel, stub) of parallel put_tensor streams 1, 2, ...
+        self._transfer_lock = threading.Lock()
         if credentials is None:
             self._channel = grpc.insecure_channel(target, options=opts)
         else:
@@ -97,6 +100,29 @@ class Client:
     def close(self):
         """Closes the channel; calls in flight are cancelled."""
         self._channel.close()
+        for channel, _ in self._transfer:
+            channel.close()
+
+    _MAX_TRANSFER_CHANNELS = 16
+
+    def _transfer_stub(self, i):
+        """The stub for parallel transfer stream ``i``: 0 is this client's; others have channels
+        of their own (own TCP connections: one connection moves ~0.5 GB/s whatever the HTTP/2
+        settings), made on first use and kept."""
+        if i <= 0:
+            return self.stub
+        extra = (i - 1) % (self._MAX_TRANSFER_CHANNELS - 1)
+        with self._transfer_lock:
+            while len(self._transfer) <= extra:
+                # A local subchannel pool and an option of its own: a separate connection.
+                opts = self._channel_options + [("grpc.use_local_subchannel_pool", 1),
+                                                ("gpucompute.transfer_channel",
+                                                 len(self._transfer) + 1)]
+                channel = (grpc.insecure_channel(self.target, options=opts)
+                           if self._credentials is None else
+                           grpc.secure_channel(self.target, self._credentials, options=opts))
+                self._transfer.append((channel, compute_pb2_grpc.ComputeStub(channel)))
+            return self._transfer[extra][1]
 
     def __enter__(self):
         return self
@@ -518,8 +544,8 @@ class Client:
           array: anything ``np.asarray`` takes (float16/32/64, int32/64 or uint8), cast to
             ``dtype`` first if given.
           chunk_bytes: bytes per streamed message.
-          streams: upload over this many PutTensor streams in parallel (after reserving the
-            tensor with CreateTensor); 1: one stream.
+          streams: upload over this many PutTensor streams in parallel, each on its own
+            connection (after reserving the tensor with CreateTensor); 1: one stream.
         """
         tensor = to_tensor(array, dtype)
         data = memoryview(tensor.data)
@@ -540,14 +566,14 @@ class Client:
             infos = list(pool.map(
                 lambda i: self._put_stream(header, data, i * step,
                                            min(len(data), (i + 1) * step), chunk_bytes,
-                                           timeout),
+                                           timeout, stub=self._transfer_stub(i)),
                 range(streams)))
         done = [i for i in infos if i.complete] or infos
         return TensorHandle.from_info(done[0])
 
-    def _put_stream(self, header, data, begin, end, chunk_bytes, timeout, base=0):
-        """One PutTensor stream: ``header`` with the first chunk, then ``data[begin:end]``,
-        written at ``base + begin`` onwards in the tensor."""
+    def _put_stream(self, header, data, begin, end, chunk_bytes, timeout, base=0, stub=None):
+        """One PutTensor stream (on ``stub``, default this client's): ``header`` with the first
+        chunk, then ``data[begin:end]``, written at ``base + begin`` onwards in the tensor."""
         def messages():
             at, first = begin, True
             while first or at < end:
@@ -558,7 +584,7 @@ class Client:
                     first = False
                 at += n
                 yield msg
-        return self._call(self.stub.PutTensor, messages(), timeout)
+        return self._call((stub or self.stub).PutTensor, messages(), timeout)
 
     def create_tensor(self, shape, dtype, *, timeout=None):
         """Reserves an empty resident tensor; ``write_tensor`` fills it (several writers may
