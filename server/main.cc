@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -61,6 +62,16 @@ ABSL_FLAG(int, stream_max_jobs_in_flight, gpucompute::StreamLimits{}.max_jobs_in
 ABSL_FLAG(std::vector<std::string>, grpc_arg, {},
           "extra gRPC server channel arguments, KEY=VALUE[,KEY=VALUE...] (integers are passed as "
           "integers), e.g. grpc.http2.lookahead_bytes=16777216");
+ABSL_FLAG(int64_t, tensor_quota_bytes, gpucompute::TensorStoreOptions{}.max_bytes_per_client,
+          "bytes of resident tensors (PutTensor, kept outputs) one client may hold");
+ABSL_FLAG(int, tensor_quota_count, gpucompute::TensorStoreOptions{}.max_tensors_per_client,
+          "resident tensors one client may hold");
+ABSL_FLAG(double, tensor_idle_expiry_s,
+          absl::ToDoubleSeconds(gpucompute::TensorStoreOptions{}.idle_expiry),
+          "a resident tensor unused this long (s) is freed; 0: never");
+ABSL_FLAG(bool, allow_shared_memory, false,
+          "let clients on this node register POSIX shared-memory regions (RegisterSharedMemory) "
+          "for inputs and outputs");
 ABSL_FLAG(int, cpu_threads, 0, "CPU backend worker threads (0: all cores)");
 ABSL_FLAG(int, completion_threads, 2, "threads that finish calls");
 ABSL_FLAG(bool, debug_sync, false, "synchronise after every kernel launch (pins faults)");
@@ -136,6 +147,13 @@ int main(int argc, char** argv) {
   config.limits.stream.max_jobs_in_flight = std::max(1, absl::GetFlag(FLAGS_stream_max_jobs_in_flight));
   config.completion_threads = std::max(1, absl::GetFlag(FLAGS_completion_threads));
   config.metrics_port = std::max(-1, absl::GetFlag(FLAGS_metrics_port));
+  config.tensors.max_bytes_per_client = std::max<int64_t>(0, absl::GetFlag(FLAGS_tensor_quota_bytes));
+  config.tensors.max_tensors_per_client = std::max(0, absl::GetFlag(FLAGS_tensor_quota_count));
+  config.tensors.idle_expiry = absl::Seconds(std::max(0.0, absl::GetFlag(FLAGS_tensor_idle_expiry_s)));
+  // Expiry is checked on every lookup; the sweep frees memory of tensors nobody looks up.
+  config.tensors.sweep_interval =
+      std::clamp(config.tensors.idle_expiry / 4, absl::Milliseconds(50), absl::Seconds(5));
+  config.allow_shared_memory = absl::GetFlag(FLAGS_allow_shared_memory);
 
   for (const std::string& arg : absl::GetFlag(FLAGS_grpc_arg)) {
     const size_t eq = arg.find('=');

@@ -2,13 +2,18 @@
 #include "client/cpp/client.h"
 
 #include <charconv>
+#include <cstring>
+#include <optional>
 #include <algorithm>
 #include <chrono>
 #include <functional>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "client/cpp/tensor_util.h"
 
 namespace gpucompute::client {
 namespace {
@@ -157,6 +162,203 @@ std::future<absl::StatusOr<Result>> StartUnary(
   return future;
 }
 
+// Starts a unary call whose result is only its status.
+template <typename Request, typename Response, typename Invoke>
+std::future<absl::Status> StartStatusUnary(
+    Request request, const std::function<void(grpc::ClientContext*)>& configure, Invoke invoke) {
+  struct Call {
+    grpc::ClientContext context;
+    Request request;
+    Response response;
+    std::promise<absl::Status> promise;
+  };
+  auto call = std::make_unique<Call>();
+  call->request = std::move(request);
+  configure(&call->context);
+  std::future<absl::Status> future = call->promise.get_future();
+  Call* raw = call.release();  // owned by the callback from here on
+  invoke(&raw->context, &raw->request, &raw->response, [raw](grpc::Status status) {
+    std::unique_ptr<Call> c(raw);
+    auto promise = std::move(c->promise);
+    c.reset();
+    promise.set_value(ToAbslStatus(status));
+  });
+  return future;
+}
+
+// One PutTensor stream: the header (with the first chunk's bytes), then the chunks of
+// [begin, end) of `data`, one write in flight; `done` runs from OnDone with the server's
+// TensorInfo and the bytes sent. Deletes itself after OnDone; holds no channel reference.
+class PutTensorStream final : public grpc::ClientWriteReactor<v1::PutTensorChunk> {
+ public:
+  using Done = std::function<void(absl::StatusOr<v1::TensorInfo>, int64_t bytes_sent)>;
+
+  PutTensorStream(v1::PutTensorHeader header, absl::string_view data, int64_t begin, int64_t end,
+                  int64_t chunk_bytes, Done done)
+      : header_(std::move(header)),
+        data_(data),
+        next_(begin),
+        end_(end),
+        chunk_bytes_(chunk_bytes),
+        done_(std::move(done)) {}
+
+  grpc::ClientContext* context() { return &context_; }
+
+  void Start(v1::Compute::Stub* stub) {
+    stub->async()->PutTensor(&context_, &info_, this);
+    WriteNext();
+    StartCall();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (ok) WriteNext();  // else OnDone follows with the server's status
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    absl::StatusOr<v1::TensorInfo> result =
+        status.ok() ? absl::StatusOr<v1::TensorInfo>(std::move(info_)) : ToAbslStatus(status);
+    Done done = std::move(done_);
+    const int64_t bytes = bytes_sent_;
+    delete this;
+    done(std::move(result), bytes);
+  }
+
+ private:
+  void WriteNext() {
+    message_.Clear();
+    if (header_sent_ && next_ >= end_) {
+      StartWritesDone();
+      return;
+    }
+    if (!header_sent_) {
+      *message_.mutable_header() = header_;
+      header_sent_ = true;
+    }
+    const int64_t n = std::min(chunk_bytes_, end_ - next_);
+    if (n > 0) {
+      message_.set_offset(next_);
+      message_.set_data(data_.data() + next_, static_cast<size_t>(n));
+      next_ += n;
+      bytes_sent_ += n;
+    }
+    StartWrite(&message_);
+  }
+
+  grpc::ClientContext context_;
+  const v1::PutTensorHeader header_;
+  const absl::string_view data_;
+  int64_t next_;
+  const int64_t end_;
+  const int64_t chunk_bytes_;
+  Done done_;
+  v1::PutTensorChunk message_;  // the write in flight
+  v1::TensorInfo info_;
+  bool header_sent_ = false;
+  int64_t bytes_sent_ = 0;
+};
+
+// The streams of one PutTensor upload: the promise is fulfilled when the last one is done,
+// with the first error or else the reply that saw the tensor complete.
+struct PutTensorUpload {
+  absl::Mutex mu;
+  int remaining ABSL_GUARDED_BY(mu) = 0;
+  absl::Status error ABSL_GUARDED_BY(mu);
+  std::optional<v1::TensorInfo> info ABSL_GUARDED_BY(mu);
+  int64_t bytes ABSL_GUARDED_BY(mu) = 0;
+  absl::Time start = absl::Now();
+  std::promise<absl::StatusOr<PutTensorResult>> promise;
+
+  void StreamDone(absl::StatusOr<v1::TensorInfo> result, int64_t bytes_sent) {
+    absl::StatusOr<PutTensorResult> out;
+    {
+      absl::MutexLock lock(&mu);
+      bytes += bytes_sent;
+      if (!result.ok()) {
+        if (error.ok()) error = result.status();
+      } else if (!info.has_value() || result->complete()) {
+        info = *std::move(result);
+      }
+      if (--remaining > 0) return;
+      if (!error.ok()) {
+        out = error;
+      } else {
+        PutTensorResult r;
+        r.info = *std::move(info);
+        r.latency = absl::Now() - start;
+        r.bytes_sent = bytes;
+        out = std::move(r);
+      }
+    }
+    promise.set_value(std::move(out));
+  }
+};
+
+// One GetTensor stream: collects the range's chunks into one buffer.
+class GetTensorStream final : public grpc::ClientReadReactor<v1::TensorData> {
+ public:
+  explicit GetTensorStream(v1::GetTensorRequest request) : request_(std::move(request)) {}
+
+  grpc::ClientContext* context() { return &context_; }
+  std::future<absl::StatusOr<GetTensorResult>> future() { return promise_.get_future(); }
+
+  void Start(v1::Compute::Stub* stub) {
+    stub->async()->GetTensor(&context_, &request_, this);
+    StartRead(&message_);
+    StartCall();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // OnDone follows
+    if (message_.has_info()) {
+      result_.info = message_.info();
+      const int64_t length =
+          request_.length() > 0 ? request_.length() : result_.info.bytes() - request_.offset();
+      result_.data.resize(static_cast<size_t>(std::max<int64_t>(0, length)));
+    }
+    const int64_t at = message_.offset() - request_.offset();
+    const int64_t n = static_cast<int64_t>(message_.data().size());
+    if (at < 0 || at + n > static_cast<int64_t>(result_.data.size())) {
+      error_ = absl::InternalError(absl::StrCat("GetTensor: the server sent bytes [", message_.offset(),
+                                                ", ", message_.offset() + n, ") outside the range"));
+      context_.TryCancel();
+      return;
+    }
+    std::memcpy(result_.data.data() + at, message_.data().data(), static_cast<size_t>(n));
+    StartRead(&message_);
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    absl::StatusOr<GetTensorResult> out;
+    if (!error_.ok()) {
+      out = error_;
+    } else if (!status.ok()) {
+      out = ToAbslStatus(status);
+    } else {
+      result_.latency = absl::Now() - start_;
+      out = std::move(result_);
+    }
+    auto promise = std::move(promise_);
+    delete this;
+    promise.set_value(std::move(out));
+  }
+
+ private:
+  grpc::ClientContext context_;
+  v1::GetTensorRequest request_;
+  v1::TensorData message_;
+  GetTensorResult result_;
+  absl::Status error_;
+  std::promise<absl::StatusOr<GetTensorResult>> promise_;
+  absl::Time start_ = absl::Now();
+};
+
+template <typename T>
+std::future<T> Ready(T value) {
+  std::promise<T> p;
+  p.set_value(std::move(value));
+  return p.get_future();
+}
+
 }  // namespace
 
 int64_t ModelUpload::tensor_bytes() const {
@@ -190,18 +392,29 @@ absl::Status ToAbslStatus(const grpc::Status& status) {
   return out;
 }
 
+namespace {
+
+grpc::ChannelArguments ChannelArgs(const ClientOptions& options) {
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(options.max_send_message_bytes);
+  args.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  return args;
+}
+
+std::shared_ptr<grpc::ChannelCredentials> Credentials(const ClientOptions& options) {
+  return options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& target,
                                                         ClientOptions options) {
   if (target.empty()) return absl::InvalidArgumentError("empty target");
   if (options.default_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("default_timeout must be positive");
   }
-  grpc::ChannelArguments args;
-  args.SetMaxSendMessageSize(options.max_send_message_bytes);
-  args.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
-  std::shared_ptr<grpc::ChannelCredentials> credentials =
-      options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(target, credentials, args);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(target, Credentials(options), ChannelArgs(options));
   if (channel == nullptr) return absl::InternalError("could not create a channel to " + target);
   if (options.connect_timeout > absl::ZeroDuration()) {
     if (!channel->WaitForConnected(absl::ToChronoTime(absl::Now() + options.connect_timeout))) {
@@ -224,6 +437,23 @@ Client::Client(std::string target, std::shared_ptr<grpc::Channel> channel, Clien
       options_(std::move(options)) {}
 
 Client::~Client() = default;
+
+v1::Compute::Stub* Client::TransferStub(int i) {
+  if (i <= 0 || target_.empty()) return stub_.get();
+  std::lock_guard<std::mutex> lock(transfer_mu_);
+  const int extra = (i - 1) % (kMaxTransferChannels - 1);
+  while (static_cast<int>(transfer_.size()) <= extra) {
+    grpc::ChannelArguments args = ChannelArgs(options_);
+    // Channels with equal arguments share a connection through the global subchannel pool: a
+    // local pool and an argument of its own give each transfer channel its own connection.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt("gpucompute.transfer_channel", static_cast<int>(transfer_.size()) + 1);
+    auto channel = grpc::CreateCustomChannel(target_, Credentials(options_), args);
+    auto stub = v1::Compute::NewStub(channel);
+    transfer_.emplace_back(std::move(channel), std::move(stub));
+  }
+  return transfer_[extra].second.get();
+}
 
 void Client::Configure(const CallOptions& options, grpc::ClientContext* context) const {
   absl::Time deadline;
@@ -411,6 +641,171 @@ std::future<absl::StatusOr<EchoResult>> Client::EchoAsync(v1::EchoRequest reques
 
 absl::StatusOr<EchoResult> Client::Echo(v1::EchoRequest request, CallOptions options) {
   return EchoAsync(std::move(request), std::move(options)).get();
+}
+
+// ---------------------------------------------------------------- resident tensors
+
+std::future<absl::StatusOr<PutTensorResult>> Client::PutTensorAsync(v1::DType dtype,
+                                                                    std::vector<int64_t> shape,
+                                                                    absl::string_view data,
+                                                                    PutTensorOptions put,
+                                                                    CallOptions options) {
+  using Out = absl::StatusOr<PutTensorResult>;
+  if (put.chunk_bytes <= 0 || put.streams <= 0) {
+    return Ready<Out>(absl::InvalidArgumentError(absl::StrCat(
+        "chunk_bytes and streams must be positive, got ", put.chunk_bytes, " and ", put.streams)));
+  }
+  absl::StatusOr<int64_t> n = NumElements(shape);
+  if (!n.ok()) return Ready<Out>(n.status());
+  const int64_t total = *n * DTypeSize(dtype);
+  if (DTypeSize(dtype) == 0 || static_cast<int64_t>(data.size()) != total) {
+    return Ready<Out>(absl::InvalidArgumentError(absl::StrCat(
+        "PutTensor: ", data.size(), " bytes given but ", DTypeName(dtype), " of that shape needs ",
+        total)));
+  }
+  // No more streams than chunks: a stream with nothing to send would only cost a round trip.
+  const int64_t chunks = std::max<int64_t>(1, (total + put.chunk_bytes - 1) / put.chunk_bytes);
+  const int streams = static_cast<int>(std::min<int64_t>(put.streams, chunks));
+  v1::PutTensorHeader header;
+  if (streams == 1) {
+    header.set_dtype(dtype);
+    for (int64_t d : shape) header.add_shape(d);
+  } else {
+    absl::StatusOr<v1::TensorInfo> reserved = CreateTensor(dtype, shape, options);
+    if (!reserved.ok()) return Ready<Out>(reserved.status());
+    header.set_handle(reserved->handle());
+  }
+  auto upload = std::make_shared<PutTensorUpload>();
+  std::future<Out> future = upload->promise.get_future();
+  {
+    absl::MutexLock lock(&upload->mu);
+    upload->remaining = streams;
+  }
+  const int64_t slice = (total + streams - 1) / streams;
+  for (int i = 0; i < streams; ++i) {
+    const int64_t begin = std::min(total, i * slice), end = std::min(total, begin + slice);
+    auto* stream = new PutTensorStream(  // deletes itself in OnDone
+        header, data, begin, end, put.chunk_bytes,
+        [upload](absl::StatusOr<v1::TensorInfo> info, int64_t bytes) {
+          upload->StreamDone(std::move(info), bytes);
+        });
+    Configure(options, stream->context());
+    stream->Start(TransferStub(i));
+  }
+  return future;
+}
+
+absl::StatusOr<PutTensorResult> Client::PutTensor(v1::DType dtype, std::vector<int64_t> shape,
+                                                  absl::string_view data, PutTensorOptions put,
+                                                  CallOptions options) {
+  return PutTensorAsync(dtype, std::move(shape), data, put, std::move(options)).get();
+}
+
+std::future<absl::StatusOr<v1::TensorInfo>> Client::CreateTensorAsync(v1::DType dtype,
+                                                                      std::vector<int64_t> shape,
+                                                                      CallOptions options) {
+  using Call = UnaryCall<v1::CreateTensorRequest, v1::TensorInfo, v1::TensorInfo>;
+  v1::CreateTensorRequest request;
+  request.set_dtype(dtype);
+  for (int64_t d : shape) request.add_shape(d);
+  return StartUnary<v1::CreateTensorRequest, v1::TensorInfo, v1::TensorInfo>(
+      std::move(request), [&](grpc::ClientContext* c) { Configure(options, c); },
+      [this](auto* context, auto* req, auto* resp, auto callback) {
+        stub_->async()->CreateTensor(context, req, resp, std::move(callback));
+      },
+      [](Call& c) -> absl::StatusOr<v1::TensorInfo> { return std::move(c.response); });
+}
+
+absl::StatusOr<v1::TensorInfo> Client::CreateTensor(v1::DType dtype, std::vector<int64_t> shape,
+                                                    CallOptions options) {
+  return CreateTensorAsync(dtype, std::move(shape), std::move(options)).get();
+}
+
+std::future<absl::StatusOr<GetTensorResult>> Client::GetTensorAsync(std::string handle,
+                                                                    GetTensorOptions get,
+                                                                    CallOptions options) {
+  v1::GetTensorRequest request;
+  request.set_handle(std::move(handle));
+  request.set_offset(get.offset);
+  request.set_length(get.length);
+  request.set_chunk_bytes(get.chunk_bytes);
+  auto* stream = new GetTensorStream(std::move(request));  // deletes itself in OnDone
+  Configure(options, stream->context());
+  std::future<absl::StatusOr<GetTensorResult>> future = stream->future();
+  stream->Start(stub_.get());
+  return future;
+}
+
+absl::StatusOr<GetTensorResult> Client::GetTensor(std::string handle, GetTensorOptions get,
+                                                  CallOptions options) {
+  return GetTensorAsync(std::move(handle), get, std::move(options)).get();
+}
+
+std::future<absl::Status> Client::DeleteTensorAsync(std::string handle, CallOptions options) {
+  v1::DeleteTensorRequest request;
+  request.set_handle(std::move(handle));
+  return StartStatusUnary<v1::DeleteTensorRequest, v1::DeleteTensorResponse>(
+      std::move(request), [&](grpc::ClientContext* c) { Configure(options, c); },
+      [this](auto* context, auto* req, auto* resp, auto callback) {
+        stub_->async()->DeleteTensor(context, req, resp, std::move(callback));
+      });
+}
+
+absl::Status Client::DeleteTensor(std::string handle, CallOptions options) {
+  return DeleteTensorAsync(std::move(handle), std::move(options)).get();
+}
+
+std::future<absl::StatusOr<v1::ListTensorsResponse>> Client::ListTensorsAsync(CallOptions options) {
+  using Call = UnaryCall<v1::ListTensorsRequest, v1::ListTensorsResponse, v1::ListTensorsResponse>;
+  return StartUnary<v1::ListTensorsRequest, v1::ListTensorsResponse, v1::ListTensorsResponse>(
+      v1::ListTensorsRequest(), [&](grpc::ClientContext* c) { Configure(options, c); },
+      [this](auto* context, auto* req, auto* resp, auto callback) {
+        stub_->async()->ListTensors(context, req, resp, std::move(callback));
+      },
+      [](Call& c) -> absl::StatusOr<v1::ListTensorsResponse> { return std::move(c.response); });
+}
+
+absl::StatusOr<v1::ListTensorsResponse> Client::ListTensors(CallOptions options) {
+  return ListTensorsAsync(std::move(options)).get();
+}
+
+// ---------------------------------------------------------------- shared memory
+
+std::future<absl::Status> Client::RegisterSharedMemoryAsync(std::string name, std::string key,
+                                                            int64_t offset, int64_t byte_size,
+                                                            CallOptions options) {
+  v1::RegisterSharedMemoryRequest request;
+  request.set_name(std::move(name));
+  request.set_key(std::move(key));
+  request.set_offset(offset);
+  request.set_byte_size(byte_size);
+  return StartStatusUnary<v1::RegisterSharedMemoryRequest, v1::RegisterSharedMemoryResponse>(
+      std::move(request), [&](grpc::ClientContext* c) { Configure(options, c); },
+      [this](auto* context, auto* req, auto* resp, auto callback) {
+        stub_->async()->RegisterSharedMemory(context, req, resp, std::move(callback));
+      });
+}
+
+absl::Status Client::RegisterSharedMemory(std::string name, std::string key, int64_t offset,
+                                          int64_t byte_size, CallOptions options) {
+  return RegisterSharedMemoryAsync(std::move(name), std::move(key), offset, byte_size,
+                                   std::move(options))
+      .get();
+}
+
+std::future<absl::Status> Client::UnregisterSharedMemoryAsync(std::string name,
+                                                              CallOptions options) {
+  v1::UnregisterSharedMemoryRequest request;
+  request.set_name(std::move(name));
+  return StartStatusUnary<v1::UnregisterSharedMemoryRequest, v1::UnregisterSharedMemoryResponse>(
+      std::move(request), [&](grpc::ClientContext* c) { Configure(options, c); },
+      [this](auto* context, auto* req, auto* resp, auto callback) {
+        stub_->async()->UnregisterSharedMemory(context, req, resp, std::move(callback));
+      });
+}
+
+absl::Status Client::UnregisterSharedMemory(std::string name, CallOptions options) {
+  return UnregisterSharedMemoryAsync(std::move(name), std::move(options)).get();
 }
 
 }  // namespace gpucompute::client

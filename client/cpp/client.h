@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -20,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "gpucompute/v1/compute.pb.h"
@@ -148,6 +150,38 @@ struct EchoResult {
   absl::Duration latency;
 };
 
+// ---------------------------------------------------------------- resident tensors
+
+struct PutTensorOptions {
+  // Tensor bytes per PutTensorChunk (the default keeps every message under gRPC's default
+  // 4 MiB limit).
+  int64_t chunk_bytes = kDefaultChunkBytes;
+  // Upload over this many PutTensor streams at once, each sending a contiguous slice, after
+  // reserving the tensor with CreateTensor; 1: one stream, no CreateTensor. Each stream has
+  // its own connection (one TCP connection moves ~0.5 GB/s whatever the HTTP/2 settings; 8-16
+  // move several GB/s): the client's channel and up to 15 more to the same target, made on
+  // first use and kept (a client made by FromChannel uses its one channel).
+  int streams = 1;
+};
+
+struct PutTensorResult {
+  v1::TensorInfo info;     // handle, dtype, shape, bytes; complete once every byte arrived
+  absl::Duration latency;  // call start to the last stream's reply
+  int64_t bytes_sent = 0;
+};
+
+struct GetTensorOptions {
+  int64_t offset = 0;       // first byte of the range
+  int64_t length = 0;       // 0: to the end
+  int64_t chunk_bytes = 0;  // bytes per streamed message; 0: the server's default (~4 MiB)
+};
+
+struct GetTensorResult {
+  v1::TensorInfo info;  // the whole tensor's description
+  std::string data;     // the range's bytes
+  absl::Duration latency;
+};
+
 // grpc::Status -> absl::Status, same code, message and (as the "grpc-status-details-bin"
 // payload) binary error details.
 absl::Status ToAbslStatus(const grpc::Status& status);
@@ -228,6 +262,61 @@ class Client {
   std::unique_ptr<SubmitStream> OpenSubmitStream(std::function<void(v1::SubmitResponse&&)> on_result,
                                                  CallOptions options = {});
 
+  // ---- resident tensors (README "Resident tensors and shared memory"). They belong to the
+  // caller: the "x-gpucompute-client" metadata value (CallOptions::metadata), else the
+  // connection's address without its port. Pass a handle as any operation's input with
+  // HandleTensor(handle), keep outputs with KeepOutputs() (tensor_util.h).
+
+  // Uploads `data` (product(shape) * sizeof(dtype) bytes, borrowed: it must stay alive and
+  // unchanged until the future is ready) as a new resident tensor, in chunks; with
+  // put.streams > 1 over that many parallel streams after a CreateTensor call (made
+  // synchronously by PutTensorAsync). RESOURCE_EXHAUSTED over the caller's quota. A failed
+  // parallel upload may leave the reserved tensor incomplete until DeleteTensor or its expiry.
+  std::future<absl::StatusOr<PutTensorResult>> PutTensorAsync(v1::DType dtype,
+                                                              std::vector<int64_t> shape,
+                                                              absl::string_view data,
+                                                              PutTensorOptions put = {},
+                                                              CallOptions options = {});
+  absl::StatusOr<PutTensorResult> PutTensor(v1::DType dtype, std::vector<int64_t> shape,
+                                            absl::string_view data, PutTensorOptions put = {},
+                                            CallOptions options = {});
+
+  // Reserves an empty resident tensor whose bytes come through PutTensor streams that name
+  // its handle (several may upload disjoint ranges at once).
+  std::future<absl::StatusOr<v1::TensorInfo>> CreateTensorAsync(v1::DType dtype,
+                                                                std::vector<int64_t> shape,
+                                                                CallOptions options = {});
+  absl::StatusOr<v1::TensorInfo> CreateTensor(v1::DType dtype, std::vector<int64_t> shape,
+                                              CallOptions options = {});
+
+  // A range of a complete resident tensor (NOT_FOUND for an unknown handle or another
+  // client's, FAILED_PRECONDITION while incomplete).
+  std::future<absl::StatusOr<GetTensorResult>> GetTensorAsync(std::string handle,
+                                                              GetTensorOptions get = {},
+                                                              CallOptions options = {});
+  absl::StatusOr<GetTensorResult> GetTensor(std::string handle, GetTensorOptions get = {},
+                                            CallOptions options = {});
+
+  std::future<absl::Status> DeleteTensorAsync(std::string handle, CallOptions options = {});
+  absl::Status DeleteTensor(std::string handle, CallOptions options = {});
+
+  // The caller's resident tensors and their bytes in all.
+  std::future<absl::StatusOr<v1::ListTensorsResponse>> ListTensorsAsync(CallOptions options = {});
+  absl::StatusOr<v1::ListTensorsResponse> ListTensors(CallOptions options = {});
+
+  // ---- shared memory (server started with --allow_shared_memory; FAILED_PRECONDITION
+  // otherwise). Registers [offset, offset + byte_size) of the POSIX object `key`
+  // (SharedMemoryRegion::key()) as region `name`; tensors then name (region, offset, length)
+  // with SharedMemoryTensor(), outputs go there with SharedMemoryOutputs().
+  std::future<absl::Status> RegisterSharedMemoryAsync(std::string name, std::string key,
+                                                      int64_t offset, int64_t byte_size,
+                                                      CallOptions options = {});
+  absl::Status RegisterSharedMemory(std::string name, std::string key, int64_t offset,
+                                    int64_t byte_size, CallOptions options = {});
+  // Unregisters region `name`, or every region of the caller when `name` is empty.
+  std::future<absl::Status> UnregisterSharedMemoryAsync(std::string name, CallOptions options = {});
+  absl::Status UnregisterSharedMemory(std::string name, CallOptions options = {});
+
   const std::string& target() const { return target_; }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
@@ -237,10 +326,20 @@ class Client {
   // Fills deadline, wait_for_ready and metadata of `context` from `options`.
   void Configure(const CallOptions& options, grpc::ClientContext* context) const;
 
+  // The stub for parallel transfer stream `i`: 0 is the client's own; others are extra
+  // channels to the target with their own connections, made on first use (at most
+  // kMaxTransferChannels in all).
+  v1::Compute::Stub* TransferStub(int i);
+
+  static constexpr int kMaxTransferChannels = 16;
+
   std::string target_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Compute::Stub> stub_;
   ClientOptions options_;
+  std::mutex transfer_mu_;  // guards transfer_
+  std::vector<std::pair<std::shared_ptr<grpc::Channel>, std::unique_ptr<v1::Compute::Stub>>>
+      transfer_;
 };
 
 }  // namespace gpucompute::client

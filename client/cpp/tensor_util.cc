@@ -198,4 +198,43 @@ absl::StatusOr<std::vector<float>> TensorToFloats(const v1::Tensor& tensor) {
   return DecodeAs<float>(tensor);
 }
 
+v1::Tensor HandleTensor(std::string handle, v1::DType dtype, std::vector<int64_t> shape) {
+  v1::Tensor t;
+  t.set_dtype(dtype);
+  for (int64_t d : shape) t.add_shape(d);
+  t.set_handle(std::move(handle));
+  return t;
+}
+
+absl::StatusOr<v1::Tensor> SharedMemoryTensor(std::string region, int64_t offset, v1::DType dtype,
+                                              std::vector<int64_t> shape) {
+  const int size = DTypeSize(dtype);
+  if (size == 0) return absl::InvalidArgumentError("SharedMemoryTensor: unknown dtype");
+  absl::StatusOr<int64_t> n = NumElements(shape);
+  if (!n.ok()) return n.status();
+  v1::Tensor t;
+  t.set_dtype(dtype);
+  for (int64_t d : shape) t.add_shape(d);
+  v1::SharedMemoryRef* ref = t.mutable_shared_memory();
+  ref->set_region(std::move(region));
+  ref->set_offset(offset);
+  ref->set_length(*n * size);
+  return t;
+}
+
+v1::OutputPlacement KeepOutputs() {
+  v1::OutputPlacement p;
+  p.set_keep(true);
+  return p;
+}
+
+v1::OutputPlacement SharedMemoryOutputs(std::string region, int64_t offset, int64_t length) {
+  v1::OutputPlacement p;
+  v1::SharedMemoryRef* ref = p.mutable_shared_memory();
+  ref->set_region(std::move(region));
+  ref->set_offset(offset);
+  ref->set_length(length);
+  return p;
+}
+
 }  // namespace gpucompute::client

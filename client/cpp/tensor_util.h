@@ -54,6 +54,23 @@ absl::StatusOr<std::vector<double>> TensorToDoubles(const v1::Tensor& tensor);
 // All elements converted to float (float64 and int values round to nearest).
 absl::StatusOr<std::vector<float>> TensorToFloats(const v1::Tensor& tensor);
 
+// ---- tensors that refer to bytes elsewhere (README "Resident tensors and shared memory")
+
+// A Tensor naming the caller's resident tensor `handle` (PutTensor, or an output kept with
+// KeepOutputs()); dtype and shape may be left empty (the server takes the resident tensor's).
+v1::Tensor HandleTensor(std::string handle, v1::DType dtype = v1::DTYPE_UNSPECIFIED,
+                        std::vector<int64_t> shape = {});
+
+// A Tensor whose bytes are [offset, offset + product(shape) * sizeof(dtype)) of the shared-memory
+// region registered as `region`. INVALID_ARGUMENT for an unknown dtype or a bad shape.
+absl::StatusOr<v1::Tensor> SharedMemoryTensor(std::string region, int64_t offset, v1::DType dtype,
+                                              std::vector<int64_t> shape);
+
+// Output placements: keep every output on the server, or write them into `region` from
+// `offset` (each at a multiple of 64 bytes, within `length` bytes; 0: to the region's end).
+v1::OutputPlacement KeepOutputs();
+v1::OutputPlacement SharedMemoryOutputs(std::string region, int64_t offset = 0, int64_t length = 0);
+
 // HalfToFloat, BFloat16ToFloat, FloatToHalf, FloatToBFloat16: client/cpp/float_convert.h.
 
 }  // namespace gpucompute::client

@@ -23,10 +23,16 @@ v1::AnalysisForm ToWireForm(assimilate::Form f) {
 
 void RunAssimilate(const ServiceParts& parts, const v1::AssimilateRequest& request,
                    v1::AssimilateResponse* response, CallContext call, CallDone done) {
+  TensorResolver resolver(TensorContextOf(parts, call));
   absl::StatusOr<assimilate::Request> decoded;
   {
     NVTX_RANGE("assimilate.decode");
-    decoded = DecodeAssimilateRequest(request, parts.limits);
+    decoded = DecodeAssimilateRequest(request, parts.limits, &resolver);
+  }
+  if (decoded.ok()) {
+    if (absl::Status s = CheckOutputPlacement(resolver.context(), request.output_placement()); !s.ok()) {
+      decoded = s;
+    }
   }
   if (!decoded.ok()) {
     done(decoded.status(), JobTimings{});
@@ -41,8 +47,10 @@ void RunAssimilate(const ServiceParts& parts, const v1::AssimilateRequest& reque
   job.request = typed;
   job.deadline = call.deadline;
   job.is_cancelled = std::move(call.is_cancelled);
-  job.done = [response, typed, done](absl::StatusOr<assimilate::Output> result,
-                                     const JobTimings& timings) {
+  // The pins keep resident or shared-memory input bytes alive until the result is in.
+  job.done = [response, typed, done, &request, context = resolver.context(),
+              pins = resolver.pins()](absl::StatusOr<assimilate::Output> result,
+                                      const JobTimings& timings) {
     if (!result.ok()) {
       done(result.status(), timings);
       return;
@@ -53,6 +61,8 @@ void RunAssimilate(const ServiceParts& parts, const v1::AssimilateRequest& reque
     }
     const v1::DType dtype = ToWireDType(typed->dtype);
     response->mutable_results()->Reserve(static_cast<int>(result->problems.size()));
+    std::vector<v1::Tensor*> outputs;
+    outputs.reserve(2 * result->problems.size());
     for (size_t i = 0; i < result->problems.size(); ++i) {
       assimilate::ProblemResult& r = result->problems[i];
       const assimilate::Problem& p = typed->problems[i];
@@ -65,10 +75,12 @@ void RunAssimilate(const ServiceParts& parts, const v1::AssimilateRequest& reque
       std::string innovation(reinterpret_cast<const char*>(r.innovation_mean.data()),
                              r.innovation_mean.size() * sizeof(double));
       EncodeVector(v1::FLOAT64, p.m, std::move(innovation), out->mutable_innovation_mean());
+      outputs.push_back(analysis);
+      outputs.push_back(out->mutable_innovation_mean());
       out->set_analysis_spread(r.analysis_spread);
       out->set_form(ToWireForm(r.form));
     }
-    done(absl::OkStatus(), timings);
+    done(PlaceOutputs(context, request.output_placement(), outputs), timings);
   };
   const absl::Status enqueued = parts.assimilate->Enqueue(std::move(job));
   if (!enqueued.ok()) done(enqueued, JobTimings{});

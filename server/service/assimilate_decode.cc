@@ -12,18 +12,23 @@
 namespace gpucompute {
 namespace {
 
-// Checks a float tensor of rank `rank` (dtype, shape, byte count) and views it.
-absl::StatusOr<assimilate::ArrayView> View(const v1::Tensor& t,
-                                           bool present, const std::string& field, int rank) {
+// A float tensor of rank `rank`, resolved (dtype, shape, byte count checked) and viewed.
+struct Viewed {
+  assimilate::ArrayView array;
+  std::vector<int64_t> shape;
+};
+
+absl::StatusOr<Viewed> View(TensorResolver& resolver, const v1::Tensor& t, bool present,
+                            const std::string& field, int rank) {
   if (!present) return absl::InvalidArgumentError(absl::StrCat(field, ": is required"));
-  ASSIGN_OR_RETURN(const ElementType dtype, FloatElementType(t.dtype(), field + ".dtype"));
-  if (t.shape_size() != rank) {
+  ASSIGN_OR_RETURN(TensorView view, resolver.Resolve(t, field));
+  ASSIGN_OR_RETURN(const ElementType dtype, FloatElementType(view.dtype, field + ".dtype"));
+  if (view.rank() != rank) {
     return absl::InvalidArgumentError(absl::StrCat(field, ".shape: must have ", rank, " dimension",
                                                    rank == 1 ? "" : "s", " (got [",
-                                                   absl::StrJoin(t.shape(), ", "), "])"));
+                                                   absl::StrJoin(view.shape, ", "), "])"));
   }
-  RETURN_IF_ERROR(CheckTensor(t, field).status());
-  return assimilate::ArrayView{dtype, t.data()};
+  return Viewed{assimilate::ArrayView{dtype, view.bytes}, std::move(view.shape)};
 }
 
 absl::Status ShapeMismatch(const std::string& field, int dim, int64_t got, absl::string_view what,
@@ -33,38 +38,45 @@ absl::Status ShapeMismatch(const std::string& field, int dim, int64_t got, absl:
 }
 
 absl::StatusOr<assimilate::Problem> DecodeProblem(const v1::AssimilationProblem& in, int64_t index,
-                                                  const assimilate::Limits& limits) {
+                                                  const assimilate::Limits& limits,
+                                                  TensorResolver& resolver) {
   const std::string prefix = absl::StrCat("problems[", index, "].");
   assimilate::Problem p;
-  ASSIGN_OR_RETURN(p.x, View(in.x(), in.has_x(), prefix + "x", 2));
-  p.n = in.x().shape(0);
-  p.N = in.x().shape(1);
-  ASSIGN_OR_RETURN(p.hx, View(in.hx(), in.has_hx(), prefix + "hx", 2));
-  p.m = in.hx().shape(0);
-  if (in.hx().shape(1) != p.N) {
-    return ShapeMismatch(prefix + "hx", 1, in.hx().shape(1), "x.shape[1] (members) is", p.N);
+  ASSIGN_OR_RETURN(const Viewed x, View(resolver, in.x(), in.has_x(), prefix + "x", 2));
+  p.x = x.array;
+  p.n = x.shape[0];
+  p.N = x.shape[1];
+  ASSIGN_OR_RETURN(const Viewed hx, View(resolver, in.hx(), in.has_hx(), prefix + "hx", 2));
+  p.hx = hx.array;
+  p.m = hx.shape[0];
+  if (hx.shape[1] != p.N) {
+    return ShapeMismatch(prefix + "hx", 1, hx.shape[1], "x.shape[1] (members) is", p.N);
   }
-  ASSIGN_OR_RETURN(p.y, View(in.y(), in.has_y(), prefix + "y", 1));
-  if (in.y().shape(0) != p.m) {
-    return ShapeMismatch(prefix + "y", 0, in.y().shape(0), "hx.shape[0] (observations) is", p.m);
+  ASSIGN_OR_RETURN(const Viewed y, View(resolver, in.y(), in.has_y(), prefix + "y", 1));
+  p.y = y.array;
+  if (y.shape[0] != p.m) {
+    return ShapeMismatch(prefix + "y", 0, y.shape[0], "hx.shape[0] (observations) is", p.m);
   }
   switch (in.obs_error_case()) {
     case v1::AssimilationProblem::kObsErrorVariance: {
       p.obs_error_kind = assimilate::ObsErrorKind::kVariances;
-      ASSIGN_OR_RETURN(p.obs_error, View(in.obs_error_variance(), true, prefix + "obs_error_variance", 1));
-      if (in.obs_error_variance().shape(0) != p.m) {
-        return ShapeMismatch(prefix + "obs_error_variance", 0, in.obs_error_variance().shape(0),
+      ASSIGN_OR_RETURN(const Viewed r, View(resolver, in.obs_error_variance(), true,
+                                            prefix + "obs_error_variance", 1));
+      p.obs_error = r.array;
+      if (r.shape[0] != p.m) {
+        return ShapeMismatch(prefix + "obs_error_variance", 0, r.shape[0],
                              "hx.shape[0] (observations) is", p.m);
       }
       break;
     }
     case v1::AssimilationProblem::kObsErrorCovariance: {
       p.obs_error_kind = assimilate::ObsErrorKind::kCovariance;
-      ASSIGN_OR_RETURN(p.obs_error,
-                       View(in.obs_error_covariance(), true, prefix + "obs_error_covariance", 2));
+      ASSIGN_OR_RETURN(const Viewed r, View(resolver, in.obs_error_covariance(), true,
+                                            prefix + "obs_error_covariance", 2));
+      p.obs_error = r.array;
       for (int d = 0; d < 2; ++d) {
-        if (in.obs_error_covariance().shape(d) != p.m) {
-          return ShapeMismatch(prefix + "obs_error_covariance", d, in.obs_error_covariance().shape(d),
+        if (r.shape[d] != p.m) {
+          return ShapeMismatch(prefix + "obs_error_covariance", d, r.shape[d],
                                "hx.shape[0] (observations) is", p.m);
         }
       }
@@ -86,14 +98,15 @@ absl::StatusOr<assimilate::Problem> DecodeProblem(const v1::AssimilationProblem&
           prefix + "perturbations: only the stochastic EnKF (method ENKF) uses perturbations");
     }
     p.has_perturbations = true;
-    ASSIGN_OR_RETURN(p.perturbations, View(in.perturbations(), true, prefix + "perturbations", 2));
-    if (in.perturbations().shape(0) != p.m) {
-      return ShapeMismatch(prefix + "perturbations", 0, in.perturbations().shape(0),
+    ASSIGN_OR_RETURN(const Viewed e, View(resolver, in.perturbations(), true,
+                                          prefix + "perturbations", 2));
+    p.perturbations = e.array;
+    if (e.shape[0] != p.m) {
+      return ShapeMismatch(prefix + "perturbations", 0, e.shape[0],
                            "hx.shape[0] (observations) is", p.m);
     }
-    if (in.perturbations().shape(1) != p.N) {
-      return ShapeMismatch(prefix + "perturbations", 1, in.perturbations().shape(1),
-                           "x.shape[1] (members) is", p.N);
+    if (e.shape[1] != p.N) {
+      return ShapeMismatch(prefix + "perturbations", 1, e.shape[1], "x.shape[1] (members) is", p.N);
     }
   } else if (in.perturbation_source_case() == v1::AssimilationProblem::kSeed) {
     p.seed = in.seed();
@@ -126,7 +139,9 @@ absl::StatusOr<assimilate::Problem> DecodeProblem(const v1::AssimilationProblem&
 }  // namespace
 
 absl::StatusOr<assimilate::Request> DecodeAssimilateRequest(const v1::AssimilateRequest& request,
-                                                            const ServiceLimits& limits) {
+                                                            const ServiceLimits& limits,
+                                                            TensorResolver* resolver) {
+  TensorResolver inline_only;
   assimilate::Request out;
   switch (request.dtype()) {
     case v1::DTYPE_UNSPECIFIED:
@@ -145,10 +160,12 @@ absl::StatusOr<assimilate::Request> DecodeAssimilateRequest(const v1::Assimilate
   out.problems.reserve(static_cast<size_t>(count));
   int64_t response_bytes = 0;
   for (int64_t i = 0; i < count; ++i) {
-    ASSIGN_OR_RETURN(assimilate::Problem p, DecodeProblem(request.problems(static_cast<int>(i)), i,
-                                                          limits.assimilate));
+    ASSIGN_OR_RETURN(assimilate::Problem p,
+                     DecodeProblem(request.problems(static_cast<int>(i)), i, limits.assimilate,
+                                   resolver != nullptr ? *resolver : inline_only));
     response_bytes += p.n * p.N * ElementSize(out.dtype) + p.m * 8 + 64;
-    if (response_bytes > limits.max_response_bytes - 4096) {
+    if (OutputsInline(request.output_placement()) &&
+        response_bytes > limits.max_response_bytes - 4096) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "problems: the analyses of problems[0..", i, "] already take ", response_bytes,
           " bytes; responses are limited to ", limits.max_response_bytes, " bytes"));

@@ -7,11 +7,15 @@
 #include "gpucompute/v1/compute.pb.h"
 #include "server/ops/assimilate/assimilate.h"
 #include "server/service/limits.h"
+#include "server/service/tensor_codec.h"
 
 namespace gpucompute {
 
-// The returned Request views `request`'s tensor bytes: `request` must outlive it.
+// The returned Request views the tensors' bytes (in `request`, resident tensors or shared-memory
+// regions, resolved by `resolver`; null: inline only): `request` and the resolver's pins must
+// outlive it. With outputs placed off the response, the response-size limit does not apply.
 absl::StatusOr<assimilate::Request> DecodeAssimilateRequest(const v1::AssimilateRequest& request,
-                                                            const ServiceLimits& limits);
+                                                            const ServiceLimits& limits,
+                                                            TensorResolver* resolver = nullptr);
 
 }  // namespace gpucompute

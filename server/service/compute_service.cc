@@ -136,6 +136,15 @@ grpc::ServerUnaryReactor* ComputeService::ServerInfo(grpc::CallbackServerContext
   al->set_max_batch_size(parts_.assimilate->options().max_batch_size);
   al->set_max_queue_depth(parts_.assimilate->options().max_queue_depth);
   response->mutable_stream_limits()->set_max_jobs_in_flight(parts_.limits.stream.max_jobs_in_flight);
+  if (parts_.tensors != nullptr) {
+    const TensorStoreOptions& t = parts_.tensors->options();
+    v1::TensorLimits* tl = response->mutable_tensor_limits();
+    tl->set_max_bytes_per_client(t.max_bytes_per_client);
+    tl->set_max_tensors_per_client(t.max_tensors_per_client);
+    tl->set_idle_expiry_ms(absl::ToInt64Milliseconds(t.idle_expiry));
+  }
+  response->set_shared_memory_enabled(parts_.shared_memory != nullptr &&
+                                      parts_.shared_memory->enabled());
 
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);

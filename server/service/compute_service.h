@@ -40,6 +40,27 @@ class ComputeService final : public v1::Compute::CallbackService {
                                        const v1::ServerInfoRequest* request,
                                        v1::ServerInfoResponse* response) override;
 
+  // Resident tensors and shared memory (tensor_service.cc).
+  grpc::ServerUnaryReactor* CreateTensor(grpc::CallbackServerContext* context,
+                                         const v1::CreateTensorRequest* request,
+                                         v1::TensorInfo* response) override;
+  grpc::ServerReadReactor<v1::PutTensorChunk>* PutTensor(grpc::CallbackServerContext* context,
+                                                         v1::TensorInfo* response) override;
+  grpc::ServerWriteReactor<v1::TensorData>* GetTensor(grpc::CallbackServerContext* context,
+                                                      const v1::GetTensorRequest* request) override;
+  grpc::ServerUnaryReactor* DeleteTensor(grpc::CallbackServerContext* context,
+                                         const v1::DeleteTensorRequest* request,
+                                         v1::DeleteTensorResponse* response) override;
+  grpc::ServerUnaryReactor* ListTensors(grpc::CallbackServerContext* context,
+                                        const v1::ListTensorsRequest* request,
+                                        v1::ListTensorsResponse* response) override;
+  grpc::ServerUnaryReactor* RegisterSharedMemory(grpc::CallbackServerContext* context,
+                                                 const v1::RegisterSharedMemoryRequest* request,
+                                                 v1::RegisterSharedMemoryResponse* response) override;
+  grpc::ServerUnaryReactor* UnregisterSharedMemory(
+      grpc::CallbackServerContext* context, const v1::UnregisterSharedMemoryRequest* request,
+      v1::UnregisterSharedMemoryResponse* response) override;
+
  private:
   const ServiceParts parts_;
 };

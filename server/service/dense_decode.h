@@ -8,12 +8,16 @@
 #include "server/ops/dense/dense.h"
 #include "server/runtime/model_registry.h"
 #include "server/service/limits.h"
+#include "server/service/tensor_codec.h"
 
 namespace gpucompute {
 
-// The returned Request views `request`'s input bytes: `request` must outlive it.
+// The returned Request views the input's bytes (in `request`, a resident tensor or a shared-
+// memory region, resolved by `resolver`; null: inline only): `request` and the resolver's pins
+// must outlive it. With outputs placed off the response, the response-size limit does not apply.
 absl::StatusOr<dense::Request> DecodeDenseRequest(const v1::DenseRequest& request,
                                                   const ModelRegistry& models,
-                                                  const ServiceLimits& limits);
+                                                  const ServiceLimits& limits,
+                                                  TensorResolver* resolver = nullptr);
 
 }  // namespace gpucompute

@@ -1,19 +1,32 @@
-// RunEcho (see operation_calls.h): the tensor is checked like any operation's input and sent
-// back, so that Echo costs what the wire and the codec cost and nothing else.
+// RunEcho (see operation_calls.h): the tensor is resolved like any operation's input and placed
+// like any output, so that Echo costs what the wire, the codec and the placement cost and
+// nothing else. Each path makes one copy of the bytes: request -> response (inline), region ->
+// region (shared memory, in parallel), or into a resident tensor (keep).
 #include "server/service/operation_calls.h"
 #include "server/service/tensor_codec.h"
 
 namespace gpucompute {
 
-void RunEcho(const ServiceParts& /*parts*/, const v1::EchoRequest& request,
-             v1::EchoResponse* response, CallContext /*call*/, CallDone done) {
-  const absl::StatusOr<int64_t> count = CheckTensor(request.tensor(), "tensor");
-  if (!count.ok()) {
-    done(count.status(), JobTimings{});
+void RunEcho(const ServiceParts& parts, const v1::EchoRequest& request,
+             v1::EchoResponse* response, CallContext call, CallDone done) {
+  TensorResolver resolver(TensorContextOf(parts, call));
+  absl::StatusOr<TensorView> view = resolver.Resolve(request.tensor(), "tensor");
+  if (!view.ok()) {
+    done(view.status(), JobTimings{});
     return;
   }
-  if (!request.discard()) *response->mutable_tensor() = request.tensor();
-  done(absl::OkStatus(), JobTimings{});
+  if (request.discard()) {
+    done(absl::OkStatus(), JobTimings{});
+    return;
+  }
+  v1::Tensor* out = response->mutable_tensor();
+  out->set_dtype(view->dtype);
+  out->mutable_shape()->Add(view->shape.begin(), view->shape.end());
+  // The resolver's pins keep the source bytes alive until here.
+  const absl::string_view source = view->bytes;
+  const absl::Status placed =
+      PlaceOutputs(resolver.context(), request.output_placement(), {OutputTensor{out, &source}});
+  done(placed, JobTimings{});
 }
 
 }  // namespace gpucompute

@@ -12,6 +12,7 @@
 #include "gpucompute/v1/compute.pb.h"
 #include "server/runtime/scheduler.h"
 #include "server/service/service_parts.h"
+#include "server/service/tensor_codec.h"
 
 namespace gpucompute {
 
@@ -23,12 +24,19 @@ struct CallContext {
   std::string client;                          // the caller (owner of resident tensors)
 };
 
+// The resident tensors and shared-memory regions a call may use: the caller's own.
+inline TensorContext TensorContextOf(const ServiceParts& parts, const CallContext& call) {
+  return TensorContext{parts.tensors, parts.shared_memory, call.client};
+}
+
 // Called exactly once: inline when the request is rejected before it is queued, else from a
 // completion thread. The response is complete when the status is OK, and may be partly
 // filled otherwise.
 using CallDone = std::function<void(const absl::Status& status, const JobTimings& timings)>;
 
-// `request` and `response` must stay alive until `done` has been called.
+// `request` and `response` must stay alive until `done` has been called. Inputs may be inline,
+// resident (by handle) or in shared memory; outputs go where the request's output_placement
+// says (PlaceOutputs), after the operation has filled them.
 void RunPeriodogram(const ServiceParts& parts, const v1::PeriodogramRequest& request,
                     v1::PeriodogramResponse* response, CallContext call, CallDone done);
 void RunDense(const ServiceParts& parts, const v1::DenseRequest& request,

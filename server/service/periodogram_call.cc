@@ -12,10 +12,17 @@ namespace gpucompute {
 
 void RunPeriodogram(const ServiceParts& parts, const v1::PeriodogramRequest& request,
                     v1::PeriodogramResponse* response, CallContext call, CallDone done) {
+  // Inputs are copied into the decoded request, so nothing needs pinning past the decode.
+  TensorResolver resolver(TensorContextOf(parts, call));
   absl::StatusOr<periodogram::Request> decoded;
   {
     NVTX_RANGE("periodogram.decode");
-    decoded = DecodePeriodogramRequest(request, parts.limits);
+    decoded = DecodePeriodogramRequest(request, parts.limits, &resolver);
+  }
+  if (decoded.ok()) {
+    if (absl::Status s = CheckOutputPlacement(resolver.context(), request.output_placement()); !s.ok()) {
+      decoded = s;
+    }
   }
   if (!decoded.ok()) {
     done(decoded.status(), JobTimings{});
@@ -26,8 +33,9 @@ void RunPeriodogram(const ServiceParts& parts, const v1::PeriodogramRequest& req
   job.request = typed;
   job.deadline = call.deadline;
   job.is_cancelled = std::move(call.is_cancelled);
-  job.done = [response, typed, done](absl::StatusOr<std::vector<periodogram::SeriesPower>> result,
-                                     const JobTimings& timings) {
+  job.done = [response, typed, done, &request, context = resolver.context()](
+                 absl::StatusOr<std::vector<periodogram::SeriesPower>> result,
+                 const JobTimings& timings) {
     if (!result.ok()) {
       done(result.status(), timings);
       return;
@@ -35,11 +43,14 @@ void RunPeriodogram(const ServiceParts& parts, const v1::PeriodogramRequest& req
     const v1::DType dtype =
         typed->dtype == periodogram::ComputeType::kFloat32 ? v1::FLOAT32 : v1::FLOAT64;
     response->mutable_results()->Reserve(static_cast<int>(result->size()));
+    std::vector<v1::Tensor*> outputs;
+    outputs.reserve(result->size());
     for (size_t i = 0; i < result->size(); ++i) {
       periodogram::SeriesPower& p = (*result)[i];
       const periodogram::SeriesSpec& s = typed->series[i];
       v1::SeriesResult* out = response->add_results();
       EncodeVector(dtype, s.grid.size(), std::move(p.power), out->mutable_power());
+      outputs.push_back(out->mutable_power());
       if (s.grid.uniform) {
         out->mutable_grid()->set_f0(s.grid.uniform->f0);
         out->mutable_grid()->set_df(s.grid.uniform->df);
@@ -49,7 +60,7 @@ void RunPeriodogram(const ServiceParts& parts, const v1::PeriodogramRequest& req
       out->set_peak_power(p.peak_power);
       out->set_peak_index(p.peak_index);
     }
-    done(absl::OkStatus(), timings);
+    done(PlaceOutputs(context, request.output_placement(), outputs), timings);
   };
   const absl::Status enqueued = parts.periodogram->Enqueue(std::move(job));
   if (!enqueued.ok()) done(enqueued, JobTimings{});

@@ -23,7 +23,8 @@ absl::Status CheckPositiveFinite(double v, const std::string& field) {
 }
 
 absl::StatusOr<Grid> DecodeGrid(const v1::FrequencyGrid* spec, const std::vector<double>& t,
-                                const std::string& field, const ServiceLimits& limits) {
+                                const std::string& field, const ServiceLimits& limits,
+                                TensorResolver& resolver) {
   Grid grid;
   if (spec == nullptr || spec->kind_case() == v1::FrequencyGrid::KIND_NOT_SET ||
       spec->kind_case() == v1::FrequencyGrid::kAuto) {
@@ -78,7 +79,7 @@ absl::StatusOr<Grid> DecodeGrid(const v1::FrequencyGrid* spec, const std::vector
   } else {
     const std::string f = field + ".explicit_frequencies";
     ASSIGN_OR_RETURN(grid.explicit_frequencies,
-                     DecodeVector(spec->explicit_frequencies(), f, /*require_finite=*/false));
+                     DecodeVector(resolver, spec->explicit_frequencies(), f, /*require_finite=*/false));
     if (grid.explicit_frequencies.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(f, ": at least one frequency is required"));
     }
@@ -102,7 +103,10 @@ absl::StatusOr<Grid> DecodeGrid(const v1::FrequencyGrid* spec, const std::vector
 }  // namespace
 
 absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::PeriodogramRequest& request,
-                                                              const ServiceLimits& limits) {
+                                                              const ServiceLimits& limits,
+                                                              TensorResolver* resolver_or_null) {
+  TensorResolver inline_only;
+  TensorResolver& resolver = resolver_or_null != nullptr ? *resolver_or_null : inline_only;
   periodogram::Request out;
   switch (request.dtype()) {
     case v1::DTYPE_UNSPECIFIED:
@@ -138,7 +142,7 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
     const std::string field = absl::StrCat("series[", i, "]");
     if (!in.has_t()) return absl::InvalidArgumentError(field + ".t: missing");
     if (!in.has_y()) return absl::InvalidArgumentError(field + ".y: missing");
-    ASSIGN_OR_RETURN(s.t, DecodeVector(in.t(), field + ".t"));
+    ASSIGN_OR_RETURN(s.t, DecodeVector(resolver, in.t(), field + ".t"));
     if (static_cast<int64_t>(s.t.size()) > limits.max_samples_per_series) {
       return absl::ResourceExhaustedError(
           absl::StrCat(field, ".t: ", s.t.size(), " samples is over the limit of ",
@@ -148,13 +152,13 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
       return absl::InvalidArgumentError(absl::StrCat(
           field, ".t: a series needs at least 2 samples (got ", s.t.size(), ")"));
     }
-    ASSIGN_OR_RETURN(s.y, DecodeVector(in.y(), field + ".y"));
+    ASSIGN_OR_RETURN(s.y, DecodeVector(resolver, in.y(), field + ".y"));
     if (s.y.size() != s.t.size()) {
       return absl::InvalidArgumentError(absl::StrCat(field, ".y: length ", s.y.size(),
                                                      " differs from t's length ", s.t.size()));
     }
     if (in.has_dy()) {
-      ASSIGN_OR_RETURN(s.dy, DecodeVector(in.dy(), field + ".dy", /*require_finite=*/false));
+      ASSIGN_OR_RETURN(s.dy, DecodeVector(resolver, in.dy(), field + ".dy", /*require_finite=*/false));
       if (s.dy.size() != s.t.size()) {
         return absl::InvalidArgumentError(absl::StrCat(
             field, ".dy: length ", s.dy.size(), " differs from t's length ", s.t.size()));
@@ -170,7 +174,7 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
                                     : request.has_frequency() ? &request.frequency()
                                                               : nullptr;
     const std::string grid_field = in.has_frequency() ? field + ".frequency" : "frequency";
-    ASSIGN_OR_RETURN(s.grid, DecodeGrid(spec, s.t, grid_field, limits));
+    ASSIGN_OR_RETURN(s.grid, DecodeGrid(spec, s.t, grid_field, limits, resolver));
     s.fit_mean = fit_mean;
     s.center_data = center_data;
     s.normalization = normalization;
@@ -184,7 +188,8 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
   }
   // Power bytes plus the per-result fields (tensor header, grid, peak: < 128 bytes each).
   output_bytes += 128 * static_cast<int64_t>(out.series.size());
-  if (output_bytes > limits.max_response_bytes - (int64_t{1} << 20)) {
+  if (OutputsInline(request.output_placement()) &&
+      output_bytes > limits.max_response_bytes - (int64_t{1} << 20)) {
     return absl::ResourceExhaustedError(
         absl::StrCat("series: the response would hold ", output_bytes,
                      " bytes of power, over the limit of ", limits.max_response_bytes));

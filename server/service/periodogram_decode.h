@@ -7,10 +7,15 @@
 #include "gpucompute/v1/compute.pb.h"
 #include "server/ops/periodogram/periodogram.h"
 #include "server/service/limits.h"
+#include "server/service/tensor_codec.h"
 
 namespace gpucompute {
 
+// Tensors are resolved by `resolver` (null: inline only) and copied into the Request, which
+// views nothing afterwards. With outputs placed off the response, the response-size limit does
+// not apply.
 absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::PeriodogramRequest& request,
-                                                              const ServiceLimits& limits);
+                                                              const ServiceLimits& limits,
+                                                              TensorResolver* resolver = nullptr);
 
 }  // namespace gpucompute

@@ -53,10 +53,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   for (const char* op : {"periodogram", "dense", "assimilate", "echo", "load_model", "unload_model"}) {
     s->metrics_->Calls(op);
   }
-  // No tensor store on this branch yet: none resident. With the store, return its Stats()'s
-  // tensors and bytes here.
-  s->metrics_->AddResidentTensors([] { return metrics::ResidentTensorCounts{}; });
+  s->tensors_ = std::make_unique<TensorStore>(config.tensors);
+  s->metrics_->AddResidentTensors([tensors = s->tensors_.get()] {
+    const TensorStoreStats stats = tensors->Stats();
+    return metrics::ResidentTensorCounts{stats.tensors, stats.bytes};
+  });
   s->loader_ = std::make_unique<CompletionQueue>(1);
+  s->shared_memory_ = std::make_unique<SharedMemoryRegistry>(config.allow_shared_memory);
   ServiceParts parts;
   parts.backend = s->backend_.get();
   parts.periodogram = s->scheduler_.get();
@@ -65,6 +68,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   parts.models = s->models_.get();
   parts.loader = s->loader_.get();
   parts.metrics = s->metrics_.get();
+  parts.tensors = s->tensors_.get();
+  parts.shared_memory = s->shared_memory_.get();
   parts.limits = config.limits;
   s->service_ = std::make_unique<ComputeService>(std::move(parts));
 
@@ -126,6 +131,8 @@ void Server::Shutdown(absl::Duration grace) {
   if (metrics_server_) metrics_server_->Stop();
   if (models_) models_->Clear();  // device memory goes before the backend does
   models_.reset();
+  tensors_.reset();        // jobs are done: nothing holds a resident tensor any more
+  shared_memory_.reset();  // unmaps every region
   backend_.reset();
   completions_.reset();
   metrics_server_.reset();

@@ -18,6 +18,8 @@
 #include "server/runtime/backend.h"
 #include "server/runtime/completion_queue.h"
 #include "server/runtime/scheduler.h"
+#include "server/runtime/shared_memory.h"
+#include "server/runtime/tensor_store.h"
 #include "server/service/compute_service.h"
 #include "server/service/limits.h"
 
@@ -57,6 +59,8 @@ struct ServerConfig {
   // Extra gRPC channel arguments of the listening server (key, value); a value that parses as
   // an integer is passed as one (e.g. "grpc.http2.lookahead_bytes", "16777216").
   std::vector<std::pair<std::string, std::string>> grpc_args;
+  TensorStoreOptions tensors;        // resident tensors: quotas, idle expiry
+  bool allow_shared_memory = false;  // RegisterSharedMemory (clients on the same node)
 };
 
 class Server {
@@ -92,6 +96,8 @@ class Server {
   std::unique_ptr<AssimilateScheduler> assimilate_scheduler_;
   std::unique_ptr<ModelRegistry> models_;
   std::unique_ptr<CompletionQueue> loader_;
+  std::unique_ptr<TensorStore> tensors_;
+  std::unique_ptr<SharedMemoryRegistry> shared_memory_;
   std::unique_ptr<ComputeService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<metrics::MetricsServer> metrics_server_;  // stopped first

@@ -7,6 +7,8 @@
 #include "server/runtime/completion_queue.h"
 #include "server/runtime/model_registry.h"
 #include "server/runtime/scheduler.h"
+#include "server/runtime/shared_memory.h"
+#include "server/runtime/tensor_store.h"
 #include "server/service/limits.h"
 
 namespace gpucompute {
@@ -19,6 +21,8 @@ struct ServiceParts {
   ModelRegistry* models = nullptr;
   CompletionQueue* loader = nullptr;  // runs model loads (long, blocking) off the gRPC threads
   metrics::ServerMetrics* metrics = nullptr;  // call outcomes; null: not recorded
+  TensorStore* tensors = nullptr;     // resident tensors (PutTensor, kept outputs)
+  SharedMemoryRegistry* shared_memory = nullptr;  // registered regions (off unless allowed)
   ServiceLimits limits;
 };
 

@@ -1,28 +1,33 @@
-// Tensor decoding and encoding (see tensor_codec.h).
+// Tensor decoding, resolution and output placement (see tensor_codec.h).
 #include "server/service/tensor_codec.h"
 
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/common/parallel_copy.h"
+#include "server/common/status_macros.h"
 
 namespace gpucompute {
+namespace {
 
-absl::StatusOr<int64_t> CheckTensor(const v1::Tensor& tensor, absl::string_view field) {
-  const int size = DTypeSize(tensor.dtype());
-  if (size == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ".dtype: must be set to a known dtype (got ", static_cast<int>(tensor.dtype()), ")"));
-  }
-  if (tensor.payload_case() != v1::Tensor::kData) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ".data: missing"));
-  }
+constexpr int64_t kOutputAlignment = 64;
+
+std::string ShapeString(absl::Span<const int64_t> shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+}
+
+// Element count of `shape` for elements of `size` bytes: INVALID_ARGUMENT naming `field` for a
+// negative dimension or an overflow.
+absl::StatusOr<int64_t> CountElements(absl::Span<const int64_t> shape, int size,
+                                      absl::string_view field) {
   int64_t count = 1;
-  for (int i = 0; i < tensor.shape_size(); ++i) {
-    const int64_t d = tensor.shape(i);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const int64_t d = shape[i];
     if (d < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, ".shape[", i, "]: must be >= 0 (got ", d, ")"));
@@ -32,32 +37,173 @@ absl::StatusOr<int64_t> CheckTensor(const v1::Tensor& tensor, absl::string_view 
     }
     count *= d;
   }
-  const uint64_t expected = static_cast<uint64_t>(count) * size;
-  if (tensor.data().size() != expected) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ".data: holds ", tensor.data().size(), " bytes but shape [",
-        absl::StrJoin(tensor.shape(), ","), "] of ", DTypeName(tensor.dtype()), " needs ",
-        expected));
-  }
   return count;
 }
 
-absl::StatusOr<std::vector<double>> DecodeVector(const v1::Tensor& tensor, absl::string_view field,
-                                                 bool require_finite) {
-  if (tensor.shape_size() != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ".shape: must be 1-D (got ", tensor.shape_size(), " dimensions)"));
-  }
-  if (tensor.dtype() != v1::FLOAT32 && tensor.dtype() != v1::FLOAT64) {
+absl::Status CheckDType(v1::DType dtype, absl::string_view field) {
+  if (DTypeSize(dtype) == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        field, ".dtype: must be float32 or float64 (got ", DTypeName(tensor.dtype()), ")"));
+        field, ".dtype: must be set to a known dtype (got ", static_cast<int>(dtype), ")"));
   }
-  auto count = CheckTensor(tensor, field);
-  if (!count.ok()) return count.status();
-  std::vector<double> out(static_cast<size_t>(*count));
-  const char* data = tensor.data().data();
-  if (tensor.dtype() == v1::FLOAT64) {
-    std::memcpy(out.data(), data, out.size() * sizeof(double));
+  return absl::OkStatus();
+}
+
+int64_t AlignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+// The region and byte range [begin, end) within it that a SharedMemoryRef names. `length` 0
+// means to the end of the region when `zero_length_is_rest` (output placements).
+struct RegionRange {
+  std::shared_ptr<SharedMemoryRegion> region;
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+
+absl::StatusOr<RegionRange> ResolveRegionRange(const TensorContext& context,
+                                               const v1::SharedMemoryRef& ref,
+                                               absl::string_view field, bool zero_length_is_rest) {
+  if (context.shared_memory == nullptr || !context.shared_memory->enabled()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(field, ": ", SharedMemoryDisabledError().message()));
+  }
+  auto region = context.shared_memory->Find(context.client, ref.region());
+  if (!region.ok()) {
+    return absl::Status(region.status().code(),
+                        absl::StrCat(field, ".region: ", region.status().message()));
+  }
+  if (absl::Status s = (*region)->CheckStillMapped(); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(field, ": ", s.message()));
+  }
+  const int64_t size = (*region)->size();
+  if (ref.offset() < 0 || ref.offset() > size) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".offset: ", ref.offset(),
+                                                   " is outside region \"", ref.region(), "\" of ",
+                                                   size, " bytes"));
+  }
+  int64_t length = ref.length();
+  if (length == 0 && zero_length_is_rest) length = size - ref.offset();
+  if (length < 0 || length > size - ref.offset()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".length: bytes [", ref.offset(), ", ", ref.offset() + length,
+        ") are outside region \"", ref.region(), "\" of ", size, " bytes"));
+  }
+  return RegionRange{*std::move(region), ref.offset(), ref.offset() + length};
+}
+
+// Copies `src` to `dst` (n bytes), which may overlap when both are in one region (Echo from a
+// region into itself).
+void CopyBytes(char* dst, const char* src, int64_t n) {
+  if (n <= 0 || dst == src) return;
+  if (dst < src + n && src < dst + n) {
+    std::memmove(dst, src, static_cast<size_t>(n));
+  } else {
+    ParallelCopy(dst, src, n);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- input resolution
+
+absl::StatusOr<TensorView> TensorResolver::Resolve(const v1::Tensor& tensor,
+                                                   absl::string_view field) {
+  TensorView view;
+  switch (tensor.payload_case()) {
+    case v1::Tensor::kData:
+    case v1::Tensor::PAYLOAD_NOT_SET: {
+      RETURN_IF_ERROR(CheckDType(tensor.dtype(), field));
+      view.dtype = tensor.dtype();
+      view.shape.assign(tensor.shape().begin(), tensor.shape().end());
+      ASSIGN_OR_RETURN(view.count, CountElements(view.shape, DTypeSize(view.dtype), field));
+      if (tensor.payload_case() == v1::Tensor::PAYLOAD_NOT_SET && view.count > 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ".data: missing (give data, a handle or a shared_memory ref)"));
+      }
+      const uint64_t expected = static_cast<uint64_t>(view.count) * DTypeSize(view.dtype);
+      if (tensor.data().size() != expected) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ".data: holds ", tensor.data().size(), " bytes but shape ",
+            ShapeString(view.shape), " of ", DTypeName(view.dtype), " needs ", expected));
+      }
+      view.bytes = tensor.data();
+      return view;
+    }
+    case v1::Tensor::kHandle: {
+      const std::string f = absl::StrCat(field, ".handle");
+      if (context_.store == nullptr) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(f, ": resident tensors cannot be used here"));
+      }
+      auto resident = context_.store->Acquire(context_.client, tensor.handle());
+      if (!resident.ok()) {
+        return absl::Status(resident.status().code(),
+                            absl::StrCat(f, ": ", resident.status().message()));
+      }
+      const TensorSpec& spec = (*resident)->spec();
+      const auto resident_dtype = static_cast<v1::DType>(spec.dtype);
+      if (tensor.dtype() != v1::DTYPE_UNSPECIFIED && tensor.dtype() != resident_dtype) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ".dtype: is ", DTypeName(tensor.dtype()), " but resident tensor \"",
+            tensor.handle(), "\" is ", DTypeName(resident_dtype), " (or leave it unset)"));
+      }
+      if (tensor.shape_size() > 0 &&
+          !std::equal(tensor.shape().begin(), tensor.shape().end(), spec.shape.begin(),
+                      spec.shape.end())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ".shape: is ", ShapeString(tensor.shape()), " but resident tensor \"",
+            tensor.handle(), "\" has shape ", ShapeString(spec.shape), " (or leave it unset)"));
+      }
+      view.dtype = resident_dtype;
+      view.shape = spec.shape;
+      view.count = (*resident)->bytes() / std::max(1, spec.element_size);
+      view.bytes = (*resident)->data();
+      pins_.push_back(*std::move(resident));
+      return view;
+    }
+    case v1::Tensor::kSharedMemory: {
+      const std::string f = absl::StrCat(field, ".shared_memory");
+      RETURN_IF_ERROR(CheckDType(tensor.dtype(), field));
+      view.dtype = tensor.dtype();
+      view.shape.assign(tensor.shape().begin(), tensor.shape().end());
+      ASSIGN_OR_RETURN(view.count, CountElements(view.shape, DTypeSize(view.dtype), field));
+      const int64_t expected = view.count * DTypeSize(view.dtype);
+      if (tensor.shared_memory().length() != expected) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            f, ".length: is ", tensor.shared_memory().length(), " but shape ",
+            ShapeString(view.shape), " of ", DTypeName(view.dtype), " needs ", expected));
+      }
+      ASSIGN_OR_RETURN(RegionRange range,
+                       ResolveRegionRange(context_, tensor.shared_memory(), f,
+                                          /*zero_length_is_rest=*/false));
+      view.bytes = absl::string_view(range.region->data() + range.begin,
+                                     static_cast<size_t>(expected));
+      pins_.push_back(std::move(range.region));
+      return view;
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(field, ": unknown payload"));
+}
+
+TensorPins TensorResolver::pins() const {
+  if (pins_.empty()) return nullptr;
+  return std::make_shared<const std::vector<std::shared_ptr<const void>>>(pins_);
+}
+
+// ---------------------------------------------------------------- decoding and encoding
+
+absl::StatusOr<std::vector<double>> DecodeVector(const TensorView& view, absl::string_view field,
+                                                 bool require_finite) {
+  if (view.rank() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".shape: must be 1-D (got ", view.rank(), " dimensions)"));
+  }
+  if (view.dtype != v1::FLOAT32 && view.dtype != v1::FLOAT64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".dtype: must be float32 or float64 (got ", DTypeName(view.dtype), ")"));
+  }
+  std::vector<double> out(static_cast<size_t>(view.count));
+  const char* data = view.bytes.data();
+  if (view.dtype == v1::FLOAT64) {
+    if (!out.empty()) std::memcpy(out.data(), data, out.size() * sizeof(double));
   } else {
     for (size_t i = 0; i < out.size(); ++i) {
       float v;
@@ -74,6 +220,30 @@ absl::StatusOr<std::vector<double>> DecodeVector(const v1::Tensor& tensor, absl:
     }
   }
   return out;
+}
+
+absl::StatusOr<std::vector<double>> DecodeVector(TensorResolver& resolver, const v1::Tensor& tensor,
+                                                 absl::string_view field, bool require_finite) {
+  // What the message states is checked first, so that a wrong rank or dtype is reported as such
+  // rather than as a byte count that does not match (a handle may leave both unset).
+  const bool by_handle = tensor.payload_case() == v1::Tensor::kHandle;
+  if ((!by_handle || tensor.shape_size() > 0) && tensor.shape_size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".shape: must be 1-D (got ", tensor.shape_size(), " dimensions)"));
+  }
+  if ((!by_handle || tensor.dtype() != v1::DTYPE_UNSPECIFIED) && tensor.dtype() != v1::FLOAT32 &&
+      tensor.dtype() != v1::FLOAT64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".dtype: must be float32 or float64 (got ", DTypeName(tensor.dtype()), ")"));
+  }
+  ASSIGN_OR_RETURN(const TensorView view, resolver.Resolve(tensor, field));
+  return DecodeVector(view, field, require_finite);
+}
+
+absl::StatusOr<std::vector<double>> DecodeVector(const v1::Tensor& tensor, absl::string_view field,
+                                                 bool require_finite) {
+  TensorResolver inline_only;
+  return DecodeVector(inline_only, tensor, field, require_finite);
 }
 
 void EncodeVector(v1::DType dtype, int64_t n, std::string&& bytes, v1::Tensor* out) {
@@ -103,6 +273,101 @@ v1::DType ToWireDType(ElementType type) {
     case ElementType::kBFloat16: return v1::BFLOAT16;
   }
   return v1::DTYPE_UNSPECIFIED;
+}
+
+// ---------------------------------------------------------------- output placement
+
+bool OutputsInline(const v1::OutputPlacement& placement) {
+  return placement.target_case() == v1::OutputPlacement::TARGET_NOT_SET ||
+         (placement.target_case() == v1::OutputPlacement::kKeep && !placement.keep());
+}
+
+absl::Status CheckOutputPlacement(const TensorContext& context,
+                                  const v1::OutputPlacement& placement) {
+  if (OutputsInline(placement)) return absl::OkStatus();
+  if (placement.target_case() == v1::OutputPlacement::kKeep) {
+    if (context.store == nullptr) {
+      return absl::FailedPreconditionError(
+          "output_placement.keep: resident tensors cannot be used here");
+    }
+    return absl::OkStatus();
+  }
+  return ResolveRegionRange(context, placement.shared_memory(), "output_placement.shared_memory",
+                            /*zero_length_is_rest=*/true)
+      .status();
+}
+
+absl::Status PlaceOutputs(const TensorContext& context, const v1::OutputPlacement& placement,
+                          absl::Span<v1::Tensor* const> outputs) {
+  std::vector<OutputTensor> all;
+  all.reserve(outputs.size());
+  for (v1::Tensor* t : outputs) all.push_back(OutputTensor{t, nullptr});
+  return PlaceOutputs(context, placement, all);
+}
+
+absl::Status PlaceOutputs(const TensorContext& context, const v1::OutputPlacement& placement,
+                          absl::Span<const OutputTensor> outputs) {
+  auto bytes_of = [](const OutputTensor& o) -> absl::string_view {
+    return o.source != nullptr ? *o.source : absl::string_view(o.tensor->data());
+  };
+  if (OutputsInline(placement)) {
+    for (const OutputTensor& o : outputs) {
+      if (o.source != nullptr) o.tensor->set_data(o.source->data(), o.source->size());
+    }
+    return absl::OkStatus();
+  }
+
+  if (placement.target_case() == v1::OutputPlacement::kKeep) {
+    RETURN_IF_ERROR(CheckOutputPlacement(context, placement));
+    std::vector<NewTensor> kept;
+    kept.reserve(outputs.size());
+    for (const OutputTensor& o : outputs) {
+      NewTensor t;
+      t.spec.dtype = o.tensor->dtype();
+      t.spec.element_size = DTypeSize(o.tensor->dtype());
+      t.spec.shape.assign(o.tensor->shape().begin(), o.tensor->shape().end());
+      // The operation's own output buffer becomes the resident tensor: no copy.
+      t.bytes = o.source != nullptr ? std::string(*o.source) : std::move(*o.tensor->mutable_data());
+      kept.push_back(std::move(t));
+    }
+    auto added = context.store->AddComplete(context.client, std::move(kept));
+    if (!added.ok()) {
+      return absl::Status(added.status().code(),
+                          absl::StrCat("output_placement.keep: ", added.status().message()));
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) outputs[i].tensor->set_handle((*added)[i]->handle());
+    return absl::OkStatus();
+  }
+
+  const v1::SharedMemoryRef& ref = placement.shared_memory();
+  ASSIGN_OR_RETURN(RegionRange range,
+                   ResolveRegionRange(context, ref, "output_placement.shared_memory",
+                                      /*zero_length_is_rest=*/true));
+  std::vector<int64_t> offsets;  // from range.begin
+  offsets.reserve(outputs.size());
+  int64_t end = 0;
+  for (const OutputTensor& o : outputs) {
+    const int64_t at = AlignUp(end, kOutputAlignment);
+    offsets.push_back(at);
+    end = at + static_cast<int64_t>(bytes_of(o).size());
+  }
+  const int64_t length = range.end - range.begin;
+  if (end > length) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "output_placement.shared_memory.length: the ", outputs.size(), " output tensor",
+        outputs.size() == 1 ? "" : "s", " need ", end, " bytes (each at a multiple of ",
+        kOutputAlignment, " bytes) but the placement has ", length));
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const absl::string_view bytes = bytes_of(outputs[i]);
+    const int64_t at = range.begin + offsets[i];
+    CopyBytes(range.region->data() + at, bytes.data(), static_cast<int64_t>(bytes.size()));
+    v1::SharedMemoryRef* out = outputs[i].tensor->mutable_shared_memory();  // clears `data`
+    out->set_region(ref.region());
+    out->set_offset(at);
+    out->set_length(static_cast<int64_t>(bytes.size()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace gpucompute

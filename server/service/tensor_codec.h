@@ -1,28 +1,93 @@
 // The one place where wire Tensors are decoded and encoded. Every check names the field path
 // it was given (e.g. "series[2].t") and the rule broken.
+//
+// A Tensor's bytes are inline (`data`), in a resident tensor (`handle`) or in a registered
+// shared-memory region (`shared_memory`). TensorResolver turns any of them into a TensorView
+// (dtype, shape, bytes) read in place: no copy is made here. Resident tensors and regions are
+// pinned by the resolver (TakePins) so that the views stay valid while a job reads them, even
+// when the tensor is deleted or the region unregistered meanwhile.
+//
+// Outputs are filled inline by each operation; PlaceOutputs then moves them where the request's
+// OutputPlacement asks (kept on the server, or written into a shared-memory region).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "gpucompute/v1/dtype.h"
 #include "gpucompute/v1/tensor.pb.h"
 #include "server/common/element_type.h"
+#include "server/runtime/shared_memory.h"
+#include "server/runtime/tensor_store.h"
 
 namespace gpucompute {
 
 using v1::DTypeName;
 using v1::DTypeSize;
 
-// Checks dtype, shape (non-negative dims) and that the payload holds exactly
-// product(shape) * sizeof(dtype) bytes. Returns the element count.
-absl::StatusOr<int64_t> CheckTensor(const v1::Tensor& tensor, absl::string_view field);
+// What resolving and placing tensors needs: the store of resident tensors, the registered
+// shared-memory regions (either may be null: then that kind of Tensor is refused) and the caller,
+// who owns both.
+struct TensorContext {
+  TensorStore* store = nullptr;
+  SharedMemoryRegistry* shared_memory = nullptr;
+  std::string client;
+};
+
+// A resolved tensor: checked dtype and shape, and exactly product(shape) * sizeof(dtype) bytes,
+// wherever they live.
+struct TensorView {
+  v1::DType dtype = v1::DTYPE_UNSPECIFIED;
+  std::vector<int64_t> shape;
+  absl::string_view bytes;
+  int64_t count = 0;  // elements
+
+  int rank() const { return static_cast<int>(shape.size()); }
+};
+
+// Keeps the resident tensors and shared-memory regions that views point into alive; hold it
+// (by value, it is a shared_ptr) until nothing reads them any more.
+using TensorPins = std::shared_ptr<const void>;
+
+// Resolves the input Tensors of one call. Not thread-safe (one per call).
+class TensorResolver {
+ public:
+  // Inline tensors only (handles and shared-memory refs are FAILED_PRECONDITION).
+  TensorResolver() = default;
+  explicit TensorResolver(TensorContext context) : context_(std::move(context)) {}
+
+  // Checks dtype, shape (non-negative dims) and payload. Inline: `data` must hold exactly
+  // product(shape) * sizeof(dtype) bytes. Handle: the caller's complete resident tensor
+  // (NOT_FOUND naming `<field>.handle`, FAILED_PRECONDITION while incomplete); dtype and shape
+  // may be unset (taken from it) or must match it. Shared memory: dtype and shape required,
+  // `length` must equal their byte count and [offset, offset + length) lie in the region.
+  absl::StatusOr<TensorView> Resolve(const v1::Tensor& tensor, absl::string_view field);
+
+  // What the views resolved so far point into (null when all were inline). The resolver keeps
+  // its own reference too.
+  TensorPins pins() const;
+
+  const TensorContext& context() const { return context_; }
+
+ private:
+  TensorContext context_;
+  std::vector<std::shared_ptr<const void>> pins_;
+};
 
 // A 1-D float32/float64 tensor as doubles. With `require_finite`, NaN and infinities are
 // INVALID_ARGUMENT naming the first bad index.
+absl::StatusOr<std::vector<double>> DecodeVector(const TensorView& view, absl::string_view field,
+                                                 bool require_finite = true);
+// A Tensor, wherever its bytes are, resolved and decoded as above; the rank and dtype the
+// message states are checked before its bytes.
+absl::StatusOr<std::vector<double>> DecodeVector(TensorResolver& resolver, const v1::Tensor& tensor,
+                                                 absl::string_view field, bool require_finite = true);
+// The same for an inline Tensor (tests, clients of the codec).
 absl::StatusOr<std::vector<double>> DecodeVector(const v1::Tensor& tensor, absl::string_view field,
                                                  bool require_finite = true);
 
@@ -35,5 +100,39 @@ absl::StatusOr<ElementType> FloatElementType(v1::DType dtype, absl::string_view 
 
 // The wire dtype of an element type.
 v1::DType ToWireDType(ElementType type);
+
+// ---------------------------------------------------------------- output placement
+
+// True when `placement` asks for outputs inline in the response (unset, or keep = false).
+bool OutputsInline(const v1::OutputPlacement& placement);
+
+// Checks, before any work is done, that `placement` can be honoured: a store for `keep`; a
+// registered region, and offset/length within it, for `shared_memory`. Errors name
+// `output_placement...`.
+absl::Status CheckOutputPlacement(const TensorContext& context,
+                                  const v1::OutputPlacement& placement);
+
+// One output of a response: its Tensor, with dtype and shape set, and its bytes, which are
+// either the Tensor's inline `data` (when `source` is null) or `*source` (a view elsewhere, e.g.
+// Echo's input, copied once to wherever the output goes).
+struct OutputTensor {
+  v1::Tensor* tensor = nullptr;
+  const absl::string_view* source = nullptr;
+};
+
+// Places `outputs` as `placement` asks:
+//   inline: the bytes stay in (or are copied into) `data`;
+//   keep: each becomes a resident tensor of the caller (inline bytes are moved, not copied), all
+//     or none within the quota (RESOURCE_EXHAUSTED naming the limit); the Tensor keeps dtype and
+//     shape and carries the handle;
+//   shared_memory: written one after another into the region, each at the next multiple of 64
+//     bytes from the placement's offset, within its length (RESOURCE_EXHAUSTED naming the bytes
+//     needed when they do not fit); the Tensor carries the SharedMemoryRef.
+absl::Status PlaceOutputs(const TensorContext& context, const v1::OutputPlacement& placement,
+                          absl::Span<const OutputTensor> outputs);
+
+// The same for outputs that all hold their bytes inline.
+absl::Status PlaceOutputs(const TensorContext& context, const v1::OutputPlacement& placement,
+                          absl::Span<v1::Tensor* const> outputs);
 
 }  // namespace gpucompute

@@ -20,6 +20,12 @@
     Xa = client.assimilate(X, HX, y, obs_error=R, method="enkf", seed=7, rtps=0.5)
     results = client.assimilate_batch([dict(X=X1, HX=HX1, y=y1, obs_error=r1), ...])
 
+    h = client.put_tensor(x)                                    # resident on the server
+    k = client.dense("mlp", h, output="keep")                   # a TensorHandle: chain it
+    y = client.get_tensor(client.dense("mlp", k, output="keep")); client.delete_tensor(h)
+    region = client.create_shared_memory(1 << 28)               # same node, --allow_shared_memory
+    y = client.dense("mlp", region.put(x), output=(region, 1 << 27))   # a view of the region
+
 Frequencies are in cycles per unit of t. Server errors raise ``grpc.RpcError``.
 The generated messages and stubs are ``gpucompute.v1.compute_pb2`` / ``compute_pb2_grpc``.
 """
@@ -28,8 +34,9 @@ from gpucompute.assimilation import AssimilationResult
 from gpucompute.client import NORMALIZATIONS, Client, PeriodogramResult, message_to_dict
 from gpucompute.grids import AutoGrid, UniformGrid
 from gpucompute.models import ACTIVATIONS, MODEL_DTYPES
+from gpucompute.shared_memory import SharedMemoryRegion
 from gpucompute.stream import JobResult, JobStream
-from gpucompute.tensor import from_tensor, to_tensor
+from gpucompute.tensor import SharedMemoryTensor, TensorHandle, from_tensor, to_tensor
 
 __all__ = [
     "ACTIVATIONS",
@@ -41,6 +48,9 @@ __all__ = [
     "MODEL_DTYPES",
     "NORMALIZATIONS",
     "PeriodogramResult",
+    "SharedMemoryRegion",
+    "SharedMemoryTensor",
+    "TensorHandle",
     "UniformGrid",
     "from_tensor",
     "message_to_dict",

@@ -19,7 +19,7 @@ import secrets
 
 import numpy as np
 
-from gpucompute.tensor import from_tensor
+from gpucompute.tensor import from_tensor, is_reference, reference_tensor
 from gpucompute.v1 import compute_pb2, tensor_pb2
 
 METHODS = {
@@ -47,8 +47,9 @@ class AssimilationResult:
     """One problem's analysis.
 
     Attributes:
-      analysis: ``(n, N)`` analysis ensemble in the request's dtype.
-      innovation_mean: ``(m,)`` float64, ``y - HX.mean(axis=1)``.
+      analysis: ``(n, N)`` analysis ensemble in the request's dtype (a ``TensorHandle`` with
+        ``output="keep"``, a view of the region with a shared-memory output).
+      innovation_mean: ``(m,)`` float64, ``y - HX.mean(axis=1)`` (placed like ``analysis``).
       analysis_spread: ``sqrt(trace(Pa) / n)``, Pa the analysis sample covariance (N - 1).
       form: ``"observation_space"`` or ``"ensemble_space"``: the form the server used.
     """
@@ -59,6 +60,11 @@ class AssimilationResult:
 
 
 def _tensor(name, a, ndim):
+    if is_reference(a):  # resident on the server or in shared memory: only the name travels
+        if len(a.shape) != ndim:
+            raise ValueError(f"{name} must have {ndim} dimension{'s' if ndim > 1 else ''}, "
+                             f"got shape {a.shape}")
+        return reference_tensor(a)
     a = np.asarray(a)
     if a.ndim != ndim:
         raise ValueError(f"{name} must have {ndim} dimension{'s' if ndim > 1 else ''}, "
@@ -95,7 +101,7 @@ def problem_proto(X, HX, y, obs_error, method="etkf", inflation=1.0, perturbatio
     msg = compute_pb2.AssimilationProblem(
         x=_tensor("X", X, 2), hx=_tensor("HX", HX, 2), y=_tensor("y", y, 1),
         method=METHODS[method_name], inflation=float(inflation), form=FORMS[form_name])
-    r = np.asarray(obs_error)
+    r = obs_error if is_reference(obs_error) else np.asarray(obs_error)
     if r.ndim == 0:
         r = np.full(msg.hx.shape[0], float(r))
     if r.ndim == 1:
@@ -136,9 +142,10 @@ def problem_from_item(item):
     return problem_proto(*item)
 
 
-def result_from_proto(result):
-    """``AssimilationResult`` message -> ``AssimilationResult``."""
-    return AssimilationResult(analysis=from_tensor(result.analysis),
-                              innovation_mean=from_tensor(result.innovation_mean),
+def result_from_proto(result, decode=from_tensor):
+    """``AssimilationResult`` message -> ``AssimilationResult``; ``decode`` turns each output
+    Tensor into what the caller gets (an array, or a handle / shared-memory view)."""
+    return AssimilationResult(analysis=decode(result.analysis),
+                              innovation_mean=decode(result.innovation_mean),
                               analysis_spread=float(result.analysis_spread),
                               form=_FORM_NAMES.get(result.form, str(result.form)))

@@ -5,6 +5,7 @@ Threading: a ``Client`` may be shared by many threads (gRPC channels are thread-
 propagate as ``grpc.RpcError`` (use ``.code()`` and ``.details()``).
 """
 
+import concurrent.futures
 import dataclasses
 import threading
 
@@ -15,7 +16,9 @@ from google.protobuf.descriptor import FieldDescriptor
 
 from gpucompute import assimilation, models, stream
 from gpucompute.grids import AutoGrid, UniformGrid, frequency_grid_proto, uniform_frequencies
-from gpucompute.tensor import from_tensor, to_tensor
+from gpucompute.shared_memory import SharedMemoryRegion
+from gpucompute.tensor import (TensorHandle, from_bytes, from_tensor, is_prepared, itemsize,
+                               to_tensor, wire_dtype)
 from gpucompute.v1 import compute_pb2, compute_pb2_grpc, tensor_pb2
 
 _MiB = 1 << 20
@@ -29,6 +32,9 @@ NORMALIZATIONS = {
 }
 _DTYPES = {"float32": tensor_pb2.FLOAT32, "float64": tensor_pb2.FLOAT64}
 _TIMING_PREFIX = "x-gpucompute-"
+CLIENT_ID_KEY = "x-gpucompute-client"
+# Bytes per PutTensor message: 4 MiB less 1 KiB, under gRPC's default 4 MiB message limit.
+DEFAULT_TENSOR_CHUNK_BYTES = (4 << 20) - 1024
 
 
 @dataclasses.dataclass
@@ -63,15 +69,21 @@ class Client:
       options: extra gRPC channel options ``[(key, value), ...]``; they override the defaults,
         which raise the send/receive message limits to 1 GiB.
       credentials: ``grpc.ChannelCredentials`` for TLS; plaintext when None.
+      client_id: sent as ``x-gpucompute-client`` metadata on every call: the owner of this
+        client's resident tensors and shared-memory regions (default: the server sees the
+        connection's address without its port).
     """
 
-    def __init__(self, target, *, timeout=60.0, options=None, credentials=None):
+    def __init__(self, target, *, timeout=60.0, options=None, credentials=None, client_id=None):
         merged = {
             "grpc.max_send_message_length": DEFAULT_MAX_MESSAGE_BYTES,
             "grpc.max_receive_message_length": DEFAULT_MAX_MESSAGE_BYTES,
         }
         merged.update(dict(options or ()))
         opts = list(merged.items())
+        self._channel_options, self._credentials = opts, credentials
+        self._transfer = []  # (channel, stub) of parallel put_tensor streams 1, 2, ...
+        self._transfer_lock = threading.Lock()
         if credentials is None:
             self._channel = grpc.insecure_channel(target, options=opts)
         else:
@@ -80,12 +92,37 @@ class Client:
         self.timeout = timeout
         self.stub = compute_pb2_grpc.ComputeStub(self._channel)
         self._local = threading.local()
+        self._metadata = ((CLIENT_ID_KEY, str(client_id)),) if client_id else None
+        self._regions = {}  # registered name -> SharedMemoryRegion (to decode outputs there)
 
     # ------------------------------------------------------------------ lifecycle
 
     def close(self):
         """Closes the channel; calls in flight are cancelled."""
         self._channel.close()
+        for channel, _ in self._transfer:
+            channel.close()
+
+    _MAX_TRANSFER_CHANNELS = 16
+
+    def _transfer_stub(self, i):
+        """The stub for parallel transfer stream ``i``: 0 is this client's; others have channels
+        of their own (own TCP connections: one connection moves ~0.5 GB/s whatever the HTTP/2
+        settings), made on first use and kept."""
+        if i <= 0:
+            return self.stub
+        extra = (i - 1) % (self._MAX_TRANSFER_CHANNELS - 1)
+        with self._transfer_lock:
+            while len(self._transfer) <= extra:
+                # A local subchannel pool and an option of its own: a separate connection.
+                opts = self._channel_options + [("grpc.use_local_subchannel_pool", 1),
+                                                ("gpucompute.transfer_channel",
+                                                 len(self._transfer) + 1)]
+                channel = (grpc.insecure_channel(self.target, options=opts)
+                           if self._credentials is None else
+                           grpc.secure_channel(self.target, self._credentials, options=opts))
+                self._transfer.append((channel, compute_pb2_grpc.ComputeStub(channel)))
+            return self._transfer[extra][1]
 
     def __enter__(self):
         return self
@@ -125,26 +162,69 @@ class Client:
 
     def _call(self, method, request, timeout):
         response, call = method.with_call(
-            request, timeout=self.timeout if timeout is None else timeout)
+            request, timeout=self.timeout if timeout is None else timeout,
+            metadata=self._metadata)
         self._local.metadata = tuple(call.trailing_metadata() or ())
         return response
+
+    # ------------------------------------------------------------------ tensor placement
+
+    def _placement(self, output):
+        """``output`` argument -> ``OutputPlacement`` (None: inline)."""
+        if output is None:
+            return None
+        if isinstance(output, str):
+            if output != "keep":
+                raise ValueError(f"output {output!r}: expected None, 'keep', a "
+                                 "SharedMemoryRegion or (region, offset[, length])")
+            return tensor_pb2.OutputPlacement(keep=True)
+        region, offset, length = output, 0, 0
+        if isinstance(output, tuple):
+            region, offset = output[0], int(output[1])
+            length = int(output[2]) if len(output) > 2 else 0
+        if not isinstance(region, SharedMemoryRegion) or region.name is None:
+            raise ValueError("output must be 'keep' or a registered SharedMemoryRegion "
+                             "(Client.register_shared_memory)")
+        return tensor_pb2.OutputPlacement(shared_memory=tensor_pb2.SharedMemoryRef(
+            region=region.name, offset=offset, length=length))
+
+    def _output(self, tensor):
+        """An output Tensor as the caller gets it: inline -> a new array; kept -> a
+        ``TensorHandle``; in shared memory -> a NumPy view of the region's bytes."""
+        kind = tensor.WhichOneof("payload")
+        if kind == "handle":
+            shape = tuple(int(s) for s in tensor.shape)
+            return TensorHandle(handle=tensor.handle, dtype=tensor.dtype, shape=shape,
+                                nbytes=itemsize(tensor.dtype) * int(np.prod(shape, dtype=np.int64)))
+        if kind == "shared_memory":
+            ref = tensor.shared_memory
+            region = self._regions.get(ref.region)
+            if region is None:
+                raise RuntimeError(f"output in shared-memory region {ref.region!r}, which this "
+                                   "client did not register")
+            return region.ndarray(tuple(tensor.shape), tensor.dtype, ref.offset)
+        return from_tensor(tensor)
 
     # ------------------------------------------------------------------ periodograms
 
     def periodogram(self, series, frequency=None, *, fit_mean=True, center_data=True,
                     normalization="standard", dtype="float64", samples_per_peak=5,
                     nyquist_factor=5, minimum_frequency=None, maximum_frequency=None,
-                    timeout=None):
+                    output=None, timeout=None):
         """Lomb-Scargle periodograms of many series in one RPC; returns ``PeriodogramResult``s.
 
         Args:
           series: a list whose items are ``(t, y)``, ``(t, y, dy)`` or a dict with keys
             ``t``, ``y`` and optionally ``dy`` and ``frequency`` (a per-series grid that
             overrides ``frequency``). t, y, dy are 1-D array-likes of one length, sent as
-            float64; series may differ in length.
+            float64, or ``TensorHandle``/``SharedMemoryTensor`` references (float32 or
+            float64); series may differ in length.
           frequency: the grid for every series; see ``gpucompute.grids``. None: Astropy's
             autofrequency per series, from ``samples_per_peak``, ``nyquist_factor``,
             ``minimum_frequency``, ``maximum_frequency`` (ignored for other grids).
+          output: None (powers inline), ``"keep"`` (each power stays on the server: a
+            ``TensorHandle``) or a registered ``SharedMemoryRegion`` / ``(region, offset[,
+            length])`` (powers written there, returned as views).
           Other arguments: as ``lombscargle``.
 
         Returns:
@@ -160,6 +240,9 @@ class Client:
             center_data=bool(center_data),
             normalization=_normalization(normalization),
             dtype=_dtype(dtype))
+        placement = self._placement(output)
+        if placement is not None:
+            request.output_placement.CopyFrom(placement)
         grids = []  # (FrequencyGrid in effect, explicit frequencies or None) per series
         for item in series:
             msg, own = _series_proto(item)
@@ -172,12 +255,12 @@ class Client:
             raise RuntimeError(
                 f"server returned {len(response.results)} results for "
                 f"{len(request.series)} series")
-        return [_result(r, *g) for r, g in zip(response.results, grids)]
+        return [_result(r, *g, decode=self._output) for r, g in zip(response.results, grids)]
 
     def lombscargle(self, t, y, dy=None, frequency=None, *, fit_mean=True, center_data=True,
                     normalization="standard", dtype="float64", samples_per_peak=5,
                     nyquist_factor=5, minimum_frequency=None, maximum_frequency=None,
-                    timeout=None):
+                    output=None, timeout=None):
         """Lomb-Scargle periodogram of one series, with Astropy ``LombScargle`` semantics.
 
         ``client.lombscargle(t, y, dy, f, fit_mean=a, center_data=b, normalization=n)`` equals
@@ -201,6 +284,7 @@ class Client:
           dtype: "float64" or "float32": the server's compute type and the power's dtype.
           samples_per_peak, nyquist_factor, minimum_frequency, maximum_frequency: the
             automatic grid's parameters, used only when frequency is None.
+          output: where the power goes (see ``periodogram``); default inline.
           timeout: this call's deadline in seconds (default: the client's).
 
         Returns:
@@ -211,7 +295,7 @@ class Client:
             [series], frequency, fit_mean=fit_mean, center_data=center_data,
             normalization=normalization, dtype=dtype, samples_per_peak=samples_per_peak,
             nyquist_factor=nyquist_factor, minimum_frequency=minimum_frequency,
-            maximum_frequency=maximum_frequency, timeout=timeout)
+            maximum_frequency=maximum_frequency, output=output, timeout=timeout)
         return result.frequency, result.power
 
     def lombscargle_batch(self, series, frequency=None, *, return_peaks=False, **kwargs):
@@ -283,7 +367,7 @@ class Client:
         response = self._call(self.stub.ListModels, compute_pb2.ListModelsRequest(), timeout)
         return [models.model_info_to_dict(m) for m in response.models]
 
-    def dense(self, name, x, *, timeout=None):
+    def dense(self, name, x, *, output=None, timeout=None):
         """Runs rows through a resident model; returns a NumPy array.
 
         Args:
@@ -291,7 +375,10 @@ class Client:
           x: ``(rows, in_features)``; a 1-D array is one row (and gives a 1-D result), more
             dimensions are flattened into rows (``(..., in_features) -> (..., out_features)``).
             float16/float32/float64 arrays are sent as they are (the server converts them),
-            other dtypes as float32.
+            other dtypes as float32. Or a 2-D ``TensorHandle``/``SharedMemoryTensor``: the
+            rows are read on the server (e.g. the kept output of a previous call: chaining).
+          output: None (inline), ``"keep"`` (returns a ``TensorHandle`` to pass on) or a
+            registered ``SharedMemoryRegion`` / ``(region, offset[, length])`` (returns a view).
           timeout: this call's deadline in seconds.
 
         Returns:
@@ -299,19 +386,28 @@ class Client:
           models float32 holding the bfloat16 values exactly (NumPy has no bfloat16).
 
         Raises:
-          ``grpc.RpcError``: NOT_FOUND for an unknown model, INVALID_ARGUMENT for a wrong
-          feature count (naming both sizes).
+          ``grpc.RpcError``: NOT_FOUND for an unknown model or handle, INVALID_ARGUMENT for a
+          wrong feature count (naming both sizes).
         """
-        a = np.asarray(x)
-        if a.ndim == 0:
-            raise ValueError("x must have at least one dimension (in_features)")
-        lead = a.shape[:-1]
-        code, wire = models.wire_array(a.reshape(-1, a.shape[-1]))
-        request = compute_pb2.DenseRequest(model=str(name), input=tensor_pb2.Tensor(
-            dtype=code, shape=list(wire.shape), data=wire.tobytes()))
+        request = compute_pb2.DenseRequest(model=str(name))
+        if is_prepared(x):
+            lead = None
+            request.input.CopyFrom(to_tensor(x))
+        else:
+            a = np.asarray(x)
+            if a.ndim == 0:
+                raise ValueError("x must have at least one dimension (in_features)")
+            lead = a.shape[:-1]
+            code, wire = models.wire_array(a.reshape(-1, a.shape[-1]))
+            request.input.CopyFrom(tensor_pb2.Tensor(
+                dtype=code, shape=list(wire.shape), data=wire.tobytes()))
+        placement = self._placement(output)
+        if placement is not None:
+            request.output_placement.CopyFrom(placement)
         response = self._call(self.stub.Dense, request, timeout)
-        y = from_tensor(response.output)
-        if y.ndim == 2 and y.shape[0] == int(np.prod(lead, dtype=np.int64)):
+        y = self._output(response.output)
+        if (lead is not None and isinstance(y, np.ndarray) and y.ndim == 2
+                and y.shape[0] == int(np.prod(lead, dtype=np.int64))):
             y = y.reshape(lead + (y.shape[1],))
         return y
 
@@ -319,7 +415,7 @@ class Client:
 
     def assimilate(self, X, HX, y, obs_error, method="etkf", inflation=1.0, perturbations=None,
                    seed=None, dtype="float64", *, rtpp=None, rtps=None, form="auto",
-                   return_diagnostics=False, timeout=None):
+                   return_diagnostics=False, output=None, timeout=None):
         """The analysis step of an ensemble Kalman filter; returns the analysis ensemble.
 
         Conventions (README "Assimilate"): sample covariances with N - 1; ``inflation``
@@ -347,7 +443,12 @@ class Client:
             ``"ensemble_space"`` (same result up to rounding).
           return_diagnostics: return an ``AssimilationResult`` (analysis, innovation_mean,
             analysis_spread, form) instead of the bare array.
+          output: None (inline), ``"keep"`` (``TensorHandle``s) or a registered
+            ``SharedMemoryRegion`` / ``(region, offset[, length])`` (views).
           timeout: this call's deadline in seconds.
+
+        X, HX, y, obs_error and perturbations may also be ``TensorHandle``s or
+        ``SharedMemoryTensor``s (their bytes are read on the server).
 
         Raises:
           ``grpc.RpcError``: INVALID_ARGUMENT naming the field and rule (e.g.
@@ -357,11 +458,11 @@ class Client:
         (result,) = self.assimilate_batch(
             [dict(X=X, HX=HX, y=y, obs_error=obs_error, method=method, inflation=inflation,
                   perturbations=perturbations, seed=seed, rtpp=rtpp, rtps=rtps, form=form)],
-            dtype=dtype, return_diagnostics=return_diagnostics, timeout=timeout)
+            dtype=dtype, return_diagnostics=return_diagnostics, output=output, timeout=timeout)
         return result
 
     def assimilate_batch(self, problems, dtype="float64", *, return_diagnostics=False,
-                         timeout=None):
+                         output=None, timeout=None):
         """Many independent analyses in one RPC (the server may batch them further).
 
         Args:
@@ -370,7 +471,8 @@ class Client:
             ``seed``, ``rtpp``, ``rtps``, ``form`` optional), or of tuples
             ``(X, HX, y, obs_error)`` (ETKF, no inflation). Problems may differ in n, m and N.
             Server-drawn perturbations are keyed by the seed and the problem's position here.
-          dtype, return_diagnostics, timeout: as ``assimilate``; dtype applies to every problem.
+          dtype, return_diagnostics, output, timeout: as ``assimilate``; dtype applies to every
+            problem.
 
         Returns:
           A list, in order, of ``(n, N)`` analysis arrays (or ``AssimilationResult``s).
@@ -379,11 +481,14 @@ class Client:
         request = compute_pb2.AssimilateRequest(dtype=assimilation.compute_dtype(dtype))
         for item in problems:
             request.problems.append(assimilation.problem_from_item(item))
+        placement = self._placement(output)
+        if placement is not None:
+            request.output_placement.CopyFrom(placement)
         response = self._call(self.stub.Assimilate, request, timeout)
         if len(response.results) != len(request.problems):
             raise RuntimeError(f"server returned {len(response.results)} results for "
                                f"{len(request.problems)} problems")
-        results = [assimilation.result_from_proto(r) for r in response.results]
+        results = [assimilation.result_from_proto(r, self._output) for r in response.results]
         if return_diagnostics:
             return results
         return [r.analysis for r in results]
@@ -394,23 +499,180 @@ class Client:
         """Opens a Submit stream (``gpucompute.stream.JobStream``): submit jobs of any
         operation, read results as they finish. ``timeout`` (s) bounds the whole stream
         (default: none)."""
-        return stream.JobStream(self.stub, timeout=timeout, metadata=metadata)
+        return stream.JobStream(self.stub, timeout=timeout,
+                                metadata=metadata if metadata is not None else self._metadata)
 
-    def echo(self, data, *, discard=False, timeout=None):
-        """Sends ``data`` (bytes or a NumPy array) through the Echo RPC and returns what came
-        back (the same type; None with ``discard``, which measures one direction only)."""
-        if isinstance(data, (bytes, bytearray, memoryview)):
-            raw = bytes(data)
-            tensor = tensor_pb2.Tensor(dtype=tensor_pb2.UINT8, shape=[len(raw)], data=raw)
+    def echo(self, data, *, discard=False, output=None, timeout=None):
+        """Sends ``data`` through the Echo RPC and returns what came back.
+
+        ``data``: bytes (returned as bytes), a NumPy array (returned as a new array), or a
+        ``TensorHandle``/``SharedMemoryTensor`` (read on the server). ``output``: None
+        (inline), ``"keep"`` (a ``TensorHandle``) or a registered ``SharedMemoryRegion`` /
+        ``(region, offset[, length])`` (a view of the region). With ``discard`` the server
+        replies without the tensor (one direction only) and this returns None.
+        """
+        raw = isinstance(data, (bytes, bytearray, memoryview))
+        if raw:
+            data = bytes(data)
+            tensor = tensor_pb2.Tensor(dtype=tensor_pb2.UINT8, shape=[len(data)], data=data)
+        elif is_prepared(data):
+            tensor = to_tensor(data)
         else:
             tensor = to_tensor(np.asarray(data))
-        response = self._call(self.stub.Echo, compute_pb2.EchoRequest(
-            tensor=tensor, discard=discard), timeout)
+        request = compute_pb2.EchoRequest(tensor=tensor, discard=discard)
+        placement = self._placement(output)
+        if placement is not None:
+            request.output_placement.CopyFrom(placement)
+        response = self._call(self.stub.Echo, request, timeout)
         if discard:
             return None
-        if isinstance(data, (bytes, bytearray, memoryview)):
+        if raw and response.tensor.WhichOneof("payload") == "data":
             return response.tensor.data
-        return from_tensor(response.tensor)
+        return self._output(response.tensor)
+
+    # ------------------------------------------------------------------ resident tensors
+
+    def put_tensor(self, array, dtype=None, *, chunk_bytes=DEFAULT_TENSOR_CHUNK_BYTES,
+                   streams=1, timeout=None):
+        """Uploads an array to the server's memory; returns its ``TensorHandle``.
+
+        The handle stands in for the array as any operation's input (only the handle travels),
+        until ``delete_tensor`` or the server's idle expiry (``server_info()["tensorLimits"]``).
+        Resident tensors count against this client's quota (RESOURCE_EXHAUSTED beyond it).
+
+        Args:
+          array: anything ``np.asarray`` takes (float16/32/64, int32/64 or uint8), cast to
+            ``dtype`` first if given.
+          chunk_bytes: bytes per streamed message.
+          streams: upload over this many PutTensor streams in parallel, each on its own
+            connection (after reserving the tensor with CreateTensor); 1: one stream.
+        """
+        tensor = to_tensor(array, dtype)
+        data = memoryview(tensor.data)
+        chunk_bytes, streams = int(chunk_bytes), int(streams)
+        if chunk_bytes <= 0 or streams <= 0:
+            raise ValueError("chunk_bytes and streams must be positive")
+        timeout = self.timeout if timeout is None else timeout
+        streams = max(1, min(streams, -(-len(data) // chunk_bytes)))
+        if streams == 1:
+            header = compute_pb2.PutTensorHeader(dtype=tensor.dtype, shape=tensor.shape)
+            info = self._put_stream(header, data, 0, len(data), chunk_bytes, timeout)
+            return TensorHandle.from_info(info)
+        reserved = self._call(self.stub.CreateTensor, compute_pb2.CreateTensorRequest(
+            dtype=tensor.dtype, shape=tensor.shape), timeout)
+        header = compute_pb2.PutTensorHeader(handle=reserved.handle)
+        step = -(-len(data) // streams)
+        with concurrent.futures.ThreadPoolExecutor(streams) as pool:
+            infos = list(pool.map(
+                lambda i: self._put_stream(header, data, i * step,
+                                           min(len(data), (i + 1) * step), chunk_bytes,
+                                           timeout, stub=self._transfer_stub(i)),
+                range(streams)))
+        done = [i for i in infos if i.complete] or infos
+        return TensorHandle.from_info(done[0])
+
+    def _put_stream(self, header, data, begin, end, chunk_bytes, timeout, base=0, stub=None):
+        """One PutTensor stream (on ``stub``, default this client's): ``header`` with the first
+        chunk, then ``data[begin:end]``, written at ``base + begin`` onwards in the tensor."""
+        def messages():
+            at, first = begin, True
+            while first or at < end:
+                n = min(chunk_bytes, end - at)
+                msg = compute_pb2.PutTensorChunk(offset=base + at, data=bytes(data[at:at + n]))
+                if first:
+                    msg.header.CopyFrom(header)
+                    first = False
+                at += n
+                yield msg
+        return self._call((stub or self.stub).PutTensor, messages(), timeout)
+
+    def create_tensor(self, shape, dtype, *, timeout=None):
+        """Reserves an empty resident tensor; ``write_tensor`` fills it (several writers may
+        fill disjoint ranges at once) and it can be used once every byte has arrived."""
+        info = self._call(self.stub.CreateTensor, compute_pb2.CreateTensorRequest(
+            dtype=wire_dtype(dtype), shape=[int(s) for s in shape]), timeout)
+        return TensorHandle.from_info(info)
+
+    def write_tensor(self, handle, data, offset=0, *, chunk_bytes=DEFAULT_TENSOR_CHUNK_BYTES,
+                     timeout=None):
+        """Writes raw bytes at byte ``offset`` of a tensor reserved by ``create_tensor``;
+        returns its state as a dict (see ``list_tensors``)."""
+        data = memoryview(data).cast("B")
+        header = compute_pb2.PutTensorHeader(handle=_handle(handle))
+        info = self._put_stream(header, data, 0, len(data), int(chunk_bytes),
+                                self.timeout if timeout is None else timeout, base=int(offset))
+        return _tensor_info(info)
+
+    def get_tensor(self, handle, *, timeout=None):
+        """A resident tensor as a new NumPy array of its dtype and shape (bfloat16 widened to
+        float32). NOT_FOUND for an unknown or another client's handle."""
+        info, data = self._get(handle, 0, 0, 0, timeout)
+        return from_bytes(data, info.dtype, tuple(info.shape))
+
+    def get_tensor_bytes(self, handle, offset=0, length=0, *, chunk_bytes=0, timeout=None):
+        """Bytes ``[offset, offset + length)`` of a resident tensor (``length`` 0: to the end),
+        streamed in messages of ``chunk_bytes`` (0: the server's default)."""
+        return bytes(self._get(handle, offset, length, chunk_bytes, timeout)[1])
+
+    def _get(self, handle, offset, length, chunk_bytes, timeout):
+        request = compute_pb2.GetTensorRequest(handle=_handle(handle), offset=int(offset),
+                                               length=int(length), chunk_bytes=int(chunk_bytes))
+        call = self.stub.GetTensor(request, timeout=self.timeout if timeout is None else timeout,
+                                   metadata=self._metadata)
+        info, out = None, bytearray()
+        for message in call:
+            if message.HasField("info"):
+                info = message.info
+                out = bytearray(int(length) or int(info.bytes) - int(offset))
+            at = message.offset - int(offset)
+            out[at:at + len(message.data)] = message.data
+        self._local.metadata = tuple(call.trailing_metadata() or ())
+        return info, out
+
+    def delete_tensor(self, handle, *, timeout=None):
+        """Frees a resident tensor now (NOT_FOUND if it is not there). Calls already using it
+        finish with it."""
+        self._call(self.stub.DeleteTensor, compute_pb2.DeleteTensorRequest(
+            handle=_handle(handle)), timeout)
+
+    def list_tensors(self, *, timeout=None):
+        """This client's resident tensors: dicts ``{"handle", "dtype", "shape", "bytes",
+        "complete", "owner", "idle_ms"}``."""
+        response = self._call(self.stub.ListTensors, compute_pb2.ListTensorsRequest(), timeout)
+        return [_tensor_info(t) for t in response.tensors]
+
+    # ------------------------------------------------------------------ shared memory
+
+    def register_shared_memory(self, region, name=None, *, timeout=None):
+        """Registers a ``SharedMemoryRegion`` (all of it) with the server, which must run with
+        ``--allow_shared_memory``, as ``name`` (default: derived from its key); returns it.
+        Tensors put in it (``region.put``) and outputs placed in it then skip the wire."""
+        name = name or region.key.lstrip("/").replace("/", "_")[:128]
+        self._call(self.stub.RegisterSharedMemory, compute_pb2.RegisterSharedMemoryRequest(
+            name=name, key=region.key, offset=0, byte_size=int(region.size)), timeout)
+        region.name = name
+        self._regions[name] = region
+        return region
+
+    def create_shared_memory(self, size, name=None, *, timeout=None):
+        """Creates a ``SharedMemoryRegion`` of ``size`` bytes and registers it."""
+        region = SharedMemoryRegion(size)
+        try:
+            return self.register_shared_memory(region, name, timeout=timeout)
+        except Exception:
+            region.close()
+            raise
+
+    def unregister_shared_memory(self, region=None, *, timeout=None):
+        """Unregisters a region (a ``SharedMemoryRegion`` or its name), or all of this
+        client's when None. The region itself stays mapped here until its ``close``."""
+        name = "" if region is None else (region if isinstance(region, str) else region.name)
+        self._call(self.stub.UnregisterSharedMemory,
+                   compute_pb2.UnregisterSharedMemoryRequest(name=name or ""), timeout)
+        for n in (list(self._regions) if not name else [name]):
+            r = self._regions.pop(n, None)
+            if r is not None:
+                r.name = None
 
     # ------------------------------------------------------------------ server info
 
@@ -463,9 +725,19 @@ def _series_proto(item):
     return msg, explicit
 
 
-def _result(result, grid_msg, explicit):
+def _handle(handle):
+    return handle.handle if isinstance(handle, TensorHandle) else str(handle)
+
+
+def _tensor_info(info):
+    return {"handle": info.handle, "dtype": tensor_pb2.DType.Name(info.dtype).lower(),
+            "shape": tuple(int(s) for s in info.shape), "bytes": int(info.bytes),
+            "complete": bool(info.complete), "owner": info.owner, "idle_ms": int(info.idle_ms)}
+
+
+def _result(result, grid_msg, explicit, decode=from_tensor):
     """Builds a ``PeriodogramResult`` from a ``SeriesResult`` and the grid that was asked for."""
-    power = from_tensor(result.power)
+    power = decode(result.power)
     grid = None
     if result.HasField("grid"):
         grid = UniformGrid(result.grid.f0, result.grid.df, int(result.grid.n))

@@ -1,9 +1,13 @@
 """Conversion between NumPy arrays and ``gpucompute.v1.Tensor`` messages.
 
 A Tensor is ``{dtype, shape, data}``: raw little-endian elements in row-major (C) order, the
-KServe-v2 layout. ``to_tensor``/``from_tensor`` are the only places this package encodes or
-decodes one.
+KServe-v2 layout. Instead of ``data`` it may name a tensor resident on the server
+(``TensorHandle``, from ``Client.put_tensor`` or an output kept with ``output="keep"``) or bytes
+in a registered shared-memory region (``SharedMemoryTensor``, from ``SharedMemoryRegion.put``).
+``to_tensor``/``from_tensor`` are the only places this package encodes or decodes one.
 """
+
+import dataclasses
 
 import numpy as np
 
@@ -36,13 +40,108 @@ def wire_dtype(dtype):
             + ", ".join(sorted(d.name for d in _FROM_NUMPY))) from None
 
 
+@dataclasses.dataclass(frozen=True)
+class TensorHandle:
+    """A tensor resident on the server, owned by the client that made it.
+
+    Pass it wherever an array is accepted (operation inputs, ``echo``): only the handle travels.
+    ``client.get_tensor(h)`` fetches it, ``client.delete_tensor(h)`` frees it; the server also
+    frees it after its idle expiry.
+
+    Attributes:
+      handle: the server's name for it.
+      dtype: the wire ``DType`` code (``dtype_name`` spells it).
+      shape: a tuple of ints.
+      nbytes: its size in bytes.
+    """
+    handle: str
+    dtype: int
+    shape: tuple
+    nbytes: int = 0
+
+    @property
+    def dtype_name(self):
+        return tensor_pb2.DType.Name(self.dtype).lower()
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @classmethod
+    def from_info(cls, info):
+        """From a ``TensorInfo`` (``PutTensor``, ``CreateTensor``, ``ListTensors``)."""
+        return cls(handle=info.handle, dtype=info.dtype, shape=tuple(int(s) for s in info.shape),
+                   nbytes=int(info.bytes))
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedMemoryTensor:
+    """A tensor in a registered shared-memory region: ``length`` bytes at ``offset`` holding
+    ``shape`` elements of ``dtype`` (a wire ``DType`` code). Made by ``SharedMemoryRegion.put``;
+    ``array`` views the bytes (no copy)."""
+    region: object  # the gpucompute.SharedMemoryRegion
+    offset: int
+    dtype: int
+    shape: tuple
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def length(self):
+        return itemsize(self.dtype) * int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def array(self):
+        """A NumPy view of the bytes in the region (bfloat16: a widened float32 copy)."""
+        return self.region.ndarray(self.shape, self.dtype, self.offset)
+
+
+def is_reference(x):
+    """True for a ``TensorHandle`` or ``SharedMemoryTensor`` (bytes that do not travel)."""
+    return isinstance(x, (TensorHandle, SharedMemoryTensor))
+
+
+def is_prepared(x):
+    """True for what ``to_tensor`` passes on without encoding an array: a reference or a
+    ``Tensor`` message."""
+    return is_reference(x) or isinstance(x, tensor_pb2.Tensor)
+
+
+def itemsize(code):
+    """Bytes per element of a wire ``DType``."""
+    return 2 if code == tensor_pb2.BFLOAT16 else _TO_NUMPY[code].itemsize
+
+
+def reference_tensor(ref):
+    """The ``Tensor`` that names a ``TensorHandle`` or ``SharedMemoryTensor``."""
+    if isinstance(ref, TensorHandle):
+        return tensor_pb2.Tensor(dtype=ref.dtype, shape=list(ref.shape), handle=ref.handle)
+    if isinstance(ref, SharedMemoryTensor):
+        if ref.region.name is None:
+            raise ValueError("the shared-memory region is not registered "
+                             "(Client.register_shared_memory)")
+        return tensor_pb2.Tensor(dtype=ref.dtype, shape=list(ref.shape),
+                                 shared_memory=tensor_pb2.SharedMemoryRef(
+                                     region=ref.region.name, offset=ref.offset,
+                                     length=ref.length))
+    raise TypeError(f"not a tensor reference: {type(ref).__name__}")
+
+
 def to_tensor(array, dtype=None):
     """Encodes ``array`` (anything ``np.asarray`` takes) as a ``Tensor``.
 
     ``dtype`` casts first (e.g. ``"float64"``); otherwise the array keeps its own dtype, which
     must be float16/32/64, int32/64 or uint8. Values are copied once into little-endian,
-    C-ordered bytes.
+    C-ordered bytes. A ``TensorHandle`` or ``SharedMemoryTensor`` becomes a Tensor that names
+    it (``dtype`` is then not applied: the server converts float inputs itself), and a
+    ``Tensor`` message is returned as it is.
     """
+    if is_reference(array):
+        return reference_tensor(array)
+    if isinstance(array, tensor_pb2.Tensor):
+        return array
     a = np.asarray(array) if dtype is None else np.asarray(array, dtype=dtype)
     code = wire_dtype(a.dtype)
     data = np.ascontiguousarray(a, dtype=_TO_NUMPY[code]).tobytes()
@@ -72,3 +171,23 @@ def from_tensor(tensor):
     if len(tensor.data) != dt.itemsize * count:
         raise ValueError(f"Tensor: {len(tensor.data)} bytes for shape {shape} of {dt.name}")
     return np.frombuffer(tensor.data, dtype=dt).astype(dt.newbyteorder("="), copy=True).reshape(shape)
+
+
+def numpy_dtype(code):
+    """The little-endian NumPy dtype of a wire ``DType`` (``ValueError`` for bfloat16, which
+    NumPy lacks, and unknown codes)."""
+    try:
+        return _TO_NUMPY[code]
+    except KeyError:
+        raise ValueError(f"no NumPy dtype for {tensor_pb2.DType.Name(code)}") from None
+
+
+def from_bytes(data, code, shape):
+    """An array of ``shape`` decoded from raw little-endian bytes of wire dtype ``code``: a view
+    when ``data`` is a writable buffer and no conversion is needed, bfloat16 widened to
+    float32."""
+    shape = tuple(int(s) for s in shape)
+    if code == tensor_pb2.BFLOAT16:
+        bits = np.frombuffer(data, dtype="<u2").astype(np.uint32) << 16
+        return bits.view(np.float32).reshape(shape)
+    return np.frombuffer(data, dtype=numpy_dtype(code)).reshape(shape)

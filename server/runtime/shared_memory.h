@@ -1,0 +1,117 @@
+// POSIX shared-memory regions registered by clients on the same node (Triton's "system shared
+// memory"): the client creates an object (shm_open), registers a region of it under a name,
+// and tensors then name (region, offset, length) instead of carrying bytes. The server maps the
+// region read-write once, at registration, and reads inputs and writes outputs there directly.
+//
+// Off unless the server runs with --allow_shared_memory: any client that can reach the port
+// could otherwise make the server map objects it can open. A client that shrinks (ftruncate)
+// a registered object while the server uses it can make the server fault; each use re-checks
+// the object's size, which narrows that window but cannot close it (Triton has the same
+// contract), which is another reason the feature is opt-in.
+//
+// Names are per client (the same caller id that owns resident tensors). A region unregistered
+// while a job still uses it stays mapped until that job drops it (shared_ptr). Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+
+namespace gpucompute {
+
+// One mapped region [offset, offset + size) of a POSIX shared-memory object.
+class SharedMemoryRegion {
+ public:
+  // Opens `key` read-write and maps the region. INVALID_ARGUMENT for a malformed key or a region
+  // outside the object, NOT_FOUND when no such object exists, PERMISSION_DENIED when the server
+  // may not open it.
+  static absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> Map(std::string name, std::string key,
+                                                                 int64_t offset, int64_t size);
+  ~SharedMemoryRegion();  // unmaps and closes
+  SharedMemoryRegion(const SharedMemoryRegion&) = delete;
+  SharedMemoryRegion& operator=(const SharedMemoryRegion&) = delete;
+
+  const std::string& name() const { return name_; }
+  const std::string& key() const { return key_; }
+  int64_t offset() const { return offset_; }  // within the object
+  int64_t size() const { return size_; }
+  char* data() const { return data_; }
+
+  // OK while the object still covers the region (a client may have shrunk it since).
+  absl::Status CheckStillMapped() const;
+
+ private:
+  SharedMemoryRegion() = default;
+
+  std::string name_;
+  std::string key_;
+  int64_t offset_ = 0;
+  int64_t size_ = 0;
+  int fd_ = -1;
+  void* mapping_ = nullptr;  // page-aligned start of the mapping
+  size_t mapping_bytes_ = 0;
+  char* data_ = nullptr;     // mapping_ + (offset_ - its page-aligned part)
+};
+
+struct SharedMemoryStats {
+  int64_t regions = 0;
+  int64_t bytes = 0;  // mapped
+};
+
+class SharedMemoryRegistry {
+ public:
+  static constexpr int kMaxRegionsPerClient = 256;
+
+  explicit SharedMemoryRegistry(bool enabled) : enabled_(enabled) {}
+  ~SharedMemoryRegistry() { Clear(); }
+
+  bool enabled() const { return enabled_; }
+
+  // Maps `key`'s bytes [offset, offset + byte_size) as `owner`'s region `name` (1-128 characters
+  // of [A-Za-z0-9_.-]). FAILED_PRECONDITION when shared memory is off (naming the flag),
+  // ALREADY_EXISTS for a name `owner` has registered, RESOURCE_EXHAUSTED beyond
+  // kMaxRegionsPerClient, else as SharedMemoryRegion::Map.
+  absl::Status Register(absl::string_view owner, absl::string_view name, absl::string_view key,
+                        int64_t offset, int64_t byte_size);
+
+  // Removes `owner`'s region `name`, or every region of `owner` when `name` is empty.
+  // NOT_FOUND for an unknown name.
+  absl::Status Unregister(absl::string_view owner, absl::string_view name);
+
+  // `owner`'s region `name`: FAILED_PRECONDITION when off, NOT_FOUND when not registered. The
+  // region stays mapped while the returned pointer lives.
+  absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> Find(absl::string_view owner,
+                                                           absl::string_view name) const;
+
+  // `owner`'s regions, sorted by name.
+  std::vector<std::shared_ptr<SharedMemoryRegion>> List(absl::string_view owner) const;
+
+  // Unregisters everything (server shutdown).
+  void Clear();
+
+  SharedMemoryStats Stats() const;
+
+ private:
+  const bool enabled_;
+  mutable absl::Mutex mu_;
+  // owner -> name -> region
+  absl::flat_hash_map<std::string,
+                      absl::flat_hash_map<std::string, std::shared_ptr<SharedMemoryRegion>>>
+      regions_ ABSL_GUARDED_BY(mu_);
+};
+
+// The error every shared-memory use gets while the feature is off.
+absl::Status SharedMemoryDisabledError();
+
+// INVALID_ARGUMENT unless `name` is 1-128 characters of [A-Za-z0-9_.-].
+absl::Status CheckRegionName(absl::string_view name);
+
+}  // namespace gpucompute

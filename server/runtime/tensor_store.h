@@ -1,0 +1,202 @@
+// Server-resident tensors: bytes kept in the server's host memory under an unguessable handle,
+// owned by one client, counted against its quota and freed by DeleteTensor or after an idle
+// expiry. Used as operation inputs in place (no copy) and as kept outputs.
+//
+// Memory: plain host memory, 64-byte aligned (not pinned: the CUDA backend stages inputs through
+// its pinned buffers as it does for inline request bytes; pinning every resident tensor would
+// lock host memory per client quota for a gain only on the GPU copy).
+//
+// Lifetime: the store holds each tensor by shared_ptr and hands out shared_ptrs; a tensor
+// deleted or expired while a job still reads it stays valid until that job drops it. Quotas
+// count a tensor from its creation until it leaves the store (not until its bytes are freed).
+//
+// Threading: every method is thread-safe. Writes to an incomplete tensor may run concurrently
+// (several PutTensor streams), each into its own range.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace gpucompute {
+
+struct TensorStoreOptions {
+  int64_t max_bytes_per_client = int64_t{8} << 30;  // all of one client's resident tensors
+  int max_tensors_per_client = 1024;
+  // A tensor neither used nor written for this long is freed (on the next sweep, and at once
+  // when looked up). Zero or negative: never.
+  absl::Duration idle_expiry = absl::Seconds(600);
+  // How often a background thread frees expired tensors; zero: no thread (tests call Sweep()).
+  absl::Duration sweep_interval = absl::Seconds(1);
+  // The time source (tests inject a fake clock); default absl::Now.
+  std::function<absl::Time()> clock;
+};
+
+// What a tensor is: its wire dtype (a gpucompute.v1.DType value, not interpreted here), the
+// element size that dtype has, and its shape.
+struct TensorSpec {
+  int dtype = 0;
+  int element_size = 0;
+  std::vector<int64_t> shape;
+};
+
+// One resident tensor. Its bytes are written (Write) until complete, then never change.
+class ResidentTensor {
+ public:
+  ResidentTensor(std::string handle, std::string owner, TensorSpec spec, int64_t bytes,
+                 absl::Time now);
+  ~ResidentTensor();
+  ResidentTensor(const ResidentTensor&) = delete;
+  ResidentTensor& operator=(const ResidentTensor&) = delete;
+
+  const std::string& handle() const { return handle_; }
+  const std::string& owner() const { return owner_; }
+  const TensorSpec& spec() const { return spec_; }
+  int64_t bytes() const { return bytes_; }
+
+  // The bytes; only read them once complete() (or after a successful Acquire).
+  absl::string_view data() const { return absl::string_view(data_, static_cast<size_t>(bytes_)); }
+
+  // Copies `data` to [offset, offset + data.size()). INVALID_ARGUMENT outside the tensor,
+  // FAILED_PRECONDITION once complete (resident tensors are immutable). The tensor becomes
+  // complete when every byte has been written and no other write is still copying.
+  absl::Status Write(int64_t offset, absl::string_view data);
+
+  bool complete() const;
+  int64_t received_bytes() const;  // distinct bytes written so far
+  absl::Duration idle(absl::Time now) const;
+
+ private:
+  friend class TensorStore;
+  // Takes `bytes` (exactly bytes() long) as the complete contents, without a copy.
+  void Adopt(std::string bytes);
+  void Touch(absl::Time now);
+
+  const std::string handle_;
+  const std::string owner_;
+  const TensorSpec spec_;
+  const int64_t bytes_;
+  std::string adopted_;      // the storage when adopted (kept outputs)
+  char* data_ = nullptr;     // adopted_.data() or an aligned allocation of bytes_
+  bool owns_allocation_ = false;
+
+  mutable absl::Mutex mu_;
+  std::map<int64_t, int64_t> received_ ABSL_GUARDED_BY(mu_);  // disjoint [begin, end) ranges
+  int64_t received_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int writers_ ABSL_GUARDED_BY(mu_) = 0;
+  bool complete_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time last_use_ ABSL_GUARDED_BY(mu_);
+};
+
+// A tensor to add complete (an output kept on the server): spec and bytes.
+struct NewTensor {
+  TensorSpec spec;
+  std::string bytes;  // product(shape) * element_size bytes, moved in
+};
+
+struct TensorStoreStats {
+  int64_t tensors = 0;
+  int64_t bytes = 0;
+  int64_t clients = 0;
+  int64_t expired = 0;  // since start
+};
+
+class TensorStore {
+ public:
+  explicit TensorStore(TensorStoreOptions options);
+  ~TensorStore();  // stops the sweeper; tensors still held by jobs stay valid
+  TensorStore(const TensorStore&) = delete;
+  TensorStore& operator=(const TensorStore&) = delete;
+
+  // Reserves an incomplete tensor for `owner` (its bytes come through Write). RESOURCE_EXHAUSTED
+  // naming the limit (--tensor_quota_bytes, --tensor_quota_count) when it does not fit;
+  // INVALID_ARGUMENT for a bad spec. A tensor of zero bytes is complete at once.
+  absl::StatusOr<std::shared_ptr<ResidentTensor>> Create(absl::string_view owner, TensorSpec spec);
+
+  // Adds complete tensors for `owner`, all or none (quota checked for their total).
+  absl::StatusOr<std::vector<std::shared_ptr<const ResidentTensor>>> AddComplete(
+      absl::string_view owner, std::vector<NewTensor> tensors);
+
+  // `owner`'s tensor `handle`, for writing (PutTensor): NOT_FOUND unless it exists, belongs to
+  // `owner` and has not expired. Counts as a use.
+  absl::StatusOr<std::shared_ptr<ResidentTensor>> FindForWrite(absl::string_view owner,
+                                                               absl::string_view handle);
+
+  // `owner`'s complete tensor `handle`, for reading: NOT_FOUND as FindForWrite,
+  // FAILED_PRECONDITION while incomplete. Counts as a use. The returned pointer keeps the
+  // bytes alive after a delete or expiry.
+  absl::StatusOr<std::shared_ptr<const ResidentTensor>> Acquire(absl::string_view owner,
+                                                                absl::string_view handle);
+
+  // Removes `owner`'s tensor `handle` (NOT_FOUND as above). Readers holding it keep it.
+  absl::Status Delete(absl::string_view owner, absl::string_view handle);
+
+  // `owner`'s tensors, sorted by handle.
+  std::vector<std::shared_ptr<const ResidentTensor>> List(absl::string_view owner);
+  int64_t OwnerBytes(absl::string_view owner);
+
+  // Frees every tensor idle for longer than the expiry (tensors in use by a job are not idle).
+  // Returns how many were freed. Called by the sweeper thread; tests call it directly.
+  int Sweep();
+
+  // Drops every tensor (server shutdown). Readers holding one keep it.
+  void Clear();
+
+  TensorStoreStats Stats();
+  const TensorStoreOptions& options() const { return options_; }
+  absl::Time Now() const { return options_.clock(); }
+
+ private:
+  struct Usage {
+    int64_t bytes = 0;
+    int count = 0;
+  };
+
+  absl::Status CheckQuota(absl::string_view owner, int64_t bytes, int count) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts `bytes` and `count` tensors against `owner`'s quota (sweeping expired tensors
+  // first when they would not fit), or RESOURCE_EXHAUSTED naming the limit.
+  absl::Status Reserve(absl::string_view owner, int64_t bytes, int count) ABSL_LOCKS_EXCLUDED(mu_);
+  void Unreserve(absl::string_view owner, int64_t bytes, int count)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The entry if it exists for `owner` and is not expired; an expired one is removed and
+  // handed back in `expired` (to be freed after the lock is released).
+  std::shared_ptr<ResidentTensor> FindLocked(absl::string_view owner, absl::string_view handle,
+                                             absl::Time now,
+                                             std::shared_ptr<ResidentTensor>* expired)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Expired(const std::shared_ptr<ResidentTensor>& t, absl::Time now) const;
+  // Removes `handle` from the store and its quota; returns it so that the caller frees it
+  // after releasing the lock.
+  std::shared_ptr<ResidentTensor> RemoveLocked(const std::string& handle)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string NewHandle() const;
+  void SweepLoop();
+
+  const TensorStoreOptions options_;
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<ResidentTensor>> tensors_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Usage> usage_ ABSL_GUARDED_BY(mu_);
+  int64_t expired_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread sweeper_;
+};
+
+// Product of `shape` times `element_size`, or INVALID_ARGUMENT for a negative dimension or an
+// overflow.
+absl::StatusOr<int64_t> TensorBytes(const TensorSpec& spec);
+
+}  // namespace gpucompute

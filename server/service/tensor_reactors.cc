@@ -1,0 +1,190 @@
+// PutTensor and GetTensor (see tensor_reactors.h).
+#include "server/service/tensor_reactors.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "server/service/call_timing.h"
+#include "server/service/status_mapping.h"
+#include "server/service/tensor_codec.h"
+
+namespace gpucompute {
+namespace {
+
+absl::Status Prefixed(absl::string_view field, const absl::Status& s) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(field, ": ", s.message()));
+}
+
+}  // namespace
+
+void FillTensorInfo(const ResidentTensor& tensor, absl::Time now, v1::TensorInfo* out) {
+  out->set_handle(tensor.handle());
+  out->set_dtype(static_cast<v1::DType>(tensor.spec().dtype));
+  out->mutable_shape()->Assign(tensor.spec().shape.begin(), tensor.spec().shape.end());
+  out->set_bytes(tensor.bytes());
+  out->set_complete(tensor.complete());
+  out->set_owner(tensor.owner());
+  out->set_idle_ms(std::max<int64_t>(0, absl::ToInt64Milliseconds(tensor.idle(now))));
+}
+
+// ---------------------------------------------------------------- PutTensor
+
+PutTensorReactor::PutTensorReactor(grpc::CallbackServerContext* context, const ServiceParts* parts,
+                                   v1::TensorInfo* response)
+    : context_(context), parts_(parts), response_(response), client_(CallerId(*context)) {
+  StartRead(&chunk_);
+}
+
+void PutTensorReactor::OnReadDone(bool ok) {
+  if (!ok) {
+    // The client has sent everything, or gave up.
+    if (context_->IsCancelled()) {
+      End(absl::CancelledError("PutTensor cancelled by the client before its end"));
+    } else if (tensor_ == nullptr) {
+      End(absl::InvalidArgumentError("the PutTensor stream ended before its header"));
+    } else {
+      End(absl::OkStatus());
+    }
+    return;
+  }
+  if (absl::Status s = Accept(chunk_); !s.ok()) {
+    End(s);
+    return;
+  }
+  StartRead(&chunk_);
+}
+
+absl::Status PutTensorReactor::Open(const v1::PutTensorHeader& header) {
+  TensorStore* store = parts_->tensors;
+  if (!header.handle().empty()) {
+    auto found = store->FindForWrite(client_, header.handle());
+    if (!found.ok()) return Prefixed("header.handle", found.status());
+    const TensorSpec& spec = (*found)->spec();
+    if ((header.dtype() != v1::DTYPE_UNSPECIFIED && header.dtype() != spec.dtype) ||
+        (header.shape_size() > 0 &&
+         !std::equal(header.shape().begin(), header.shape().end(), spec.shape.begin(),
+                     spec.shape.end()))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "header: dtype and shape must be left unset, or match tensor \"", header.handle(),
+          "\", when a handle is given"));
+    }
+    tensor_ = *std::move(found);
+    return absl::OkStatus();
+  }
+  if (DTypeSize(header.dtype()) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "header.dtype: must be set to a known dtype (got ", static_cast<int>(header.dtype()),
+        "), or give the handle of a tensor made by CreateTensor"));
+  }
+  TensorSpec spec;
+  spec.dtype = header.dtype();
+  spec.element_size = DTypeSize(header.dtype());
+  spec.shape.assign(header.shape().begin(), header.shape().end());
+  auto created = store->Create(client_, std::move(spec));
+  if (!created.ok()) {
+    if (created.status().code() == absl::StatusCode::kInvalidArgument) {
+      return Prefixed("header", created.status());
+    }
+    return created.status();
+  }
+  tensor_ = *std::move(created);
+  created_here_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status PutTensorReactor::Accept(const v1::PutTensorChunk& chunk) {
+  if (tensor_ == nullptr) {
+    if (!chunk.has_header()) {
+      return absl::InvalidArgumentError("header: the first PutTensor message must carry the header");
+    }
+    if (absl::Status s = Open(chunk.header()); !s.ok()) return s;
+  } else if (chunk.has_header()) {
+    return absl::InvalidArgumentError("header: only the first PutTensor message carries it");
+  }
+  if (chunk.data().empty()) return absl::OkStatus();
+  return tensor_->Write(chunk.offset(), chunk.data());
+}
+
+void PutTensorReactor::End(const absl::Status& status) {
+  if (status.ok()) {
+    FillTensorInfo(*tensor_, parts_->tensors->Now(), response_);
+  } else if (created_here_) {
+    // Nobody has its handle yet: the partial tensor would only hold quota until it expired.
+    (void)parts_->tensors->Delete(client_, tensor_->handle());
+  }
+  tensor_.reset();
+  Finish(ToGrpcStatus(status));
+}
+
+void PutTensorReactor::OnDone() { delete this; }
+
+// ---------------------------------------------------------------- GetTensor
+
+GetTensorReactor::GetTensorReactor(grpc::CallbackServerContext* context, const ServiceParts* parts,
+                                   const v1::GetTensorRequest& request)
+    : context_(context), parts_(parts) {
+  if (absl::Status s = Open(request); !s.ok()) {
+    Finish(ToGrpcStatus(s));
+    return;
+  }
+  WriteNext();
+}
+
+absl::Status GetTensorReactor::Open(const v1::GetTensorRequest& request) {
+  auto tensor = parts_->tensors->Acquire(CallerId(*context_), request.handle());
+  if (!tensor.ok()) return Prefixed("handle", tensor.status());
+  tensor_ = *std::move(tensor);
+  const int64_t size = tensor_->bytes();
+  if (request.offset() < 0 || request.offset() > size) {
+    return absl::InvalidArgumentError(absl::StrCat("offset: ", request.offset(),
+                                                   " is outside the tensor's ", size, " bytes"));
+  }
+  const int64_t length = request.length() == 0 ? size - request.offset() : request.length();
+  if (length < 0 || length > size - request.offset()) {
+    return absl::InvalidArgumentError(absl::StrCat("length: bytes [", request.offset(), ", ",
+                                                   request.offset() + length,
+                                                   ") are outside the tensor's ", size, " bytes"));
+  }
+  if (request.chunk_bytes() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk_bytes: must be >= 0 (got ", request.chunk_bytes(), ")"));
+  }
+  if (request.chunk_bytes() > 0) {
+    // Every message must fit the server's send limit with its framing.
+    chunk_bytes_ = std::min<int64_t>(request.chunk_bytes(), parts_->limits.max_response_bytes - 4096);
+  }
+  next_ = request.offset();
+  end_ = request.offset() + length;
+  return absl::OkStatus();
+}
+
+void GetTensorReactor::WriteNext() {
+  if (!first_ && next_ >= end_) {
+    tensor_.reset();
+    Finish(grpc::Status::OK);
+    return;
+  }
+  message_.Clear();
+  if (first_) FillTensorInfo(*tensor_, parts_->tensors->Now(), message_.mutable_info());
+  first_ = false;
+  const int64_t n = std::min(chunk_bytes_, end_ - next_);
+  message_.set_offset(next_);
+  message_.set_data(tensor_->data().data() + next_, static_cast<size_t>(n));
+  next_ += n;
+  StartWrite(&message_);
+}
+
+void GetTensorReactor::OnWriteDone(bool ok) {
+  if (!ok) {
+    // The client is gone (or cancelled): nobody reads the rest.
+    tensor_.reset();
+    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "GetTensor: the client went away"));
+    return;
+  }
+  WriteNext();
+}
+
+void GetTensorReactor::OnDone() { delete this; }
+
+}  // namespace gpucompute

@@ -1,0 +1,92 @@
+// The resident-tensor and shared-memory handlers of ComputeService: CreateTensor, PutTensor,
+// GetTensor, DeleteTensor, ListTensors, RegisterSharedMemory, UnregisterSharedMemory. Every one
+// acts for the caller (CallerId): a client sees and uses only its own tensors and regions.
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/service/call_timing.h"
+#include "server/service/compute_service.h"
+#include "server/service/status_mapping.h"
+#include "server/service/tensor_codec.h"
+#include "server/service/tensor_reactors.h"
+
+namespace gpucompute {
+namespace {
+
+grpc::ServerUnaryReactor* Finished(grpc::CallbackServerContext* context, const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+absl::Status Prefixed(absl::string_view field, const absl::Status& s) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(field, ": ", s.message()));
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* ComputeService::CreateTensor(grpc::CallbackServerContext* context,
+                                                       const v1::CreateTensorRequest* request,
+                                                       v1::TensorInfo* response) {
+  if (DTypeSize(request->dtype()) == 0) {
+    return Finished(context, absl::InvalidArgumentError(absl::StrCat(
+                                 "dtype: must be set to a known dtype (got ",
+                                 static_cast<int>(request->dtype()), ")")));
+  }
+  TensorSpec spec;
+  spec.dtype = request->dtype();
+  spec.element_size = DTypeSize(request->dtype());
+  spec.shape.assign(request->shape().begin(), request->shape().end());
+  auto created = parts_.tensors->Create(CallerId(*context), std::move(spec));
+  if (!created.ok()) return Finished(context, created.status());
+  FillTensorInfo(**created, parts_.tensors->Now(), response);
+  return Finished(context, absl::OkStatus());
+}
+
+grpc::ServerReadReactor<v1::PutTensorChunk>* ComputeService::PutTensor(
+    grpc::CallbackServerContext* context, v1::TensorInfo* response) {
+  return new PutTensorReactor(context, &parts_, response);
+}
+
+grpc::ServerWriteReactor<v1::TensorData>* ComputeService::GetTensor(
+    grpc::CallbackServerContext* context, const v1::GetTensorRequest* request) {
+  return new GetTensorReactor(context, &parts_, *request);
+}
+
+grpc::ServerUnaryReactor* ComputeService::DeleteTensor(grpc::CallbackServerContext* context,
+                                                       const v1::DeleteTensorRequest* request,
+                                                       v1::DeleteTensorResponse* /*response*/) {
+  return Finished(context,
+                  Prefixed("handle", parts_.tensors->Delete(CallerId(*context), request->handle())));
+}
+
+grpc::ServerUnaryReactor* ComputeService::ListTensors(grpc::CallbackServerContext* context,
+                                                      const v1::ListTensorsRequest* /*request*/,
+                                                      v1::ListTensorsResponse* response) {
+  const std::string client = CallerId(*context);
+  const absl::Time now = parts_.tensors->Now();
+  int64_t bytes = 0;
+  for (const auto& t : parts_.tensors->List(client)) {
+    FillTensorInfo(*t, now, response->add_tensors());
+    bytes += t->bytes();
+  }
+  response->set_bytes(bytes);
+  return Finished(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* ComputeService::RegisterSharedMemory(
+    grpc::CallbackServerContext* context, const v1::RegisterSharedMemoryRequest* request,
+    v1::RegisterSharedMemoryResponse* /*response*/) {
+  return Finished(context, parts_.shared_memory->Register(CallerId(*context), request->name(),
+                                                          request->key(), request->offset(),
+                                                          request->byte_size()));
+}
+
+grpc::ServerUnaryReactor* ComputeService::UnregisterSharedMemory(
+    grpc::CallbackServerContext* context, const v1::UnregisterSharedMemoryRequest* request,
+    v1::UnregisterSharedMemoryResponse* /*response*/) {
+  return Finished(context, parts_.shared_memory->Unregister(CallerId(*context), request->name()));
+}
+
+}  // namespace gpucompute

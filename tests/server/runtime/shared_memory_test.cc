@@ -1,0 +1,159 @@
+// SharedMemoryRegistry: disabled by default, key and name rules, ranges within the object,
+// duplicates, owner isolation, and regions that stay mapped while held.
+#include "server/runtime/shared_memory.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gpucompute {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A POSIX shared-memory object of `size` bytes, unlinked at the end of the test.
+class ShmObject {
+ public:
+  explicit ShmObject(int64_t size) {
+    static int counter = 0;
+    key_ = absl::StrCat("/gpucompute-test-", getpid(), "-", counter++);
+    const int fd = shm_open(key_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    EXPECT_GE(fd, 0) << std::strerror(errno);
+    EXPECT_EQ(ftruncate(fd, size), 0);
+    close(fd);
+  }
+  ~ShmObject() { shm_unlink(key_.c_str()); }
+  const std::string& key() const { return key_; }
+  void Truncate(int64_t size) {
+    const int fd = shm_open(key_.c_str(), O_RDWR, 0);
+    EXPECT_EQ(ftruncate(fd, size), 0);
+    close(fd);
+  }
+
+ private:
+  std::string key_;
+};
+
+TEST(SharedMemoryRegistryTest, DisabledNamesTheFlag) {
+  SharedMemoryRegistry registry(/*enabled=*/false);
+  ShmObject obj(4096);
+  for (const absl::Status& s : {registry.Register("c", "r", obj.key(), 0, 4096),
+                                registry.Find("c", "r").status(), registry.Unregister("c", "r")}) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(std::string(s.message()), HasSubstr("--allow_shared_memory"));
+  }
+}
+
+TEST(SharedMemoryRegistryTest, RegisterMapsTheRegionReadWrite) {
+  SharedMemoryRegistry registry(true);
+  ShmObject obj(3 * 4096);
+  ASSERT_TRUE(registry.Register("c", "r", obj.key(), 5000, 6000).ok());
+  auto region = registry.Find("c", "r");
+  ASSERT_TRUE(region.ok()) << region.status();
+  EXPECT_EQ((*region)->size(), 6000);
+  std::memcpy((*region)->data(), "hello", 5);
+  // The bytes land at offset 5000 of the object, as another mapping sees them.
+  const int fd = shm_open(obj.key().c_str(), O_RDONLY, 0);
+  char buf[5];
+  ASSERT_EQ(pread(fd, buf, 5, 5000), 5);
+  close(fd);
+  EXPECT_EQ(std::string(buf, 5), "hello");
+  EXPECT_TRUE((*region)->CheckStillMapped().ok());
+  EXPECT_EQ(registry.Stats().regions, 1);
+  EXPECT_EQ(registry.Stats().bytes, 6000);
+}
+
+TEST(SharedMemoryRegistryTest, BadKeysAndNames) {
+  SharedMemoryRegistry registry(true);
+  ShmObject obj(4096);
+  struct Case {
+    std::string name, key;
+    absl::StatusCode code;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"r", "no-slash", absl::StatusCode::kInvalidArgument, "key"},
+           {"r", "/a/b", absl::StatusCode::kInvalidArgument, "key"},
+           {"r", "/", absl::StatusCode::kInvalidArgument, "key"},
+           {"r", "/gpucompute-test-does-not-exist", absl::StatusCode::kNotFound, "key"},
+           {"", obj.key(), absl::StatusCode::kInvalidArgument, "name"},
+           {"a/b", obj.key(), absl::StatusCode::kInvalidArgument, "name"},
+           {std::string(129, 'a'), obj.key(), absl::StatusCode::kInvalidArgument, "name"},
+       }) {
+    const absl::Status s = registry.Register("c", c.name, c.key, 0, 16);
+    EXPECT_EQ(s.code(), c.code) << c.name << " " << c.key << ": " << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.message));
+  }
+  EXPECT_EQ(registry.Stats().regions, 0);
+}
+
+TEST(SharedMemoryRegistryTest, RegionsOutsideTheObjectAreRefused) {
+  SharedMemoryRegistry registry(true);
+  ShmObject obj(4096);
+  EXPECT_EQ(registry.Register("c", "r", obj.key(), 0, 4097).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.Register("c", "r", obj.key(), 4000, 97).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.Register("c", "r", obj.key(), -1, 10).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.Register("c", "r", obj.key(), 0, 0).code(), absl::StatusCode::kInvalidArgument);
+  const absl::Status s = registry.Register("c", "r", obj.key(), 4000, 97);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("outside the object"));
+  EXPECT_TRUE(registry.Register("c", "r", obj.key(), 4000, 96).ok());
+}
+
+TEST(SharedMemoryRegistryTest, DuplicateNamesPerClient) {
+  SharedMemoryRegistry registry(true);
+  ShmObject obj(4096);
+  ASSERT_TRUE(registry.Register("c", "r", obj.key(), 0, 4096).ok());
+  EXPECT_EQ(registry.Register("c", "r", obj.key(), 0, 10).code(), absl::StatusCode::kAlreadyExists);
+  // Names are per client.
+  EXPECT_TRUE(registry.Register("d", "r", obj.key(), 0, 10).ok());
+  EXPECT_EQ(registry.Find("e", "r").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(registry.Unregister("c", "r").ok());
+  EXPECT_TRUE(registry.Register("c", "r", obj.key(), 0, 10).ok());
+}
+
+TEST(SharedMemoryRegistryTest, UnregisterOneOrAll) {
+  SharedMemoryRegistry registry(true);
+  ShmObject obj(4096);
+  ASSERT_TRUE(registry.Register("c", "a", obj.key(), 0, 10).ok());
+  ASSERT_TRUE(registry.Register("c", "b", obj.key(), 0, 10).ok());
+  ASSERT_TRUE(registry.Register("d", "a", obj.key(), 0, 10).ok());
+  EXPECT_EQ(registry.Unregister("c", "zz").code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(registry.Unregister("c", "").ok());
+  EXPECT_TRUE(registry.List("c").empty());
+  EXPECT_EQ(registry.List("d").size(), 1u);
+  EXPECT_TRUE(registry.Unregister("c", "").ok());  // nothing left: still OK
+}
+
+TEST(SharedMemoryRegistryTest, HeldRegionsStayMappedAfterUnregister) {
+  SharedMemoryRegistry registry(true);
+  ShmObject obj(4096);
+  ASSERT_TRUE(registry.Register("c", "r", obj.key(), 0, 4096).ok());
+  auto held = registry.Find("c", "r");
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE(registry.Unregister("c", "r").ok());
+  registry.Clear();
+  std::memset((*held)->data(), 7, 4096);  // still mapped
+  EXPECT_EQ((*held)->data()[4095], 7);
+}
+
+TEST(SharedMemoryRegistryTest, ShrunkObjectsAreDetected) {
+  SharedMemoryRegistry registry(true);
+  ShmObject obj(8192);
+  ASSERT_TRUE(registry.Register("c", "r", obj.key(), 0, 8192).ok());
+  obj.Truncate(4096);
+  auto region = registry.Find("c", "r");
+  ASSERT_TRUE(region.ok());
+  const absl::Status s = (*region)->CheckStillMapped();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("shrunk"));
+}
+
+}  // namespace
+}  // namespace gpucompute

@@ -1,0 +1,235 @@
+// TensorResolver and PlaceOutputs without a server: inline, handle and shared-memory inputs
+// (errors naming the field, pins outliving a delete), and output placement (kept outputs take
+// the operation's buffer without a copy, shared-memory outputs at 64-byte multiples).
+#include "server/service/tensor_codec.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gpucompute {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::Tensor Inline(v1::DType dtype, std::vector<int64_t> shape, std::string data) {
+  v1::Tensor t;
+  t.set_dtype(dtype);
+  for (int64_t d : shape) t.add_shape(d);
+  t.set_data(std::move(data));
+  return t;
+}
+
+class TensorCodecTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TensorStoreOptions o;
+    o.sweep_interval = absl::ZeroDuration();
+    store_ = std::make_unique<TensorStore>(o);
+    shm_ = std::make_unique<SharedMemoryRegistry>(true);
+    key_ = absl::StrCat("/gpucompute-codec-test-", getpid());
+    const int fd = shm_open(key_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(ftruncate(fd, 8192), 0);
+    close(fd);
+    // The region is the object's bytes [4096, 8192).
+    ASSERT_TRUE(shm_->Register("c", "r", key_, 4096, 4096).ok());
+    region_ = *shm_->Find("c", "r");
+  }
+  void TearDown() override { shm_unlink(key_.c_str()); }
+
+  TensorContext Context() { return TensorContext{store_.get(), shm_.get(), "c"}; }
+
+  std::string Put(v1::DType dtype, std::vector<int64_t> shape, const std::string& bytes) {
+    auto t = store_->Create("c", TensorSpec{dtype, DTypeSize(dtype), std::move(shape)});
+    EXPECT_TRUE(t.ok());
+    EXPECT_TRUE((*t)->Write(0, bytes).ok());
+    return (*t)->handle();
+  }
+
+  std::unique_ptr<TensorStore> store_;
+  std::unique_ptr<SharedMemoryRegistry> shm_;
+  std::shared_ptr<SharedMemoryRegion> region_;
+  std::string key_;
+};
+
+TEST_F(TensorCodecTest, InlineTensors) {
+  TensorResolver r;
+  auto v = r.Resolve(Inline(v1::FLOAT32, {2, 3}, std::string(24, 'x')), "a.b");
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->count, 6);
+  EXPECT_EQ(v->rank(), 2);
+  EXPECT_EQ(r.pins(), nullptr);
+  auto bad = r.Resolve(Inline(v1::FLOAT32, {2, 3}, std::string(23, 'x')), "a.b");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("a.b.data: holds 23 bytes"));
+  auto no_dtype = r.Resolve(Inline(v1::DTYPE_UNSPECIFIED, {1}, ""), "a");
+  EXPECT_THAT(std::string(no_dtype.status().message()), HasSubstr("a.dtype"));
+  auto negative = r.Resolve(Inline(v1::FLOAT32, {2, -1}, ""), "a");
+  EXPECT_THAT(std::string(negative.status().message()), HasSubstr("a.shape[1]"));
+}
+
+TEST_F(TensorCodecTest, HandlesTakeDtypeAndShapeOrMustMatch) {
+  const std::string h = Put(v1::FLOAT64, {2, 2}, std::string(32, '\1'));
+  TensorResolver r(Context());
+  v1::Tensor t;
+  t.set_handle(h);
+  auto v = r.Resolve(t, "x");
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->dtype, v1::FLOAT64);
+  EXPECT_EQ(v->shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(v->count, 4);
+  EXPECT_EQ(v->bytes, std::string(32, '\1'));
+  t.set_dtype(v1::FLOAT32);
+  EXPECT_THAT(std::string(r.Resolve(t, "x").status().message()), HasSubstr("x.dtype: is float32"));
+  t.set_dtype(v1::FLOAT64);
+  t.add_shape(4);
+  EXPECT_THAT(std::string(r.Resolve(t, "x").status().message()), HasSubstr("x.shape: is [4]"));
+  t.clear_shape();
+  t.add_shape(2);
+  t.add_shape(2);
+  EXPECT_TRUE(r.Resolve(t, "x").ok());
+}
+
+TEST_F(TensorCodecTest, HandleErrorsNameTheField) {
+  TensorResolver r(Context());
+  v1::Tensor t;
+  t.set_handle("abc");
+  auto missing = r.Resolve(t, "problems[0].x");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.status().message(), "problems[0].x.handle: no resident tensor \"abc\"");
+  auto reserved = store_->Create("c", TensorSpec{v1::UINT8, 1, {4}});
+  t.set_handle((*reserved)->handle());
+  EXPECT_EQ(r.Resolve(t, "x").status().code(), absl::StatusCode::kFailedPrecondition);
+  // Another client's tensor is just as missing.
+  TensorResolver other(TensorContext{store_.get(), shm_.get(), "d"});
+  t.set_handle(Put(v1::UINT8, {1}, "z"));
+  EXPECT_EQ(other.Resolve(t, "x").status().code(), absl::StatusCode::kNotFound);
+  // Without a store, handles cannot be used at all.
+  TensorResolver inline_only;
+  EXPECT_EQ(inline_only.Resolve(t, "x").status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(TensorCodecTest, PinsKeepDeletedTensorsAlive) {
+  const std::string h = Put(v1::UINT8, {5}, "hello");
+  absl::string_view bytes;
+  TensorPins pins;
+  {
+    TensorResolver r(Context());
+    v1::Tensor t;
+    t.set_handle(h);
+    bytes = r.Resolve(t, "x")->bytes;
+    pins = r.pins();
+  }
+  ASSERT_NE(pins, nullptr);
+  ASSERT_TRUE(store_->Delete("c", h).ok());
+  EXPECT_EQ(bytes, "hello");  // still readable: the pins hold the tensor
+}
+
+TEST_F(TensorCodecTest, SharedMemoryInputs) {
+  std::memcpy(region_->data() + 100, "abcdefgh", 8);
+  TensorResolver r(Context());
+  v1::Tensor t;
+  t.set_dtype(v1::UINT8);
+  t.add_shape(8);
+  auto* ref = t.mutable_shared_memory();
+  ref->set_region("r");
+  ref->set_offset(100);
+  ref->set_length(8);
+  auto v = r.Resolve(t, "in");
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->bytes, "abcdefgh");
+  EXPECT_EQ(v->bytes.data(), region_->data() + 100);  // read in place
+  ref->set_length(7);
+  EXPECT_THAT(std::string(r.Resolve(t, "in").status().message()),
+              HasSubstr("in.shared_memory.length: is 7"));
+  ref->set_length(8);
+  ref->set_offset(4090);
+  EXPECT_THAT(std::string(r.Resolve(t, "in").status().message()),
+              HasSubstr("in.shared_memory.length: bytes [4090, 4098)"));
+  ref->set_offset(0);
+  ref->set_region("nope");
+  EXPECT_EQ(r.Resolve(t, "in").status().code(), absl::StatusCode::kNotFound);
+  SharedMemoryRegistry off(false);
+  TensorResolver disabled(TensorContext{store_.get(), &off, "c"});
+  auto d = disabled.Resolve(t, "in");
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(d.status().message()), HasSubstr("--allow_shared_memory"));
+}
+
+TEST_F(TensorCodecTest, KeptOutputsTakeTheBufferWithoutACopy) {
+  v1::Tensor out = Inline(v1::FLOAT32, {1000}, std::string(4000, '\7'));
+  const char* buffer = out.data().data();
+  v1::OutputPlacement keep;
+  keep.set_keep(true);
+  ASSERT_TRUE(PlaceOutputs(Context(), keep, {&out}).ok());
+  ASSERT_TRUE(out.has_handle());
+  EXPECT_EQ(out.dtype(), v1::FLOAT32);
+  EXPECT_EQ(out.shape(0), 1000);
+  auto resident = store_->Acquire("c", out.handle());
+  ASSERT_TRUE(resident.ok());
+  EXPECT_EQ((*resident)->data().data(), buffer);
+  EXPECT_EQ((*resident)->data(), std::string(4000, '\7'));
+  v1::OutputPlacement not_kept;
+  not_kept.set_keep(false);
+  EXPECT_TRUE(OutputsInline(not_kept));
+}
+
+TEST_F(TensorCodecTest, SharedMemoryOutputsAt64ByteMultiples) {
+  v1::Tensor a = Inline(v1::UINT8, {3}, "abc");
+  v1::Tensor b = Inline(v1::UINT8, {70}, std::string(70, 'b'));
+  v1::Tensor c = Inline(v1::UINT8, {0}, "");
+  v1::Tensor d = Inline(v1::UINT8, {1}, "d");
+  v1::OutputPlacement p;
+  p.mutable_shared_memory()->set_region("r");
+  p.mutable_shared_memory()->set_offset(10);
+  ASSERT_TRUE(PlaceOutputs(Context(), p, {&a, &b, &c, &d}).ok());
+  EXPECT_EQ(a.shared_memory().offset(), 10);
+  EXPECT_EQ(b.shared_memory().offset(), 10 + 64);
+  EXPECT_EQ(c.shared_memory().offset(), 10 + 192);
+  EXPECT_EQ(d.shared_memory().offset(), 10 + 192);
+  EXPECT_EQ(b.shared_memory().length(), 70);
+  EXPECT_FALSE(a.has_data() && a.data().size() > 0);
+  EXPECT_EQ(std::string(region_->data() + 10, 3), "abc");
+  EXPECT_EQ(std::string(region_->data() + 74, 70), std::string(70, 'b'));
+  EXPECT_EQ(region_->data()[202], 'd');
+  // 64 + 70 = 134 bytes needed.
+  v1::Tensor e = Inline(v1::UINT8, {3}, "abc"), f = Inline(v1::UINT8, {70}, std::string(70, 'f'));
+  p.mutable_shared_memory()->set_length(133);
+  const absl::Status small = PlaceOutputs(Context(), p, {&e, &f});
+  EXPECT_EQ(small.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(small.message()), HasSubstr("need 134 bytes"));
+  p.mutable_shared_memory()->set_length(134);
+  EXPECT_TRUE(PlaceOutputs(Context(), p, {&e, &f}).ok());
+  p.mutable_shared_memory()->set_length(0);
+  p.mutable_shared_memory()->set_offset(4096 - 3);
+  v1::Tensor g = Inline(v1::UINT8, {3}, "xyz");
+  EXPECT_TRUE(PlaceOutputs(Context(), p, {&g}).ok());  // exactly to the end
+  EXPECT_EQ(CheckOutputPlacement(Context(), p).code(), absl::StatusCode::kOk);
+  p.mutable_shared_memory()->set_offset(4097);
+  EXPECT_EQ(CheckOutputPlacement(Context(), p).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(TensorCodecTest, EchoFromARegionIntoItself) {
+  std::memcpy(region_->data(), "0123456789", 10);
+  absl::string_view source(region_->data(), 10);
+  v1::Tensor out;
+  out.set_dtype(v1::UINT8);
+  out.add_shape(10);
+  v1::OutputPlacement p;
+  p.mutable_shared_memory()->set_region("r");
+  p.mutable_shared_memory()->set_offset(0);
+  // The destination overlaps the source exactly: nothing to copy, and nothing corrupted.
+  ASSERT_TRUE(PlaceOutputs(Context(), p, {OutputTensor{&out, &source}}).ok());
+  EXPECT_EQ(std::string(region_->data(), 10), "0123456789");
+}
+
+}  // namespace
+}  // namespace gpucompute
