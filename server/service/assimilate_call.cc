@@ -1,10 +1,11 @@
 // RunAssimilate (see operation_calls.h).
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
-#include "server/common/nvtx.h"
 #include "server/service/assimilate_decode.h"
+#include "server/service/operation_call_util.h"
 #include "server/service/operation_calls.h"
 #include "server/service/tensor_codec.h"
 
@@ -24,33 +25,19 @@ v1::AnalysisForm ToWireForm(assimilate::Form f) {
 void RunAssimilate(const ServiceParts& parts, const v1::AssimilateRequest& request,
                    v1::AssimilateResponse* response, CallContext call, CallDone done) {
   TensorResolver resolver(TensorContextOf(parts, call));
-  absl::StatusOr<assimilate::Request> decoded;
-  {
-    NVTX_RANGE("assimilate.decode");
-    decoded = DecodeAssimilateRequest(request, parts.limits, &resolver);
-  }
-  if (decoded.ok()) {
-    if (absl::Status s = CheckOutputPlacement(resolver.context(), request.output_placement()); !s.ok()) {
-      decoded = s;
-    }
-  }
-  if (!decoded.ok()) {
-    done(decoded.status(), JobTimings{});
-    return;
-  }
+  std::optional<assimilate::Request> decoded = internal::DecodeCall(
+      "assimilate.decode", resolver, request.output_placement(), done,
+      [&] { return DecodeAssimilateRequest(request, parts.limits, &resolver); });
+  if (!decoded) return;
   if (decoded->problems.empty()) {
     done(absl::OkStatus(), JobTimings{});
     return;
   }
   auto typed = std::make_shared<const assimilate::Request>(*std::move(decoded));
-  AssimilateScheduler::Job job;
-  job.request = typed;
-  job.deadline = call.deadline;
-  job.is_cancelled = std::move(call.is_cancelled);
   // The pins keep resident or shared-memory input bytes alive until the result is in.
-  job.done = [response, typed, done, &request, context = resolver.context(),
-              pins = resolver.pins()](absl::StatusOr<assimilate::Output> result,
-                                      const JobTimings& timings) {
+  auto on_result = [response, typed, done, &request, context = resolver.context(),
+                    pins = resolver.pins()](absl::StatusOr<assimilate::Output> result,
+                                            const JobTimings& timings) {
     if (!result.ok()) {
       done(result.status(), timings);
       return;
@@ -82,8 +69,8 @@ void RunAssimilate(const ServiceParts& parts, const v1::AssimilateRequest& reque
     }
     done(PlaceOutputs(context, request.output_placement(), outputs), timings);
   };
-  const absl::Status enqueued = parts.assimilate->Enqueue(std::move(job));
-  if (!enqueued.ok()) done(enqueued, JobTimings{});
+  internal::EnqueueCall(*parts.assimilate, std::move(typed), std::move(call), std::move(on_result),
+                        done);
 }
 
 }  // namespace gpucompute

@@ -1,9 +1,10 @@
 // RunDense (see operation_calls.h).
 #include <memory>
+#include <optional>
 #include <utility>
 
-#include "server/common/nvtx.h"
 #include "server/service/dense_decode.h"
+#include "server/service/operation_call_util.h"
 #include "server/service/operation_calls.h"
 #include "server/service/tensor_codec.h"
 
@@ -12,20 +13,10 @@ namespace gpucompute {
 void RunDense(const ServiceParts& parts, const v1::DenseRequest& request,
               v1::DenseResponse* response, CallContext call, CallDone done) {
   TensorResolver resolver(TensorContextOf(parts, call));
-  absl::StatusOr<dense::Request> decoded;
-  {
-    NVTX_RANGE("dense.decode");
-    decoded = DecodeDenseRequest(request, *parts.models, parts.limits, &resolver);
-  }
-  if (decoded.ok()) {
-    if (absl::Status s = CheckOutputPlacement(resolver.context(), request.output_placement()); !s.ok()) {
-      decoded = s;
-    }
-  }
-  if (!decoded.ok()) {
-    done(decoded.status(), JobTimings{});
-    return;
-  }
+  std::optional<dense::Request> decoded = internal::DecodeCall(
+      "dense.decode", resolver, request.output_placement(), done,
+      [&] { return DecodeDenseRequest(request, *parts.models, parts.limits, &resolver); });
+  if (!decoded) return;
   const dense::ModelInfo& info = decoded->model->info();
   v1::Tensor* output = response->mutable_output();
   output->set_dtype(ToWireDType(info.dtype));
@@ -42,18 +33,14 @@ void RunDense(const ServiceParts& parts, const v1::DenseRequest& request,
     finish(absl::OkStatus(), JobTimings{});
     return;
   }
-  DenseScheduler::Job job;
-  job.request = std::make_shared<const dense::Request>(*std::move(decoded));
-  job.deadline = call.deadline;
-  job.is_cancelled = std::move(call.is_cancelled);
   // The pins keep resident or shared-memory input bytes alive until the result is in.
-  job.done = [output, finish, pins = resolver.pins()](absl::StatusOr<dense::Output> result,
-                                                      const JobTimings& timings) {
+  auto on_result = [output, finish, pins = resolver.pins()](absl::StatusOr<dense::Output> result,
+                                                            const JobTimings& timings) {
     if (result.ok()) output->set_data(std::move(*result));
     finish(result.status(), timings);
   };
-  const absl::Status enqueued = parts.dense->Enqueue(std::move(job));
-  if (!enqueued.ok()) done(enqueued, JobTimings{});
+  internal::EnqueueCall(*parts.dense, std::make_shared<const dense::Request>(*std::move(decoded)),
+                        std::move(call), std::move(on_result), done);
 }
 
 }  // namespace gpucompute

@@ -1,9 +1,10 @@
 // RunPeriodogram (see operation_calls.h).
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
-#include "server/common/nvtx.h"
+#include "server/service/operation_call_util.h"
 #include "server/service/operation_calls.h"
 #include "server/service/periodogram_decode.h"
 #include "server/service/tensor_codec.h"
@@ -14,28 +15,14 @@ void RunPeriodogram(const ServiceParts& parts, const v1::PeriodogramRequest& req
                     v1::PeriodogramResponse* response, CallContext call, CallDone done) {
   // Inputs are copied into the decoded request, so nothing needs pinning past the decode.
   TensorResolver resolver(TensorContextOf(parts, call));
-  absl::StatusOr<periodogram::Request> decoded;
-  {
-    NVTX_RANGE("periodogram.decode");
-    decoded = DecodePeriodogramRequest(request, parts.limits, &resolver);
-  }
-  if (decoded.ok()) {
-    if (absl::Status s = CheckOutputPlacement(resolver.context(), request.output_placement()); !s.ok()) {
-      decoded = s;
-    }
-  }
-  if (!decoded.ok()) {
-    done(decoded.status(), JobTimings{});
-    return;
-  }
+  std::optional<periodogram::Request> decoded = internal::DecodeCall(
+      "periodogram.decode", resolver, request.output_placement(), done,
+      [&] { return DecodePeriodogramRequest(request, parts.limits, &resolver); });
+  if (!decoded) return;
   auto typed = std::make_shared<const periodogram::Request>(*std::move(decoded));
-  PeriodogramScheduler::Job job;
-  job.request = typed;
-  job.deadline = call.deadline;
-  job.is_cancelled = std::move(call.is_cancelled);
-  job.done = [response, typed, done, &request, context = resolver.context()](
-                 absl::StatusOr<std::vector<periodogram::SeriesPower>> result,
-                 const JobTimings& timings) {
+  auto on_result = [response, typed, done, &request, context = resolver.context()](
+                       absl::StatusOr<std::vector<periodogram::SeriesPower>> result,
+                       const JobTimings& timings) {
     if (!result.ok()) {
       done(result.status(), timings);
       return;
@@ -62,8 +49,8 @@ void RunPeriodogram(const ServiceParts& parts, const v1::PeriodogramRequest& req
     }
     done(PlaceOutputs(context, request.output_placement(), outputs), timings);
   };
-  const absl::Status enqueued = parts.periodogram->Enqueue(std::move(job));
-  if (!enqueued.ok()) done(enqueued, JobTimings{});
+  internal::EnqueueCall(*parts.periodogram, std::move(typed), std::move(call), std::move(on_result),
+                        done);
 }
 
 }  // namespace gpucompute
