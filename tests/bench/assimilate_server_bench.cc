@@ -19,6 +19,7 @@
 #include "client/cpp/client.h"
 #include "server/service/server.h"
 #include "spdlog/spdlog.h"
+#include "tests/bench/bench_flags.h"
 
 namespace gpucompute {
 namespace {
@@ -33,18 +34,12 @@ Options Parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    const size_t eq = a.find('=');
-    const std::string key = a.substr(0, eq), value = eq == std::string::npos ? "" : a.substr(eq + 1);
+    const auto [key, value] = bench::SplitFlag(a);
     if (key == "--backend") o.backend = value;
     else if (key == "--n") (void)absl::SimpleAtoi(value, &o.n);
     else if (key == "--reps") (void)absl::SimpleAtoi(value, &o.reps);
   }
   return o;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 // A well-posed random problem: linear H (every state variable observed with noise), R diagonal.
@@ -109,11 +104,12 @@ int Run(const Options& o) {
       queue.push_back(result->timings.queue_us.value_or(0) / 1e3);
       server_total.push_back(result->timings.total_us.value_or(0) / 1e3);
     }
-    const double rt = Median(round_trip), comp = Median(compute);
+    const double rt = bench::Median(round_trip), comp = bench::Median(compute);
     std::printf("%s\n", absl::StrFormat(
         R"({"what":"assimilate server end to end","backend":"%s","n":%d,"m":%d,"N":%d,"method":"enkf","perturbations":"client","dtype":"%s","request_mb":%.1f,"response_mb":%.1f,"round_trip_ms":%.1f,"server_compute_ms":%.2f,"server_queue_ms":%.2f,"server_total_ms":%.1f,"transfer_ms":%.1f,"transfer_share":%.3f,"wire_gb_per_s":%.2f,"reps":%d})",
         (*server)->backend_name(), o.n, o.n, o.n, wire == v1::FLOAT64 ? "float64" : "float32",
-        request_bytes / 1e6, response_bytes / 1e6, rt, comp, Median(queue), Median(server_total),
+        request_bytes / 1e6, response_bytes / 1e6, rt, comp, bench::Median(queue),
+        bench::Median(server_total),
         rt - comp, (rt - comp) / rt, (request_bytes + response_bytes) / ((rt - comp) * 1e6), o.reps).c_str());
     std::fflush(stdout);
   }

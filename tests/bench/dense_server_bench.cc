@@ -21,6 +21,7 @@
 #include "server/common/element_type.h"
 #include "server/service/server.h"
 #include "spdlog/spdlog.h"
+#include "tests/bench/bench_flags.h"
 
 namespace gpucompute {
 namespace {
@@ -42,8 +43,7 @@ Options Parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    const auto eq = a.find('=');
-    const std::string key = a.substr(0, eq), value = eq == std::string::npos ? "" : a.substr(eq + 1);
+    const auto [key, value] = bench::SplitFlag(a);
     if (key == "--backend") o.backend = value;
     else if (key == "--seconds") (void)absl::SimpleAtod(value, &o.seconds);
     else if (key == "--concurrency") (void)absl::SimpleAtoi(value, &o.concurrency);

@@ -24,6 +24,7 @@
 #include "client/cpp/tensor_util.h"
 #include "server/service/server.h"
 #include "spdlog/spdlog.h"
+#include "tests/bench/bench_flags.h"
 
 namespace gpucompute {
 namespace {
@@ -37,8 +38,7 @@ Options Parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    const size_t eq = a.find('=');
-    const std::string key = a.substr(0, eq), value = eq == std::string::npos ? "" : a.substr(eq + 1);
+    const auto [key, value] = bench::SplitFlag(a);
     if (key == "--reps") {
       (void)absl::SimpleAtoi(value, &o.reps);
     } else if (key == "--sizes_mib") {
