@@ -211,30 +211,35 @@ void Registry::CheckNew(const std::string& name, const std::vector<std::string>&
   }
 }
 
+template <typename T>
+Family<T>& Registry::AddFamily(std::vector<std::unique_ptr<Family<T>>>& families, MetricType type,
+                               Family<T>* Entry::*slot, std::unique_ptr<Family<T>> family) {
+  Family<T>* f = family.get();
+  families.push_back(std::move(family));
+  auto e = std::make_unique<Entry>();
+  e->type = type;
+  (*e).*slot = f;
+  entries_.push_back(std::move(e));
+  if (f->label_names().empty()) f->Get();
+  return *f;
+}
+
 Family<Counter>& Registry::AddCounter(std::string name, std::string help,
                                       std::vector<std::string> label_names) {
   absl::MutexLock lock(&mu_);
   CheckNew(name, label_names);
-  counters_.emplace_back(new Family<Counter>(std::move(name), std::move(help), std::move(label_names), {}));
-  auto e = std::make_unique<Entry>();
-  e->type = MetricType::kCounter;
-  e->counter = counters_.back().get();
-  entries_.push_back(std::move(e));
-  if (counters_.back()->label_names().empty()) counters_.back()->Get();
-  return *counters_.back();
+  return AddFamily(counters_, MetricType::kCounter, &Entry::counter,
+                   std::unique_ptr<Family<Counter>>(new Family<Counter>(
+                       std::move(name), std::move(help), std::move(label_names), {})));
 }
 
 Family<Gauge>& Registry::AddGauge(std::string name, std::string help,
                                   std::vector<std::string> label_names) {
   absl::MutexLock lock(&mu_);
   CheckNew(name, label_names);
-  gauges_.emplace_back(new Family<Gauge>(std::move(name), std::move(help), std::move(label_names), {}));
-  auto e = std::make_unique<Entry>();
-  e->type = MetricType::kGauge;
-  e->gauge = gauges_.back().get();
-  entries_.push_back(std::move(e));
-  if (gauges_.back()->label_names().empty()) gauges_.back()->Get();
-  return *gauges_.back();
+  return AddFamily(gauges_, MetricType::kGauge, &Entry::gauge,
+                   std::unique_ptr<Family<Gauge>>(new Family<Gauge>(
+                       std::move(name), std::move(help), std::move(label_names), {})));
 }
 
 Family<Histogram>& Registry::AddHistogram(std::string name, std::string help,
@@ -247,14 +252,10 @@ Family<Histogram>& Registry::AddHistogram(std::string name, std::string help,
       Misuse(absl::StrCat("histogram ", name, ": bounds must be finite and strictly increasing"));
     }
   }
-  histograms_.emplace_back(new Family<Histogram>(std::move(name), std::move(help),
-                                                 std::move(label_names), std::move(bounds)));
-  auto e = std::make_unique<Entry>();
-  e->type = MetricType::kHistogram;
-  e->histogram = histograms_.back().get();
-  entries_.push_back(std::move(e));
-  if (histograms_.back()->label_names().empty()) histograms_.back()->Get();
-  return *histograms_.back();
+  return AddFamily(histograms_, MetricType::kHistogram, &Entry::histogram,
+                   std::unique_ptr<Family<Histogram>>(
+                       new Family<Histogram>(std::move(name), std::move(help),
+                                             std::move(label_names), std::move(bounds))));
 }
 
 void Registry::AddCallback(MetricType type, std::string name, std::string help,

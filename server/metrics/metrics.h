@@ -178,6 +178,12 @@ class Registry {
   };
   void CheckNew(const std::string& name, const std::vector<std::string>& label_names) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps `family` in `families` and lists it as an entry (`slot`: its pointer in Entry). An
+  // unlabelled family gets its one series now, so that it is exported before its first use.
+  template <typename T>
+  Family<T>& AddFamily(std::vector<std::unique_ptr<Family<T>>>& families, MetricType type,
+                       Family<T>* Entry::*slot, std::unique_ptr<Family<T>> family)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   // unique_ptr: entries and families keep their addresses as the vectors grow.
