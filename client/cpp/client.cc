@@ -186,6 +186,17 @@ std::future<absl::Status> StartStatusUnary(
   return future;
 }
 
+// The Result of a call that is its response, the server's timings and the latency
+// (PeriodogramResult, ListModelsResult, DenseResult, AssimilateResult, EchoResult).
+template <typename Result, typename Call>
+absl::StatusOr<Result> TimedResponse(Call& c) {
+  Result result;
+  result.response = std::move(c.response);
+  result.timings = ParseServerTimings(c.context.GetServerTrailingMetadata());
+  result.latency = absl::Now() - c.start;
+  return result;
+}
+
 // One PutTensor stream: the header (with the first chunk's bytes), then the chunks of
 // [begin, end) of `data`, one write in flight; `done` runs from OnDone with the server's
 // TensorInfo and the bytes sent. Deletes itself after OnDone; holds no channel reference.
@@ -477,13 +488,7 @@ std::future<absl::StatusOr<PeriodogramResult>> Client::PeriodogramAsync(
   Call* raw = call.release();  // owned by the callback from here on
   stub_->async()->Periodogram(
       &raw->context, &raw->request, &raw->response, [raw](grpc::Status status) {
-        Complete(raw, status, [](Call& c) -> absl::StatusOr<PeriodogramResult> {
-          PeriodogramResult result;
-          result.response = std::move(c.response);
-          result.timings = ParseServerTimings(c.context.GetServerTrailingMetadata());
-          result.latency = absl::Now() - c.start;
-          return result;
-        });
+        Complete(raw, status, TimedResponse<PeriodogramResult, Call>);
       });
   return future;
 }
@@ -566,13 +571,7 @@ std::future<absl::StatusOr<ListModelsResult>> Client::ListModelsAsync(CallOption
       [this](auto* context, auto* req, auto* resp, auto callback) {
         stub_->async()->ListModels(context, req, resp, std::move(callback));
       },
-      [](Call& c) -> absl::StatusOr<ListModelsResult> {
-        ListModelsResult result;
-        result.response = std::move(c.response);
-        result.timings = ParseServerTimings(c.context.GetServerTrailingMetadata());
-        result.latency = absl::Now() - c.start;
-        return result;
-      });
+      TimedResponse<ListModelsResult, Call>);
 }
 
 absl::StatusOr<ListModelsResult> Client::ListModels(CallOptions options) {
@@ -587,13 +586,7 @@ std::future<absl::StatusOr<DenseResult>> Client::DenseAsync(v1::DenseRequest req
       [this](auto* context, auto* req, auto* resp, auto callback) {
         stub_->async()->Dense(context, req, resp, std::move(callback));
       },
-      [](Call& c) -> absl::StatusOr<DenseResult> {
-        DenseResult result;
-        result.response = std::move(c.response);
-        result.timings = ParseServerTimings(c.context.GetServerTrailingMetadata());
-        result.latency = absl::Now() - c.start;
-        return result;
-      });
+      TimedResponse<DenseResult, Call>);
 }
 
 absl::StatusOr<DenseResult> Client::Dense(v1::DenseRequest request, CallOptions options) {
@@ -608,13 +601,7 @@ std::future<absl::StatusOr<AssimilateResult>> Client::AssimilateAsync(v1::Assimi
       [this](auto* context, auto* req, auto* resp, auto callback) {
         stub_->async()->Assimilate(context, req, resp, std::move(callback));
       },
-      [](Call& c) -> absl::StatusOr<AssimilateResult> {
-        AssimilateResult result;
-        result.response = std::move(c.response);
-        result.timings = ParseServerTimings(c.context.GetServerTrailingMetadata());
-        result.latency = absl::Now() - c.start;
-        return result;
-      });
+      TimedResponse<AssimilateResult, Call>);
 }
 
 absl::StatusOr<AssimilateResult> Client::Assimilate(v1::AssimilateRequest request,
@@ -630,13 +617,7 @@ std::future<absl::StatusOr<EchoResult>> Client::EchoAsync(v1::EchoRequest reques
       [this](auto* context, auto* req, auto* resp, auto callback) {
         stub_->async()->Echo(context, req, resp, std::move(callback));
       },
-      [](Call& c) -> absl::StatusOr<EchoResult> {
-        EchoResult result;
-        result.response = std::move(c.response);
-        result.timings = ParseServerTimings(c.context.GetServerTrailingMetadata());
-        result.latency = absl::Now() - c.start;
-        return result;
-      });
+      TimedResponse<EchoResult, Call>);
 }
 
 absl::StatusOr<EchoResult> Client::Echo(v1::EchoRequest request, CallOptions options) {
