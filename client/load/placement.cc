@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/load/workload.h"
 
 namespace gpucompute::load {
 namespace {
@@ -99,7 +100,7 @@ SharedMemoryRegion::~SharedMemoryRegion() {
 }
 
 absl::StatusOr<v1::SharedMemoryRef> SharedMemoryRegion::Allocate(int64_t bytes) {
-  const int64_t offset = (used_ + 63) / 64 * 64;
+  const int64_t offset = Align64(used_);
   if (bytes < 0 || offset + bytes > size()) {
     return absl::ResourceExhaustedError(absl::StrCat("shared-memory region ", name_, " (",
                                                      size(), " bytes) is full"));

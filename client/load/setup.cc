@@ -14,8 +14,6 @@
 namespace gpucompute::load {
 namespace {
 
-int64_t Align64(int64_t n) { return (n + 63) / 64 * 64; }
-
 // "gpucompute-load-<host>-<pid>", in the model-name alphabet [A-Za-z0-9_.-].
 std::string ModelName() {
   char host[64] = {};

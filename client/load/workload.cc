@@ -22,8 +22,6 @@ std::vector<float> UniformFloats(int64_t n, float a, FastRng& rng) {
   return v;
 }
 
-int64_t Align64(int64_t n) { return (n + 63) / 64 * 64; }
-
 int64_t GridSize(const v1::FrequencyGrid& grid) {
   if (grid.has_uniform()) return grid.uniform().n();
   if (grid.has_explicit_frequencies()) {

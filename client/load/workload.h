@@ -101,6 +101,10 @@ void ForEachInputTensor(v1::SubmitRequest& request, Fn&& fn);
 // Bytes of the job's input tensors (inline data, or the length they name).
 int64_t InputTensorBytes(v1::SubmitRequest& request);
 
+// `n` rounded up to a multiple of 64: where each tensor starts in a shared-memory region, the
+// load tester's inputs (SharedMemoryRegion::Allocate) as the server's outputs.
+inline int64_t Align64(int64_t n) { return (n + 63) / 64 * 64; }
+
 // An upper bound of the bytes the job's outputs take in a shared-memory output area (each
 // output 64-byte aligned). `dense_out_bytes_per_row` is the loaded model's output row size.
 int64_t OutputBytesBound(const v1::SubmitRequest& request, int64_t dense_out_bytes_per_row);
