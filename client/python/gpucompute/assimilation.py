@@ -19,6 +19,7 @@ import secrets
 
 import numpy as np
 
+from gpucompute.tensor import compute_dtype  # noqa: F401 (assimilation.compute_dtype, as before)
 from gpucompute.tensor import from_tensor, is_reference, reference_tensor
 from gpucompute.v1 import compute_pb2, tensor_pb2
 
@@ -32,7 +33,6 @@ FORMS = {
     "ensemble_space": compute_pb2.ANALYSIS_FORM_ENSEMBLE_SPACE,
 }
 _FORM_NAMES = {code: name for name, code in FORMS.items()}
-_DTYPES = {"float32": tensor_pb2.FLOAT32, "float64": tensor_pb2.FLOAT64}
 _WIRE_FLOATS = {
     np.dtype("float16"): tensor_pb2.FLOAT16,
     np.dtype("float32"): tensor_pb2.FLOAT32,
@@ -60,29 +60,19 @@ class AssimilationResult:
 
 
 def _tensor(name, a, ndim):
-    if is_reference(a):  # resident on the server or in shared memory: only the name travels
-        if len(a.shape) != ndim:
-            raise ValueError(f"{name} must have {ndim} dimension{'s' if ndim > 1 else ''}, "
-                             f"got shape {a.shape}")
-        return reference_tensor(a)
-    a = np.asarray(a)
-    if a.ndim != ndim:
+    reference = is_reference(a)  # resident on the server or in shared memory
+    if not reference:
+        a = np.asarray(a)
+    if len(a.shape) != ndim:
         raise ValueError(f"{name} must have {ndim} dimension{'s' if ndim > 1 else ''}, "
                          f"got shape {a.shape}")
+    if reference:  # only the name travels
+        return reference_tensor(a)
     code = _WIRE_FLOATS.get(a.dtype)
     if code is None:
         a, code = a.astype(np.float64), tensor_pb2.FLOAT64
     a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
     return tensor_pb2.Tensor(dtype=code, shape=list(a.shape), data=a.tobytes())
-
-
-def compute_dtype(dtype):
-    """``"float64"``/``"float32"`` (or a NumPy dtype) -> the ``DType`` enum value."""
-    name = np.dtype(dtype).name
-    try:
-        return _DTYPES[name]
-    except KeyError:
-        raise ValueError(f"dtype {name!r}: expected float32 or float64") from None
 
 
 def problem_proto(X, HX, y, obs_error, method="etkf", inflation=1.0, perturbations=None,

@@ -17,8 +17,8 @@ from google.protobuf.descriptor import FieldDescriptor
 from gpucompute import assimilation, models, stream
 from gpucompute.grids import AutoGrid, UniformGrid, frequency_grid_proto, uniform_frequencies
 from gpucompute.shared_memory import SharedMemoryRegion
-from gpucompute.tensor import (TensorHandle, from_bytes, from_tensor, is_prepared, itemsize,
-                               to_tensor, wire_dtype)
+from gpucompute.tensor import (TensorHandle, compute_dtype, from_bytes, from_tensor, is_prepared,
+                               itemsize, to_tensor, wire_dtype)
 from gpucompute.v1 import compute_pb2, compute_pb2_grpc, tensor_pb2
 
 _MiB = 1 << 20
@@ -30,7 +30,6 @@ NORMALIZATIONS = {
     "log": compute_pb2.NORMALIZATION_LOG,
     "psd": compute_pb2.NORMALIZATION_PSD,
 }
-_DTYPES = {"float32": tensor_pb2.FLOAT32, "float64": tensor_pb2.FLOAT64}
 _TIMING_PREFIX = "x-gpucompute-"
 CLIENT_ID_KEY = "x-gpucompute-client"
 # Bytes per PutTensor message: 4 MiB less 1 KiB, under gRPC's default 4 MiB message limit.
@@ -239,7 +238,7 @@ class Client:
             fit_mean=bool(fit_mean),
             center_data=bool(center_data),
             normalization=_normalization(normalization),
-            dtype=_dtype(dtype))
+            dtype=compute_dtype(dtype))
         placement = self._placement(output)
         if placement is not None:
             request.output_placement.CopyFrom(placement)
@@ -478,7 +477,7 @@ class Client:
           A list, in order, of ``(n, N)`` analysis arrays (or ``AssimilationResult``s).
           An error in any problem fails the whole call, naming ``problems[i]``.
         """
-        request = compute_pb2.AssimilateRequest(dtype=assimilation.compute_dtype(dtype))
+        request = compute_pb2.AssimilateRequest(dtype=compute_dtype(dtype))
         for item in problems:
             request.problems.append(assimilation.problem_from_item(item))
         placement = self._placement(output)
@@ -695,14 +694,6 @@ def _normalization(name):
     except KeyError:
         raise ValueError(
             f"normalization {name!r}: expected one of {sorted(NORMALIZATIONS)}") from None
-
-
-def _dtype(dtype):
-    name = np.dtype(dtype).name
-    try:
-        return _DTYPES[name]
-    except KeyError:
-        raise ValueError(f"dtype {name!r}: expected float32 or float64") from None
 
 
 def _series_proto(item):

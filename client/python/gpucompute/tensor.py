@@ -26,6 +26,19 @@ _TO_NUMPY = {
 _FROM_NUMPY = {dt.newbyteorder("="): code for code, dt in _TO_NUMPY.items()}
 
 
+# The dtypes an operation computes in (periodogram, assimilate).
+_COMPUTE_DTYPES = {"float32": tensor_pb2.FLOAT32, "float64": tensor_pb2.FLOAT64}
+
+
+def compute_dtype(dtype):
+    """``"float64"``/``"float32"`` (or a NumPy dtype) -> the ``DType`` enum value."""
+    name = np.dtype(dtype).name
+    try:
+        return _COMPUTE_DTYPES[name]
+    except KeyError:
+        raise ValueError(f"dtype {name!r}: expected float32 or float64") from None
+
+
 def wire_dtype(dtype):
     """Returns the ``DType`` enum value for a NumPy dtype (or anything ``np.dtype`` accepts).
 
