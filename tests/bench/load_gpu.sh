@@ -2,9 +2,11 @@
 # Issue 5's figures on the GPU machine, all from gpucompute-load against one CUDA server with
 # shared memory allowed: small periodograms against Echo at concurrency 1..256 (unary and
 # stream), a 256 MiB tensor over gRPC (one call, then split over 8 and 16 channels) and through
-# shared memory. Called by run_gpu.sh (ONLY=service); writes JSON Lines and CSV under $out.
+# shared memory. Called by run_gpu.sh (ONLY=service); writes JSON Lines and CSV, packed into
+# $out/load.tgz (the device tool returns a limited number of files). Draw the PNGs on the build
+# machine: client/load/plot_load.py RESULTS.jsonl OUT.png.
 set -uo pipefail
-out=${OUT:-gpu-out}; mkdir -p "$out"
+top=${OUT:-gpu-out}; out=$(mktemp -d); mkdir -p "$top"
 rm -f /tmp/gcl.port
 gpucompute-server --address=127.0.0.1:0 --port_file=/tmp/gcl.port --backend=cuda \
   --allow_shared_memory >> "$out/servers.log" 2>&1 &
@@ -30,3 +32,4 @@ for k in 8 16; do
 done
 load echo-256MiB-shm --op echo --bytes 256Mi --input shm --concurrency 1 --requests 40 --warmup 1s
 kill -TERM $spid; wait $spid
+tar czf "$top/load.tgz" -C "$out" . && rm -rf "$out"

@@ -70,10 +70,7 @@ if [ "$only" = all ] || [ "$only" = service ]; then
     tests/python/test_stream.py tests/python/test_resident_tensors.py tests/python/test_metrics.py tests/python/test_load.py
 fi
 echo "tests status $status"
-[ "${SKIP_BENCH:-0}" = 1 ] && if [ "$only" = all ] || [ "$only" = service ]; then
-  OUT=$out "$(dirname "$0")/load_gpu.sh"
-fi
-exit $status
+[ "${SKIP_BENCH:-0}" = 1 ] && exit $status
 peers=""; [ -f "$root/peers.py" ] && peers="$root/peers.py"
 if [ "$only" = all ] || [ "$only" = periodogram ]; then
   periodogram_bench "$@" 2>>"$out/bench.err" | tee "$out/periodogram_bench.jsonl"
