@@ -304,13 +304,50 @@ struct PutTensorUpload {
   }
 };
 
-// One GetTensor stream: collects the range's chunks into one buffer.
+// The streams of one GetTensor download, each filling its own slice of `result.data`; the
+// promise is fulfilled when the last one is done, with the first error or the whole range.
+struct GetTensorDownload {
+  absl::Mutex mu;
+  int remaining ABSL_GUARDED_BY(mu) = 0;
+  absl::Status error ABSL_GUARDED_BY(mu);
+  bool sized ABSL_GUARDED_BY(mu) = false;  // result.data has the range's length
+  GetTensorResult result;  // data written by the streams at disjoint slices once sized
+  int64_t offset = 0;      // of the whole range in the tensor
+  absl::Time start = absl::Now();
+  std::promise<absl::StatusOr<GetTensorResult>> promise;
+
+  // The first stream's TensorInfo sizes the buffer unless it was sized before the streams.
+  void Size(const v1::TensorInfo& info, int64_t length) {
+    absl::MutexLock lock(&mu);
+    if (!sized) result.data.resize(static_cast<size_t>(std::max<int64_t>(0, length)));
+    sized = true;
+    result.info = info;
+  }
+
+  void StreamDone(const absl::Status& status) {
+    absl::StatusOr<GetTensorResult> out;
+    {
+      absl::MutexLock lock(&mu);
+      if (!status.ok() && error.ok()) error = status;
+      if (--remaining > 0) return;
+      if (!error.ok()) {
+        out = error;
+      } else {
+        result.latency = absl::Now() - start;
+        out = std::move(result);
+      }
+    }
+    promise.set_value(std::move(out));
+  }
+};
+
+// One GetTensor stream: copies its range's chunks into the download's buffer.
 class GetTensorStream final : public grpc::ClientReadReactor<v1::TensorData> {
  public:
-  explicit GetTensorStream(v1::GetTensorRequest request) : request_(std::move(request)) {}
+  GetTensorStream(v1::GetTensorRequest request, std::shared_ptr<GetTensorDownload> download)
+      : request_(std::move(request)), download_(std::move(download)) {}
 
   grpc::ClientContext* context() { return &context_; }
-  std::future<absl::StatusOr<GetTensorResult>> future() { return promise_.get_future(); }
 
   void Start(v1::Compute::Stub* stub) {
     stub->async()->GetTensor(&context_, &request_, this);
@@ -321,46 +358,37 @@ class GetTensorStream final : public grpc::ClientReadReactor<v1::TensorData> {
   void OnReadDone(bool ok) override {
     if (!ok) return;  // OnDone follows
     if (message_.has_info()) {
-      result_.info = message_.info();
       const int64_t length =
-          request_.length() > 0 ? request_.length() : result_.info.bytes() - request_.offset();
-      result_.data.resize(static_cast<size_t>(std::max<int64_t>(0, length)));
+          request_.length() > 0 ? request_.length() : message_.info().bytes() - request_.offset();
+      download_->Size(message_.info(), length);
     }
-    const int64_t at = message_.offset() - request_.offset();
+    const int64_t at = message_.offset() - download_->offset;
     const int64_t n = static_cast<int64_t>(message_.data().size());
-    if (at < 0 || at + n > static_cast<int64_t>(result_.data.size())) {
+    const int64_t mine_end = request_.offset() + (request_.length() > 0 ? request_.length() : INT64_MAX / 2);
+    if (message_.offset() < request_.offset() || message_.offset() + n > mine_end || at < 0 ||
+        at + n > static_cast<int64_t>(download_->result.data.size())) {
       error_ = absl::InternalError(absl::StrCat("GetTensor: the server sent bytes [", message_.offset(),
                                                 ", ", message_.offset() + n, ") outside the range"));
       context_.TryCancel();
       return;
     }
-    std::memcpy(result_.data.data() + at, message_.data().data(), static_cast<size_t>(n));
+    std::memcpy(download_->result.data.data() + at, message_.data().data(), static_cast<size_t>(n));
     StartRead(&message_);
   }
 
   void OnDone(const grpc::Status& status) override {
-    absl::StatusOr<GetTensorResult> out;
-    if (!error_.ok()) {
-      out = error_;
-    } else if (!status.ok()) {
-      out = ToAbslStatus(status);
-    } else {
-      result_.latency = absl::Now() - start_;
-      out = std::move(result_);
-    }
-    auto promise = std::move(promise_);
+    const absl::Status result = !error_.ok() ? error_ : ToAbslStatus(status);
+    auto download = std::move(download_);
     delete this;
-    promise.set_value(std::move(out));
+    download->StreamDone(result);
   }
 
  private:
   grpc::ClientContext context_;
   v1::GetTensorRequest request_;
   v1::TensorData message_;
-  GetTensorResult result_;
+  std::shared_ptr<GetTensorDownload> download_;
   absl::Status error_;
-  std::promise<absl::StatusOr<GetTensorResult>> promise_;
-  absl::Time start_ = absl::Now();
 };
 
 template <typename T>
@@ -705,15 +733,49 @@ absl::StatusOr<v1::TensorInfo> Client::CreateTensor(v1::DType dtype, std::vector
 std::future<absl::StatusOr<GetTensorResult>> Client::GetTensorAsync(std::string handle,
                                                                     GetTensorOptions get,
                                                                     CallOptions options) {
-  v1::GetTensorRequest request;
-  request.set_handle(std::move(handle));
-  request.set_offset(get.offset);
-  request.set_length(get.length);
-  request.set_chunk_bytes(get.chunk_bytes);
-  auto* stream = new GetTensorStream(std::move(request));  // deletes itself in OnDone
-  Configure(options, stream->context());
-  std::future<absl::StatusOr<GetTensorResult>> future = stream->future();
-  stream->Start(stub_.get());
+  using Out = absl::StatusOr<GetTensorResult>;
+  auto download = std::make_shared<GetTensorDownload>();
+  download->offset = get.offset;
+  int streams = 1;
+  int64_t length = get.length;
+  if (get.streams > 1) {
+    // Slicing needs the range's length: from the caller, else from the tensor's description.
+    if (length <= 0) {
+      absl::StatusOr<v1::ListTensorsResponse> listed = ListTensors(options);
+      if (!listed.ok()) return Ready<Out>(listed.status());
+      const auto& all = listed->tensors();
+      auto it = std::find_if(all.begin(), all.end(),
+                             [&](const v1::TensorInfo& t) { return t.handle() == handle; });
+      if (it == all.end()) {
+        return Ready<Out>(absl::NotFoundError(absl::StrCat("no resident tensor \"", handle, "\"")));
+      }
+      length = it->bytes() - get.offset;
+    }
+    // No more streams than messages of the server's default size.
+    const int64_t chunk = get.chunk_bytes > 0 ? get.chunk_bytes : kDefaultChunkBytes;
+    streams = static_cast<int>(std::clamp<int64_t>((length + chunk - 1) / chunk, 1, get.streams));
+  }
+  if (streams > 1) {
+    absl::MutexLock lock(&download->mu);
+    download->result.data.resize(static_cast<size_t>(std::max<int64_t>(0, length)));
+    download->sized = true;
+  }
+  {
+    absl::MutexLock lock(&download->mu);
+    download->remaining = streams;
+  }
+  std::future<Out> future = download->promise.get_future();
+  const int64_t slice = streams > 1 ? (length + streams - 1) / streams : get.length;
+  for (int i = 0; i < streams; ++i) {
+    v1::GetTensorRequest request;
+    request.set_handle(handle);
+    request.set_offset(get.offset + i * slice);
+    request.set_length(streams > 1 ? std::min(slice, length - i * slice) : get.length);
+    request.set_chunk_bytes(get.chunk_bytes);
+    auto* stream = new GetTensorStream(std::move(request), download);  // deletes itself in OnDone
+    Configure(options, stream->context());
+    stream->Start(TransferStub(streams > 1 ? i : 0));
+  }
   return future;
 }
 

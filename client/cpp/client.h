@@ -174,6 +174,10 @@ struct GetTensorOptions {
   int64_t offset = 0;       // first byte of the range
   int64_t length = 0;       // 0: to the end
   int64_t chunk_bytes = 0;  // bytes per streamed message; 0: the server's default (~4 MiB)
+  // Fetch over this many GetTensor streams at once, each a contiguous slice of the range on a
+  // connection of its own (as PutTensorOptions::streams); with length 0 the tensor's size is
+  // looked up first (ListTensors). 1: one stream.
+  int streams = 1;
 };
 
 struct GetTensorResult {

@@ -139,8 +139,12 @@ int Run(const Options& o) {
 
     auto resident = client.PutTensor(v1::UINT8, shape, inline_bytes);
     if (!resident.ok()) return 1;
-    Measure("get_tensor", bytes, o.reps,
-            [&] { return client.GetTensor(resident->info.handle()).status(); });
+    for (const int streams : {1, 4, 8, 16}) {
+      const std::string path = absl::StrFormat("get_tensor_%d_streams", streams);
+      Measure(path.c_str(), bytes, o.reps, [&] {
+        return client.GetTensor(resident->info.handle(), {.streams = streams}).status();
+      });
+    }
     v1::EchoRequest handle_echo;
     *handle_echo.mutable_tensor() = client::HandleTensor(resident->info.handle());
     *handle_echo.mutable_output_placement() = client::SharedMemoryOutputs("bench", bytes + 64);

@@ -390,9 +390,12 @@ TEST_F(TensorServer, ParallelPutAndRangedGet) {
     for (const Range& r : std::vector<Range>{{0, 1, 0}, {5, 0, 4096}, {123457, 654321, 77777},
                                              {static_cast<int64_t>(bytes.size()) - 3, 3, 1},
                                              {static_cast<int64_t>(bytes.size()), 0, 0}}) {
-      auto got = client_->GetTensor(put->info.handle(), {r.offset, r.length, r.chunk});
-      ASSERT_TRUE(got.ok()) << got.status();
-      EXPECT_TRUE(got->data == bytes.substr(r.offset, r.length == 0 ? std::string::npos : r.length));
+      for (int get_streams : {1, 3}) {  // 3: parallel slices into one buffer
+        auto got = client_->GetTensor(put->info.handle(), {r.offset, r.length, r.chunk, get_streams});
+        ASSERT_TRUE(got.ok()) << got.status();
+        EXPECT_TRUE(got->data == bytes.substr(r.offset, r.length == 0 ? std::string::npos : r.length))
+            << "offset " << r.offset << " length " << r.length << " streams " << get_streams;
+      }
     }
     EXPECT_EQ(client_->GetTensor(put->info.handle(), {.offset = 10, .length = static_cast<int64_t>(bytes.size())})
                   .status()
@@ -420,7 +423,14 @@ TEST_F(TensorServer, ParallelPutOverSeparateConnections) {
     auto got = client_->GetTensor(put->info.handle());
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_TRUE(got->data == bytes);
+    // And back over 4 connections in parallel slices.
+    auto parallel = (*connected)->GetTensor(put->info.handle(), {.chunk_bytes = 65536, .streams = 4});
+    ASSERT_TRUE(parallel.ok()) << parallel.status();
+    EXPECT_TRUE(parallel->data == bytes);
+    EXPECT_EQ(parallel->info.handle(), put->info.handle());
   }
+  EXPECT_EQ((*connected)->GetTensor("no-such-handle", {.streams = 4}).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST_F(TensorServer, ListAndDelete) {

@@ -166,13 +166,19 @@ def test_parallel_put_and_ranges(tc, rng):
     for streams in (1, 3, 8):
         h = tc.put_tensor(a, chunk_bytes=50_000, streams=streams)
         np.testing.assert_array_equal(tc.get_tensor(h), a)
+        np.testing.assert_array_equal(tc.get_tensor(h, streams=streams), a)
         for offset, length, chunk in [(0, 1, 0), (8, 0, 4096), (12345, 67890, 1000),
                                       (len(raw), 0, 0)]:
-            got = tc.get_tensor_bytes(h, offset, length, chunk_bytes=chunk)
-            assert got == raw[offset:offset + length if length else None]
+            for get_streams in (1, 4):
+                got = tc.get_tensor_bytes(h, offset, length, chunk_bytes=chunk,
+                                          streams=get_streams)
+                assert got == raw[offset:offset + length if length else None], (
+                    offset, length, chunk, get_streams)
         expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT,
                          lambda: tc.get_tensor_bytes(h, 8, len(raw)), r"length")
         tc.delete_tensor(h)
+    expect_rpc_error(grpc.StatusCode.NOT_FOUND,
+                     lambda: tc.get_tensor_bytes("no-such-handle", streams=4))
 
 
 def test_create_and_write_in_parts(tc):

@@ -602,31 +602,65 @@ class Client:
                                 self.timeout if timeout is None else timeout, base=int(offset))
         return _tensor_info(info)
 
-    def get_tensor(self, handle, *, timeout=None):
+    def get_tensor(self, handle, *, streams=1, timeout=None):
         """A resident tensor as a new NumPy array of its dtype and shape (bfloat16 widened to
-        float32). NOT_FOUND for an unknown or another client's handle."""
-        info, data = self._get(handle, 0, 0, 0, timeout)
+        float32). NOT_FOUND for an unknown or another client's handle. ``streams`` > 1 fetches
+        slices in parallel, each on its own connection (as ``put_tensor``)."""
+        info, data = self._get(handle, 0, 0, 0, streams, timeout)
         return from_bytes(data, info.dtype, tuple(info.shape))
 
-    def get_tensor_bytes(self, handle, offset=0, length=0, *, chunk_bytes=0, timeout=None):
+    def get_tensor_bytes(self, handle, offset=0, length=0, *, chunk_bytes=0, streams=1,
+                         timeout=None):
         """Bytes ``[offset, offset + length)`` of a resident tensor (``length`` 0: to the end),
-        streamed in messages of ``chunk_bytes`` (0: the server's default)."""
-        return bytes(self._get(handle, offset, length, chunk_bytes, timeout)[1])
+        streamed in messages of ``chunk_bytes`` (0: the server's default), over ``streams``
+        parallel GetTensor calls."""
+        return bytes(self._get(handle, offset, length, chunk_bytes, streams, timeout)[1])
 
-    def _get(self, handle, offset, length, chunk_bytes, timeout):
-        request = compute_pb2.GetTensorRequest(handle=_handle(handle), offset=int(offset),
-                                               length=int(length), chunk_bytes=int(chunk_bytes))
-        call = self.stub.GetTensor(request, timeout=self.timeout if timeout is None else timeout,
-                                   metadata=self._metadata)
-        info, out = None, bytearray()
+    def _get(self, handle, offset, length, chunk_bytes, streams, timeout):
+        handle, offset, length = _handle(handle), int(offset), int(length)
+        timeout = self.timeout if timeout is None else timeout
+        streams = int(streams)
+        if streams <= 0:
+            raise ValueError("streams must be positive")
+        if streams > 1 and length == 0:
+            # Slicing needs the range's length: the tensor's size, from its description.
+            sizes = {t["handle"]: t["bytes"] for t in self.list_tensors(timeout=timeout)}
+            if handle not in sizes:
+                return self._get_stream(handle, offset, 0, chunk_bytes, timeout)  # NOT_FOUND
+            length = max(0, sizes[handle] - offset)
+        chunk = int(chunk_bytes) or DEFAULT_TENSOR_CHUNK_BYTES
+        streams = max(1, min(streams, -(-length // chunk)))
+        if streams == 1:
+            return self._get_stream(handle, offset, length, chunk_bytes, timeout)
+        out, step = bytearray(length), -(-length // streams)
+        with concurrent.futures.ThreadPoolExecutor(streams) as pool:
+            infos = list(pool.map(
+                lambda i: self._get_stream(handle, offset + i * step,
+                                           min(step, length - i * step), chunk_bytes, timeout,
+                                           stub=self._transfer_stub(i), out=out,
+                                           base=offset)[0],
+                range(streams)))
+        return infos[0], out
+
+    def _get_stream(self, handle, offset, length, chunk_bytes, timeout, stub=None, out=None,
+                    base=None):
+        """One GetTensor call for ``[offset, offset + length)``; its bytes go into ``out`` at
+        ``offset - base`` (a new buffer when ``out`` is None)."""
+        request = compute_pb2.GetTensorRequest(handle=handle, offset=offset, length=length,
+                                               chunk_bytes=int(chunk_bytes))
+        call = (stub or self.stub).GetTensor(request, timeout=timeout, metadata=self._metadata)
+        info = None
+        if base is None:
+            base = offset
         for message in call:
             if message.HasField("info"):
                 info = message.info
-                out = bytearray(int(length) or int(info.bytes) - int(offset))
-            at = message.offset - int(offset)
+                if out is None:
+                    out = bytearray(length or int(info.bytes) - offset)
+            at = message.offset - base
             out[at:at + len(message.data)] = message.data
         self._local.metadata = tuple(call.trailing_metadata() or ())
-        return info, out
+        return info, bytearray() if out is None else out
 
     def delete_tensor(self, handle, *, timeout=None):
         """Frees a resident tensor now (NOT_FOUND if it is not there). Calls already using it
