@@ -11,25 +11,28 @@
 
 namespace gpucompute {
 
-// Copies `n` bytes from `src` to `dst` (not overlapping). Below 16 MiB on the caller's thread;
-// above, in pieces of at least 8 MiB over at most 8 threads.
-inline void ParallelCopy(void* dst, const void* src, int64_t n) {
+// Calls copy(begin, end) over pieces of [0, n): one piece on the caller's thread below 16 MiB;
+// above, pieces of at least 8 MiB over at most 8 threads.
+template <typename Copy>
+void ForEachCopyPiece(int64_t n, Copy&& copy) {
   constexpr int64_t kSerialBytes = int64_t{16} << 20;
   constexpr int64_t kMaxThreads = 8;
   if (n <= 0) return;
   if (n < kSerialBytes) {
-    std::memcpy(dst, src, static_cast<size_t>(n));
+    copy(int64_t{0}, n);
     return;
   }
+  const int64_t per_thread = std::max<int64_t>(int64_t{8} << 20, n / kMaxThreads);
+  ParallelFor(n, n, copy, per_thread);
+}
+
+// Copies `n` bytes from `src` to `dst` (not overlapping).
+inline void ParallelCopy(void* dst, const void* src, int64_t n) {
   char* d = static_cast<char*>(dst);
   const char* s = static_cast<const char*>(src);
-  const int64_t per_thread = std::max<int64_t>(int64_t{8} << 20, n / kMaxThreads);
-  ParallelFor(
-      n, n,
-      [d, s](int64_t begin, int64_t end) {
-        std::memcpy(d + begin, s + begin, static_cast<size_t>(end - begin));
-      },
-      per_thread);
+  ForEachCopyPiece(n, [d, s](int64_t begin, int64_t end) {
+    std::memcpy(d + begin, s + begin, static_cast<size_t>(end - begin));
+  });
 }
 
 }  // namespace gpucompute

@@ -1,13 +1,13 @@
 // POSIX shared-memory regions registered by clients on the same node (Triton's "system shared
 // memory"): the client creates an object (shm_open), registers a region of it under a name,
 // and tensors then name (region, offset, length) instead of carrying bytes. The server maps the
-// region read-write once, at registration, and reads inputs and writes outputs there directly.
+// region read-write once, at registration; inputs are copied out of it and outputs into it.
 //
 // Off unless the server runs with --allow_shared_memory: any client that can reach the port
-// could otherwise make the server map objects it can open. A client that shrinks (ftruncate)
-// a registered object while the server uses it can make the server fault; each use re-checks
-// the object's size, which narrows that window but cannot close it (Triton has the same
-// contract), which is another reason the feature is opt-in.
+// could otherwise make the server map objects it can open. A client may shrink (ftruncate) a
+// registered object while the server uses it: each use re-checks the object's size, and the
+// copies that touch the region (server/common/guarded_copy.h) turn the bus error of a read or
+// write past the object's end into an error for that call, so the server does not crash.
 //
 // Names are per client (the same caller id that owns resident tensors). A region unregistered
 // while a job still uses it stays mapped until that job drops it (shared_ptr). Thread-safe.

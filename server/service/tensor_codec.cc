@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "server/common/parallel_copy.h"
+#include "server/common/guarded_copy.h"
 #include "server/common/status_macros.h"
 
 namespace gpucompute {
@@ -89,17 +89,6 @@ absl::StatusOr<RegionRange> ResolveRegionRange(const TensorContext& context,
   return RegionRange{*std::move(region), ref.offset(), ref.offset() + length};
 }
 
-// Copies `src` to `dst` (n bytes), which may overlap when both are in one region (Echo from a
-// region into itself).
-void CopyBytes(char* dst, const char* src, int64_t n) {
-  if (n <= 0 || dst == src) return;
-  if (dst < src + n && src < dst + n) {
-    std::memmove(dst, src, static_cast<size_t>(n));
-  } else {
-    ParallelCopy(dst, src, n);
-  }
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- input resolution
@@ -174,9 +163,13 @@ absl::StatusOr<TensorView> TensorResolver::Resolve(const v1::Tensor& tensor,
       ASSIGN_OR_RETURN(RegionRange range,
                        ResolveRegionRange(context_, tensor.shared_memory(), f,
                                           /*zero_length_is_rest=*/false));
-      view.bytes = absl::string_view(range.region->data() + range.begin,
-                                     static_cast<size_t>(expected));
-      pins_.push_back(std::move(range.region));
+      // One guarded copy into memory of our own: read in place, the client could shrink the
+      // object under any later reader (the backends), and a bus error there would take the
+      // server down. The copy is the only read of the client's memory.
+      std::shared_ptr<char[]> owned(new char[std::max<int64_t>(1, expected)]);
+      RETURN_IF_ERROR(GuardedCopy(owned.get(), range.region->data() + range.begin, expected, f));
+      view.bytes = absl::string_view(owned.get(), static_cast<size_t>(expected));
+      pins_.push_back(std::move(owned));
       return view;
     }
   }
@@ -361,7 +354,8 @@ absl::Status PlaceOutputs(const TensorContext& context, const v1::OutputPlacemen
   for (size_t i = 0; i < outputs.size(); ++i) {
     const absl::string_view bytes = bytes_of(outputs[i]);
     const int64_t at = range.begin + offsets[i];
-    CopyBytes(range.region->data() + at, bytes.data(), static_cast<int64_t>(bytes.size()));
+    RETURN_IF_ERROR(GuardedCopy(range.region->data() + at, bytes.data(),
+                                static_cast<int64_t>(bytes.size()), "output_placement.shared_memory"));
     v1::SharedMemoryRef* out = outputs[i].tensor->mutable_shared_memory();  // clears `data`
     out->set_region(ref.region());
     out->set_offset(at);

@@ -3,9 +3,11 @@
 //
 // A Tensor's bytes are inline (`data`), in a resident tensor (`handle`) or in a registered
 // shared-memory region (`shared_memory`). TensorResolver turns any of them into a TensorView
-// (dtype, shape, bytes) read in place: no copy is made here. Resident tensors and regions are
-// pinned by the resolver (TakePins) so that the views stay valid while a job reads them, even
-// when the tensor is deleted or the region unregistered meanwhile.
+// (dtype, shape, bytes). Inline and resident bytes are read in place; shared-memory bytes are
+// copied once (GuardedCopy) into memory the resolver owns, so that a client shrinking its
+// object can fail only that copy, never a later reader. Resident tensors and copies are pinned
+// by the resolver (TakePins) so that the views stay valid while a job reads them, even when
+// the tensor is deleted meanwhile.
 //
 // Outputs are filled inline by each operation; PlaceOutputs then moves them where the request's
 // OutputPlacement asks (kept on the server, or written into a shared-memory region).

@@ -1,0 +1,101 @@
+// GuardedCopy against a shared-memory object shrunk under its mapping: the copy fails with a
+// status naming the field instead of the process dying of SIGBUS; a bus error outside a guarded
+// copy still kills the process.
+#include "server/common/guarded_copy.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gpucompute {
+namespace {
+
+// A POSIX shm object of `bytes`, mapped read-write; Shrink() truncates it to nothing.
+class ShrinkableMapping {
+ public:
+  explicit ShrinkableMapping(size_t bytes) : bytes_(bytes) {
+    key_ = absl::StrCat("/gpucompute-guarded-copy-test-", getpid(), "-", counter_++);
+    fd_ = shm_open(key_.c_str(), O_CREAT | O_RDWR | O_EXCL, 0600);
+    EXPECT_GE(fd_, 0);
+    EXPECT_EQ(ftruncate(fd_, static_cast<off_t>(bytes)), 0);
+    data_ = static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0));
+    EXPECT_NE(data_, MAP_FAILED);
+    for (size_t i = 0; i < bytes; ++i) data_[i] = static_cast<char>(i * 7 + 1);
+  }
+  ~ShrinkableMapping() {
+    munmap(data_, bytes_);
+    close(fd_);
+    shm_unlink(key_.c_str());
+  }
+  void Shrink() { ASSERT_EQ(ftruncate(fd_, 0), 0); }
+  char* data() const { return data_; }
+
+ private:
+  static inline int counter_ = 0;
+  size_t bytes_;
+  std::string key_;
+  int fd_ = -1;
+  char* data_ = nullptr;
+};
+
+TEST(GuardedCopy, CopiesLikeMemmove) {
+  ShrinkableMapping m(1 << 16);
+  std::vector<char> out(1 << 16);
+  ASSERT_TRUE(GuardedCopy(out.data(), m.data(), out.size(), "x").ok());
+  EXPECT_EQ(std::memcmp(out.data(), m.data(), out.size()), 0);
+  // Overlapping ranges move like memmove.
+  std::string s = "abcdefgh";
+  ASSERT_TRUE(GuardedCopy(s.data() + 2, s.data(), 6, "x").ok());
+  EXPECT_EQ(s, "ababcdef");
+  // Large, non-overlapping: the parallel path.
+  std::vector<char> big(40 << 20), copy(40 << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i % 253);
+  ASSERT_TRUE(GuardedCopy(copy.data(), big.data(), big.size(), "x").ok());
+  EXPECT_TRUE(copy == big);
+}
+
+TEST(GuardedCopy, ReadingAShrunkObjectIsAnErrorNotACrash) {
+  ShrinkableMapping m(1 << 16);
+  m.Shrink();
+  std::vector<char> out(1 << 16);
+  EXPECT_FALSE(GuardedMemmove(out.data(), m.data(), out.size()));
+  const absl::Status s = GuardedCopy(out.data(), m.data(), out.size(), "x.shared_memory");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("x.shared_memory: the shared-memory object was shrunk"));
+  // And again: the guard is reusable on the same thread.
+  EXPECT_FALSE(GuardedMemmove(out.data(), m.data(), 4096));
+}
+
+TEST(GuardedCopy, WritingIntoAShrunkObjectIsAnError) {
+  ShrinkableMapping m(48 << 20);  // parallel pieces, every one of them faults
+  m.Shrink();
+  std::vector<char> in(48 << 20, 'z');
+  EXPECT_EQ(GuardedCopy(m.data(), in.data(), in.size(), "out").code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(GuardedCopyDeathTest, ABusErrorOutsideAGuardStillKills) {
+  EXPECT_EXIT(
+      {
+        ShrinkableMapping m(1 << 16);
+        char c = 0;
+        GuardedMemmove(&c, m.data(), 1);  // installs the handler
+        m.Shrink();
+        volatile char read = m.data()[100];
+        (void)read;
+        std::_Exit(0);
+      },
+      ::testing::KilledBySignal(SIGBUS), "");
+}
+
+}  // namespace
+}  // namespace gpucompute
