@@ -746,23 +746,20 @@ std::future<absl::StatusOr<GetTensorResult>> Client::GetTensorAsync(std::string 
       const auto& all = listed->tensors();
       auto it = std::find_if(all.begin(), all.end(),
                              [&](const v1::TensorInfo& t) { return t.handle() == handle; });
-      if (it == all.end()) {
-        return Ready<Out>(absl::NotFoundError(absl::StrCat("no resident tensor \"", handle, "\"")));
-      }
-      length = it->bytes() - get.offset;
+      // Not listed: one stream, which gets the server's own answer (NOT_FOUND).
+      length = it == all.end() ? 0 : it->bytes() - get.offset;
     }
     // No more streams than messages of the server's default size.
     const int64_t chunk = get.chunk_bytes > 0 ? get.chunk_bytes : kDefaultChunkBytes;
     streams = static_cast<int>(std::clamp<int64_t>((length + chunk - 1) / chunk, 1, get.streams));
   }
-  if (streams > 1) {
-    absl::MutexLock lock(&download->mu);
-    download->result.data.resize(static_cast<size_t>(std::max<int64_t>(0, length)));
-    download->sized = true;
-  }
   {
     absl::MutexLock lock(&download->mu);
     download->remaining = streams;
+    if (streams > 1) {
+      download->result.data.resize(static_cast<size_t>(std::max<int64_t>(0, length)));
+      download->sized = true;
+    }
   }
   std::future<Out> future = download->promise.get_future();
   const int64_t slice = streams > 1 ? (length + streams - 1) / streams : get.length;

@@ -1,7 +1,8 @@
 // RunEcho (see operation_calls.h): the tensor is resolved like any operation's input and placed
 // like any output, so that Echo costs what the wire, the codec and the placement cost and
-// nothing else. Each path makes one copy of the bytes: request -> response (inline), region ->
-// region (shared memory, in parallel), or into a resident tensor (keep).
+// nothing else. Copies of the bytes: request -> response (inline, one), region -> the
+// resolver's memory -> region (shared memory, two, in parallel: client memory is only touched
+// by guarded copies, tensor_codec.h), or into a resident tensor (keep, one).
 #include "server/service/operation_calls.h"
 #include "server/service/tensor_codec.h"
 

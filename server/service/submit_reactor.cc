@@ -15,6 +15,7 @@ struct SubmitReactor::Job {
   v1::SubmitRequest request;
   v1::SubmitResponse response;
   absl::Time start;
+  const char* op = "unknown";  // the metrics' name of the operation, set at launch
 };
 
 SubmitReactor::SubmitReactor(grpc::CallbackServerContext* context, const ServiceParts* parts)
@@ -59,15 +60,19 @@ void SubmitReactor::Launch(std::unique_ptr<Job> owned) {
   v1::SubmitResponse* out = &job->response;
   switch (r.job_case()) {
     case v1::SubmitRequest::kPeriodogram:
+      job->op = "periodogram";
       RunPeriodogram(*parts_, r.periodogram(), out->mutable_periodogram(), std::move(call), done);
       break;
     case v1::SubmitRequest::kDense:
+      job->op = "dense";
       RunDense(*parts_, r.dense(), out->mutable_dense(), std::move(call), done);
       break;
     case v1::SubmitRequest::kAssimilate:
+      job->op = "assimilate";
       RunAssimilate(*parts_, r.assimilate(), out->mutable_assimilate(), std::move(call), done);
       break;
     case v1::SubmitRequest::kEcho:
+      job->op = "echo";
       RunEcho(*parts_, r.echo(), out->mutable_echo(), std::move(call), done);
       break;
     case v1::SubmitRequest::JOB_NOT_SET:
@@ -78,23 +83,9 @@ void SubmitReactor::Launch(std::unique_ptr<Job> owned) {
   }
 }
 
-namespace {
-
-const char* OpName(v1::SubmitRequest::JobCase c) {
-  switch (c) {
-    case v1::SubmitRequest::kPeriodogram: return "periodogram";
-    case v1::SubmitRequest::kDense: return "dense";
-    case v1::SubmitRequest::kAssimilate: return "assimilate";
-    case v1::SubmitRequest::kEcho: return "echo";
-    default: return "unknown";
-  }
-}
-
-}  // namespace
-
 void SubmitReactor::JobDone(Job* raw, const absl::Status& status, const JobTimings& timings) {
   std::unique_ptr<Job> job(raw);
-  RecordCallEnd(parts_->metrics, OpName(job->request.job_case()), status, timings, job->start);
+  RecordCallEnd(parts_->metrics, job->op, status, timings, job->start);
   v1::SubmitResponse& out = job->response;
   out.set_id(job->request.id());
   if (!status.ok()) {

@@ -624,10 +624,9 @@ class Client:
             raise ValueError("streams must be positive")
         if streams > 1 and length == 0:
             # Slicing needs the range's length: the tensor's size, from its description.
+            # Not listed: one stream, which gets the server's own answer (NOT_FOUND).
             sizes = {t["handle"]: t["bytes"] for t in self.list_tensors(timeout=timeout)}
-            if handle not in sizes:
-                return self._get_stream(handle, offset, 0, chunk_bytes, timeout)  # NOT_FOUND
-            length = max(0, sizes[handle] - offset)
+            length = max(0, sizes.get(handle, offset) - offset)
         chunk = int(chunk_bytes) or DEFAULT_TENSOR_CHUNK_BYTES
         streams = max(1, min(streams, -(-length // chunk)))
         if streams == 1:
