@@ -19,7 +19,7 @@ struct SubmitReactor::Job {
 };
 
 SubmitReactor::SubmitReactor(grpc::CallbackServerContext* context, const ServiceParts* parts)
-    : context_(context), parts_(parts) {
+    : context_(context), parts_(parts), client_(CallerId(*context)) {
   Step();
 }
 
@@ -53,7 +53,7 @@ void SubmitReactor::Launch(std::unique_ptr<Job> owned) {
     call.deadline = std::min(call.deadline, job->start + absl::Microseconds(r.timeout_us()));
   }
   call.is_cancelled = [this] { return cancelled_.load(std::memory_order_relaxed); };
-  call.client = CallerId(*context_);
+  call.client = client_;
   auto done = [this, job](const absl::Status& status, const JobTimings& timings) {
     JobDone(job, status, timings);
   };

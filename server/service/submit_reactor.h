@@ -9,6 +9,7 @@
 #include <atomic>
 #include <deque>
 #include <memory>
+#include <string>
 
 #include <grpcpp/support/server_callback.h>
 
@@ -43,6 +44,7 @@ class SubmitReactor final
 
   grpc::CallbackServerContext* const context_;
   const ServiceParts* const parts_;
+  const std::string client_;  // the caller, once per stream (CallerId)
   std::atomic<bool> cancelled_{false};
   v1::SubmitRequest incoming_;  // the read buffer; only touched while a read is outstanding
 
