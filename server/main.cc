@@ -76,6 +76,16 @@ ABSL_FLAG(int, cpu_threads, 0, "CPU backend worker threads (0: all cores)");
 ABSL_FLAG(int, completion_threads, 2, "threads that finish calls");
 ABSL_FLAG(bool, debug_sync, false, "synchronise after every kernel launch (pins faults)");
 ABSL_FLAG(std::string, log_level, "info", "trace | debug | info | warn | error");
+ABSL_FLAG(bool, replicate_models, false,
+          "with several GPUs, load every dense model on each of them (default: on the one with the "
+          "most free memory)");
+ABSL_FLAG(double, shutdown_grace_s, 30,
+          "on SIGTERM, how long in-flight calls may take to finish before they are cancelled (s)");
+ABSL_FLAG(int, inject_sticky_fault_device, -1,
+          "TESTS ONLY: GPU index that runs a trapping kernel (a sticky fault) after "
+          "--inject_sticky_fault_after_batches of its batches; -1: never");
+ABSL_FLAG(int64_t, inject_sticky_fault_after_batches, 1,
+          "TESTS ONLY: see --inject_sticky_fault_device");
 
 namespace {
 
@@ -121,6 +131,9 @@ int main(int argc, char** argv) {
                                         : absl::GetFlag(FLAGS_kernel_cache_dir);
   config.backend.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   config.backend.debug_sync = absl::GetFlag(FLAGS_debug_sync);
+  config.backend.replicate_models = absl::GetFlag(FLAGS_replicate_models);
+  config.backend.inject_fault_device = absl::GetFlag(FLAGS_inject_sticky_fault_device);
+  config.backend.inject_fault_after_batches = absl::GetFlag(FLAGS_inject_sticky_fault_after_batches);
   config.scheduler.max_batch_size = std::max(1, absl::GetFlag(FLAGS_max_batch_size));
   config.scheduler.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
   config.scheduler.max_queue_depth = std::max(1, absl::GetFlag(FLAGS_max_queue_depth));
@@ -175,7 +188,7 @@ int main(int argc, char** argv) {
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("received {}: stopping (draining in-flight work)", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-  (*server)->Shutdown();
+  (*server)->Shutdown(absl::Seconds(std::max(0.0, absl::GetFlag(FLAGS_shutdown_grace_s))));
   server->reset();
   return 0;
 }

@@ -25,6 +25,8 @@ struct DeviceDescription {
   int64_t total_memory_bytes = 0;
   int multiprocessors = 0;
   int streams = 0;
+  bool healthy = true;
+  std::string health_message;  // why the device is unhealthy; empty while healthy
 };
 
 // One device's memory at the time of asking (for the metrics endpoint).
@@ -52,6 +54,17 @@ struct BackendOptions {
   std::string kernel_cache_dir;  // empty: in memory only
   int cpu_threads = 0;           // 0: hardware concurrency
   bool debug_sync = false;       // synchronise after each launch (pins faults)
+  // Dense models: on every device (true) or on the one device with the most free memory
+  // (false, the default: a node's GPUs then hold different models).
+  bool replicate_models = false;
+  // Called once per device that turns unhealthy (a sticky CUDA error: its context is lost),
+  // with the cause, from whichever thread saw the fault; must not block. The server turns its
+  // health to NOT_SERVING so that the orchestrator restarts it.
+  std::function<void(int device, const absl::Status& cause)> on_device_unhealthy;
+  // Test-only fault injection (flags --inject_sticky_fault_*): device `inject_fault_device`
+  // runs a trapping kernel after its `inject_fault_after_batches`-th batch. -1: never.
+  int inject_fault_device = -1;
+  int64_t inject_fault_after_batches = 0;
 };
 
 class Backend {

@@ -57,6 +57,16 @@ void RegisterRuntimeMetrics(metrics::Registry* registry, const Backend* backend,
                 "Of the pool's reserved memory, the part allocated to work in flight, by GPU index.",
                 {"gpu"}, PerDevice(backend, &DeviceMemoryUsage::pool_used_bytes));
 
+  r.AddCallback(MetricType::kGauge, "gpucompute_gpu_healthy",
+                "1 while the GPU serves, 0 after a sticky device fault (restart needed), by GPU index.",
+                {"gpu"}, [backend] {
+                  std::vector<Sample> out;
+                  for (const DeviceDescription& d : backend->Devices()) {
+                    out.push_back({{absl::StrCat(d.index)}, d.healthy ? 1.0 : 0.0});
+                  }
+                  return out;
+                });
+
   // Kernel cache (NVRTC): zero on the CPU backend.
   r.AddCallback(MetricType::kCounter, "gpucompute_kernel_cache_hits_total",
                 "Kernel lookups served by a compiled kernel in memory.", {},

@@ -16,6 +16,7 @@ BatchScheduler<Traits>::BatchScheduler(Traits traits, SchedulerOptions options,
                                        metrics::SchedulerMetrics metrics)
     : traits_(traits), options_(options), metrics_(metrics) {
   dispatcher_ = std::thread([this] { DispatchLoop(); });
+  expirer_ = std::thread([this] { ExpireLoop(); });
 }
 
 template <typename Traits>
@@ -31,6 +32,7 @@ absl::Status BatchScheduler<Traits>::Enqueue(Job job) {
     return absl::ResourceExhaustedError(absl::StrCat(
         Traits::kName, " queue is full (", options_.max_queue_depth, " requests waiting); retry later"));
   }
+  if (job.deadline < next_expiry_) ++expiry_generation_;
   queue_.push_back(Queued{std::move(job), absl::Now(), NvtxStart(Traits::kName), cost});
   if (metrics_.pending) metrics_.pending->Add(1);
   return absl::OkStatus();
@@ -44,6 +46,7 @@ void BatchScheduler<Traits>::Shutdown() {
     stopping_ = true;
   }
   if (dispatcher_.joinable()) dispatcher_.join();
+  if (expirer_.joinable()) expirer_.join();
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(
       +[](int64_t* n) { return *n == 0; }, &in_flight_batches_));
@@ -133,6 +136,52 @@ void BatchScheduler<Traits>::DispatchLoop() {
     }
     Dispatch(std::move(batch));
   }
+}
+
+template <typename Traits>
+void BatchScheduler<Traits>::ExpireLoop() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  mu_.Lock();
+  while (!stopping_) {
+    const absl::Time now = absl::Now();
+    std::vector<Queued> expired;
+    absl::Time next = absl::InfiniteFuture();
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if (it->job.deadline < now) {
+        expired.push_back(std::move(*it));
+        it = queue_.erase(it);
+      } else {
+        next = std::min(next, it->job.deadline);
+        ++it;
+      }
+    }
+    if (!expired.empty()) {
+      stats_.expired_before_dispatch += static_cast<int64_t>(expired.size());
+      if (metrics_.pending) metrics_.pending->Add(-static_cast<double>(expired.size()));
+      mu_.Unlock();
+      for (Queued& q : expired) {
+        NvtxEnd(q.nvtx_queue);
+        if (metrics_.queue_us) metrics_.queue_us->Observe(absl::ToDoubleMicroseconds(now - q.enqueued));
+        q.job.done(absl::DeadlineExceededError(absl::StrCat(
+                       "deadline passed while queued for ", Traits::kName, " (waited ",
+                       absl::FormatDuration(now - q.enqueued), ")")),
+                   JobTimings{now - q.enqueued, absl::ZeroDuration(), 0});
+      }
+      mu_.Lock();
+      continue;
+    }
+    next_expiry_ = next;
+    struct Arg {
+      BatchScheduler* s;
+      uint64_t generation;
+    } arg{this, expiry_generation_};
+    mu_.AwaitWithDeadline(absl::Condition(
+                              +[](Arg* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                return a->s->stopping_ || a->s->expiry_generation_ != a->generation;
+                              },
+                              &arg),
+                          next);
+  }
+  mu_.Unlock();
 }
 
 template <typename Traits>

@@ -3,7 +3,9 @@
 // close together are coalesced into one backend launch, up to `max_batch_size` requests and
 // `max_batch_cost` units of work (sample x frequency pairs; rows), waiting at most
 // `max_queue_delay` for a batch to fill. Deadlines and cancellation are checked just before
-// dispatch. One dispatch thread per scheduler; the backend's completion threads call each
+// dispatch, and a second thread answers queued requests DEADLINE_EXCEEDED as their deadlines
+// pass, so none waits past its deadline even while the dispatcher is blocked on busy
+// devices. One dispatch thread per scheduler; the backend's completion threads call each
 // job's `done`. The batching logic is one template (BatchScheduler); each operation supplies
 // a small traits class that says what a key, a cost and a run are.
 #pragma once
@@ -94,6 +96,8 @@ class BatchScheduler {
   };
 
   void DispatchLoop();
+  // Fails queued jobs whose deadline has passed, waking at the earliest deadline.
+  void ExpireLoop();
   bool BatchReady(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<Queued> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch(std::vector<Queued> batch);
@@ -107,7 +111,12 @@ class BatchScheduler {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int64_t in_flight_batches_ ABSL_GUARDED_BY(mu_) = 0;
   BatchingStats stats_ ABSL_GUARDED_BY(mu_);
+  // The expirer sleeps until next_expiry_; an enqueue with an earlier deadline bumps
+  // expiry_generation_ to wake it.
+  absl::Time next_expiry_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  uint64_t expiry_generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread dispatcher_;
+  std::thread expirer_;
 };
 
 // Periodogram requests batch by compute dtype; cost is sample x frequency pairs.

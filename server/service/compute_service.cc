@@ -95,6 +95,8 @@ grpc::ServerUnaryReactor* ComputeService::ServerInfo(grpc::CallbackServerContext
     out->set_total_memory_bytes(d.total_memory_bytes);
     out->set_multiprocessors(d.multiprocessors);
     out->set_streams(d.streams);
+    out->set_healthy(d.healthy);
+    out->set_health_message(d.health_message);
   }
   v1::Limits* limits = response->mutable_limits();
   limits->set_max_request_bytes(parts_.limits.max_request_bytes);

@@ -27,6 +27,7 @@ void FillModelInfo(const dense::ModelInfo& info, v1::ModelInfo* out) {
   }
   out->set_device_bytes(info.device_bytes);
   out->set_load_ms(info.load_ms);
+  for (int d : info.devices) out->add_devices(d);
 }
 
 LoadModelReactor::LoadModelReactor(grpc::CallbackServerContext* context, const ServiceParts* parts,

@@ -37,7 +37,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   s->registry_ = std::make_unique<metrics::Registry>();
   s->metrics_ = std::make_unique<metrics::ServerMetrics>(s->registry_.get());
   s->completions_ = std::make_unique<CompletionQueue>(config.completion_threads);
-  ASSIGN_OR_RETURN(s->backend_, CreateBackend(config.backend, s->completions_.get()));
+  BackendOptions backend_options = config.backend;
+  // A lost GPU cannot come back in this process: health turns NOT_SERVING so that the
+  // orchestrator restarts the server, while the other GPUs keep serving until it does.
+  backend_options.on_device_unhealthy = [server = s.get()](int device, const absl::Status& cause) {
+    spdlog::critical("GPU {} lost ({}): health is now NOT_SERVING", device, std::string(cause.message()));
+    server->device_lost_.store(true);
+    server->SetServing(false);
+  };
+  ASSIGN_OR_RETURN(s->backend_, CreateBackend(backend_options, s->completions_.get()));
   s->backend_name_ = s->backend_->name();
   s->scheduler_ = std::make_unique<PeriodogramScheduler>(
       s->backend_.get(), config.scheduler, s->metrics_->ForScheduler(PeriodogramTraits::kName));
@@ -91,10 +99,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   if (!s->server_ || s->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("could not listen on ", config.address));
   }
-  if (auto* health = s->server_->GetHealthCheckService()) {
-    health->SetServingStatus(true);
-    health->SetServingStatus("gpucompute.v1.Compute", true);
-  }
+  s->SetServing(true);
   if (config.metrics_port >= 0) {
     ASSIGN_OR_RETURN(s->metrics_server_, metrics::MetricsServer::Start(HostOf(config.address),
                                                                       config.metrics_port,
@@ -107,12 +112,22 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
 
 Server::~Server() { Shutdown(absl::Seconds(5)); }
 
+void Server::SetServing(bool serving) {
+  absl::MutexLock lock(&health_mu_);
+  serving = serving && !device_lost_.load() && !shut_down_;
+  if (!server_) return;
+  if (auto* health = server_->GetHealthCheckService()) {
+    health->SetServingStatus(serving);
+    health->SetServingStatus("gpucompute.v1.Compute", serving);
+  }
+}
+
 void Server::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
+  SetServing(false);
   shut_down_ = true;
   // Start() may have failed half-way: every member can be null here.
   if (server_) {
-    if (auto* health = server_->GetHealthCheckService()) health->SetServingStatus(false);
     // Stops accepting; waits for in-flight calls (whose results arrive through the scheduler,
     // which keeps running) until `grace`, then cancels the rest.
     server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));

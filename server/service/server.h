@@ -3,6 +3,7 @@
 // port. Used by main.cc and by in-process tests.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <utility>
@@ -11,6 +12,7 @@
 #include <grpcpp/server.h>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_server.h"
@@ -82,6 +84,10 @@ class Server {
   // `grace`), drains the scheduler and releases the devices. Idempotent.
   void Shutdown(absl::Duration grace = absl::Seconds(30));
 
+  // Health (grpc.health.v1, overall and for gpucompute.v1.Compute). Serving is refused for
+  // good once a GPU is lost or shutdown has begun. Thread-safe.
+  void SetServing(bool serving);
+
  private:
   Server() = default;
 
@@ -104,6 +110,8 @@ class Server {
   int port_ = 0;
   std::string backend_name_;
   bool shut_down_ = false;
+  absl::Mutex health_mu_;               // orders SetServing calls
+  std::atomic<bool> device_lost_{false};  // set by the backend's unhealthy-device listener
 };
 
 }  // namespace gpucompute

@@ -283,7 +283,9 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModelOnDevices(
     if (per_device.size() <= index) per_device.resize(index + 1);
     per_device[index] = std::move(m);
   }
-  auto loaded = std::make_shared<CudaLoadedModel>(DescribeModel(spec), std::move(per_device));
+  ModelInfo info = DescribeModel(spec);
+  for (const DeviceContext* d : devices) info.devices.push_back(d->device());
+  auto loaded = std::make_shared<CudaLoadedModel>(std::move(info), std::move(per_device));
   loaded->set_load_ms(
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   return std::shared_ptr<const LoadedModel>(std::move(loaded));

@@ -83,6 +83,7 @@ struct ModelInfo {
   std::vector<LayerInfo> layers;
   int64_t device_bytes = 0;
   double load_ms = 0;
+  std::vector<int> devices;  // GPUs holding it (CUDA backend); empty on the CPU
 
   int64_t in_features() const { return layers.front().in; }
   int64_t out_features() const { return layers.back().out; }

@@ -9,6 +9,7 @@
 #include "server/common/status_macros.h"
 #include "server/ops/assimilate/cuda_assimilate.h"
 #include "server/ops/dense/cuda_dense.h"
+#include "kernels/fault_injection.cuh"
 #include "server/ops/periodogram/cuda_periodogram.h"
 #include "server/runtime/completion_queue.h"
 #include "server/runtime/cuda/cuda_resources.h"
@@ -21,6 +22,7 @@ namespace {
 // completion thread. `Op` names the batch, pending and result types and the unpack step.
 template <typename Op>
 struct InFlight {
+  CudaBackend* backend;
   DeviceContext* device;
   StreamSlot* slot;
   std::shared_ptr<const typename Op::Batch> batch;
@@ -39,7 +41,7 @@ void CUDART_CB OnStreamDone(cudaStream_t /*stream*/, cudaError_t status, void* d
     std::unique_ptr<InFlight<Op>> f(raw);
     if (status != cudaSuccess) {
       f->device->ReleaseSlot(f->slot);
-      f->done(CudaErrorStatus(status, Op::kOnStream, __FILE__, __LINE__));
+      f->done(f->backend->OnStreamError(f->device, status, Op::kOnStream));
       return;
     }
     auto results = Op::Unpack(f->pending, *f->slot, *f->batch);
@@ -90,19 +92,32 @@ struct AssimilateOp {
   }
 };
 
+}  // namespace
+
 // Enqueues `batch` on a free slot of `device` (blocking while every stream is busy: the
 // scheduler's back-pressure) and arranges for `done` to run on a completion thread with the
 // unpacked results, or with the error. INVALID_ARGUMENT from Enqueue is the caller's input
 // and is not logged.
 template <typename Op>
-void RunOnStream(DeviceContext* device, CompletionQueue* completions,
-                 std::shared_ptr<const typename Op::Batch> batch,
-                 std::function<void(absl::StatusOr<std::vector<typename Op::Result>>)> done) {
+void CudaBackend::Run(std::shared_ptr<const typename Op::Batch> batch, DeviceContext* device,
+                      std::function<void(absl::StatusOr<std::vector<typename Op::Result>>)> done) {
+  auto fail = [this, &done](absl::Status status) {
+    completions_->Post([done = std::move(done), status]() mutable { done(status); });
+  };
+  if (device == nullptr) {
+    return fail(absl::UnavailableError(absl::StrCat(
+        "no healthy GPU can run this ", Op::kName, " batch; the server must be restarted")));
+  }
   StreamSlot* slot = device->AcquireSlot();
+  if (slot == nullptr) return fail(device->health());  // turned unhealthy while we waited
   auto pending = Op::Enqueue(*device, *slot, *batch);
   absl::Status status = pending.status();
   if (status.ok()) {
-    auto* f = new InFlight<Op>{device, slot, batch, *std::move(pending), std::move(done), completions};
+    if (InjectFaultNow(*device)) {
+      spdlog::warn("device {}: injecting a sticky fault (--inject_sticky_fault_*)", device->device());
+      (void)kernels::LaunchTrap(slot->stream.get());
+    }
+    auto* f = new InFlight<Op>{this, device, slot, batch, *std::move(pending), std::move(done), completions_};
     const cudaError_t err = cudaStreamAddCallback(slot->stream.get(), OnStreamDone<Op>, f, 0);
     if (err == cudaSuccess) return;
     status = CudaErrorStatus(err, "cudaStreamAddCallback", __FILE__, __LINE__);
@@ -113,13 +128,48 @@ void RunOnStream(DeviceContext* device, CompletionQueue* completions,
     spdlog::error("{} batch failed on device {}: {}", Op::kName, device->device(), status.ToString());
   }
   // The stream may still hold work that reads the slot's buffers: wait before lending it again.
-  cudaStreamSynchronize(slot->stream.get());
-  cudaGetLastError();
+  // Its result also says whether the device survived.
+  const cudaError_t sync = cudaStreamSynchronize(slot->stream.get());
+  (void)cudaGetLastError();
   device->ReleaseSlot(slot);
-  completions->Post([done = std::move(done), status]() mutable { done(status); });
+  if (sync != cudaSuccess) status = OnStreamError(device, sync, Op::kOnStream);
+  fail(std::move(status));
 }
 
-}  // namespace
+absl::Status CudaBackend::OnStreamError(DeviceContext* device, cudaError_t err, const char* what) {
+  absl::Status status = CudaErrorStatus(err, what, __FILE__, __LINE__);
+  if (!IsStickyCudaError(err)) return status;
+  if (device->MarkUnhealthy(status)) {
+    spdlog::critical("device {}: {}; marked unhealthy, new work goes to the other devices",
+                     device->device(), status.ToString());
+    if (options_.on_device_unhealthy) options_.on_device_unhealthy(device->device(), status);
+  }
+  return device->health();
+}
+
+bool CudaBackend::InjectFaultNow(const DeviceContext& device) {
+  if (device.device() != options_.inject_fault_device) return false;
+  return injected_batches_.fetch_add(1) + 1 == std::max<int64_t>(1, options_.inject_fault_after_batches);
+}
+
+DeviceContext* CudaBackend::PickDevice(const dense::LoadedModel* model) {
+  const auto* cuda_model = dynamic_cast<const dense::CudaLoadedModel*>(model);
+  const size_t n = devices_.size();
+  const size_t first = static_cast<size_t>(next_device_.fetch_add(1) % n);
+  DeviceContext* best = nullptr;
+  int best_load = 0;
+  for (size_t i = 0; i < n; ++i) {
+    DeviceContext* d = devices_[(first + i) % n].get();
+    if (!d->healthy()) continue;
+    if (model != nullptr && (cuda_model == nullptr || cuda_model->on_device(d->device()) == nullptr)) continue;
+    const int load = d->load();
+    if (best == nullptr || load < best_load) {
+      best = d;
+      best_load = load;
+    }
+  }
+  return best;
+}
 
 int CudaBackend::DeviceCount() {
   int n = 0;
@@ -151,30 +201,56 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(const BackendOption
                  ctx->description().name, ctx->arch(), ctx->num_streams(), ms);
     devices.push_back(std::move(ctx));
   }
-  return std::unique_ptr<Backend>(new CudaBackend(std::move(devices), completions));
+  return std::unique_ptr<Backend>(new CudaBackend(std::move(devices), completions, options));
 }
 
 CudaBackend::CudaBackend(std::vector<std::unique_ptr<DeviceContext>> devices,
-                         CompletionQueue* completions)
-    : devices_(std::move(devices)),
-      completions_(completions) {}
+                         CompletionQueue* completions, const BackendOptions& options)
+    : devices_(std::move(devices)), completions_(completions), options_(options) {}
 
 CudaBackend::~CudaBackend() = default;  // each DeviceContext synchronises its streams
 
 void CudaBackend::RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
                                  PeriodogramDone done) {
-  RunOnStream<PeriodogramOp>(NextDevice(), completions_, std::move(batch), std::move(done));
+  Run<PeriodogramOp>(std::move(batch), PickDevice(), std::move(done));
 }
 
 absl::Status CudaBackend::CheckModelFits(int64_t stored_bytes) const {
-  for (const auto& d : devices_) RETURN_IF_ERROR(dense::CheckFitsOnDevice(*d, stored_bytes));
-  return absl::OkStatus();
+  return ModelDevices(stored_bytes).status();
+}
+
+absl::StatusOr<std::vector<DeviceContext*>> CudaBackend::ModelDevices(int64_t stored_bytes) const {
+  std::vector<DeviceContext*> healthy;
+  for (const auto& d : devices_) {
+    if (d->healthy()) healthy.push_back(d.get());
+  }
+  if (healthy.empty()) return absl::UnavailableError("no healthy GPU to load the model on");
+  if (options_.replicate_models) {
+    for (DeviceContext* d : healthy) RETURN_IF_ERROR(dense::CheckFitsOnDevice(*d, stored_bytes));
+    return healthy;
+  }
+  // One device: the one with the most free memory (the fit check's error names the best one).
+  DeviceContext* best = nullptr;
+  int64_t best_free = -1;
+  for (const DeviceMemoryUsage& u : MemoryUsage()) {
+    const int64_t free = u.total_bytes - u.used_bytes + (u.pool_reserved_bytes - u.pool_used_bytes);
+    DeviceContext* d = devices_[static_cast<size_t>(u.index)].get();
+    if (d->healthy() && free > best_free) {
+      best = d;
+      best_free = free;
+    }
+  }
+  if (best == nullptr) best = healthy.front();
+  RETURN_IF_ERROR(dense::CheckFitsOnDevice(*best, stored_bytes));
+  return std::vector<DeviceContext*>{best};
 }
 
 absl::StatusOr<std::shared_ptr<const dense::LoadedModel>> CudaBackend::LoadDenseModel(
     dense::ModelSpec spec) {
-  std::vector<DeviceContext*> devices;
-  for (const auto& d : devices_) devices.push_back(d.get());
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  for (const dense::LayerSpec& l : spec.layers) shapes.emplace_back(l.in, l.out);
+  ASSIGN_OR_RETURN(std::vector<DeviceContext*> devices,
+                   ModelDevices(dense::StoredBytes(spec.dtype, shapes)));
   return dense::LoadModelOnDevices(devices, spec);
 }
 
@@ -185,7 +261,8 @@ void CudaBackend::RunDense(std::shared_ptr<const dense::Batch> batch, DenseDone 
     });
     return;
   }
-  RunOnStream<DenseOp>(NextDevice(), completions_, std::move(batch), std::move(done));
+  DeviceContext* device = PickDevice(batch->model.get());
+  Run<DenseOp>(std::move(batch), device, std::move(done));
 }
 
 void CudaBackend::RunAssimilate(std::shared_ptr<const assimilate::Batch> batch, AssimilateDone done) {
@@ -195,18 +272,24 @@ void CudaBackend::RunAssimilate(std::shared_ptr<const assimilate::Batch> batch, 
     });
     return;
   }
-  RunOnStream<AssimilateOp>(NextDevice(), completions_, std::move(batch), std::move(done));
+  Run<AssimilateOp>(std::move(batch), PickDevice(), std::move(done));
 }
 
 std::vector<DeviceDescription> CudaBackend::Devices() const {
   std::vector<DeviceDescription> out;
-  for (const auto& d : devices_) out.push_back(d->description());
+  for (const auto& d : devices_) {
+    DeviceDescription desc = d->description();
+    desc.healthy = d->healthy();
+    if (!desc.healthy) desc.health_message = std::string(d->health().message());
+    out.push_back(std::move(desc));
+  }
   return out;
 }
 
 std::vector<DeviceMemoryUsage> CudaBackend::MemoryUsage() const {
   std::vector<DeviceMemoryUsage> out;
   for (const auto& d : devices_) {
+    if (!d->healthy()) continue;  // its context is lost: every query would fail
     // Runs on the scraping thread: making the device current there changes no other thread.
     if (absl::Status s = d->MakeCurrent(); !s.ok()) {
       spdlog::warn("device {}: memory query: {}", d->device(), s.ToString());

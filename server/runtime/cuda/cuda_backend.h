@@ -1,7 +1,10 @@
-// CUDA backend: one DeviceContext per visible GPU; batches go round-robin to devices and to
-// a free stream slot on each. Completion: a stream callback posts to the completion queue
-// (the callback itself makes no CUDA call; unlike cudaLaunchHostFunc it also runs after a
-// device fault, so calls get an error instead of waiting forever).
+// CUDA backend: one DeviceContext per visible GPU; each batch goes to the least-loaded healthy
+// device (for dense, among those holding the model) and to a free stream slot on it.
+// Completion: a stream callback posts to the completion queue (the callback itself makes no
+// CUDA call; unlike cudaLaunchHostFunc it also runs after a device fault, so calls get an
+// error instead of waiting forever). A sticky CUDA error marks its device unhealthy: work on
+// it fails with UNAVAILABLE, new work goes to the other devices, and
+// BackendOptions::on_device_unhealthy tells the server.
 #pragma once
 
 #include <atomic>
@@ -39,14 +42,33 @@ class CudaBackend final : public Backend {
   std::string NvrtcVersion() const override { return KernelCache::NvrtcVersion(); }
 
  private:
-  CudaBackend(std::vector<std::unique_ptr<DeviceContext>> devices, CompletionQueue* completions);
+  CudaBackend(std::vector<std::unique_ptr<DeviceContext>> devices, CompletionQueue* completions,
+              const BackendOptions& options);
 
-  // Round-robin over the devices.
-  DeviceContext* NextDevice() { return devices_[next_device_.fetch_add(1) % devices_.size()].get(); }
+  // The healthy device with the least load (DeviceContext::load); ties go round-robin. With
+  // `model`, only devices holding it count. Null when there is none.
+  DeviceContext* PickDevice(const dense::LoadedModel* model = nullptr);
+  // Runs one batch of `Op` on a picked device (see RunOnStream in the .cc).
+  template <typename Op>
+  void Run(std::shared_ptr<const typename Op::Batch> batch, DeviceContext* device,
+           std::function<void(absl::StatusOr<std::vector<typename Op::Result>>)> done);
+  // After error `err` on `device`'s stream: a sticky one marks the device unhealthy (and tells
+  // the listener). Returns what the batch's callers get: UNAVAILABLE for a lost device, else
+  // the error as a status. Public for the stream callback.
+ public:
+  absl::Status OnStreamError(DeviceContext* device, cudaError_t err, const char* what);
+  // Where a model of `stored_bytes` goes: every healthy device (replicate_models) or the one
+  // with the most free memory; RESOURCE_EXHAUSTED when it does not fit there.
+  absl::StatusOr<std::vector<DeviceContext*>> ModelDevices(int64_t stored_bytes) const;
+ private:
+  // Fault injection: true when this batch on `device` is the one to trap after.
+  bool InjectFaultNow(const DeviceContext& device);
 
   std::vector<std::unique_ptr<DeviceContext>> devices_;
   CompletionQueue* const completions_;
+  const BackendOptions options_;
   std::atomic<uint64_t> next_device_{0};
+  std::atomic<int64_t> injected_batches_{0};  // batches seen on options_.inject_fault_device
 };
 
 }  // namespace gpucompute

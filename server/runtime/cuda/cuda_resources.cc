@@ -30,6 +30,29 @@ absl::Status CudaErrorStatus(cudaError_t err, const char* expr, const char* file
   return absl::InternalError(message);
 }
 
+bool IsStickyCudaError(cudaError_t err) {
+  switch (err) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorNvlinkUncorrectable:
+    case cudaErrorContextIsDestroyed:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorDeviceUninitialized:
+    case cudaErrorUnknown:
+      return true;
+    default:
+      return false;
+  }
+}
+
 absl::Status NvrtcErrorStatus(nvrtcResult err, const char* expr, const char* file, int line) {
   return absl::InternalError(absl::StrCat(nvrtcGetErrorString(err), " in ", expr, " at ",
                                           SourceBasename(file), ":", line));

@@ -19,6 +19,12 @@ const char* SourceBasename(const char* file);
 
 // INTERNAL status naming the call, file, line and cudaGetErrorName/String.
 absl::Status CudaErrorStatus(cudaError_t err, const char* expr, const char* file, int line);
+
+// True for the errors that leave the CUDA context unusable ("sticky": every later call on the
+// device fails the same way until the process exits), e.g. an illegal address or a trap in a
+// kernel, an uncorrectable ECC error; false for errors confined to one call (out of memory,
+// an invalid argument).
+bool IsStickyCudaError(cudaError_t err);
 absl::Status NvrtcErrorStatus(nvrtcResult err, const char* expr, const char* file, int line);
 
 }  // namespace gpucompute

@@ -136,11 +136,32 @@ absl::Status DeviceContext::MakeCurrent() const {
 }
 
 StreamSlot* DeviceContext::AcquireSlot() {
+  load_.fetch_add(1, std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(this, &DeviceContext::HasFreeSlot));
+  mu_.Await(absl::Condition(this, &DeviceContext::SlotOrUnhealthy));
+  if (!healthy()) {
+    load_.fetch_sub(1, std::memory_order_relaxed);
+    return nullptr;
+  }
   StreamSlot* slot = free_slots_.back();
   free_slots_.pop_back();
   return slot;
+}
+
+absl::Status DeviceContext::health() const {
+  if (healthy()) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  return unhealthy_cause_;
+}
+
+bool DeviceContext::MarkUnhealthy(const absl::Status& cause) {
+  absl::MutexLock lock(&mu_);
+  if (!healthy()) return false;
+  unhealthy_cause_ = absl::UnavailableError(
+      absl::StrCat("GPU ", options_.device, " is unhealthy after a device fault (",
+                   cause.message(), "); the server must be restarted, other devices or replicas keep serving"));
+  healthy_.store(false, std::memory_order_release);
+  return true;
 }
 
 void DeviceContext::ReleaseSlot(StreamSlot* slot) {
@@ -155,6 +176,7 @@ void DeviceContext::ReleaseSlot(StreamSlot* slot) {
     return;
   }
   free_slots_.push_back(slot);
+  load_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 }  // namespace gpucompute

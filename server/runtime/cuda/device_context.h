@@ -3,6 +3,7 @@
 // except pinned staging growth, which happens only when a batch is larger than any before.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -68,16 +69,32 @@ class DeviceContext {
   // Makes this device current on the calling thread.
   absl::Status MakeCurrent() const;
 
-  // Blocks until a slot is free and lends it (never null). Thread-safe.
+  // Blocks until a slot is free and lends it. Null when the device is (or becomes, while the
+  // caller waits) unhealthy: the caller then fails its work with health(). Thread-safe.
   StreamSlot* AcquireSlot();
   // Returns a slot once all work enqueued on it has finished. Thread-safe, no CUDA call: may
   // run on a completion thread. A slot that is not lent (double release, foreign pointer) is
   // logged and ignored.
   void ReleaseSlot(StreamSlot* slot);
 
+  // Work lent or waiting for a slot (AcquireSlot callers not yet released): what the backend
+  // balances devices by. Thread-safe, lock-free.
+  int load() const { return load_.load(std::memory_order_relaxed); }
+
+  // Health. A device turns unhealthy after a sticky CUDA error (its context is lost: every
+  // later call on it fails) and never turns healthy again; the process must be restarted.
+  bool healthy() const { return healthy_.load(std::memory_order_acquire); }
+  // OK while healthy; afterwards UNAVAILABLE naming the device and the error that broke it.
+  absl::Status health() const;
+  // Marks the device unhealthy with `cause` (first cause wins) and wakes every AcquireSlot
+  // waiter. Returns true for the call that changed the state. Thread-safe, no CUDA call.
+  bool MarkUnhealthy(const absl::Status& cause);
+
  private:
   explicit DeviceContext(const Options& options);
-  bool HasFreeSlot() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !free_slots_.empty(); }
+  bool SlotOrUnhealthy() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !free_slots_.empty() || !healthy();
+  }
 
   Options options_;
   DeviceDescription description_;
@@ -85,8 +102,11 @@ class DeviceContext {
   std::unique_ptr<KernelCache> kernels_;
   std::vector<std::unique_ptr<StreamSlot>> slots_;  // fixed once Create returns
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::vector<StreamSlot*> free_slots_ ABSL_GUARDED_BY(mu_);  // LIFO: reuse the warmest slot
+  absl::Status unhealthy_cause_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> healthy_{true};  // written under mu_, read without it
+  std::atomic<int> load_{0};
 };
 
 }  // namespace gpucompute

@@ -109,6 +109,58 @@ TEST(Scheduler, ExpiredAndCancelledJobsAreNotComputed) {
   EXPECT_EQ(scheduler.Stats().expired_before_dispatch, 2);
 }
 
+// The dispatcher blocks in the backend while every worker is busy; a queued request whose
+// deadline passes meanwhile is still answered at its deadline, not when the dispatcher is back.
+TEST(Scheduler, QueuedRequestFailsAtItsDeadlineWhileTheBackendIsBusy) {
+  CompletionQueue completions{1};
+  CpuBackend backend{1, &completions};  // one worker, two batches in flight at most
+  SchedulerOptions o;
+  o.max_batch_size = 1;
+  o.max_queue_delay = absl::Milliseconds(1);
+  PeriodogramScheduler scheduler(&backend, o);
+  std::mt19937_64 rng(8);
+  absl::Mutex mu;
+  absl::Time first_long_done = absl::InfiniteFuture();
+  std::atomic<int> remaining{4};
+  absl::Notification all_done;
+  for (int i = 0; i < 3; ++i) {  // two fill the backend, the third blocks the dispatcher
+    auto r = std::make_shared<periodogram::Request>();
+    r->dtype = periodogram::ComputeType::kFloat64;
+    auto series = periodogram::testing::RandomSeries(rng, 2000, 1.0, false);
+    series.grid.uniform = periodogram::UniformGrid{0.1, 0.001, 150000};
+    r->series.push_back(std::move(series));
+    PeriodogramScheduler::Job job;
+    job.request = r;
+    job.done = [&](auto result, const JobTimings&) {
+      EXPECT_TRUE(result.ok()) << result.status();
+      {
+        absl::MutexLock lock(&mu);
+        first_long_done = std::min(first_long_done, absl::Now());
+      }
+      if (remaining.fetch_sub(1) == 1) all_done.Notify();
+    };
+    ASSERT_TRUE(scheduler.Enqueue(std::move(job)).ok());
+  }
+  absl::SleepFor(absl::Milliseconds(20));  // the dispatcher is now blocked on the third
+  PeriodogramScheduler::Job late;
+  late.request = SmallRequest(rng, periodogram::ComputeType::kFloat64);
+  const absl::Time enqueued = absl::Now();
+  late.deadline = enqueued + absl::Milliseconds(50);
+  absl::StatusCode code = absl::StatusCode::kOk;
+  absl::Time late_done;
+  late.done = [&](auto result, const JobTimings&) {
+    code = result.status().code();
+    late_done = absl::Now();
+    if (remaining.fetch_sub(1) == 1) all_done.Notify();
+  };
+  ASSERT_TRUE(scheduler.Enqueue(std::move(late)).ok());
+  all_done.WaitForNotification();
+  EXPECT_EQ(code, absl::StatusCode::kDeadlineExceeded);
+  EXPECT_GE(late_done - enqueued, absl::Milliseconds(50));
+  absl::MutexLock lock(&mu);
+  EXPECT_LT(late_done, first_long_done) << "the expired request waited for the backend";
+}
+
 TEST(Scheduler, DifferentDtypesGoToDifferentBatches) {
   Harness h;
   SchedulerOptions o;

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Issue 6 on the GPU machine, from a device bundle (see README, "GPU machine"):
+#   source .device/env.sh; tests/bench/production_gpu.sh faults|multigpu|soak [seconds]
+# faults:   fault_injection_check.py: GPU out of memory on one GPU; a sticky fault on one GPU
+#           of one (CUDA_VISIBLE_DEVICES=0) and, with two GPUs, on the second of two.
+# multigpu: gpucompute-load on a compute-bound periodogram workload against a server that sees
+#           one GPU, then two; JSON lines and the ratio.
+# soak:     soak.py for the given seconds (default 600) on the GPUs it sees.
+# Results go under $OUT (or ./gpu-out).
+set -uo pipefail
+out=${OUT:-gpu-out}; mkdir -p "$out"
+bin=$(dirname "$(command -v gpucompute-server)")
+root=$(dirname "$bin")
+export PYTHONPATH="$root/python"
+what=${1:-faults}
+gpus=$(nvidia-smi -L | grep -c "^GPU ")
+nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv > "$out/nvidia-smi-$what.txt"
+status=0
+case "$what" in
+  faults)
+    CUDA_VISIBLE_DEVICES=0 python3 tests/python/gpu/fault_injection_check.py "$bin/gpucompute-server" \
+      "$out/faults.jsonl" all || status=1
+    if [ "$gpus" -ge 2 ]; then
+      CUDA_VISIBLE_DEVICES=0,1 python3 tests/python/gpu/fault_injection_check.py "$bin/gpucompute-server" \
+        "$out/faults.jsonl" sticky || status=1
+    fi
+    ;;
+  multigpu)
+    # Compute-bound: one float64 series of 16,384 samples x 65,536 frequencies per request
+    # (1.07e9 pairs, ~1.1 ms of kernel) with 0.4 MB in and 0.5 MB out.
+    for visible in 0 0,1; do
+      [ "$visible" = 0,1 ] && [ "$gpus" -lt 2 ] && break
+      rm -f /tmp/mg.port
+      CUDA_VISIBLE_DEVICES=$visible gpucompute-server --address=127.0.0.1:0 --port_file=/tmp/mg.port \
+        --backend=cuda --log_level=warn >> "$out/multigpu_server.log" 2>&1 &
+      spid=$!
+      for _ in $(seq 1 600); do [ -s /tmp/mg.port ] && break; sleep 0.1; done
+      gpucompute-load --target "127.0.0.1:$(cat /tmp/mg.port)" --op periodogram --samples 16384 \
+        --frequencies 65536 --series 1 --dtype float64 --concurrency 64 --channels 8 \
+        --duration 20s --warmup 3s --json 2> "$out/multigpu_load.err" \
+        | sed "s/^{/{\"visible_gpus\":\"$visible\",/" | tee -a "$out/multigpu.jsonl"
+      kill -TERM $spid; wait $spid
+    done
+    python3 - "$out/multigpu.jsonl" <<'EOF' | tee -a "$out/multigpu.jsonl"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{\"visible_gpus\"")]
+rate = {r["visible_gpus"]: r["figures"]["requests_per_s"] if "figures" in r else r["requests_per_s"] for r in rows}
+if "0" in rate and "0,1" in rate:
+    print(json.dumps({"summary": "two GPUs vs one", "one_gpu_rps": rate["0"], "two_gpu_rps": rate["0,1"],
+                      "ratio": rate["0,1"] / rate["0"], "target": 1.8}))
+EOF
+    ;;
+  soak)
+    python3 tests/bench/soak.py "$bin/gpucompute-server" "$bin/gpucompute-load" "${2:-600}" "$out" || status=1
+    ;;
+  *) echo "unknown: $what"; exit 2 ;;
+esac
+echo "production $what status $status"
+exit $status
