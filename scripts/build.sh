@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Configures and builds into build/ (CUDA backend when the CUDA Toolkit is found).
+# Configures (CMakePresets.json's `release` preset: build/, Release; CUDA backend when the CUDA
+# Toolkit is found) and builds. Extra arguments go to the configure step. CI and the
+# Dockerfile both build through here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${JOBS:-$(nproc)}
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=/usr/bin/python3 "$@"
+cmake --preset release "$@"
 cmake --build build -j "$jobs"

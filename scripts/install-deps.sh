@@ -11,6 +11,7 @@ packages=(
   libopenblas-dev liblapacke-dev
   nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
   python3 python3-grpcio python3-protobuf python3-numpy python3-scipy python3-astropy python3-pytest python3-matplotlib
+  python3-yaml python3-kubernetes
 )
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
