@@ -26,7 +26,10 @@ ABSL_FLAG(std::string, metrics_port_file, "",
 ABSL_FLAG(std::string, backend, "auto", "auto | cuda | cpu (auto: CUDA if a device is visible)");
 ABSL_FLAG(int, streams, 4, "CUDA streams per device");
 ABSL_FLAG(std::string, kernel_cache_dir, "",
-          "on-disk NVRTC kernel cache (default: $XDG_CACHE_HOME or ~/.cache /gpucompute/kernels)");
+          "on-disk NVRTC kernel cache (default: $XDG_CACHE_HOME or ~/.cache /gpucompute/kernels); "
+          "an absolute path without '..', created 0700 if missing, not a symlink, owned by the "
+          "server's user and not group/world-writable; otherwise a warning is logged and kernels "
+          "are cached in memory only");
 ABSL_FLAG(int, max_batch_size, 64, "most requests coalesced into one launch");
 ABSL_FLAG(int64_t, max_queue_delay_us, 200, "longest a request waits for its batch to fill (µs)");
 ABSL_FLAG(int, max_queue_depth, 1024, "queued requests before RESOURCE_EXHAUSTED");

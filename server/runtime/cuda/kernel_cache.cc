@@ -1,25 +1,18 @@
 // The NVRTC kernel cache: SHA-256 keys, in-memory entries with once-per-key builds, an
-// on-disk CUBIN directory written atomically, and libraries loaded through the CUDA runtime.
+// on-disk directory of verified CUBINs (KernelCacheDir), and libraries loaded through the CUDA
+// runtime.
 #include "server/runtime/cuda/kernel_cache.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <chrono>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string_view>
-#include <system_error>
 
 #include <nvrtc.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/common/status_macros.h"
+#include "server/runtime/kernel_cache_dir.h"
 #include "server/runtime/cuda/cuda_resources.h"
 #include "spdlog/spdlog.h"
 
@@ -29,105 +22,6 @@ namespace {
 // Bump when anything the key does not cover changes what Compile produces (e.g. the options
 // the cache adds), so that old disk entries are no longer found.
 constexpr std::string_view kKeyFormat = "gpucompute-kernel-cache-v1;default:-std=c++17";
-
-// SHA-256 (FIPS 180-4). The key must be the same in every process and build (it names files
-// shared across restarts and replicas), which rules out absl::Hash; a standard digest also
-// makes accidental collisions between kernel variants a non-issue.
-class Sha256 {
- public:
-  void Update(const void* data, size_t n) {
-    const auto* p = static_cast<const uint8_t*>(data);
-    total_bytes_ += n;
-    if (buffered_ > 0) {
-      size_t take = std::min(n, sizeof(buffer_) - buffered_);
-      std::memcpy(buffer_ + buffered_, p, take);
-      buffered_ += take;
-      p += take;
-      n -= take;
-      if (buffered_ < sizeof(buffer_)) return;
-      Block(buffer_);
-      buffered_ = 0;
-    }
-    for (; n >= 64; p += 64, n -= 64) Block(p);
-    std::memcpy(buffer_, p, n);
-    buffered_ = n;
-  }
-
-  std::array<uint8_t, 32> Finish() {
-    const uint64_t bits = total_bytes_ * 8;
-    const uint8_t pad = 0x80;
-    Update(&pad, 1);
-    const uint8_t zero = 0;
-    while (buffered_ != 56) Update(&zero, 1);
-    uint8_t length[8];
-    for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(bits >> (56 - 8 * i));
-    Update(length, 8);
-    std::array<uint8_t, 32> digest;
-    for (int i = 0; i < 8; ++i) {
-      for (int j = 0; j < 4; ++j) digest[4 * i + j] = static_cast<uint8_t>(h_[i] >> (24 - 8 * j));
-    }
-    return digest;
-  }
-
- private:
-  static uint32_t Rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-  void Block(const uint8_t* p) {
-    static constexpr uint32_t kK[64] = {
-        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
-        0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
-        0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
-        0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
-        0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
-        0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
-        0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
-        0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
-        0xc67178f2};
-    uint32_t w[64];
-    for (int i = 0; i < 16; ++i) {
-      w[i] = (uint32_t{p[4 * i]} << 24) | (uint32_t{p[4 * i + 1]} << 16) |
-             (uint32_t{p[4 * i + 2]} << 8) | uint32_t{p[4 * i + 3]};
-    }
-    for (int i = 16; i < 64; ++i) {
-      uint32_t s0 = Rotr(w[i - 15], 7) ^ Rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-      uint32_t s1 = Rotr(w[i - 2], 17) ^ Rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-      w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3];
-    uint32_t e = h_[4], f = h_[5], g = h_[6], h = h_[7];
-    for (int i = 0; i < 64; ++i) {
-      uint32_t s1 = Rotr(e, 6) ^ Rotr(e, 11) ^ Rotr(e, 25);
-      uint32_t ch = (e & f) ^ (~e & g);
-      uint32_t t1 = h + s1 + ch + kK[i] + w[i];
-      uint32_t s0 = Rotr(a, 2) ^ Rotr(a, 13) ^ Rotr(a, 22);
-      uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
-      uint32_t t2 = s0 + maj;
-      h = g;
-      g = f;
-      f = e;
-      e = d + t1;
-      d = c;
-      c = b;
-      b = a;
-      a = t1 + t2;
-    }
-    h_[0] += a;
-    h_[1] += b;
-    h_[2] += c;
-    h_[3] += d;
-    h_[4] += e;
-    h_[5] += f;
-    h_[6] += g;
-    h_[7] += h;
-  }
-
-  uint32_t h_[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  uint8_t buffer_[64];
-  size_t buffered_ = 0;
-  uint64_t total_bytes_ = 0;
-};
 
 // Each field is length-prefixed so that no two different specs hash the same bytes (source
 // "ab" + option "c" vs source "a" + option "bc").
@@ -241,29 +135,33 @@ absl::StatusOr<std::unique_ptr<KernelCache>> KernelCache::Create(int device, int
                  target, ptx ? " (PTX, JIT-compiled by the driver)" : "");
   }
 
+  // A bad directory costs warm starts, not correctness: warn and run from memory.
+  std::unique_ptr<KernelCacheDir> disk;
   if (!disk_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(disk_dir, ec);
-    if (ec || !std::filesystem::is_directory(disk_dir, ec)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot create kernel cache directory ", disk_dir, ": ",
-                       ec ? ec.message() : "not a directory"));
+    absl::StatusOr<KernelCacheDir> opened = KernelCacheDir::Open(disk_dir);
+    if (opened.ok()) {
+      disk = std::make_unique<KernelCacheDir>(std::move(opened).value());
+    } else {
+      spdlog::warn("kernel cache: not using {} on disk ({}); kernels are kept in memory only "
+                   "and compiled again at every start",
+                   disk_dir, opened.status().ToString());
+      disk_dir.clear();
     }
   }
   spdlog::info("kernel cache: device {} target {} NVRTC {} directory {}", device, target,
                NvrtcVersion(), disk_dir.empty() ? "(memory only)" : disk_dir);
-  return std::unique_ptr<KernelCache>(
-      new KernelCache(device, arch, std::move(target), ptx, std::move(disk_dir)));
+  return std::unique_ptr<KernelCache>(new KernelCache(device, arch, std::move(target), ptx,
+                                                      std::move(disk), std::move(disk_dir)));
 }
 
 KernelCache::KernelCache(int device, int arch, std::string target, bool ptx,
-                         std::string disk_dir)
+                         std::unique_ptr<KernelCacheDir> disk, std::string directory)
     : device_(device),
       arch_(arch),
       target_(std::move(target)),
       ptx_(ptx),
-      disk_dir_(std::move(disk_dir)) {
-  stats_.directory = disk_dir_;
+      disk_(std::move(disk)) {
+  stats_.directory = std::move(directory);
 }
 
 KernelCache::~KernelCache() {
@@ -309,16 +207,10 @@ std::string KernelCache::Key(const KernelSpec& spec) const {
   AddField(sha, absl::StrCat("options:", spec.options.size()));
   for (const std::string& option : spec.options) AddField(sha, option);
 
-  // 128 bits of the digest: plenty against accidental collisions, and short file names.
-  const std::array<uint8_t, 32> digest = sha.Finish();
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string key;
-  key.reserve(32);
-  for (int i = 0; i < 16; ++i) {
-    key.push_back(kHex[digest[i] >> 4]);
-    key.push_back(kHex[digest[i] & 0xf]);
-  }
-  return key;
+  // 128 bits of the digest: plenty against accidental collisions, and short file names. The
+  // key is also stored inside the file, so a file renamed or copied to another key's name is
+  // refused on reading.
+  return HexDigest(sha.Finish(), 16);
 }
 
 absl::StatusOr<cudaKernel_t> KernelCache::GetTagged(const std::string& tag,
@@ -403,24 +295,26 @@ absl::Status KernelCache::Build(const KernelSpec& spec, const std::string& key, 
   *compile_ms = 0;
   entry->label = spec.label.empty() ? spec.kernel_name : spec.label;
 
-  if (!disk_dir_.empty()) {
-    const std::string path = DiskPath(key);
-    std::ifstream in(path, std::ios::binary);
-    if (in) {
-      std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (!in.bad() && !image.empty()) {
-        entry->image = std::move(image);
-        absl::Status loaded = Load(spec, entry);
-        if (loaded.ok()) {
-          *from_disk = true;
-          spdlog::debug("kernel cache: {} key {} loaded from {}", entry->label,
-                        key.substr(0, 12), path);
-          return absl::OkStatus();
-        }
-        // A truncated or foreign file: rebuild it (and overwrite it below).
-        spdlog::warn("kernel cache: ignoring {}: {}", path, loaded.ToString());
-        entry->image.clear();
+  if (disk_ != nullptr) {
+    // Only an image that passed the file checks (magic, key, size, SHA-256) reaches the
+    // loader; anything else is rebuilt and overwritten below.
+    absl::StatusOr<std::string> image = disk_->Read(key, DiskSuffix());
+    if (image.ok() && !image->empty()) {
+      entry->image = *std::move(image);
+      absl::Status loaded = Load(spec, entry);
+      if (loaded.ok()) {
+        *from_disk = true;
+        spdlog::debug("kernel cache: {} key {} loaded from {}", entry->label, key.substr(0, 12),
+                      disk_->FilePath(key, DiskSuffix()));
+        return absl::OkStatus();
       }
+      // Intact but not loadable here (e.g. written by another driver): rebuild it.
+      spdlog::warn("kernel cache: ignoring {}: {}", disk_->FilePath(key, DiskSuffix()),
+                   loaded.ToString());
+      entry->image.clear();
+    } else if (!image.ok() && !absl::IsNotFound(image.status())) {
+      spdlog::warn("kernel cache: ignoring a cached file for {}: {}; compiling it again",
+                   entry->label, image.status().ToString());
     }
   }
 
@@ -432,7 +326,7 @@ absl::Status KernelCache::Build(const KernelSpec& spec, const std::string& key, 
                key.substr(0, 12), target_, arch_, *compile_ms);
   // Load before saving, so that only an image that loads is ever written to disk.
   RETURN_IF_ERROR(Load(spec, entry));
-  if (!disk_dir_.empty()) WriteToDisk(key, entry->image);
+  if (disk_ != nullptr) WriteToDisk(key, entry->image);
   return absl::OkStatus();
 }
 
@@ -524,33 +418,10 @@ absl::Status KernelCache::Load(const KernelSpec& spec, Entry* entry) const {
   return absl::OkStatus();
 }
 
-std::string KernelCache::DiskPath(const std::string& key) const {
-  return absl::StrCat(disk_dir_, "/", key, ptx_ ? ".ptx" : ".cubin");
-}
-
 void KernelCache::WriteToDisk(const std::string& key, const std::string& image) const {
-  // Write a private temporary and rename it into place: readers (this process or another
-  // replica sharing the directory) see either no file or a whole one.
-  static std::atomic<uint64_t> counter{0};
-  const std::string path = DiskPath(key);
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid(), ".", counter.fetch_add(1));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(image.data(), static_cast<std::streamsize>(image.size()));
-    out.close();
-    if (!out) {
-      spdlog::warn("kernel cache: cannot write {}", tmp);
-      std::error_code ignored;
-      std::filesystem::remove(tmp, ignored);
-      return;
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    spdlog::warn("kernel cache: cannot rename {} to {}: {}", tmp, path, ec.message());
-    std::filesystem::remove(tmp, ec);
-  }
+  // A failed write costs the next start a compile, nothing more.
+  absl::Status written = disk_->Write(key, DiskSuffix(), image);
+  if (!written.ok()) spdlog::warn("kernel cache: not saved to disk: {}", written.ToString());
 }
 
 KernelCacheStats KernelCache::Stats() const {

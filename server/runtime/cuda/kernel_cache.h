@@ -1,7 +1,8 @@
 // Kernel cache in four verbs: build (NVRTC -> CUBIN for the device's own architecture), load
 // (cudaLibraryLoadData), launch (the caller, via cudaLaunchKernel on the returned handle),
 // release (destructor). Keyed by a hash of source + headers + options + architecture + NVRTC
-// version; kept in memory and, when a directory is given, on disk for warm starts.
+// version; kept in memory and, when a directory is given, on disk for warm starts (the
+// directory rules and file format are in server/runtime/kernel_cache_dir.h).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/runtime/backend.h"
+#include "server/runtime/kernel_cache_dir.h"
 
 namespace gpucompute {
 
@@ -37,21 +39,27 @@ struct KernelSpec {
 class KernelCache {
  public:
   // `arch` is 10 * major + minor (e.g. 90). `disk_dir` may be empty (memory only); it is
-  // created when missing (an error when it cannot be). Makes no CUDA runtime call, so it (and
-  // Key) work without a device; Get needs one. When NVRTC cannot target sm_<arch> itself, the
-  // cache compiles for the nearest older architecture of the same major version (CUBIN is
-  // binary compatible upwards within a major), or, for a device newer than NVRTC knows, to
-  // PTX for the newest architecture it does know, which the driver JIT-compiles on load.
+  // created 0700 when missing. A directory that cannot be used (KernelCacheDir::Open: not
+  // absolute, "..", a symlink, not ours, writable by others, cannot be created) is not an
+  // error: it is logged as a warning and the cache keeps kernels in memory only
+  // (Stats().directory is then empty), because the disk only saves compile time at start-up.
+  // Makes no CUDA runtime call, so it (and Key) work without a device; Get needs one. When
+  // NVRTC cannot target sm_<arch> itself, the cache compiles for the nearest older
+  // architecture of the same major version (CUBIN is binary compatible upwards within a
+  // major), or, for a device newer than NVRTC knows, to PTX for the newest architecture it
+  // does know, which the driver JIT-compiles on load.
   static absl::StatusOr<std::unique_ptr<KernelCache>> Create(int device, int arch,
                                                              std::string disk_dir);
   ~KernelCache();  // unloads every library (logs, never throws)
   KernelCache(const KernelCache&) = delete;
   KernelCache& operator=(const KernelCache&) = delete;
 
-  // Thread-safe. Memory hit: returns at once. Miss: loads the CUBIN from disk if present,
-  // else compiles it with NVRTC (logging the compile time) and writes it to disk. A compile
-  // error is INTERNAL with NVRTC's log. The handle stays valid for the cache's lifetime;
-  // launch it with cudaLaunchKernel(reinterpret_cast<const void*>(kernel), ...).
+  // Thread-safe. Memory hit: returns at once. Miss: loads the CUBIN from disk if a file there
+  // passes KernelCacheDir's checks (a file that fails them is logged, never loaded, and
+  // overwritten), else compiles it with NVRTC (logging the compile time) and writes it to
+  // disk. A compile error is INTERNAL with NVRTC's log. The handle stays valid for the
+  // cache's lifetime; launch it with cudaLaunchKernel(reinterpret_cast<const void*>(kernel),
+  // ...).
   // Concurrent Gets of one missing key build it once: the others wait for that build (and
   // count as hits); a failed build is retried by the next Get that arrives after it. Builds
   // of different keys run in parallel and never block hits. Makes device_ current on the
@@ -79,7 +87,8 @@ class KernelCache {
 
  private:
   struct Entry;
-  KernelCache(int device, int arch, std::string target, bool ptx, std::string disk_dir);
+  KernelCache(int device, int arch, std::string target, bool ptx,
+              std::unique_ptr<KernelCacheDir> disk, std::string directory);
 
   // Fills `entry` (image, library, kernel) from disk or by compiling; runs without mu_ held,
   // while `entry` is still marked building, so no other thread reads those fields.
@@ -88,13 +97,13 @@ class KernelCache {
   absl::StatusOr<std::string> Compile(const KernelSpec& spec) const;
   absl::Status Load(const KernelSpec& spec, Entry* entry) const;
   void WriteToDisk(const std::string& key, const std::string& image) const;
-  std::string DiskPath(const std::string& key) const;
+  const char* DiskSuffix() const { return ptx_ ? ".ptx" : ".cubin"; }
 
   const int device_;
   const int arch_;
   const std::string target_;  // sm_XX or compute_XX
   const bool ptx_;            // target_ is a virtual architecture: the image is PTX
-  const std::string disk_dir_;
+  const std::unique_ptr<KernelCacheDir> disk_;  // null: memory only
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<Entry>> entries_ ABSL_GUARDED_BY(mu_);
   KernelCacheStats stats_ ABSL_GUARDED_BY(mu_);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -194,11 +195,19 @@ TEST_F(KernelCacheTest, CreatesDirectoryAndReportsIt) {
   EXPECT_EQ(stats.entries, 0);
   EXPECT_EQ(stats.misses, 0);
 
-  // A path that is a file cannot be the directory.
+  // A directory that cannot be used (a file, a relative path, one writable by others) is
+  // not an error: the cache runs from memory and reports no directory.
   const std::string file = dir_ + "/file";
   std::ofstream(file) << "x";
-  EXPECT_EQ(KernelCache::Create(0, 90, file).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  const std::string open = dir_ + "/open";
+  ASSERT_TRUE(std::filesystem::create_directory(open));
+  std::filesystem::permissions(open, std::filesystem::perms::all);
+  for (const std::string& bad : {file, std::string("relative/kc"), open}) {
+    auto memory_only = KernelCache::Create(0, 90, bad);
+    ASSERT_TRUE(memory_only.ok()) << bad << ": " << memory_only.status();
+    EXPECT_EQ((*memory_only)->Stats().directory, "") << bad;
+  }
+  EXPECT_FALSE(std::filesystem::exists("relative"));
 }
 
 TEST_F(KernelCacheTest, RejectsBadSpecsBeforeTouchingTheDevice) {
@@ -303,6 +312,42 @@ TEST_F(KernelCacheTest, CorruptDiskFileIsRebuiltAndReplaced) {
     EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
   }
   EXPECT_EQ(files, 1);
+}
+
+TEST_F(KernelCacheTest, DiskFileFailingItsChecksIsNeverLoaded) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const int arch = DeviceArch(0);
+  std::string path;
+  {
+    auto first = KernelCache::Create(0, arch, dir_);
+    ASSERT_TRUE(first.ok()) << first.status();
+    ASSERT_TRUE((*first)->Get(SaxpySpec()).ok());
+    path = dir_ + "/" + (*first)->Key(SaxpySpec()) +
+           ((*first)->target().rfind("sm_", 0) == 0 ? ".cubin" : ".ptx");
+  }
+  // Flip one byte of the image: the checksum refuses the file, the kernel is compiled again
+  // and the file rewritten, and the next cache loads the good copy.
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ASSERT_GT(bytes.size(), KernelCacheDir::kHeaderBytes);
+  bytes[KernelCacheDir::kHeaderBytes + (bytes.size() - KernelCacheDir::kHeaderBytes) / 2] ^= 1;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  {
+    auto cache = KernelCache::Create(0, arch, dir_);
+    ASSERT_TRUE(cache.ok()) << cache.status();
+    auto kernel = (*cache)->Get(SaxpySpec());
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    EXPECT_EQ((*cache)->Stats().disk_hits, 0);
+    EXPECT_GT((*cache)->Stats().compile_ms_total, 0);
+    ExpectSaxpyWorks(*kernel, 100);
+  }
+  auto cache = KernelCache::Create(0, arch, dir_);
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  ASSERT_TRUE((*cache)->Get(SaxpySpec()).ok());
+  EXPECT_EQ((*cache)->Stats().disk_hits, 1);
 }
 
 TEST_F(KernelCacheTest, CompileErrorIsInternalWithNvrtcLog) {
