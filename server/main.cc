@@ -82,6 +82,10 @@ ABSL_FLAG(std::string, log_level, "info", "trace | debug | info | warn | error")
 ABSL_FLAG(bool, replicate_models, false,
           "with several GPUs, load every dense model on each of them (default: on the one with the "
           "most free memory)");
+ABSL_FLAG(int64_t, grpc_memory_quota_bytes, 0,
+          "memory gRPC may hold for calls in all (a ResourceQuota: past it, windows shrink and "
+          "new calls are refused); 0: half of the host's physical memory");
+ABSL_FLAG(int, max_concurrent_streams, 1024, "concurrent calls per client connection");
 ABSL_FLAG(double, shutdown_grace_s, 30,
           "on SIGTERM, how long in-flight calls may take to finish before they are cancelled (s)");
 ABSL_FLAG(int, inject_sticky_fault_device, -1,
@@ -135,6 +139,8 @@ int main(int argc, char** argv) {
   config.backend.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   config.backend.debug_sync = absl::GetFlag(FLAGS_debug_sync);
   config.backend.replicate_models = absl::GetFlag(FLAGS_replicate_models);
+  config.grpc_memory_quota_bytes = absl::GetFlag(FLAGS_grpc_memory_quota_bytes);
+  config.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
   config.backend.inject_fault_device = absl::GetFlag(FLAGS_inject_sticky_fault_device);
   config.backend.inject_fault_after_batches = absl::GetFlag(FLAGS_inject_sticky_fault_after_batches);
   config.scheduler.max_batch_size = std::max(1, absl::GetFlag(FLAGS_max_batch_size));

@@ -1,10 +1,13 @@
 // Server assembly (see server.h).
 #include "server/service/server.h"
 
+#include <unistd.h>
+
 #include <chrono>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
@@ -87,6 +90,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   builder.AddListeningPort(config.address, grpc::InsecureServerCredentials(), &s->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(config.limits.max_request_bytes, INT32_MAX)));
   builder.SetMaxSendMessageSize(static_cast<int>(std::min<int64_t>(config.limits.max_response_bytes, INT32_MAX)));
+  // Bounds what clients can make gRPC allocate: per connection by the number of concurrent
+  // calls, in all by the quota.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, std::max(1, config.max_concurrent_streams));
+  int64_t quota_bytes = config.grpc_memory_quota_bytes;
+  if (quota_bytes <= 0) quota_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / 2;
+  grpc::ResourceQuota quota("gpucompute-server");
+  quota.Resize(static_cast<size_t>(quota_bytes));
+  builder.SetResourceQuota(quota);
   for (const auto& [key, value] : config.grpc_args) {
     if (int number = 0; absl::SimpleAtoi(value, &number)) {
       builder.AddChannelArgument(key, number);

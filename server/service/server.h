@@ -61,6 +61,11 @@ struct ServerConfig {
   // Extra gRPC channel arguments of the listening server (key, value); a value that parses as
   // an integer is passed as one (e.g. "grpc.http2.lookahead_bytes", "16777216").
   std::vector<std::pair<std::string, std::string>> grpc_args;
+  // Memory gRPC itself may hold for calls (message buffers, transport): a ResourceQuota.
+  // 0: half of the host's physical memory. Past it gRPC shrinks flow-control windows and
+  // refuses new calls rather than allocating more.
+  int64_t grpc_memory_quota_bytes = 0;
+  int max_concurrent_streams = 1024;  // concurrent calls per connection (HTTP/2 streams)
   TensorStoreOptions tensors;        // resident tensors: quotas, idle expiry
   bool allow_shared_memory = false;  // RegisterSharedMemory (clients on the same node)
 };

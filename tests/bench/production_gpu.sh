@@ -37,7 +37,7 @@ case "$what" in
       for _ in $(seq 1 600); do [ -s /tmp/mg.port ] && break; sleep 0.1; done
       gpucompute-load --target "127.0.0.1:$(cat /tmp/mg.port)" --op periodogram --samples 16384 \
         --frequencies 65536 --series 1 --dtype float64 --concurrency 64 --channels 8 \
-        --duration 20s --warmup 3s --json 2> "$out/multigpu_load.err" \
+        --duration 20s --warmup 3s --json /dev/stdout 2> "$out/multigpu_load.err" \
         | sed "s/^{/{\"visible_gpus\":\"$visible\",/" | tee -a "$out/multigpu.jsonl"
       kill -TERM $spid; wait $spid
     done

@@ -169,7 +169,7 @@ def main():
     common = ["--target", target, "--op", "mix", "--mix", "periodogram:3,dense:3,assimilate:1,echo:1",
               "--samples", "1000", "--frequencies", "20000", "--rows", "16", "--in", "1024", "--out", "1024",
               "--n", "4000", "--m", "400", "--members", "32", "--bytes", "1Mi",
-              "--duration", f"{int(seconds)}s", "--warmup", "0s", "--timeout", "30s", "--json"]
+              "--duration", f"{int(seconds)}s", "--warmup", "0s", "--timeout", "30s", "--json", "/dev/stdout"]
     loads = []
     for name, extra in (("unary", ["--mode", "unary", "--concurrency", "32", "--input", "inline"]),
                         ("stream", ["--mode", "stream", "--concurrency", "64", "--input", "handle",

@@ -139,10 +139,23 @@ void CudaBackend::Run(std::shared_ptr<const typename Op::Batch> batch, DeviceCon
 absl::Status CudaBackend::OnStreamError(DeviceContext* device, cudaError_t err, const char* what) {
   absl::Status status = CudaErrorStatus(err, what, __FILE__, __LINE__);
   if (!IsStickyCudaError(err)) return status;
-  if (device->MarkUnhealthy(status)) {
-    spdlog::critical("device {}: {}; marked unhealthy, new work goes to the other devices",
-                     device->device(), status.ToString());
-    if (options_.on_device_unhealthy) options_.on_device_unhealthy(device->device(), status);
+  // CUDA's rule for sticky errors is per process, not per device: measured on the 2 x H200
+  // machine, a trap on GPU 1 made the next batch on GPU 0 fail the same way and every later
+  // call (cudaFreeHost included) too. So a fault on one GPU ends CUDA for every GPU of the
+  // process; all are marked at once so that no request is sent to a lost device, and the
+  // server reports NOT_SERVING for a restart. Isolation between GPUs needs one process per
+  // GPU (the one-GPU-per-pod deployment).
+  for (const auto& d : devices_) {
+    const absl::Status cause =
+        d.get() == device
+            ? status
+            : absl::UnavailableError(absl::StrCat("a sticky CUDA error on GPU ", device->device(),
+                                                  " ends CUDA for the whole process: ",
+                                                  status.message()));
+    if (d->MarkUnhealthy(cause)) {
+      spdlog::critical("device {}: {}; marked unhealthy", d->device(), cause.ToString());
+      if (options_.on_device_unhealthy) options_.on_device_unhealthy(d->device(), cause);
+    }
   }
   return device->health();
 }

@@ -2,9 +2,9 @@
 // device (for dense, among those holding the model) and to a free stream slot on it.
 // Completion: a stream callback posts to the completion queue (the callback itself makes no
 // CUDA call; unlike cudaLaunchHostFunc it also runs after a device fault, so calls get an
-// error instead of waiting forever). A sticky CUDA error marks its device unhealthy: work on
-// it fails with UNAVAILABLE, new work goes to the other devices, and
-// BackendOptions::on_device_unhealthy tells the server.
+// error instead of waiting forever). A sticky CUDA error marks the devices unhealthy (every
+// one: CUDA loses its state for the whole process, see OnStreamError): work fails with
+// UNAVAILABLE and BackendOptions::on_device_unhealthy tells the server.
 #pragma once
 
 #include <atomic>
@@ -52,8 +52,8 @@ class CudaBackend final : public Backend {
   template <typename Op>
   void Run(std::shared_ptr<const typename Op::Batch> batch, DeviceContext* device,
            std::function<void(absl::StatusOr<std::vector<typename Op::Result>>)> done);
-  // After error `err` on `device`'s stream: a sticky one marks the device unhealthy (and tells
-  // the listener). Returns what the batch's callers get: UNAVAILABLE for a lost device, else
+  // After error `err` on `device`'s stream: a sticky one marks every device unhealthy (and
+  // tells the listener). Returns what the batch's callers get: UNAVAILABLE for a lost device, else
   // the error as a status. Public for the stream callback.
  public:
   absl::Status OnStreamError(DeviceContext* device, cudaError_t err, const char* what);
