@@ -42,16 +42,24 @@ float BFloat16ToFloat(uint16_t v) {
 }
 
 // IEEE binary16 through the compiler's _Float16 (GCC >= 12 on x86-64 and AArch64): its
-// conversions round to nearest even and handle subnormals, infinities and NaN.
+// conversions round to nearest even and handle subnormals, infinities and NaN. Clang before 15
+// (Debian 12's, the fuzz build) has no _Float16 on x86-64; its __fp16 converts the same way
+// (compiler-rt's builtins, which that build links).
+#if defined(__clang__) && __clang_major__ < 15
+using Half = __fp16;
+#else
+using Half = _Float16;
+#endif
+
 uint16_t FloatToHalf(float v) {
-  const _Float16 h = static_cast<_Float16>(v);
+  const Half h = static_cast<Half>(v);
   uint16_t u;
   std::memcpy(&u, &h, 2);
   return u;
 }
 
 float HalfToFloat(uint16_t v) {
-  _Float16 h;
+  Half h;
   std::memcpy(&h, &v, 2);
   return static_cast<float>(h);
 }

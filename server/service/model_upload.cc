@@ -1,6 +1,7 @@
 // Model assembly from a LoadModel stream (see model_upload.h).
 #include "server/service/model_upload.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/status/status.h"
@@ -171,7 +172,14 @@ absl::Status ModelUpload::Add(const v1::TensorChunk& chunk) {
     return absl::InvalidArgumentError(absl::StrCat("chunk for ", p.field, " goes past the tensor's ", total,
                                                    " bytes (", received, " + ", chunk.data().size(), ")"));
   }
-  if (p.bytes.empty()) p.bytes.reserve(static_cast<size_t>(total));
+  // Memory follows the bytes that arrived, not the header's word: reserving the declared size
+  // at the first chunk let a few bytes of stream claim up to max_model_bytes (times 4 for a
+  // float64 wire into a float16 model) at once. Doubling, capped at the declared size.
+  const int64_t needed = received + static_cast<int64_t>(chunk.data().size());
+  if (needed > static_cast<int64_t>(p.bytes.capacity())) {
+    p.bytes.reserve(static_cast<size_t>(
+        std::min(total, std::max(needed, 2 * static_cast<int64_t>(p.bytes.capacity())))));
+  }
   p.bytes.append(chunk.data());
   return absl::OkStatus();
 }

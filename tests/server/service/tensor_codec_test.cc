@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -233,6 +234,30 @@ TEST_F(TensorCodecTest, EchoFromARegionIntoItself) {
   // The destination overlaps the source exactly: nothing to copy, and nothing corrupted.
   ASSERT_TRUE(PlaceOutputs(Context(), p, {OutputTensor{&out, &source}}).ok());
   EXPECT_EQ(std::string(region_->data(), 10), "0123456789");
+}
+
+// A length near INT64_MAX used to overflow offset + length while the error message was built
+// (UBSan, in tests/fuzz/request_fuzzer).
+TEST_F(TensorCodecTest, HugeSharedMemoryLengthsAreRefusedWithoutOverflow) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  v1::OutputPlacement placement;
+  placement.mutable_shared_memory()->set_region("r");
+  placement.mutable_shared_memory()->set_offset(10);
+  placement.mutable_shared_memory()->set_length(kMax);
+  const absl::Status out = CheckOutputPlacement(Context(), placement);
+  EXPECT_EQ(out.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(out.message()), HasSubstr("output_placement.shared_memory.length"));
+
+  v1::Tensor in;
+  in.set_dtype(v1::UINT8);
+  in.add_shape(kMax);
+  in.mutable_shared_memory()->set_region("r");
+  in.mutable_shared_memory()->set_offset(10);
+  in.mutable_shared_memory()->set_length(kMax);
+  TensorResolver r(Context());
+  const auto view = r.Resolve(in, "t");
+  EXPECT_EQ(view.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(view.status().message()), HasSubstr("t.shared_memory.length"));
 }
 
 }  // namespace

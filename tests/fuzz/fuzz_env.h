@@ -1,0 +1,50 @@
+// What the fuzz targets decode against, built once per process: the server's default limits, a
+// tensor store holding a few resident tensors of the fuzzing client, a registered shared-memory
+// region and a model registry with two small CPU models.
+//
+// Resident handles are random (unguessable by design), so a request names them as "h0".."h9":
+// MapHandles rewrites those to the real handles of resident tensor (digit mod count) before
+// decoding; any other handle stays as it is and is NOT_FOUND.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "google/protobuf/message.h"
+#include "server/runtime/model_registry.h"
+#include "server/runtime/shared_memory.h"
+#include "server/runtime/tensor_store.h"
+#include "server/service/limits.h"
+#include "server/service/tensor_codec.h"
+
+namespace gpucompute::fuzz {
+
+inline constexpr char kClient[] = "fuzz";
+inline constexpr char kRegion[] = "r";            // the registered region's name
+inline constexpr int64_t kRegionBytes = 64 << 10;
+
+struct Env {
+  ServiceLimits limits;  // the server's defaults (limits.h, main.cc's flags)
+  std::unique_ptr<TensorStore> store;
+  std::unique_ptr<SharedMemoryRegistry> shared_memory;
+  std::unique_ptr<ModelRegistry> models;
+  std::vector<std::string> handles;  // h0, h1, ... in order
+
+  TensorContext Context() const { return TensorContext{store.get(), shared_memory.get(), kClient}; }
+};
+
+// The process's environment (created on first use; aborts if it cannot be built).
+Env& GetEnv();
+
+// Rewrites every gpucompute.v1.Tensor.handle "h<digit>" in `message` (recursively).
+void MapHandles(const Env& env, google::protobuf::Message* message);
+
+// Aborts, printing `status` and `what`, unless `status` is OK or one of the codes bad input may
+// get: INVALID_ARGUMENT, RESOURCE_EXHAUSTED, NOT_FOUND, FAILED_PRECONDITION. Anything else
+// (INTERNAL, UNKNOWN, ...) means the server blamed itself for a client's bytes. With
+// GPUCOMPUTE_FUZZ_VERBOSE set, prints every status (to check seeds, or replay a finding).
+void CheckStatus(const absl::Status& status, const google::protobuf::Message& what);
+
+}  // namespace gpucompute::fuzz
