@@ -10,7 +10,9 @@
 
 #include <grpcpp/server.h>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_server.h"
@@ -20,7 +22,9 @@
 #include "server/runtime/scheduler.h"
 #include "server/runtime/shared_memory.h"
 #include "server/runtime/tensor_store.h"
+#include "server/service/auth.h"
 #include "server/service/compute_service.h"
+#include "server/service/credentials.h"
 #include "server/service/limits.h"
 
 namespace gpucompute {
@@ -61,6 +65,13 @@ struct ServerConfig {
   std::vector<std::pair<std::string, std::string>> grpc_args;
   TensorStoreOptions tensors;        // resident tensors: quotas, idle expiry
   bool allow_shared_memory = false;  // RegisterSharedMemory (clients on the same node)
+  // Security (README "Security"): TLS from PEM files; bearer tokens from a token file (empty:
+  // none; format in auth.h) with a default per-token limit of calls in flight; a plaintext
+  // port on the host of `address` serving only grpc.health.v1 (-1: none; 0 picks a free port).
+  TlsFiles tls;
+  std::string auth_token_file;
+  int auth_default_max_in_flight = 64;
+  int health_port = -1;
 };
 
 class Server {
@@ -77,6 +88,13 @@ class Server {
   // destroyed.
   metrics::ServerMetrics& metrics() { return *metrics_; }
   const std::string& backend_name() const { return backend_name_; }
+  // The health-only port; 0 when there is none (health_port -1).
+  int health_port() const { return health_port_; }
+
+  // Sets the serving status of both health services (the service port's and the health
+  // port's), overall and for "gpucompute.v1.Compute". Thread-safe; no effect once Shutdown
+  // has begun (which sets NOT_SERVING).
+  void SetServing(bool serving);
 
   // Stops accepting calls, lets in-flight calls finish (cancelling those still running after
   // `grace`), drains the scheduler and releases the devices. Idempotent.
@@ -98,10 +116,15 @@ class Server {
   std::unique_ptr<CompletionQueue> loader_;
   std::unique_ptr<TensorStore> tensors_;
   std::unique_ptr<SharedMemoryRegistry> shared_memory_;
+  std::unique_ptr<TokenAuthenticator> auth_;  // null: no tokens
   std::unique_ptr<ComputeService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> health_server_;  // the health port; stopped last
   std::unique_ptr<metrics::MetricsServer> metrics_server_;  // stopped first
   int port_ = 0;
+  int health_port_ = 0;
+  absl::Mutex health_mu_;
+  bool health_closed_ ABSL_GUARDED_BY(health_mu_) = false;  // Shutdown has begun
   std::string backend_name_;
   bool shut_down_ = false;
 };
