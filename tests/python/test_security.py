@@ -1,12 +1,14 @@
 """Security against live servers: TLS, mutual TLS, bearer tokens and their in-flight quotas,
 the plaintext health port, and `gpucompute health`.
 
-Run by CTest as `python_security` with $GPUCOMPUTE_SERVER and $GPUCOMPUTE_CLI set. The CA and
-certificates are made at test time with the `openssl` CLI in a temporary directory (nothing
-secret is committed): a CA, a server certificate for localhost/127.0.0.1, a client certificate,
-and a second CA with a client certificate of its own that the server must refuse.
+Run by CTest as `python_security` with $GPUCOMPUTE_SERVER, $GPUCOMPUTE_CLI and $GPUCOMPUTE_LOAD
+set. The CA and certificates are made at test time with the `openssl` CLI in a temporary
+directory (nothing secret is committed): a CA, a server certificate for localhost/127.0.0.1, a
+client certificate, and a second CA with a client certificate of its own that the server must
+refuse.
 """
 
+import json
 import os
 import pathlib
 import subprocess
@@ -304,6 +306,34 @@ def test_cli_sends_the_token_from_a_file_or_the_environment(token_server, tmp_pa
     assert ok.returncode == 0, ok.stderr
     bad = run_cli("--target", target, "model", "list", env={**env, "GPUCOMPUTE_TOKEN": "x" * 20})
     assert bad.returncode == 1 and "UNAUTHENTICATED" in bad.stderr
+
+
+def test_load_tester_speaks_tls_and_tokens(tmp_path, pki):
+    """gpucompute-load's channels carry TLS and the token on every call (setup included)."""
+    load = os.environ.get("GPUCOMPUTE_LOAD") or str(_REPO / "build/client/load/gpucompute-load")
+    if not os.access(load, os.X_OK):
+        pytest.fail(f"gpucompute-load not found at {load!r}; set GPUCOMPUTE_LOAD", pytrace=False)
+    (tmp_path / "tokens").write_text(TOKEN_FILE)
+    (tmp_path / "token").write_text(BOB)
+    with run_server(tmp_path, f"--tls_cert_file={pki / 'server.crt'}",
+                    f"--tls_key_file={pki / 'server.key'}",
+                    f"--auth_token_file={tmp_path / 'tokens'}") as target:
+        argv = [load, "--target", localhost(target), "--tls-ca-file", str(pki / "ca.crt"),
+                "--op", "echo", "--bytes", "1Ki", "--concurrency", "2", "--duration", "0.5s",
+                "--warmup", "0.1s", "--progress", "off", "--json", str(tmp_path / "out.jsonl")]
+        env = {k: v for k, v in os.environ.items() if k != "GPUCOMPUTE_TOKEN"}
+        ok = subprocess.run([*argv, "--token-file", str(tmp_path / "token")],
+                            capture_output=True, text=True, timeout=120, env=env)
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+        level = [json.loads(l) for l in (tmp_path / "out.jsonl").read_text().splitlines()][-1]
+        assert level["ok"] > 0 and level["errors"] == 0, level
+        # Without the token every call fails UNAUTHENTICATED.
+        (tmp_path / "out.jsonl").unlink()
+        bad = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+        out = bad.stdout + bad.stderr
+        if (tmp_path / "out.jsonl").exists():
+            out += (tmp_path / "out.jsonl").read_text()
+        assert "UNAUTHENTICATED" in out, out
 
 
 # ---------------------------------------------------------------------------------- health
