@@ -75,6 +75,24 @@ ABSL_FLAG(double, tensor_idle_expiry_s,
 ABSL_FLAG(bool, allow_shared_memory, false,
           "let clients on this node register POSIX shared-memory regions (RegisterSharedMemory) "
           "for inputs and outputs");
+// Security (README "Security").
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "server certificate chain (PEM); with --tls_key_file the service port speaks TLS");
+ABSL_FLAG(std::string, tls_key_file, "", "private key (PEM) of --tls_cert_file");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "CA certificates (PEM): clients must present a certificate signed by one (mutual TLS)");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "bearer tokens, one per line: NAME TOKEN [MAX_IN_FLIGHT] (blank lines and lines "
+          "starting with # ignored; names and tokens unique; tokens 16+ printable characters). "
+          "Every call but ServerInfo (and the health and reflection services) then needs "
+          "metadata 'authorization: Bearer TOKEN'; NAME is the caller's identity");
+ABSL_FLAG(int, auth_default_max_in_flight, 64,
+          "calls (and Submit jobs) of one token running at once, for tokens that set none");
+ABSL_FLAG(int, health_port, -1,
+          "plaintext port serving only grpc.health.v1 (for Kubernetes gRPC probes when the "
+          "service port needs TLS or tokens); -1: off, 0 picks a free port");
+ABSL_FLAG(std::string, health_port_file, "",
+          "if set, the health port is written here once listening (0: no health port)");
 ABSL_FLAG(int, cpu_threads, 0, "CPU backend worker threads (0: all cores)");
 ABSL_FLAG(int, completion_threads, 2, "threads that finish calls");
 ABSL_FLAG(bool, debug_sync, false, "synchronise after every kernel launch (pins faults)");
@@ -176,6 +194,12 @@ int main(int argc, char** argv) {
   config.tensors.sweep_interval =
       std::clamp(config.tensors.idle_expiry / 4, absl::Milliseconds(50), absl::Seconds(5));
   config.allow_shared_memory = absl::GetFlag(FLAGS_allow_shared_memory);
+  config.tls.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  config.tls.key_file = absl::GetFlag(FLAGS_tls_key_file);
+  config.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  config.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
+  config.auth_default_max_in_flight = std::max(1, absl::GetFlag(FLAGS_auth_default_max_in_flight));
+  config.health_port = std::max(-1, absl::GetFlag(FLAGS_health_port));
 
   for (const std::string& arg : absl::GetFlag(FLAGS_grpc_arg)) {
     const size_t eq = arg.find('=');
@@ -191,7 +215,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), (*server)->metrics_port());
-  // Last: whoever waits for the port file finds the metrics port file already there.
+  WritePortFile(absl::GetFlag(FLAGS_health_port_file), (*server)->health_port());
+  // Last: whoever waits for the port file finds the other port files already there.
   WritePortFile(absl::GetFlag(FLAGS_port_file), (*server)->port());
 
   int sig = 0;

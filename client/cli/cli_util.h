@@ -62,10 +62,24 @@ inline int PrintJson(const google::protobuf::Message& message, absl::string_view
   return 0;
 }
 
+// The TLS options of the global flags.
+inline client::TlsOptions TlsFromFlags(const GlobalOptions& global) {
+  client::TlsOptions tls;
+  tls.ca_file = global.tls_ca_file;
+  tls.cert_file = global.tls_cert_file;
+  tls.key_file = global.tls_key_file;
+  tls.server_name = global.tls_server_name;
+  return tls;
+}
+
 inline absl::StatusOr<std::unique_ptr<client::Client>> ConnectFromFlags(
     const GlobalOptions& global) {
   client::ClientOptions options;
   options.default_timeout = absl::Seconds(global.timeout_s);
+  options.tls = TlsFromFlags(global);
+  absl::StatusOr<std::string> token = client::ResolveToken(global.token_file);
+  if (!token.ok()) return token.status();
+  options.token = *std::move(token);
   return client::Client::Connect(global.target, options);
 }
 

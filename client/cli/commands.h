@@ -12,6 +12,16 @@ namespace gpucompute::cli {
 struct GlobalOptions {
   std::string target = "localhost:50051";
   double timeout_s = 60;  // deadline of every call, seconds
+  // Security (README "Security"): TLS when a file is given, mutual TLS with cert and key.
+  std::string tls_ca_file, tls_cert_file, tls_key_file, tls_server_name;
+  std::string token_file;  // the bearer token alone; empty: $GPUCOMPUTE_TOKEN, if set
+};
+
+// `gpucompute health`: grpc.health.v1 Check; exit 0 iff SERVING.
+struct HealthOptions {
+  std::string address;  // empty: --target
+  std::string service;  // empty: the server as a whole
+  int timeout_ms = 3000;
 };
 
 struct PeriodogramOptions {
@@ -90,6 +100,7 @@ int RunDense(const GlobalOptions& global, const DenseOptions& options);
 
 int RunPeriodogram(const GlobalOptions& global, const PeriodogramOptions& options);
 int RunInfo(const GlobalOptions& global, const InfoOptions& options);
+int RunHealth(const GlobalOptions& global, const HealthOptions& options);
 int RunDemo(const GlobalOptions& global, const DemoOptions& options);
 
 }  // namespace gpucompute::cli

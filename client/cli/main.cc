@@ -1,5 +1,5 @@
 // gpucompute: command-line client of the gpucompute service (periodogram, model, dense,
-// assimilate, info, demo).
+// assimilate, info, health, demo).
 #include <cstdint>
 #include <string>
 
@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   using gpucompute::cli::ModelLoadOptions;
   using gpucompute::cli::ModelUnloadOptions;
   using gpucompute::cli::GlobalOptions;
+  using gpucompute::cli::HealthOptions;
   using gpucompute::cli::InfoOptions;
   using gpucompute::cli::PeriodogramOptions;
 
@@ -25,6 +26,22 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", global.timeout_s, "deadline of each call, seconds")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--tls_ca_file,--tls-ca-file", global.tls_ca_file,
+                 "CA certificates (PEM) the server's certificate must chain to: TLS")
+      ->check(CLI::ExistingFile);
+  auto* client_cert = app.add_option("--tls_cert_file,--tls-cert-file", global.tls_cert_file,
+                                     "client certificate (PEM) for mutual TLS")
+                          ->check(CLI::ExistingFile);
+  auto* client_key = app.add_option("--tls_key_file,--tls-key-file", global.tls_key_file,
+                                    "private key (PEM) of --tls_cert_file")
+                         ->check(CLI::ExistingFile);
+  client_cert->needs(client_key);
+  client_key->needs(client_cert);
+  app.add_option("--tls_server_name,--tls-server-name", global.tls_server_name,
+                 "name the server's certificate must have (default: --target's host)");
+  app.add_option("--token_file,--token-file", global.token_file,
+                 "file holding the bearer token (default: $GPUCOMPUTE_TOKEN)")
+      ->check(CLI::ExistingFile);
 
   // ------------------------------------------------------------------ periodogram
   PeriodogramOptions p;
@@ -155,6 +172,18 @@ int main(int argc, char** argv) {
   CLI::App* info_cmd = app.add_subcommand("info", "print the server's ServerInfo");
   info_cmd->add_flag("--json", info.json, "print as JSON");
 
+  // ------------------------------------------------------------------ health
+  HealthOptions health;
+  CLI::App* health_cmd = app.add_subcommand(
+      "health", "grpc.health.v1 Check (no token needed); prints the status, exit 0 iff SERVING");
+  health_cmd->add_option("--address", health.address,
+                         "host:port to check, e.g. the server's --health_port (default: --target)");
+  health_cmd->add_option("--service", health.service,
+                         "service to ask about, e.g. gpucompute.v1.Compute (default: the server)");
+  health_cmd->add_option("--timeout_ms,--timeout-ms", health.timeout_ms, "deadline of the check")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+
   // ------------------------------------------------------------------ demo
   DemoOptions demo;
   CLI::App* demo_cmd = app.add_subcommand(
@@ -175,6 +204,7 @@ int main(int argc, char** argv) {
   if (dense_cmd->parsed()) return gpucompute::cli::RunDense(global, dense);
   if (assimilate_cmd->parsed()) return gpucompute::cli::RunAssimilate(global, as);
   if (info_cmd->parsed()) return gpucompute::cli::RunInfo(global, info);
+  if (health_cmd->parsed()) return gpucompute::cli::RunHealth(global, health);
   if (demo_cmd->parsed()) return gpucompute::cli::RunDemo(global, demo);
   return 2;
 }

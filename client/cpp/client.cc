@@ -437,11 +437,22 @@ grpc::ChannelArguments ChannelArgs(const ClientOptions& options) {
   grpc::ChannelArguments args;
   args.SetMaxSendMessageSize(options.max_send_message_bytes);
   args.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  SetTlsChannelArguments(options.tls, &args);
   return args;
 }
 
 std::shared_ptr<grpc::ChannelCredentials> Credentials(const ClientOptions& options) {
   return options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
+}
+
+// An explicit `credentials`, else those of `tls` (kept in options.credentials for the transfer
+// channels).
+absl::Status ResolveCredentials(ClientOptions& options) {
+  if (options.credentials != nullptr || !options.tls.enabled()) return absl::OkStatus();
+  auto credentials = MakeChannelCredentials(options.tls);
+  if (!credentials.ok()) return credentials.status();
+  options.credentials = *std::move(credentials);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -452,6 +463,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
   if (options.default_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("default_timeout must be positive");
   }
+  if (absl::Status s = ResolveCredentials(options); !s.ok()) return s;
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateCustomChannel(target, Credentials(options), ChannelArgs(options));
   if (channel == nullptr) return absl::InternalError("could not create a channel to " + target);
@@ -503,6 +515,7 @@ void Client::Configure(const CallOptions& options, grpc::ClientContext* context)
   }
   context->set_deadline(absl::ToChronoTime(deadline));
   context->set_wait_for_ready(options.wait_for_ready);
+  if (!options_.token.empty()) context->AddMetadata(kAuthorizationKey, kBearerPrefix + options_.token);
   for (const auto& [key, value] : options.metadata) context->AddMetadata(key, value);
 }
 

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/cpp/credentials.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "gpucompute/v1/compute.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -43,8 +44,16 @@ struct ClientOptions {
   // Message size limits of the channel (both directions); gRPC's default receive limit is 4 MiB.
   int max_send_message_bytes = 1 << 30;
   int max_receive_message_bytes = 1 << 30;
-  // Channel credentials; null means insecure (plaintext), the server's default.
+  // Channel credentials; null means `tls` below: plaintext (the server's default) unless it
+  // names files or sets use_tls.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // TLS or mutual TLS from PEM files (README "Security"); server_name applies to `credentials`
+  // too.
+  TlsOptions tls;
+  // Bearer token of a server run with --auth_token_file, sent as "authorization: Bearer
+  // <token>" with every call; empty: none. (ResolveToken reads it from a file or the
+  // environment.)
+  std::string token;
   // When positive, Connect waits up to this long for the channel to become ready and fails with
   // UNAVAILABLE otherwise. Zero connects lazily, on the first call.
   absl::Duration connect_timeout = absl::ZeroDuration();

@@ -27,6 +27,7 @@ grpc::ChannelArguments MakeChannelArguments(const TransportConfig& transport, in
     args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, transport.http2_lookahead_bytes);
   }
   args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, transport.bdp_probe ? 1 : 0);
+  client::SetTlsChannelArguments(transport.tls, &args);
   if (transport.http2_max_frame_bytes > 0) {
     args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, transport.http2_max_frame_bytes);
   }
@@ -52,13 +53,15 @@ absl::StatusOr<std::vector<LoadChannel>> MakeChannels(const TransportConfig& tra
     return absl::InvalidArgumentError(absl::StrCat("--channels ", n, " is fewer than the ",
                                                    transport.targets.size(), " targets"));
   }
+  auto credentials = client::MakeChannelCredentials(transport.tls);
+  if (!credentials.ok()) return credentials.status();
   std::vector<LoadChannel> channels;
   channels.reserve(n);
   for (int i = 0; i < n; ++i) {
     LoadChannel c;
     c.target = transport.targets[i % transport.targets.size()];
-    c.channel = grpc::CreateCustomChannel(c.target, grpc::InsecureChannelCredentials(),
-                                          MakeChannelArguments(transport, i));
+    c.channel = client::CreateChannelWithToken(c.target, *credentials,
+                                               MakeChannelArguments(transport, i), transport.token);
     c.stub = std::make_unique<grpc::GenericStub>(c.channel);
     channels.push_back(std::move(c));
   }

@@ -1,6 +1,6 @@
 // The load tester's gRPC channels: --channels distinct channels (each its own TCP connection)
 // spread round-robin over the --target list, with the load-balancing policy and the HTTP/2 and
-// message-size settings of TransportConfig.
+// message-size settings of TransportConfig, its TLS and (on every call) its bearer token.
 #pragma once
 
 #include <memory>

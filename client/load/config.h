@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/cpp/credentials.h"
 #include "gpucompute/v1/compute.pb.h"
 
 namespace gpucompute::load {
@@ -50,6 +51,8 @@ struct TransportConfig {
   int http2_write_buffer_bytes = 0;   // grpc.http2.write_buffer_size
   // More channel arguments, "key=value" (an integer value is passed as an int).
   std::vector<std::pair<std::string, std::string>> extra_args;
+  client::TlsOptions tls;  // TLS or mutual TLS from PEM files (README "Security")
+  std::string token;       // bearer token sent with every call; empty: none
 };
 
 struct PeriodogramParams {

@@ -89,6 +89,23 @@ int ParseFlags(int argc, char** argv, LoadConfig& config) {
                         "any channel argument, key=value (integers passed as int); repeatable");
   transport->add_option("--connect-timeout", connect_timeout, "wait this long for every channel")
       ->capture_default_str();
+  std::string token_file;
+  transport->add_option("--tls-ca-file,--tls_ca_file", t.tls.ca_file,
+                        "CA certificates (PEM) the server's certificate must chain to: TLS")
+      ->check(CLI::ExistingFile);
+  auto* client_cert = transport->add_option("--tls-cert-file,--tls_cert_file", t.tls.cert_file,
+                                            "client certificate (PEM) for mutual TLS")
+                          ->check(CLI::ExistingFile);
+  auto* client_key = transport->add_option("--tls-key-file,--tls_key_file", t.tls.key_file,
+                                           "private key (PEM) of --tls-cert-file")
+                         ->check(CLI::ExistingFile);
+  client_cert->needs(client_key);
+  client_key->needs(client_cert);
+  transport->add_option("--tls-server-name,--tls_server_name", t.tls.server_name,
+                        "name the server's certificate must have (default: the target's host)");
+  transport->add_option("--token-file,--token_file", token_file,
+                        "file holding the bearer token (default: $GPUCOMPUTE_TOKEN)")
+      ->check(CLI::ExistingFile);
   transport->add_option("--client-id", config.workload.client_id,
                         "send x-gpucompute-client with every call (resident-tensor owner)");
 
@@ -245,6 +262,7 @@ int ParseFlags(int argc, char** argv, LoadConfig& config) {
       static_cast<int>(std::min<int64_t>(Must(ParseByteSize(write_buffer), bad), 0x7fffffff));
   for (const std::string& a : channel_args) t.extra_args.push_back(Must(ParseChannelArg(a), bad));
   config.connect_timeout = Must(ParseDurationFlag(connect_timeout), bad);
+  t.token = Must(client::ResolveToken(token_file), bad);
 
   if (op == "mix") {
     if (mix.empty()) {

@@ -58,6 +58,8 @@ absl::Status PreparedRun::LoadModel(const LoadConfig& config,
     client::ClientOptions options;
     options.default_timeout = std::max(config.run.timeout, absl::Minutes(10));
     options.connect_timeout = config.connect_timeout;
+    options.tls = config.transport.tls;
+    options.token = config.transport.token;
     absl::StatusOr<std::unique_ptr<client::Client>> connected =
         client::Client::Connect(address, options);
     if (!connected.ok()) {

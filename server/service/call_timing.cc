@@ -1,6 +1,9 @@
 // Deadlines, callers and timings (see call_timing.h).
 #include "server/service/call_timing.h"
 
+#include <iterator>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
@@ -24,6 +27,31 @@ std::string CallerId(const grpc::CallbackServerContext& context) {
     }
   }
   return peer;
+}
+
+absl::StatusOr<Caller> Authenticate(const grpc::CallbackServerContext& context,
+                                    const TokenAuthenticator* auth) {
+  if (auth == nullptr) return Caller{CallerId(context), nullptr};
+  const auto& metadata = context.client_metadata();
+  std::optional<absl::string_view> authorization;
+  if (auto [begin, end] = metadata.equal_range(kAuthorizationKey); begin != end) {
+    if (std::next(begin) != end) {
+      return absl::UnauthenticatedError("more than one authorization metadata value");
+    }
+    authorization = absl::string_view(begin->second.data(), begin->second.size());
+  }
+  auto token = auth->Authenticate(authorization);
+  if (!token.ok()) return token.status();
+  return Caller{(*token)->name(), *token};
+}
+
+absl::StatusOr<std::pair<Caller, InFlightSlot>> AuthenticateAndEnter(
+    const grpc::CallbackServerContext& context, const TokenAuthenticator* auth) {
+  auto caller = Authenticate(context, auth);
+  if (!caller.ok()) return caller.status();
+  auto slot = TokenAuthenticator::Enter(caller->token);
+  if (!slot.ok()) return slot.status();
+  return std::make_pair(*std::move(caller), *std::move(slot));
 }
 
 void AddTimings(grpc::CallbackServerContext* context, const JobTimings& t, absl::Time start) {

@@ -1,22 +1,28 @@
-// What comes in with every call (deadline, caller) and what goes out at its end (server-side
-// timings, the call's record), shared by the unary handlers and the Submit stream.
+// What comes in with every call (deadline, caller and its token) and what goes out at its end
+// (server-side timings, the call's record), shared by the unary handlers and the streams.
 #pragma once
 
 #include <chrono>
 #include <string>
+#include <utility>
 
 #include <grpcpp/server_context.h>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "server/metrics/server_metrics.h"
 #include "server/runtime/scheduler.h"
+#include "server/service/auth.h"
 
 namespace gpucompute {
 
-// The request metadata key that names the caller (owner of resident tensors, quotas).
+// The request metadata key that names the caller (owner of resident tensors, quotas) on a
+// server without tokens.
 inline constexpr char kClientIdKey[] = "x-gpucompute-client";
+// The request metadata key of bearer tokens ("Bearer <token>").
+inline constexpr char kAuthorizationKey[] = "authorization";
 
 // A gRPC deadline as absl::Time (no deadline: InfiniteFuture).
 absl::Time ToAbslTime(std::chrono::system_clock::time_point tp);
@@ -24,6 +30,24 @@ absl::Time ToAbslTime(std::chrono::system_clock::time_point tp);
 // The caller: the x-gpucompute-client metadata value, else the peer's address without its
 // port (so that every channel of one host is one caller).
 std::string CallerId(const grpc::CallbackServerContext& context);
+
+// Who makes a call.
+struct Caller {
+  std::string id;  // owner of resident tensors and regions, tensor quotas: the token's name
+                   // on a server with tokens, else CallerId
+  const TokenAuthenticator::Token* token = nullptr;  // null on a server without tokens
+};
+
+// The caller of `context`. With `auth` (a server with tokens) the call must carry a valid
+// bearer token, else UNAUTHENTICATED. Every handler but ServerInfo starts here.
+absl::StatusOr<Caller> Authenticate(const grpc::CallbackServerContext& context,
+                                    const TokenAuthenticator* auth);
+
+// Authenticate, then one of the token's in-flight slots (RESOURCE_EXHAUSTED when all are
+// taken): for calls that run a while (operations, Submit jobs, tensor and model transfers).
+// The slot is to be released before the call's reply is sent.
+absl::StatusOr<std::pair<Caller, InFlightSlot>> AuthenticateAndEnter(
+    const grpc::CallbackServerContext& context, const TokenAuthenticator* auth);
 
 // Trailing metadata: x-gpucompute-queue-us, -compute-us, -total-us (since `start`) and
 // -batch-requests.

@@ -2,6 +2,7 @@
 #include "server/service/compute_service.h"
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -17,21 +18,30 @@ namespace gpucompute {
 namespace {
 
 // A unary call of an operation: the reactor finishes when the operation's call is done, with
-// the server-side timings in trailing metadata.
+// the server-side timings in trailing metadata. The call holds one of its token's in-flight
+// slots until then; a caller refused a token or a slot is recorded like any failed call.
 template <typename Request, typename Response, typename Run>
 grpc::ServerUnaryReactor* RunUnary(const char* op, Run run, const ServiceParts& parts,
                                    grpc::CallbackServerContext* context, const Request& request,
                                    Response* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const absl::Time start = absl::Now();
+  auto admitted = AuthenticateAndEnter(*context, parts.auth);
+  if (!admitted.ok()) {
+    RecordCallEnd(parts.metrics, op, admitted.status(), JobTimings{}, start);
+    reactor->Finish(ToGrpcStatus(admitted.status()));
+    return reactor;
+  }
   CallContext call;
   call.start = start;
   call.deadline = ToAbslTime(context->deadline());
   call.is_cancelled = [context] { return context->IsCancelled(); };
-  call.client = CallerId(*context);
+  call.client = std::move(admitted->first.id);
+  auto slot = std::make_shared<InFlightSlot>(std::move(admitted->second));
   run(parts, request, response, std::move(call),
-      [op, reactor, context, start, metrics = parts.metrics](const absl::Status& status,
-                                                             const JobTimings& t) {
+      [op, reactor, context, start, metrics = parts.metrics, slot](const absl::Status& status,
+                                                                   const JobTimings& t) {
+        slot->Release();  // before the reply: the caller's next call may take it
         AddTimings(context, t, start);
         RecordCallEnd(metrics, op, status, t, start);
         reactor->Finish(ToGrpcStatus(status));
@@ -80,6 +90,7 @@ grpc::ServerBidiReactor<v1::SubmitRequest, v1::SubmitResponse>* ComputeService::
   return new SubmitReactor(context, &parts_);
 }
 
+// Open to every caller, token or not (README "Security"): version, devices and limits.
 grpc::ServerUnaryReactor* ComputeService::ServerInfo(grpc::CallbackServerContext* context,
                                                      const v1::ServerInfoRequest* /*request*/,
                                                      v1::ServerInfoResponse* response) {

@@ -33,6 +33,12 @@ void FillModelInfo(const dense::ModelInfo& info, v1::ModelInfo* out) {
 LoadModelReactor::LoadModelReactor(grpc::CallbackServerContext* context, const ServiceParts* parts,
                                    v1::ModelInfo* response)
     : context_(context), parts_(parts), response_(response), start_(absl::Now()) {
+  auto admitted = AuthenticateAndEnter(*context, parts->auth);
+  if (!admitted.ok()) {
+    Fail(admitted.status());
+    return;
+  }
+  slot_ = std::move(admitted->second);
   StartRead(&chunk_);
 }
 
@@ -96,6 +102,7 @@ void LoadModelReactor::Load() {
   spdlog::info("model '{}' loaded: {} layers, {} bytes resident, {:.1f} ms", name_,
                response_->layers_size(), response_->device_bytes(), ms);
   RecordCallEnd(parts_->metrics, "load_model", absl::OkStatus(), JobTimings{}, start_);
+  slot_.Release();
   Finish(grpc::Status::OK);
 }
 
@@ -105,6 +112,7 @@ void LoadModelReactor::Fail(const absl::Status& status) {
   }
   reserved_ = false;
   RecordCallEnd(parts_->metrics, "load_model", status, JobTimings{}, start_);
+  slot_.Release();
   Finish(ToGrpcStatus(status));
 }
 

@@ -1,7 +1,8 @@
 // The LoadModel call: reads the header (validates it, reserves the name, checks that the model
 // fits before any byte of weights arrives), then the chunks; when the client has sent
 // everything, the loader thread converts, folds and uploads the model and publishes it.
-// Any failure releases the name: nothing is half-loaded.
+// Any failure releases the name: nothing is half-loaded. The call authenticates its caller and
+// holds one of its token's in-flight slots until it finishes.
 #pragma once
 
 #include <memory>
@@ -38,6 +39,7 @@ class LoadModelReactor final : public grpc::ServerReadReactor<v1::LoadModelChunk
   bool reserved_ = false;
   std::string name_;  // reserved in the registry
   const absl::Time start_;  // the call's arrival (metrics)
+  InFlightSlot slot_;
 };
 
 // The proto form of a model's description.

@@ -1,4 +1,5 @@
-// The model-management handlers of ComputeService: LoadModel, UnloadModel, ListModels.
+// The model-management handlers of ComputeService: LoadModel, UnloadModel, ListModels. Models
+// are shared by all callers: any valid token may load, unload and list them.
 #include <utility>
 
 #include "absl/time/clock.h"
@@ -19,7 +20,9 @@ grpc::ServerUnaryReactor* ComputeService::UnloadModel(grpc::CallbackServerContex
                                                       v1::UnloadModelResponse* /*response*/) {
   const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const absl::Status status = parts_.models->Unload(request->name());
+  auto caller = Authenticate(*context, parts_.auth);
+  const absl::Status status =
+      caller.ok() ? parts_.models->Unload(request->name()) : caller.status();
   RecordCallEnd(parts_.metrics, "unload_model", status, JobTimings{}, start);
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
@@ -28,8 +31,12 @@ grpc::ServerUnaryReactor* ComputeService::UnloadModel(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* ComputeService::ListModels(grpc::CallbackServerContext* context,
                                                      const v1::ListModelsRequest* /*request*/,
                                                      v1::ListModelsResponse* response) {
-  for (const dense::ModelInfo& info : parts_.models->List()) FillModelInfo(info, response->add_models());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (auto caller = Authenticate(*context, parts_.auth); !caller.ok()) {
+    reactor->Finish(ToGrpcStatus(caller.status()));
+    return reactor;
+  }
+  for (const dense::ModelInfo& info : parts_.models->List()) FillModelInfo(info, response->add_models());
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
 #include "server/runtime/runtime_metrics.h"
+#include "server/service/health_port.h"
 #include "spdlog/spdlog.h"
 
 namespace gpucompute {
@@ -33,10 +34,25 @@ std::string HostOf(const std::string& address) {
   return address.substr(0, colon);
 }
 
+void SetHealth(grpc::Server* server, bool serving) {
+  if (server == nullptr) return;
+  if (auto* health = server->GetHealthCheckService()) {
+    health->SetServingStatus(serving);
+    health->SetServingStatus("gpucompute.v1.Compute", serving);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   std::unique_ptr<Server> s(new Server());
+  // Security first: a bad certificate or token file fails before any device is touched.
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   MakeServerCredentials(config.tls));
+  if (!config.auth_token_file.empty()) {
+    ASSIGN_OR_RETURN(s->auth_, TokenAuthenticator::FromFile(config.auth_token_file,
+                                                            config.auth_default_max_in_flight));
+  }
   s->registry_ = std::make_unique<metrics::Registry>();
   s->metrics_ = std::make_unique<metrics::ServerMetrics>(s->registry_.get());
   s->completions_ = std::make_unique<CompletionQueue>(config.completion_threads);
@@ -82,12 +98,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   parts.tensors = s->tensors_.get();
   parts.shared_memory = s->shared_memory_.get();
   parts.limits = config.limits;
+  parts.auth = s->auth_.get();
   s->service_ = std::make_unique<ComputeService>(std::move(parts));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(config.address, grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(config.address, credentials, &s->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(config.limits.max_request_bytes, INT32_MAX)));
   builder.SetMaxSendMessageSize(static_cast<int>(std::min<int64_t>(config.limits.max_response_bytes, INT32_MAX)));
   // Bounds what clients can make gRPC allocate: per connection by the number of concurrent
@@ -110,14 +127,22 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   if (!s->server_ || s->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("could not listen on ", config.address));
   }
+  if (config.health_port >= 0) {
+    ASSIGN_OR_RETURN(s->health_server_, StartHealthServer(HostOf(config.address),
+                                                          config.health_port, &s->health_port_));
+  }
   s->SetServing(true);
   if (config.metrics_port >= 0) {
     ASSIGN_OR_RETURN(s->metrics_server_, metrics::MetricsServer::Start(HostOf(config.address),
                                                                       config.metrics_port,
                                                                       s->registry_.get()));
   }
-  spdlog::info("gpucompute listening on {} (port {}), backend {}", config.address, s->port_,
-               s->backend_name_);
+  spdlog::info("gpucompute listening on {} (port {}, {}, {} tokens), backend {}", config.address,
+               s->port_, TlsModeName(config.tls), s->auth_ ? s->auth_->size() : 0, s->backend_name_);
+  if (s->auth_ && !config.tls.enabled()) {
+    spdlog::warn("bearer tokens over plaintext: use TLS unless a proxy encrypts the traffic");
+  }
+  if (s->health_server_) spdlog::info("health checks (plaintext) on port {}", s->health_port_);
   return s;
 }
 
@@ -125,19 +150,22 @@ Server::~Server() { Shutdown(absl::Seconds(5)); }
 
 void Server::SetServing(bool serving) {
   absl::MutexLock lock(&health_mu_);
-  serving = serving && !device_lost_.load() && !shut_down_;
-  if (!server_) return;
-  if (auto* health = server_->GetHealthCheckService()) {
-    health->SetServingStatus(serving);
-    health->SetServingStatus("gpucompute.v1.Compute", serving);
-  }
+  if (health_closed_) return;
+  serving = serving && !device_lost_.load();  // a lost GPU never comes back in this process
+  SetHealth(server_.get(), serving);
+  SetHealth(health_server_.get(), serving);
 }
 
 void Server::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
-  SetServing(false);
   shut_down_ = true;
   // Start() may have failed half-way: every member can be null here.
+  {
+    absl::MutexLock lock(&health_mu_);
+    SetHealth(server_.get(), false);
+    SetHealth(health_server_.get(), false);  // probes see NOT_SERVING while calls drain
+    health_closed_ = true;
+  }
   if (server_) {
     // Stops accepting; waits for in-flight calls (whose results arrive through the scheduler,
     // which keeps running) until `grace`, then cancels the rest.
@@ -148,6 +176,8 @@ void Server::Shutdown(absl::Duration grace) {
   if (assimilate_scheduler_) assimilate_scheduler_->Shutdown();
   loader_.reset();  // runs what is posted (loads of calls gRPC still waits for), then joins
   server_.reset();
+  if (health_server_) health_server_->Shutdown(std::chrono::system_clock::now());
+  health_server_.reset();
   service_.reset();
   scheduler_.reset();
   dense_scheduler_.reset();

@@ -11,6 +11,7 @@
 
 #include <grpcpp/server.h>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -22,7 +23,9 @@
 #include "server/runtime/scheduler.h"
 #include "server/runtime/shared_memory.h"
 #include "server/runtime/tensor_store.h"
+#include "server/service/auth.h"
 #include "server/service/compute_service.h"
+#include "server/service/credentials.h"
 #include "server/service/limits.h"
 
 namespace gpucompute {
@@ -68,6 +71,13 @@ struct ServerConfig {
   int max_concurrent_streams = 1024;  // concurrent calls per connection (HTTP/2 streams)
   TensorStoreOptions tensors;        // resident tensors: quotas, idle expiry
   bool allow_shared_memory = false;  // RegisterSharedMemory (clients on the same node)
+  // Security (README "Security"): TLS from PEM files; bearer tokens from a token file (empty:
+  // none; format in auth.h) with a default per-token limit of calls in flight; a plaintext
+  // port on the host of `address` serving only grpc.health.v1 (-1: none; 0 picks a free port).
+  TlsFiles tls;
+  std::string auth_token_file;
+  int auth_default_max_in_flight = 64;
+  int health_port = -1;
 };
 
 class Server {
@@ -84,14 +94,17 @@ class Server {
   // destroyed.
   metrics::ServerMetrics& metrics() { return *metrics_; }
   const std::string& backend_name() const { return backend_name_; }
+  // The health-only port; 0 when there is none (health_port -1).
+  int health_port() const { return health_port_; }
+
+  // Sets the serving status of both health services (the service port's and the health
+  // port's), overall and for "gpucompute.v1.Compute". Thread-safe; no effect once Shutdown
+  // has begun (which sets NOT_SERVING). Serving is refused for good once a GPU is lost.
+  void SetServing(bool serving);
 
   // Stops accepting calls, lets in-flight calls finish (cancelling those still running after
   // `grace`), drains the scheduler and releases the devices. Idempotent.
   void Shutdown(absl::Duration grace = absl::Seconds(30));
-
-  // Health (grpc.health.v1, overall and for gpucompute.v1.Compute). Serving is refused for
-  // good once a GPU is lost or shutdown has begun. Thread-safe.
-  void SetServing(bool serving);
 
  private:
   Server() = default;
@@ -109,13 +122,17 @@ class Server {
   std::unique_ptr<CompletionQueue> loader_;
   std::unique_ptr<TensorStore> tensors_;
   std::unique_ptr<SharedMemoryRegistry> shared_memory_;
+  std::unique_ptr<TokenAuthenticator> auth_;  // null: no tokens
   std::unique_ptr<ComputeService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> health_server_;  // the health port; stopped last
   std::unique_ptr<metrics::MetricsServer> metrics_server_;  // stopped first
   int port_ = 0;
+  int health_port_ = 0;
+  absl::Mutex health_mu_;
+  bool health_closed_ ABSL_GUARDED_BY(health_mu_) = false;  // Shutdown has begun
   std::string backend_name_;
   bool shut_down_ = false;
-  absl::Mutex health_mu_;               // orders SetServing calls
   std::atomic<bool> device_lost_{false};  // set by the backend's unhealthy-device listener
 };
 

@@ -9,6 +9,7 @@
 #include "server/runtime/scheduler.h"
 #include "server/runtime/shared_memory.h"
 #include "server/runtime/tensor_store.h"
+#include "server/service/auth.h"
 #include "server/service/limits.h"
 
 namespace gpucompute {
@@ -23,6 +24,7 @@ struct ServiceParts {
   metrics::ServerMetrics* metrics = nullptr;  // call outcomes; null: not recorded
   TensorStore* tensors = nullptr;     // resident tensors (PutTensor, kept outputs)
   SharedMemoryRegistry* shared_memory = nullptr;  // registered regions (off unless allowed)
+  const TokenAuthenticator* auth = nullptr;  // bearer tokens; null: calls need none
   ServiceLimits limits;
 };
 

@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "server/service/call_timing.h"
 #include "server/service/operation_calls.h"
+#include "server/service/status_mapping.h"
 
 namespace gpucompute {
 
@@ -16,11 +17,33 @@ struct SubmitReactor::Job {
   v1::SubmitResponse response;
   absl::Time start;
   const char* op = "unknown";  // the metrics' name of the operation, set at launch
+  InFlightSlot slot;           // one of the token's, while the job runs
 };
 
 SubmitReactor::SubmitReactor(grpc::CallbackServerContext* context, const ServiceParts* parts)
-    : context_(context), parts_(parts), client_(CallerId(*context)) {
+    : context_(context), parts_(parts) {
+  auto caller = Authenticate(*context, parts->auth);
+  if (!caller.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      finished_ = true;
+    }
+    Finish(ToGrpcStatus(caller.status()));
+    return;
+  }
+  caller_ = *std::move(caller);
   Step();
+}
+
+bool SubmitReactor::Admit(Job* job, const char* op, const CallDone& done) {
+  job->op = op;
+  auto slot = TokenAuthenticator::Enter(caller_.token);
+  if (!slot.ok()) {
+    done(slot.status(), JobTimings{});
+    return false;
+  }
+  job->slot = *std::move(slot);
+  return true;
 }
 
 void SubmitReactor::OnReadDone(bool ok) {
@@ -53,27 +76,31 @@ void SubmitReactor::Launch(std::unique_ptr<Job> owned) {
     call.deadline = std::min(call.deadline, job->start + absl::Microseconds(r.timeout_us()));
   }
   call.is_cancelled = [this] { return cancelled_.load(std::memory_order_relaxed); };
-  call.client = client_;
-  auto done = [this, job](const absl::Status& status, const JobTimings& timings) {
+  call.client = caller_.id;
+  const CallDone done = [this, job](const absl::Status& status, const JobTimings& timings) {
     JobDone(job, status, timings);
   };
   v1::SubmitResponse* out = &job->response;
   switch (r.job_case()) {
     case v1::SubmitRequest::kPeriodogram:
-      job->op = "periodogram";
-      RunPeriodogram(*parts_, r.periodogram(), out->mutable_periodogram(), std::move(call), done);
+      if (Admit(job, "periodogram", done)) {
+        RunPeriodogram(*parts_, r.periodogram(), out->mutable_periodogram(), std::move(call), done);
+      }
       break;
     case v1::SubmitRequest::kDense:
-      job->op = "dense";
-      RunDense(*parts_, r.dense(), out->mutable_dense(), std::move(call), done);
+      if (Admit(job, "dense", done)) {
+        RunDense(*parts_, r.dense(), out->mutable_dense(), std::move(call), done);
+      }
       break;
     case v1::SubmitRequest::kAssimilate:
-      job->op = "assimilate";
-      RunAssimilate(*parts_, r.assimilate(), out->mutable_assimilate(), std::move(call), done);
+      if (Admit(job, "assimilate", done)) {
+        RunAssimilate(*parts_, r.assimilate(), out->mutable_assimilate(), std::move(call), done);
+      }
       break;
     case v1::SubmitRequest::kEcho:
-      job->op = "echo";
-      RunEcho(*parts_, r.echo(), out->mutable_echo(), std::move(call), done);
+      if (Admit(job, "echo", done)) {
+        RunEcho(*parts_, r.echo(), out->mutable_echo(), std::move(call), done);
+      }
       break;
     case v1::SubmitRequest::JOB_NOT_SET:
       done(absl::InvalidArgumentError(
@@ -85,6 +112,7 @@ void SubmitReactor::Launch(std::unique_ptr<Job> owned) {
 
 void SubmitReactor::JobDone(Job* raw, const absl::Status& status, const JobTimings& timings) {
   std::unique_ptr<Job> job(raw);
+  job->slot.Release();
   RecordCallEnd(parts_->metrics, job->op, status, timings, job->start);
   v1::SubmitResponse& out = job->response;
   out.set_id(job->request.id());

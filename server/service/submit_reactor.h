@@ -3,7 +3,9 @@
 // when one finishes, so a fast client is held back by HTTP/2 flow control instead of filling
 // a queue. A job that fails is answered with its own status and the stream goes on.
 // Cancelling the stream (or a failed write) cancels the jobs not yet dispatched; the stream
-// finishes once every started job has come back.
+// finishes once every started job has come back. On a server with tokens the stream needs a
+// valid one, and each job takes one of its in-flight slots (a job refused one is answered
+// RESOURCE_EXHAUSTED).
 #pragma once
 
 #include <atomic>
@@ -18,6 +20,8 @@
 #include "absl/synchronization/mutex.h"
 #include "gpucompute/v1/compute.pb.h"
 #include "server/runtime/scheduler.h"
+#include "server/service/call_timing.h"
+#include "server/service/operation_calls.h"
 #include "server/service/service_parts.h"
 
 namespace gpucompute {
@@ -37,6 +41,9 @@ class SubmitReactor final
   struct Job;
 
   void Launch(std::unique_ptr<Job> job);  // runs the job's operation; JobDone follows
+  // Names the job's operation and takes a slot of the caller's token for it; false (after
+  // `done` with RESOURCE_EXHAUSTED) when there is none.
+  bool Admit(Job* job, const char* op, const CallDone& done);
   void JobDone(Job* job, const absl::Status& status, const JobTimings& timings);
   // Starts the next read or write and finishes the call when the state allows; the gRPC
   // calls are made after the lock is released.
@@ -44,7 +51,7 @@ class SubmitReactor final
 
   grpc::CallbackServerContext* const context_;
   const ServiceParts* const parts_;
-  const std::string client_;  // the caller, once per stream (CallerId)
+  Caller caller_;  // authenticated once per stream
   std::atomic<bool> cancelled_{false};
   v1::SubmitRequest incoming_;  // the read buffer; only touched while a read is outstanding
 

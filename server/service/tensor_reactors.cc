@@ -32,7 +32,14 @@ void FillTensorInfo(const ResidentTensor& tensor, absl::Time now, v1::TensorInfo
 
 PutTensorReactor::PutTensorReactor(grpc::CallbackServerContext* context, const ServiceParts* parts,
                                    v1::TensorInfo* response)
-    : context_(context), parts_(parts), response_(response), client_(CallerId(*context)) {
+    : context_(context), parts_(parts), response_(response) {
+  auto admitted = AuthenticateAndEnter(*context, parts->auth);
+  if (!admitted.ok()) {
+    Finish(ToGrpcStatus(admitted.status()));
+    return;
+  }
+  client_ = std::move(admitted->first.id);
+  slot_ = std::move(admitted->second);
   StartRead(&chunk_);
 }
 
@@ -114,6 +121,7 @@ void PutTensorReactor::End(const absl::Status& status) {
     (void)parts_->tensors->Delete(client_, tensor_->handle());
   }
   tensor_.reset();
+  slot_.Release();
   Finish(ToGrpcStatus(status));
 }
 
@@ -125,6 +133,7 @@ GetTensorReactor::GetTensorReactor(grpc::CallbackServerContext* context, const S
                                    const v1::GetTensorRequest& request)
     : context_(context), parts_(parts) {
   if (absl::Status s = Open(request); !s.ok()) {
+    slot_.Release();
     Finish(ToGrpcStatus(s));
     return;
   }
@@ -132,7 +141,10 @@ GetTensorReactor::GetTensorReactor(grpc::CallbackServerContext* context, const S
 }
 
 absl::Status GetTensorReactor::Open(const v1::GetTensorRequest& request) {
-  auto tensor = parts_->tensors->Acquire(CallerId(*context_), request.handle());
+  auto admitted = AuthenticateAndEnter(*context_, parts_->auth);
+  if (!admitted.ok()) return admitted.status();
+  slot_ = std::move(admitted->second);
+  auto tensor = parts_->tensors->Acquire(admitted->first.id, request.handle());
   if (!tensor.ok()) return Prefixed("handle", tensor.status());
   tensor_ = *std::move(tensor);
   const int64_t size = tensor_->bytes();
@@ -162,6 +174,7 @@ absl::Status GetTensorReactor::Open(const v1::GetTensorRequest& request) {
 void GetTensorReactor::WriteNext() {
   if (!first_ && next_ >= end_) {
     tensor_.reset();
+    slot_.Release();
     Finish(grpc::Status::OK);
     return;
   }
@@ -179,6 +192,7 @@ void GetTensorReactor::OnWriteDone(bool ok) {
   if (!ok) {
     // The client is gone (or cancelled): nobody reads the rest.
     tensor_.reset();
+    slot_.Release();
     Finish(grpc::Status(grpc::StatusCode::CANCELLED, "GetTensor: the client went away"));
     return;
   }

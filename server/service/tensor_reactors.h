@@ -2,7 +2,8 @@
 // shape, or the handle of one reserved by CreateTensor) and chunks at any offsets, copying each
 // into the tensor as it arrives; GetTensor writes a range of a complete tensor in chunks, one
 // write in flight. Both hold the tensor (shared_ptr) for the whole call, so a delete or expiry
-// meanwhile does not pull the bytes from under them. Reactors delete themselves in OnDone.
+// meanwhile does not pull the bytes from under them. Each authenticates its caller and holds one
+// of its token's in-flight slots until it finishes. Reactors delete themselves in OnDone.
 #pragma once
 
 #include <memory>
@@ -13,6 +14,7 @@
 #include "absl/status/status.h"
 #include "gpucompute/v1/compute.pb.h"
 #include "server/runtime/tensor_store.h"
+#include "server/service/auth.h"
 #include "server/service/service_parts.h"
 
 namespace gpucompute {
@@ -42,7 +44,8 @@ class PutTensorReactor final : public grpc::ServerReadReactor<v1::PutTensorChunk
   grpc::CallbackServerContext* const context_;
   const ServiceParts* const parts_;
   v1::TensorInfo* const response_;
-  const std::string client_;
+  std::string client_;        // the caller (Authenticate)
+  InFlightSlot slot_;
   v1::PutTensorChunk chunk_;  // the read buffer
   std::shared_ptr<ResidentTensor> tensor_;
   bool created_here_ = false;  // by this call's header (not reserved by CreateTensor)
@@ -65,6 +68,7 @@ class GetTensorReactor final : public grpc::ServerWriteReactor<v1::TensorData> {
   grpc::CallbackServerContext* const context_;
   const ServiceParts* const parts_;
   std::shared_ptr<const ResidentTensor> tensor_;
+  InFlightSlot slot_;
   v1::TensorData message_;  // the write in flight
   int64_t next_ = 0;        // next byte of the tensor to send
   int64_t end_ = 0;         // end of the range

@@ -1,6 +1,7 @@
 // The resident-tensor and shared-memory handlers of ComputeService: CreateTensor, PutTensor,
 // GetTensor, DeleteTensor, ListTensors, RegisterSharedMemory, UnregisterSharedMemory. Every one
-// acts for the caller (CallerId): a client sees and uses only its own tensors and regions.
+// authenticates its caller and acts for it: a client sees and uses only its own tensors and
+// regions.
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -29,6 +30,8 @@ absl::Status Prefixed(absl::string_view field, const absl::Status& s) {
 grpc::ServerUnaryReactor* ComputeService::CreateTensor(grpc::CallbackServerContext* context,
                                                        const v1::CreateTensorRequest* request,
                                                        v1::TensorInfo* response) {
+  auto caller = Authenticate(*context, parts_.auth);
+  if (!caller.ok()) return Finished(context, caller.status());
   if (DTypeSize(request->dtype()) == 0) {
     return Finished(context, absl::InvalidArgumentError(absl::StrCat(
                                  "dtype: must be set to a known dtype (got ",
@@ -38,7 +41,7 @@ grpc::ServerUnaryReactor* ComputeService::CreateTensor(grpc::CallbackServerConte
   spec.dtype = request->dtype();
   spec.element_size = DTypeSize(request->dtype());
   spec.shape.assign(request->shape().begin(), request->shape().end());
-  auto created = parts_.tensors->Create(CallerId(*context), std::move(spec));
+  auto created = parts_.tensors->Create(caller->id, std::move(spec));
   if (!created.ok()) return Finished(context, created.status());
   FillTensorInfo(**created, parts_.tensors->Now(), response);
   return Finished(context, absl::OkStatus());
@@ -57,17 +60,19 @@ grpc::ServerWriteReactor<v1::TensorData>* ComputeService::GetTensor(
 grpc::ServerUnaryReactor* ComputeService::DeleteTensor(grpc::CallbackServerContext* context,
                                                        const v1::DeleteTensorRequest* request,
                                                        v1::DeleteTensorResponse* /*response*/) {
-  return Finished(context,
-                  Prefixed("handle", parts_.tensors->Delete(CallerId(*context), request->handle())));
+  auto caller = Authenticate(*context, parts_.auth);
+  if (!caller.ok()) return Finished(context, caller.status());
+  return Finished(context, Prefixed("handle", parts_.tensors->Delete(caller->id, request->handle())));
 }
 
 grpc::ServerUnaryReactor* ComputeService::ListTensors(grpc::CallbackServerContext* context,
                                                       const v1::ListTensorsRequest* /*request*/,
                                                       v1::ListTensorsResponse* response) {
-  const std::string client = CallerId(*context);
+  auto caller = Authenticate(*context, parts_.auth);
+  if (!caller.ok()) return Finished(context, caller.status());
   const absl::Time now = parts_.tensors->Now();
   int64_t bytes = 0;
-  for (const auto& t : parts_.tensors->List(client)) {
+  for (const auto& t : parts_.tensors->List(caller->id)) {
     FillTensorInfo(*t, now, response->add_tensors());
     bytes += t->bytes();
   }
@@ -78,7 +83,9 @@ grpc::ServerUnaryReactor* ComputeService::ListTensors(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* ComputeService::RegisterSharedMemory(
     grpc::CallbackServerContext* context, const v1::RegisterSharedMemoryRequest* request,
     v1::RegisterSharedMemoryResponse* /*response*/) {
-  return Finished(context, parts_.shared_memory->Register(CallerId(*context), request->name(),
+  auto caller = Authenticate(*context, parts_.auth);
+  if (!caller.ok()) return Finished(context, caller.status());
+  return Finished(context, parts_.shared_memory->Register(caller->id, request->name(),
                                                           request->key(), request->offset(),
                                                           request->byte_size()));
 }
@@ -86,7 +93,9 @@ grpc::ServerUnaryReactor* ComputeService::RegisterSharedMemory(
 grpc::ServerUnaryReactor* ComputeService::UnregisterSharedMemory(
     grpc::CallbackServerContext* context, const v1::UnregisterSharedMemoryRequest* request,
     v1::UnregisterSharedMemoryResponse* /*response*/) {
-  return Finished(context, parts_.shared_memory->Unregister(CallerId(*context), request->name()));
+  auto caller = Authenticate(*context, parts_.auth);
+  if (!caller.ok()) return Finished(context, caller.status());
+  return Finished(context, parts_.shared_memory->Unregister(caller->id, request->name()));
 }
 
 }  // namespace gpucompute

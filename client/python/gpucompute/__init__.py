@@ -31,7 +31,7 @@ The generated messages and stubs are ``gpucompute.v1.compute_pb2`` / ``compute_p
 """
 
 from gpucompute.assimilation import AssimilationResult
-from gpucompute.client import NORMALIZATIONS, Client, PeriodogramResult, message_to_dict
+from gpucompute.client import NORMALIZATIONS, Client, PeriodogramResult, health, message_to_dict
 from gpucompute.grids import AutoGrid, UniformGrid
 from gpucompute.models import ACTIVATIONS, MODEL_DTYPES
 from gpucompute.shared_memory import SharedMemoryRegion
@@ -53,6 +53,7 @@ __all__ = [
     "TensorHandle",
     "UniformGrid",
     "from_tensor",
+    "health",
     "message_to_dict",
     "to_tensor",
 ]

@@ -7,6 +7,7 @@ propagate as ``grpc.RpcError`` (use ``.code()`` and ``.details()``).
 
 import concurrent.futures
 import dataclasses
+import os
 import threading
 
 import grpc
@@ -32,6 +33,7 @@ NORMALIZATIONS = {
 }
 _TIMING_PREFIX = "x-gpucompute-"
 CLIENT_ID_KEY = "x-gpucompute-client"
+AUTHORIZATION_KEY = "authorization"
 # Bytes per PutTensor message: 4 MiB less 1 KiB, under gRPC's default 4 MiB message limit.
 DEFAULT_TENSOR_CHUNK_BYTES = (4 << 20) - 1024
 
@@ -59,6 +61,40 @@ class PeriodogramResult:
         return iter((self.frequency, self.power))
 
 
+def _pem(value):
+    """PEM ``bytes`` as given; a ``str`` or path-like names a file to read; None stays None."""
+    if value is None or isinstance(value, bytes):
+        return value
+    with open(value, "rb") as f:
+        return f.read()
+
+
+def health(target, *, service="", timeout=5.0, credentials=None):
+    """grpc.health.v1 Check of ``target`` (e.g. the server's plaintext ``--health_port``): the
+    status name, "SERVING" or "NOT_SERVING" (errors raise ``grpc.RpcError``). No token needed.
+    The messages are encoded by hand: the health service's generated code is not a dependency.
+    """
+    request = b""
+    if service:
+        data = service.encode()
+        request = b"\x0a" + _varint(len(data)) + data
+    channel = (grpc.insecure_channel(target) if credentials is None
+               else grpc.secure_channel(target, credentials))
+    with channel:
+        response = channel.unary_unary("/grpc.health.v1.Health/Check")(request, timeout=timeout)
+    status = response[1] if len(response) >= 2 and response[0] == 0x08 else 0
+    return {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}.get(status, "UNKNOWN")
+
+
+def _varint(n):
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
 class Client:
     """A connection to a gpucompute server.
 
@@ -67,17 +103,37 @@ class Client:
       timeout: deadline of each call in seconds, unless a call overrides it.
       options: extra gRPC channel options ``[(key, value), ...]``; they override the defaults,
         which raise the send/receive message limits to 1 GiB.
-      credentials: ``grpc.ChannelCredentials`` for TLS; plaintext when None.
+      credentials: ``grpc.ChannelCredentials`` for TLS; when None, TLS is made from the three
+        PEM arguments below if any is given, else the channel is plaintext.
       client_id: sent as ``x-gpucompute-client`` metadata on every call: the owner of this
         client's resident tensors and shared-memory regions (default: the server sees the
-        connection's address without its port).
+        connection's address without its port). A server with tokens ignores it: there the
+        token's name is the owner.
+      root_certificates: CA certificates (PEM) the server's certificate must chain to (None:
+        gRPC's default roots). Like ``private_key`` and ``certificate_chain``: ``bytes`` are
+        the PEM data itself, a ``str`` or ``os.PathLike`` is the path of a PEM file.
+      private_key, certificate_chain: the client's key and certificate, for mutual TLS.
+      server_name: the name the server's certificate must carry, when it is not the target's
+        host (e.g. a target given as an IP address).
+      token: bearer token of a server run with ``--auth_token_file``, sent as
+        ``authorization: Bearer <token>`` on every call (None: $GPUCOMPUTE_TOKEN, if set; ""
+        sends none).
     """
 
-    def __init__(self, target, *, timeout=60.0, options=None, credentials=None, client_id=None):
+    def __init__(self, target, *, timeout=60.0, options=None, credentials=None, client_id=None,
+                 root_certificates=None, private_key=None, certificate_chain=None,
+                 server_name=None, token=None):
+        if credentials is None and any(x is not None for x in
+                                       (root_certificates, private_key, certificate_chain)):
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_pem(root_certificates), private_key=_pem(private_key),
+                certificate_chain=_pem(certificate_chain))
         merged = {
             "grpc.max_send_message_length": DEFAULT_MAX_MESSAGE_BYTES,
             "grpc.max_receive_message_length": DEFAULT_MAX_MESSAGE_BYTES,
         }
+        if server_name:
+            merged["grpc.ssl_target_name_override"] = server_name
         merged.update(dict(options or ()))
         opts = list(merged.items())
         self._channel_options, self._credentials = opts, credentials
@@ -91,7 +147,11 @@ class Client:
         self.timeout = timeout
         self.stub = compute_pb2_grpc.ComputeStub(self._channel)
         self._local = threading.local()
-        self._metadata = ((CLIENT_ID_KEY, str(client_id)),) if client_id else None
+        if token is None:
+            token = os.environ.get("GPUCOMPUTE_TOKEN", "").strip()
+        self._auth_metadata = ((AUTHORIZATION_KEY, f"Bearer {token}"),) if token else ()
+        self._metadata = (self._auth_metadata
+                          + (((CLIENT_ID_KEY, str(client_id)),) if client_id else ())) or None
         self._regions = {}  # registered name -> SharedMemoryRegion (to decode outputs there)
 
     # ------------------------------------------------------------------ lifecycle
@@ -498,6 +558,8 @@ class Client:
         """Opens a Submit stream (``gpucompute.stream.JobStream``): submit jobs of any
         operation, read results as they finish. ``timeout`` (s) bounds the whole stream
         (default: none)."""
+        if metadata is not None:
+            metadata = self._auth_metadata + tuple(metadata)
         return stream.JobStream(self.stub, timeout=timeout,
                                 metadata=metadata if metadata is not None else self._metadata)
 

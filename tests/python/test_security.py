@@ -1,0 +1,384 @@
+"""Security against live servers: TLS, mutual TLS, bearer tokens and their in-flight quotas,
+the plaintext health port, and `gpucompute health`.
+
+Run by CTest as `python_security` with $GPUCOMPUTE_SERVER, $GPUCOMPUTE_CLI and $GPUCOMPUTE_LOAD
+set. The CA and certificates are made at test time with the `openssl` CLI in a temporary
+directory (nothing secret is committed): a CA, a server certificate for localhost/127.0.0.1, a
+client certificate, and a second CA with a client certificate of its own that the server must
+refuse.
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import threading
+import time
+
+import grpc
+import numpy as np
+import pytest
+
+import gpucompute
+from conftest import _server_binary, run_server
+from gpucompute.v1 import compute_pb2, compute_pb2_grpc, tensor_pb2
+
+_REPO = pathlib.Path(__file__).resolve().parents[2]
+ALICE = "alice-token-0123456789abcdef"
+BOB = "bob-token-0123456789abcdef"
+SLOW = "slow-token-0123456789abcdef"
+TOKEN_FILE = f"""# name token [max_in_flight]
+alice {ALICE}
+
+bob {BOB} 8
+slow {SLOW} 1
+"""
+
+
+def _openssl(tmp, *args):
+    proc = subprocess.run(["openssl", *args], cwd=tmp, capture_output=True, text=True)
+    assert proc.returncode == 0, f"openssl {' '.join(args)}:\n{proc.stderr}"
+
+
+def _ca(tmp, name):
+    _openssl(tmp, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+             "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.crt", "-days", "1",
+             "-subj", f"/CN={name}")
+
+
+def _cert(tmp, ca, name, usage):
+    (tmp / f"{name}.ext").write_text(
+        "basicConstraints=CA:FALSE\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n"
+        f"extendedKeyUsage={usage}\n")
+    _openssl(tmp, "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}")
+    _openssl(tmp, "x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey",
+             f"{ca}.key", "-CAcreateserial", "-out", f"{name}.crt", "-days", "1",
+             "-extfile", f"{name}.ext")
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    """Paths of a throwaway PKI: ca, server, client (signed by ca); other_ca, intruder."""
+    tmp = tmp_path_factory.mktemp("pki")
+    _ca(tmp, "ca")
+    _ca(tmp, "other_ca")
+    _cert(tmp, "ca", "server", "serverAuth")
+    _cert(tmp, "ca", "client", "clientAuth")
+    _cert(tmp, "other_ca", "intruder", "clientAuth")
+    return tmp
+
+
+def cli_binary():
+    path = os.environ.get("GPUCOMPUTE_CLI") or str(_REPO / "build/client/cli/gpucompute")
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"gpucompute CLI not found at {path!r}; set GPUCOMPUTE_CLI", pytrace=False)
+    return path
+
+
+def run_cli(*args, env=None, timeout=60):
+    return subprocess.run([cli_binary(), *args], capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
+def localhost(target):
+    """"127.0.0.1:PORT" -> "localhost:PORT": the name in the server's certificate."""
+    return "localhost:" + target.rsplit(":", 1)[1]
+
+
+def code_of(fn):
+    """The gRPC status code fn() raises, or OK."""
+    try:
+        fn()
+    except grpc.RpcError as e:
+        return e.code()
+    return grpc.StatusCode.OK
+
+
+# ---------------------------------------------------------------------------------- TLS
+
+
+def test_tls_needs_the_ca(tmp_path, pki):
+    with run_server(tmp_path, f"--tls_cert_file={pki / 'server.crt'}",
+                    f"--tls_key_file={pki / 'server.key'}") as target:
+        with gpucompute.Client(localhost(target), root_certificates=pki / "ca.crt",
+                               timeout=30) as c:
+            assert c.server_info()["backend"]
+            assert np.array_equal(c.echo(np.arange(5.0)), np.arange(5.0))
+        # PEM bytes work as well as paths, and an IP target with the certificate's name.
+        with gpucompute.Client(target, root_certificates=(pki / "ca.crt").read_bytes(),
+                               server_name="localhost", timeout=30) as c:
+            assert c.server_info()["backend"]
+        # Plaintext, and TLS trusting another CA, do not get through.
+        with gpucompute.Client(target, timeout=5) as c:
+            assert code_of(c.server_info) == grpc.StatusCode.UNAVAILABLE
+        with gpucompute.Client(localhost(target), root_certificates=pki / "other_ca.crt",
+                               timeout=5) as c:
+            assert code_of(c.server_info) == grpc.StatusCode.UNAVAILABLE
+        # The C++ client (through the CLI) with the CA.
+        ok = run_cli("--target", localhost(target), "--tls_ca_file", str(pki / "ca.crt"),
+                     "info", "--json")
+        assert ok.returncode == 0, ok.stderr
+        assert '"backend"' in ok.stdout
+        bad = run_cli("--target", localhost(target), "--timeout", "5", "info")
+        assert bad.returncode != 0
+
+
+def test_mutual_tls_refuses_clients_without_a_certificate_of_its_ca(tmp_path, pki):
+    with run_server(tmp_path, f"--tls_cert_file={pki / 'server.crt'}",
+                    f"--tls_key_file={pki / 'server.key'}",
+                    f"--tls_client_ca_file={pki / 'ca.crt'}") as target:
+        addr = localhost(target)
+        with gpucompute.Client(addr, root_certificates=pki / "ca.crt",
+                               private_key=pki / "client.key",
+                               certificate_chain=pki / "client.crt", timeout=30) as c:
+            assert c.server_info()["backend"]
+            assert np.array_equal(c.echo(np.arange(3.0)), np.arange(3.0))
+        with gpucompute.Client(addr, root_certificates=pki / "ca.crt", timeout=5) as c:
+            assert code_of(c.server_info) == grpc.StatusCode.UNAVAILABLE
+        with gpucompute.Client(addr, root_certificates=pki / "ca.crt",
+                               private_key=pki / "intruder.key",
+                               certificate_chain=pki / "intruder.crt", timeout=5) as c:
+            assert code_of(c.server_info) == grpc.StatusCode.UNAVAILABLE
+        # The CLI with and without its certificate.
+        tls = ["--target", addr, "--timeout", "10", "--tls_ca_file", str(pki / "ca.crt")]
+        ok = run_cli(*tls, "--tls_cert_file", str(pki / "client.crt"), "--tls_key_file",
+                     str(pki / "client.key"), "info")
+        assert ok.returncode == 0, ok.stderr
+        assert run_cli(*tls, "info").returncode != 0
+
+
+# ---------------------------------------------------------------------------------- tokens
+
+
+@pytest.fixture(scope="module")
+def token_server(tmp_path_factory):
+    """A server with TOKEN_FILE and a health port: (target, health_target)."""
+    tmp = tmp_path_factory.mktemp("tokens")
+    (tmp / "tokens").write_text(TOKEN_FILE)
+    with run_server(tmp, f"--auth_token_file={tmp / 'tokens'}", "--health_port=0",
+                    f"--health_port_file={tmp / 'health_port'}") as target:
+        health_port = int((tmp / "health_port").read_text())
+        assert health_port > 0
+        yield target, f"127.0.0.1:{health_port}"
+
+
+def test_calls_need_a_valid_token(token_server):
+    target, _ = token_server
+    with gpucompute.Client(target, token="", timeout=10) as c:
+        with pytest.raises(grpc.RpcError) as e:
+            c.echo(np.arange(3.0))
+        assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert "missing bearer token" in e.value.details()
+        assert c.server_info()["backend"]  # open without a token
+    wrong = "alice-token-0123456789abcdeX"
+    with gpucompute.Client(target, token=wrong, timeout=10) as c:
+        with pytest.raises(grpc.RpcError) as e:
+            c.echo(np.arange(3.0))
+        assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert e.value.details() == "invalid bearer token"
+    channel = grpc.insecure_channel(target)
+    stub = compute_pb2_grpc.ComputeStub(channel)
+    with pytest.raises(grpc.RpcError) as e:
+        stub.ListModels(compute_pb2.ListModelsRequest(), timeout=10,
+                        metadata=[("authorization", f"Basic {ALICE}")])
+    assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert ALICE not in e.value.details()
+    channel.close()
+    with gpucompute.Client(target, token=ALICE, timeout=30) as c:
+        assert np.array_equal(c.echo(np.arange(3.0)), np.arange(3.0))
+        assert c.list_models() == []
+
+
+def test_every_method_but_server_info_needs_a_token(token_server):
+    """Walks the service's descriptor, so that a new method cannot be left open unnoticed."""
+    target, _ = token_server
+    channel = grpc.insecure_channel(target)
+    service = compute_pb2.DESCRIPTOR.services_by_name["Compute"]
+    codes = {}
+    for method in service.methods:
+        path = f"/{service.full_name}/{method.name}"
+        if method.client_streaming and method.server_streaming:
+            call = lambda: list(channel.stream_stream(path)(iter([b""]), timeout=10))
+        elif method.client_streaming:
+            call = lambda: channel.stream_unary(path)(iter([b""]), timeout=10)
+        elif method.server_streaming:
+            call = lambda: list(channel.unary_stream(path)(b"", timeout=10))
+        else:
+            call = lambda: channel.unary_unary(path)(b"", timeout=10)
+        codes[method.name] = code_of(call)
+    channel.close()
+    assert len(codes) >= 16
+    assert codes.pop("ServerInfo") == grpc.StatusCode.OK
+    assert all(c == grpc.StatusCode.UNAUTHENTICATED for c in codes.values()), codes
+
+
+def test_health_is_open_on_both_ports(token_server):
+    target, health_target = token_server
+    assert gpucompute.health(target) == "SERVING"
+    assert gpucompute.health(health_target) == "SERVING"
+    assert gpucompute.health(health_target, service="gpucompute.v1.Compute") == "SERVING"
+    # The health port serves nothing else.
+    with gpucompute.Client(health_target, token=ALICE, timeout=10) as c:
+        assert code_of(c.server_info) == grpc.StatusCode.UNIMPLEMENTED
+        assert code_of(lambda: c.echo(np.arange(2.0))) == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_the_token_name_owns_resident_tensors(token_server):
+    target, _ = token_server
+    with gpucompute.Client(target, token=ALICE, client_id="someone-else", timeout=30) as alice, \
+            gpucompute.Client(target, token=BOB, timeout=30) as bob:
+        h = alice.put_tensor(np.arange(4.0))
+        try:
+            owners = {t["owner"] for t in alice.list_tensors()}
+            assert owners == {"alice"}
+            assert bob.list_tensors() == []
+            assert code_of(lambda: bob.get_tensor(h)) == grpc.StatusCode.NOT_FOUND
+        finally:
+            alice.delete_tensor(h)
+
+
+def _hold_put_tensor(stub, token):
+    """Opens a PutTensor call with `token` that stays open until the returned event is set;
+    returns (event, future)."""
+    release = threading.Event()
+
+    def chunks():
+        yield compute_pb2.PutTensorChunk(header=compute_pb2.PutTensorHeader(
+            dtype=tensor_pb2.FLOAT64, shape=[1]), data=np.zeros(1).tobytes())
+        release.wait(60)
+
+    future = stub.PutTensor.future(chunks(), timeout=90,
+                                   metadata=[("authorization", f"Bearer {token}")])
+    return release, future
+
+
+def test_in_flight_quota_per_token(token_server):
+    target, _ = token_server
+    channel = grpc.insecure_channel(target)
+    stub = compute_pb2_grpc.ComputeStub(channel)
+    slow = gpucompute.Client(target, token=SLOW, timeout=30)
+    bob = gpucompute.Client(target, token=BOB, timeout=30)
+    release, held = _hold_put_tensor(stub, SLOW)
+    try:
+        # Once the server has the held call, slow's (max_in_flight 1) next call is refused.
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                slow.echo(np.arange(2.0))
+            except grpc.RpcError as e:
+                assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e
+                assert 'token "slow"' in e.details() and "limit of 1" in e.details(), e.details()
+                break
+            assert time.monotonic() < deadline, "the held PutTensor never took slow's slot"
+            time.sleep(0.05)
+        # A Submit job of slow is refused on its own; the stream goes on.
+        with slow.stream(timeout=30) as s:
+            s.submit("j", compute_pb2.EchoRequest(tensor=gpucompute.to_tensor(np.arange(2.0))))
+            s.close()
+            results = list(s.results())
+        assert len(results) == 1 and not results[0].ok
+        assert results[0].code == grpc.StatusCode.RESOURCE_EXHAUSTED, results[0]
+        assert 'token "slow"' in results[0].message
+        # Another token is unaffected.
+        assert np.array_equal(bob.echo(np.arange(2.0)), np.arange(2.0))
+    finally:
+        release.set()
+    held.result(timeout=30)
+    # The slot is given back before the reply: the very next call gets it.
+    assert np.array_equal(slow.echo(np.arange(2.0)), np.arange(2.0))
+    for _ in range(3):
+        assert np.array_equal(slow.echo(np.arange(2.0)), np.arange(2.0))
+    slow.close()
+    bob.close()
+    channel.close()
+
+
+def test_cli_sends_the_token_from_a_file_or_the_environment(token_server, tmp_path):
+    target, _ = token_server
+    (tmp_path / "token").write_text(ALICE + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "GPUCOMPUTE_TOKEN"}
+    assert run_cli("--target", target, "model", "list", env=env).returncode == 1
+    ok = run_cli("--target", target, "--token_file", str(tmp_path / "token"), "model", "list",
+                 env=env)
+    assert ok.returncode == 0, ok.stderr
+    ok = run_cli("--target", target, "model", "list", env={**env, "GPUCOMPUTE_TOKEN": BOB})
+    assert ok.returncode == 0, ok.stderr
+    bad = run_cli("--target", target, "model", "list", env={**env, "GPUCOMPUTE_TOKEN": "x" * 20})
+    assert bad.returncode == 1 and "UNAUTHENTICATED" in bad.stderr
+
+
+def test_load_tester_speaks_tls_and_tokens(tmp_path, pki):
+    """gpucompute-load's channels carry TLS and the token on every call (setup included)."""
+    load = os.environ.get("GPUCOMPUTE_LOAD") or str(_REPO / "build/client/load/gpucompute-load")
+    if not os.access(load, os.X_OK):
+        pytest.fail(f"gpucompute-load not found at {load!r}; set GPUCOMPUTE_LOAD", pytrace=False)
+    (tmp_path / "tokens").write_text(TOKEN_FILE)
+    (tmp_path / "token").write_text(BOB)
+    with run_server(tmp_path, f"--tls_cert_file={pki / 'server.crt'}",
+                    f"--tls_key_file={pki / 'server.key'}",
+                    f"--auth_token_file={tmp_path / 'tokens'}") as target:
+        argv = [load, "--target", localhost(target), "--tls-ca-file", str(pki / "ca.crt"),
+                "--op", "echo", "--bytes", "1Ki", "--concurrency", "2", "--duration", "0.5s",
+                "--warmup", "0.1s", "--progress", "off", "--json", str(tmp_path / "out.jsonl")]
+        env = {k: v for k, v in os.environ.items() if k != "GPUCOMPUTE_TOKEN"}
+        ok = subprocess.run([*argv, "--token-file", str(tmp_path / "token")],
+                            capture_output=True, text=True, timeout=120, env=env)
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+        level = [json.loads(l) for l in (tmp_path / "out.jsonl").read_text().splitlines()][-1]
+        assert level["ok"] > 0 and level["errors"] == 0, level
+        # Without the token every call fails UNAUTHENTICATED.
+        (tmp_path / "out.jsonl").unlink()
+        bad = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+        out = bad.stdout + bad.stderr
+        if (tmp_path / "out.jsonl").exists():
+            out += (tmp_path / "out.jsonl").read_text()
+        assert "UNAUTHENTICATED" in out, out
+
+
+# ---------------------------------------------------------------------------------- health
+
+
+def test_gpucompute_health_exit_codes(token_server, tmp_path):
+    target, health_target = token_server
+    ok = run_cli("health", "--address", health_target)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.strip() == "SERVING"
+    ok = run_cli("--target", target, "health", "--service", "gpucompute.v1.Compute")
+    assert ok.returncode == 0 and ok.stdout.strip() == "SERVING", ok.stderr
+    unknown = run_cli("health", "--address", health_target, "--service", "no.such.Service")
+    assert unknown.returncode != 0
+    # Nothing listening.
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    down = run_cli("health", "--address", f"127.0.0.1:{free}", "--timeout_ms", "2000")
+    assert down.returncode != 0
+    assert "UNAVAILABLE" in down.stderr or "DEADLINE_EXCEEDED" in down.stderr
+
+
+# ---------------------------------------------------------------------------------- start-up
+
+
+def _start_fails(tmp, *flags):
+    proc = subprocess.run([_server_binary(), "--address=127.0.0.1:0", "--backend=cpu",
+                           f"--kernel_cache_dir={tmp / 'kc'}", *flags],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    return proc.stdout + proc.stderr
+
+
+def test_bad_security_flags_fail_start_up(tmp_path, pki):
+    bad = tmp_path / "tokens"
+    bad.write_text(f"alice {ALICE}\nbob short\n")
+    log = _start_fails(tmp_path, f"--auth_token_file={bad}")
+    assert f"token file {bad}: line 2: " in log and "16-4096" in log
+    assert ALICE not in log
+    assert "cannot be read" in _start_fails(tmp_path, f"--auth_token_file={tmp_path / 'none'}")
+    assert "must be set together" in _start_fails(tmp_path,
+                                                  f"--tls_cert_file={pki / 'server.crt'}")
+    assert "needs --tls_cert_file" in _start_fails(tmp_path,
+                                                   f"--tls_client_ca_file={pki / 'ca.crt'}")
+    assert "not PEM" in _start_fails(tmp_path, f"--tls_cert_file={bad}",
+                                     f"--tls_key_file={pki / 'server.key'}")
