@@ -72,7 +72,7 @@ class Canceller:
 
     @staticmethod
     def periodogram_request(rng, samples, frequencies):
-        t = np.sort(rng.uniform(0, 100, samples))
+        t = np.sort(rng.np.uniform(0, 100, samples))
         request = compute_pb2.PeriodogramRequest(series=[compute_pb2.Series(
             t=gpucompute.to_tensor(t), y=gpucompute.to_tensor(np.sin(t)))])
         request.frequency.uniform.f0 = 0.01
@@ -120,10 +120,11 @@ class Canceller:
         nrng = np.random.default_rng(self.seed + index)
         client = gpucompute.Client(self.target, timeout=30)
 
-        class R:  # random.Random for choices and delays, NumPy for arrays
+        class R:  # random.Random for choices and delays, NumPy (np) for arrays
             choice = staticmethod(rng.choice)
             uniform = staticmethod(rng.uniform)
             standard_normal = staticmethod(nrng.standard_normal)
+            np = nrng
 
         r = R()
         while not self.stop.is_set():
