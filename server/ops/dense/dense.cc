@@ -20,6 +20,12 @@ int64_t StoredBytes(ElementType dtype, const std::vector<std::pair<int64_t, int6
   return bytes;
 }
 
+int64_t StoredBytes(const ModelSpec& spec) {
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  for (const LayerSpec& l : spec.layers) shapes.emplace_back(l.in, l.out);
+  return StoredBytes(spec.dtype, shapes);
+}
+
 void FoldLayerNorm(const std::vector<double>& gamma, const std::vector<double>& beta,
                    LayerSpec* layer) {
   const int64_t in = layer->in;
@@ -45,12 +51,10 @@ ModelInfo DescribeModel(const ModelSpec& spec) {
   info.name = spec.name;
   info.dtype = spec.dtype;
   info.allow_tf32 = spec.allow_tf32;
-  std::vector<std::pair<int64_t, int64_t>> shapes;
   for (const LayerSpec& l : spec.layers) {
     info.layers.push_back(LayerInfo{l.in, l.out, l.layernorm, l.eps, l.activation});
-    shapes.emplace_back(l.in, l.out);
   }
-  info.device_bytes = StoredBytes(spec.dtype, shapes);
+  info.device_bytes = StoredBytes(spec);
   return info;
 }
 

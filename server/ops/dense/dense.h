@@ -62,6 +62,8 @@ struct ModelSpec {
 // Bytes a model occupies once stored in `dtype` (weights) plus float32 biases: the figure
 // checked against limits and free memory before any byte is uploaded.
 int64_t StoredBytes(ElementType dtype, const std::vector<std::pair<int64_t, int64_t>>& shapes);
+// The same for a whole model.
+int64_t StoredBytes(const ModelSpec& spec);
 
 // Folds gamma into the weight rows and beta into the bias (see the file comment). `gamma`
 // and `beta` may be empty (1 and 0).

@@ -6,10 +6,10 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "kernels/fault_injection.cuh"
 #include "server/common/status_macros.h"
 #include "server/ops/assimilate/cuda_assimilate.h"
 #include "server/ops/dense/cuda_dense.h"
-#include "kernels/fault_injection.cuh"
 #include "server/ops/periodogram/cuda_periodogram.h"
 #include "server/runtime/completion_queue.h"
 #include "server/runtime/cuda/cuda_resources.h"
@@ -260,10 +260,7 @@ absl::StatusOr<std::vector<DeviceContext*>> CudaBackend::ModelDevices(int64_t st
 
 absl::StatusOr<std::shared_ptr<const dense::LoadedModel>> CudaBackend::LoadDenseModel(
     dense::ModelSpec spec) {
-  std::vector<std::pair<int64_t, int64_t>> shapes;
-  for (const dense::LayerSpec& l : spec.layers) shapes.emplace_back(l.in, l.out);
-  ASSIGN_OR_RETURN(std::vector<DeviceContext*> devices,
-                   ModelDevices(dense::StoredBytes(spec.dtype, shapes)));
+  ASSIGN_OR_RETURN(std::vector<DeviceContext*> devices, ModelDevices(dense::StoredBytes(spec)));
   return dense::LoadModelOnDevices(devices, spec);
 }
 

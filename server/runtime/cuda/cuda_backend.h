@@ -41,6 +41,11 @@ class CudaBackend final : public Backend {
   KernelCacheStats KernelStats() const override;
   std::string NvrtcVersion() const override { return KernelCache::NvrtcVersion(); }
 
+  // After error `err` on `device`'s stream: a sticky one marks every device unhealthy (and
+  // tells the listener). Returns what the batch's callers get: UNAVAILABLE for a lost device,
+  // else the error as a status. Called by the stream callback's completion task.
+  absl::Status OnStreamError(DeviceContext* device, cudaError_t err, const char* what);
+
  private:
   CudaBackend(std::vector<std::unique_ptr<DeviceContext>> devices, CompletionQueue* completions,
               const BackendOptions& options);
@@ -48,19 +53,13 @@ class CudaBackend final : public Backend {
   // The healthy device with the least load (DeviceContext::load); ties go round-robin. With
   // `model`, only devices holding it count. Null when there is none.
   DeviceContext* PickDevice(const dense::LoadedModel* model = nullptr);
-  // Runs one batch of `Op` on a picked device (see RunOnStream in the .cc).
+  // Runs one batch of `Op` on `device` (null: no healthy device, the batch fails UNAVAILABLE).
   template <typename Op>
   void Run(std::shared_ptr<const typename Op::Batch> batch, DeviceContext* device,
            std::function<void(absl::StatusOr<std::vector<typename Op::Result>>)> done);
-  // After error `err` on `device`'s stream: a sticky one marks every device unhealthy (and
-  // tells the listener). Returns what the batch's callers get: UNAVAILABLE for a lost device, else
-  // the error as a status. Public for the stream callback.
- public:
-  absl::Status OnStreamError(DeviceContext* device, cudaError_t err, const char* what);
   // Where a model of `stored_bytes` goes: every healthy device (replicate_models) or the one
   // with the most free memory; RESOURCE_EXHAUSTED when it does not fit there.
   absl::StatusOr<std::vector<DeviceContext*>> ModelDevices(int64_t stored_bytes) const;
- private:
   // Fault injection: true when this batch on `device` is the one to trap after.
   bool InjectFaultNow(const DeviceContext& device);
 

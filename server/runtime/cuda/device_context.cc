@@ -159,7 +159,7 @@ bool DeviceContext::MarkUnhealthy(const absl::Status& cause) {
   if (!healthy()) return false;
   unhealthy_cause_ = absl::UnavailableError(
       absl::StrCat("GPU ", options_.device, " is unhealthy after a device fault (",
-                   cause.message(), "); the server must be restarted, other devices or replicas keep serving"));
+                   cause.message(), "); the server must be restarted, other replicas keep serving"));
   healthy_.store(false, std::memory_order_release);
   return true;
 }
