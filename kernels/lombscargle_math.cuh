@@ -11,6 +11,18 @@
 
 namespace gpucompute_kernels {
 
+// The power in a normalization from p = v^T M^-1 v (normalised weights; see periodogram.h):
+// norm 0 standard p / yy, 1 model p / (yy - p), 2 log -log(1 - p / yy), 3 psd p * psd_scale.
+template <typename T>
+LS_HOST_DEVICE T NormalizePower(T p, int norm, T yy, T psd_scale) {
+  switch (norm) {
+    case 1: return p / (yy - p);
+    case 2: return -log1p(-p / yy);
+    case 3: return p * psd_scale;
+    default: return p / yy;
+  }
+}
+
 // Sums at one frequency, with normalised weights w (sum 1):
 //   c = sum w cos, s = sum w sin, yc = sum w y cos, ys = sum w y sin,
 //   cc = sum w cos^2, cs = sum w cos sin.
@@ -32,12 +44,7 @@ LS_HOST_DEVICE T LombScarglePower(T c, T s, T yc, T ys, T cc, T cs, bool fit_mea
   // p = v^T M^-1 v for v = (yc, ys), M = [[cc, cs], [cs, ss]].
   const T det = cc * ss - cs * cs;
   const T p = (ss * yc * yc - T(2) * cs * yc * ys + cc * ys * ys) / det;
-  switch (norm) {
-    case 1: return p / (yy - p);
-    case 2: return -log1p(-p / yy);
-    case 3: return p * psd_scale;
-    default: return p / yy;
-  }
+  return NormalizePower(p, norm, yy, psd_scale);
 }
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)

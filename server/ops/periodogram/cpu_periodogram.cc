@@ -1,13 +1,19 @@
-// CPU reference periodogram. On uniform grids each block of kBlock consecutive frequencies
+// CPU reference periodogram. nterms = 1, direct: on uniform grids each block of kBlock consecutive frequencies
 // takes one exact sin/cos per sample and reaches the others by angle addition (rotation), so
 // drift is bounded by kBlock steps; phases are reduced modulo one cycle in float64 first.
+// nterms > 1, direct: harmonic sums per frequency, then the small solve
+// (kernels/lombscargle_harmonic.cuh). Fast: NUFFT harmonic sums (nufft.h), then the solve.
 #include "server/ops/periodogram/cpu_periodogram.h"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <complex>
+#include <vector>
 
+#include "kernels/lombscargle_harmonic.cuh"
 #include "kernels/lombscargle_math.cuh"
+#include "server/ops/periodogram/nufft.h"
 
 namespace gpucompute::periodogram {
 namespace {
@@ -40,10 +46,79 @@ double Power(const Sums& a, const SeriesSpec& series, const PreparedSeries& p) {
       p.yy, p.psd_scale);
 }
 
+// The q-term power from harmonic sums w_sums[j] = sum w e^{i j theta} (j = 0 .. 2q) and
+// y_sums[j] = sum w y e^{i j theta} (j = 0 .. q).
+double HarmonicPowerFromSums(const std::complex<double>* w_sums, const std::complex<double>* y_sums,
+                             const SeriesSpec& series, const PreparedSeries& p) {
+  const int q = series.nterms;
+  double cw[2 * gpucompute_kernels::kMaxHarmonicTerms + 1], sw[2 * gpucompute_kernels::kMaxHarmonicTerms + 1];
+  double yc[gpucompute_kernels::kMaxHarmonicTerms + 1], ys[gpucompute_kernels::kMaxHarmonicTerms + 1];
+  for (int j = 0; j <= 2 * q; ++j) {
+    cw[j] = w_sums[j].real();
+    sw[j] = w_sums[j].imag();
+  }
+  for (int j = 0; j <= q; ++j) {
+    yc[j] = y_sums[j].real();
+    ys[j] = y_sums[j].imag();
+  }
+  return gpucompute_kernels::HarmonicPower<double>(cw, sw, yc, ys, q, series.fit_mean,
+                                                   static_cast<int>(series.normalization), p.yy,
+                                                   p.psd_scale);
+}
+
+// Direct sums for nterms > 1: per frequency, e^{i theta} once (phase reduced in float64) and
+// its powers by complex multiplication.
+template <typename T>
+void ComputeHarmonicDirect(const SeriesSpec& series, const PreparedSeries& p, int64_t k_begin,
+                           int64_t k_end, T* out) {
+  const int q = series.nterms;
+  std::vector<std::complex<double>> w_sums(2 * q + 1), y_sums(q + 1);
+  for (int64_t k = k_begin; k < k_end; ++k) {
+    const double f = series.grid.frequency(k);
+    std::fill(w_sums.begin(), w_sums.end(), std::complex<double>());
+    std::fill(y_sums.begin(), y_sums.end(), std::complex<double>());
+    for (size_t i = 0; i < p.t.size(); ++i) {
+      double s, c;
+      SinCosCycles(f * p.t[i], &s, &c);
+      const std::complex<double> e1(c, s);
+      std::complex<double> e = e1;
+      for (int j = 1; j <= 2 * q; ++j) {
+        w_sums[j] += p.w[i] * e;
+        if (j <= q) y_sums[j] += p.wy[i] * e;
+        e *= e1;
+      }
+    }
+    w_sums[0] = 1.0;  // the weights sum to 1
+    out[k - k_begin] = static_cast<T>(HarmonicPowerFromSums(w_sums.data(), y_sums.data(), series, p));
+  }
+}
+
+// The fast method over the whole grid: NUFFT sums (nufft.h), then the power per frequency.
+template <typename T>
+void ComputeFast(const SeriesSpec& series, const PreparedSeries& p, ComputeType dtype, T* out) {
+  const std::vector<HarmonicTerm> terms = HarmonicTerms(series.nterms, series.fit_mean);
+  const auto sums = HarmonicSumsFastCpu(series, p, dtype);
+  const int q = series.nterms;
+  std::vector<std::complex<double>> w_sums(2 * q + 1), y_sums(q + 1);
+  for (int64_t k = 0; k < series.grid.size(); ++k) {
+    std::fill(w_sums.begin(), w_sums.end(), std::complex<double>());
+    std::fill(y_sums.begin(), y_sums.end(), std::complex<double>());
+    w_sums[0] = 1.0;
+    for (size_t term = 0; term < terms.size(); ++term) {
+      (terms[term].weighted_y ? y_sums : w_sums)[terms[term].j] = sums[term][k];
+    }
+    out[k] = static_cast<T>(HarmonicPowerFromSums(w_sums.data(), y_sums.data(), series, p));
+  }
+}
+
 template <typename T>
 void ComputeTyped(const SeriesSpec& series, const PreparedSeries& p, int64_t k_begin,
                   int64_t k_end, T* out) {
   const size_t n = p.t.size();
+  if (series.nterms > 1) {
+    ComputeHarmonicDirect(series, p, k_begin, k_end, out);
+    return;
+  }
   if (!series.grid.uniform) {
     for (int64_t k = k_begin; k < k_end; ++k) {
       const double f = series.grid.explicit_frequencies[k];
@@ -80,8 +155,21 @@ void ComputeTyped(const SeriesSpec& series, const PreparedSeries& p, int64_t k_b
 
 }  // namespace
 
+int64_t CpuTaskFrequencies(const SeriesSpec& series, int64_t direct_chunk) {
+  return series.method == Method::kFast ? std::max<int64_t>(series.grid.size(), 1) : direct_chunk;
+}
+
 void ComputePowerCpu(const SeriesSpec& series, const PreparedSeries& prepared, ComputeType dtype,
                      int64_t k_begin, int64_t k_end, void* out) {
+  if (series.method == Method::kFast) {
+    // One call covers the whole grid (CpuTaskFrequencies).
+    if (dtype == ComputeType::kFloat32) {
+      ComputeFast(series, prepared, dtype, static_cast<float*>(out));
+    } else {
+      ComputeFast(series, prepared, dtype, static_cast<double*>(out));
+    }
+    return;
+  }
   if (dtype == ComputeType::kFloat32) {
     ComputeTyped(series, prepared, k_begin, k_end, static_cast<float*>(out));
   } else {

@@ -8,6 +8,10 @@
 
 namespace gpucompute::periodogram {
 
+// How many frequencies one call of ComputePowerCpu may take: `direct_chunk` for the direct
+// method, the whole grid for the fast one (its FFTs cover every frequency at once).
+int64_t CpuTaskFrequencies(const SeriesSpec& series, int64_t direct_chunk);
+
 // Computes power[k] for k in [k_begin, k_end) of `series`' grid into `out` (elements of
 // `dtype`, indexed from 0 = frequency k_begin). `prepared` is Prepare(series).
 void ComputePowerCpu(const SeriesSpec& series, const PreparedSeries& prepared, ComputeType dtype,

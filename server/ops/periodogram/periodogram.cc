@@ -13,6 +13,8 @@ const char* ComputeTypeName(ComputeType t) {
   return t == ComputeType::kFloat32 ? "float32" : "float64";
 }
 
+const char* MethodName(Method m) { return m == Method::kFast ? "fast" : "direct"; }
+
 absl::StatusOr<UniformGrid> AutoFrequency(const std::vector<double>& t,
                                           const AutoGridParams& params) {
   if (t.empty()) return absl::InvalidArgumentError("autofrequency needs at least one sample");

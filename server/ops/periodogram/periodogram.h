@@ -1,5 +1,9 @@
-// The periodogram operation's semantics, shared by every backend: Astropy's LombScargle with
-// nterms = 1 (floating mean, weights from dy, normalizations standard/model/log/psd).
+// The periodogram operation's semantics, shared by every backend: Astropy's LombScargle
+// (floating mean, weights from dy, normalizations standard/model/log/psd, nterms >= 1 with
+// the "chi2" semantics; see kernels/lombscargle_harmonic.cuh for nterms > 1), two ways of
+// forming the sums (direct, or NUFFT on uniform grids: nufft.h), and the results built on
+// the power: top-k peaks, false-alarm probabilities (false_alarm.h) and best-fit models
+// (model.h).
 //
 // Conventions (the same as astropy.timeseries.LombScargle, method "slow"/"cython"):
 //   w_i = dy_i^-2 / sum(dy^-2)            (dy absent: dy_i = 1)
@@ -63,6 +67,26 @@ struct AutoGridParams {
 // INVALID_ARGUMENT when the rule yields no valid grid (zero baseline, max <= min, ...).
 absl::StatusOr<UniformGrid> AutoFrequency(const std::vector<double>& t, const AutoGridParams& params);
 
+// How the sums over the samples are formed (the request's `auto` is resolved at decoding).
+enum class Method { kDirect, kFast };
+const char* MethodName(Method m);
+
+// The best-fit model asked for a series (Astropy's model_parameters / model).
+struct ModelSpec {
+  std::optional<double> frequency;  // unset: the series' peak frequency
+  std::vector<double> t;            // times at which to evaluate the model (may be empty)
+};
+
+// False-alarm options of a request (Astropy's false_alarm_probability / false_alarm_level).
+enum class FalseAlarmMethod : int { kBaluev = 0, kDavies = 1, kNaive = 2, kBootstrap = 3 };
+struct FalseAlarmSpec {
+  FalseAlarmMethod method = FalseAlarmMethod::kBaluev;
+  std::vector<double> probabilities;  // levels wanted at these probabilities
+  std::vector<double> powers;         // probabilities wanted at these powers
+  int n_bootstraps = 1000;
+  uint64_t seed = 0;
+};
+
 // One validated series with its resolved grid and options.
 struct SeriesSpec {
   std::vector<double> t;
@@ -72,12 +96,23 @@ struct SeriesSpec {
   bool fit_mean = true;
   bool center_data = true;
   Normalization normalization = Normalization::kStandard;
+  Method method = Method::kDirect;
+  int nterms = 1;
+  std::optional<ModelSpec> model;
+  // A bootstrap resampling of series `bootstrap_of` of the same request (false alarm by
+  // bootstrap): only its peak is used, so backends may skip returning its power.
+  int bootstrap_of = -1;
+  bool peak_only() const { return bootstrap_of >= 0; }
 };
 
-// One decoded request: all its series share the compute dtype.
+// One decoded request: all its series share the compute dtype. The caller's series come
+// first; any bootstrap resamplings follow them.
 struct Request {
   ComputeType dtype = ComputeType::kFloat64;
   std::vector<SeriesSpec> series;
+  int64_t user_series = 0;  // series[0 .. user_series) are the caller's
+  int top_k = 0;
+  std::optional<FalseAlarmSpec> false_alarm;
 
   int64_t pairs() const;  // sum over series of samples x frequencies
 };
@@ -122,13 +157,37 @@ struct PreparedSeries {
 };
 PreparedSeries Prepare(const SeriesSpec& series);
 
+// A local maximum of a series' power.
+struct Peak {
+  int64_t index = 0;
+  double frequency = 0;
+  double power = 0;
+  double false_alarm_probability = 0;
+};
+
+struct FalseAlarmResult {
+  double peak_probability = 0;
+  std::vector<double> probabilities;  // of FalseAlarmSpec::powers
+  std::vector<double> levels;         // of FalseAlarmSpec::probabilities
+};
+
+struct ModelResult {
+  double frequency = 0;
+  std::vector<double> parameters;
+  double offset = 0;
+  std::vector<double> y;  // at ModelSpec::t
+};
+
 // The result for one series: power in the request's dtype as raw little-endian bytes (moved
-// into the response Tensor without a copy) and the peak.
+// into the response Tensor without a copy), the peak, and what FinishResults adds.
 struct SeriesPower {
-  std::string power;
+  std::string power;  // empty for peak-only (bootstrap) series
   int64_t peak_index = 0;
   double peak_frequency = 0;
   double peak_power = 0;
+  std::vector<Peak> peaks;
+  std::optional<FalseAlarmResult> false_alarm;
+  std::optional<ModelResult> model;
 };
 
 // Finds the peak of `power` (n values of type T) over `grid`; NaN values are skipped.
@@ -136,5 +195,14 @@ template <typename T>
 void FindPeak(const T* power, const Grid& grid, SeriesPower* out);
 // The same for out->power, read as `dtype`.
 void FindPeak(ComputeType dtype, const Grid& grid, SeriesPower* out);
+
+// The k highest local maxima of `power` (n values of `dtype`; NaN skipped), highest first,
+// ties to the lower index. A value counts as a local maximum when no neighbour is larger.
+std::vector<Peak> TopPeaks(ComputeType dtype, const std::string& power, const Grid& grid, int k);
+
+// Everything a request asks for beyond power and peak, from the backend's results (one per
+// series of `request`, bootstrap series included): top-k peaks, false-alarm probabilities and
+// levels, best-fit models. Drops the bootstrap series' results. Host work only.
+void FinishResults(const Request& request, std::vector<SeriesPower>* results);
 
 }  // namespace gpucompute::periodogram

@@ -104,6 +104,7 @@ void CpuBackend::RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
     }
     for (size_t s = 0; s < state->series.size(); ++s) {
       periodogram::FindPeak(state->batch->dtype, state->series[s]->grid, &state->results[s]);
+      if (state->series[s]->peak_only()) std::string().swap(state->results[s].power);
     }
     completions_->Post([this, state] {
       ReleaseBatch();  // before done(): done may let the server destroy this backend
@@ -113,8 +114,9 @@ void CpuBackend::RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
   std::vector<std::function<void()>> tasks;
   for (size_t i = 0; i < state->series.size(); ++i) {
     const int64_t n = state->series[i]->grid.size();
-    for (int64_t k = 0; k < n; k += kFrequenciesPerTask) {
-      const int64_t end = std::min(n, k + kFrequenciesPerTask);
+    const int64_t per_task = periodogram::CpuTaskFrequencies(*state->series[i], kFrequenciesPerTask);
+    for (int64_t k = 0; k < n; k += per_task) {
+      const int64_t end = std::min(n, k + per_task);
       tasks.push_back([state, i, k, end, elem, finish] {
         NVTX_RANGE("periodogram.cpu.compute");
         // A long CPU batch nobody waits for any more would hold the workers: stop early.

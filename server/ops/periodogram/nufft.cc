@@ -1,0 +1,173 @@
+// The fast method's sums by NUFFT (see nufft.h).
+#include "server/ops/periodogram/nufft.h"
+
+#include <fftw3.h>
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+
+#include "kernels/nufft_math.cuh"
+
+namespace gpucompute::periodogram {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kTwoPi = 2 * kPi;
+
+// Gauss-Legendre nodes and weights on [-1, 1] (Newton on the Legendre recurrence).
+void GaussLegendre(int n, std::vector<double>* x, std::vector<double>* w) {
+  x->resize(n);
+  w->resize(n);
+  for (int i = 0; i < (n + 1) / 2; ++i) {
+    double z = std::cos(kPi * (i + 0.75) / (n + 0.5));
+    double dp = 0;
+    for (int iter = 0; iter < 100; ++iter) {
+      double p0 = 1, p1 = z;
+      for (int k = 2; k <= n; ++k) {
+        const double p2 = ((2 * k - 1) * z * p1 - (k - 1) * p0) / k;
+        p0 = p1;
+        p1 = p2;
+      }
+      if (n == 1) p0 = 1;
+      dp = n * (z * p1 - p0) / (z * z - 1);
+      const double dz = p1 / dp;
+      z -= dz;
+      if (std::abs(dz) < 1e-16) break;
+    }
+    (*x)[i] = -z;
+    (*x)[n - 1 - i] = z;
+    (*w)[i] = (*w)[n - 1 - i] = 2 / ((1 - z * z) * dp * dp);
+  }
+}
+
+// FFTW's planner is not thread-safe; execution of a plan is.
+std::mutex& PlannerMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+}  // namespace
+
+int64_t NextSmoothSize(int64_t n) {
+  int64_t best = INT64_MAX;
+  for (int64_t p2 = 1; p2 < 2 * std::max<int64_t>(n, 1); p2 *= 2) {
+    for (int64_t p3 = p2; p3 < 2 * std::max<int64_t>(n, 1); p3 *= 3) {
+      for (int64_t p5 = p3; p5 < 2 * std::max<int64_t>(n, 1); p5 *= 5) {
+        if (p5 >= n) best = std::min(best, p5);
+      }
+    }
+  }
+  return best;
+}
+
+NufftPlan MakeNufftPlan(int64_t modes, ComputeType dtype) {
+  NufftPlan plan;
+  plan.modes = modes;
+  plan.centre = modes / 2;
+  // FINUFFT's rule for an upsampling factor of 2: width = digits + 1, beta = 2.30 width.
+  plan.width = dtype == ComputeType::kFloat64 ? 14 : 8;
+  plan.beta = 2.30 * plan.width;
+  plan.grid_size = NextSmoothSize(std::max<int64_t>(2 * modes, 2 * plan.width));
+  if (plan.grid_size % 2 != 0) plan.grid_size = NextSmoothSize(plan.grid_size + 1);
+  return plan;
+}
+
+std::vector<double> NufftCorrection(const NufftPlan& plan) {
+  std::vector<double> x, w;
+  GaussLegendre(3 * plan.width + 24, &x, &w);
+  std::vector<double> phi(x.size());
+  for (size_t q = 0; q < x.size(); ++q) phi[q] = gpucompute_kernels::EsKernel(x[q], plan.beta);
+  std::vector<double> out(static_cast<size_t>(plan.modes));
+  const double half = 0.5 * plan.width;
+  for (int64_t k = 0; k < plan.modes; ++k) {
+    const double a = kPi * static_cast<double>(k - plan.centre) * plan.width /
+                     static_cast<double>(plan.grid_size);
+    double sum = 0;
+    for (size_t q = 0; q < x.size(); ++q) sum += w[q] * phi[q] * std::cos(a * x[q]);
+    out[k] = 1.0 / (half * sum);
+  }
+  return out;
+}
+
+std::vector<HarmonicTerm> HarmonicTerms(int nterms, bool fit_mean) {
+  std::vector<HarmonicTerm> terms;
+  for (int j = (nterms == 1 && !fit_mean) ? 2 : 1; j <= 2 * nterms; ++j) terms.push_back({false, j});
+  for (int j = 1; j <= nterms; ++j) terms.push_back({true, j});
+  return terms;
+}
+
+std::vector<std::vector<std::complex<double>>> HarmonicSumsFastCpu(const SeriesSpec& series,
+                                                                   const PreparedSeries& prepared,
+                                                                   ComputeType dtype) {
+  const UniformGrid& g = *series.grid.uniform;
+  const NufftPlan plan = MakeNufftPlan(g.n, dtype);
+  const std::vector<double> correction = NufftCorrection(plan);
+  const std::vector<HarmonicTerm> terms = HarmonicTerms(series.nterms, series.fit_mean);
+  const int64_t m = plan.grid_size;
+  const double fc = g.f0 + static_cast<double>(plan.centre) * g.df;
+
+  fftw_complex* grid = fftw_alloc_complex(static_cast<size_t>(m));
+  fftw_plan fft;
+  {
+    std::lock_guard<std::mutex> lock(PlannerMutex());
+    fft = fftw_plan_dft_1d(static_cast<int>(m), grid, grid, FFTW_BACKWARD, FFTW_ESTIMATE);
+  }
+  std::vector<std::vector<std::complex<double>>> out(terms.size());
+  std::vector<double> kernel(plan.width);
+  for (size_t term = 0; term < terms.size(); ++term) {
+    const HarmonicTerm& h = terms[term];
+    const std::vector<double>& a = h.weighted_y ? prepared.wy : prepared.w;
+    std::fill(reinterpret_cast<double*>(grid), reinterpret_cast<double*>(grid) + 2 * m, 0.0);
+    for (size_t i = 0; i < prepared.t.size(); ++i) {
+      const double t = prepared.t[i];
+      double r = h.j * fc * t;
+      r -= std::nearbyint(r);
+      const double re = a[i] * std::cos(kTwoPi * r), im = a[i] * std::sin(kTwoPi * r);
+      long long first;
+      double z0;
+      gpucompute_kernels::NufftCells(h.j * g.df * t, m, plan.width, &first, &z0);
+      for (int c = 0; c < plan.width; ++c) {
+        kernel[c] = gpucompute_kernels::EsKernel(z0 + c * (2.0 / plan.width), plan.beta);
+      }
+      int64_t cell = ((first % m) + m) % m;
+      for (int c = 0; c < plan.width; ++c) {
+        grid[cell][0] += re * kernel[c];
+        grid[cell][1] += im * kernel[c];
+        if (++cell == m) cell = 0;
+      }
+    }
+    fftw_execute(fft);
+    std::vector<std::complex<double>>& sums = out[term];
+    sums.resize(static_cast<size_t>(g.n));
+    for (int64_t k = 0; k < g.n; ++k) {
+      const int64_t mode = k - plan.centre;
+      const int64_t at = mode >= 0 ? mode : mode + m;
+      sums[k] = std::complex<double>(grid[at][0], grid[at][1]) * correction[k];
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(PlannerMutex());
+    fftw_destroy_plan(fft);
+  }
+  fftw_free(grid);
+  return out;
+}
+
+double DirectCost(int64_t samples, int64_t frequencies, int nterms) {
+  // ~10 flops per sample-frequency pair and term.
+  return 10.0 * static_cast<double>(samples) * static_cast<double>(frequencies) * nterms;
+}
+
+double FastCost(int64_t samples, int64_t frequencies, int nterms, ComputeType dtype) {
+  const NufftPlan plan = MakeNufftPlan(frequencies, dtype);
+  const double m = static_cast<double>(plan.grid_size);
+  const double transforms = static_cast<double>(HarmonicTerms(nterms, true).size());
+  // Per transform: the FFT, spreading (a kernel value per cell), the deconvolution and the
+  // power's solve, plus a fixed cost for the extra launches and plans (~ 2e6 flops' time).
+  const double per_transform = 5 * m * std::log2(m) + 20.0 * samples * plan.width +
+                               10.0 * frequencies + 2e6;
+  return transforms * per_transform;
+}
+
+}  // namespace gpucompute::periodogram

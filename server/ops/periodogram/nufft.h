@@ -1,0 +1,59 @@
+// The fast method's sums: on a uniform grid f_k = f0 + k df (k = 0 .. K-1), each harmonic sum
+//   H(k) = sum_i a_i exp(2 pi i j f_k t_i)      (a = w or w y, j = 1 .. 2 nterms)
+// is one type-1 non-uniform FFT. With the mode shift c = K / 2 and k' = k - c:
+//   H(k) = sum_i [a_i exp(2 pi i j (f0 + c df) t_i)] exp(i k' x_i),  x_i = 2 pi j df t_i,
+// so each point's strength carries the phase of the grid's centre frequency and its position
+// is its time in periods of 1 / (j df). The points are spread onto a periodic fine grid of
+// M >= 2K cells with the ES kernel of `width` cells, the grid is FFT'd (exp(+i ...)), and
+// mode k' is divided by the kernel's Fourier transform there (computed by Gauss-Legendre
+// quadrature). Phases and positions are reduced modulo one period in float64, on times
+// re-centred on the series' middle sample (periodogram.h), so nothing grows with f t.
+// The accuracy is set by the width: 1e-12 of sum |a| (= 1 for the weights) for float64,
+// 1e-7 for float32.
+#pragma once
+
+#include <complex>
+#include <cstdint>
+#include <vector>
+
+#include "server/ops/periodogram/periodogram.h"
+
+namespace gpucompute::periodogram {
+
+// The geometry of one series' transforms (the same for all its harmonics).
+struct NufftPlan {
+  int64_t modes = 0;      // K, the grid's frequencies
+  int64_t centre = 0;     // c = K / 2: mode k' = k - c
+  int64_t grid_size = 0;  // M: the fine grid, a 2^a 3^b 5^c number >= 2K
+  int width = 0;          // kernel support in cells
+  double beta = 0;        // ES kernel shape
+};
+NufftPlan MakeNufftPlan(int64_t modes, ComputeType dtype);
+
+// 1 / (the kernel's Fourier transform) at each mode k = 0 .. K-1 (i.e. k' = k - c).
+std::vector<double> NufftCorrection(const NufftPlan& plan);
+
+// The smallest 2^a 3^b 5^c >= n.
+int64_t NextSmoothSize(int64_t n);
+
+// One harmonic sum a series needs: of w (weights) or w y, at j times the frequency.
+struct HarmonicTerm {
+  bool weighted_y = false;
+  int j = 1;
+};
+// The sums the power at `nterms` needs: w at j = 1 .. 2 nterms (j = 1 skipped for nterms = 1
+// without fit_mean), then w y at j = 1 .. nterms.
+std::vector<HarmonicTerm> HarmonicTerms(int nterms, bool fit_mean);
+
+// Harmonic sums of every HarmonicTerms entry at every frequency of series.grid (uniform),
+// by NUFFT on the CPU (FFTW): out[term][k].
+std::vector<std::vector<std::complex<double>>> HarmonicSumsFastCpu(const SeriesSpec& series,
+                                                                   const PreparedSeries& prepared,
+                                                                   ComputeType dtype);
+
+// The estimated cost of each method for a series (arbitrary units, comparable): `auto`
+// takes the cheaper. Direct: samples x frequencies x terms; fast: FFTs and spreading.
+double DirectCost(int64_t samples, int64_t frequencies, int nterms);
+double FastCost(int64_t samples, int64_t frequencies, int nterms, ComputeType dtype);
+
+}  // namespace gpucompute::periodogram
