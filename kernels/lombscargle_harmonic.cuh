@@ -20,10 +20,11 @@ namespace gpucompute_kernels {
 constexpr int kMaxHarmonicTerms = 8;
 constexpr int kMaxHarmonicParams = 2 * kMaxHarmonicTerms + 1;
 
-// Relative pivot (squared, against the column's own diagonal) at or below which the normal
-// matrix counts as singular and the power is NaN: 32 units of rounding, i.e. the matrix is
-// singular to working precision (Astropy's np.linalg.solve raises only on exact zeros; a
-// rank-deficient design matrix in floating point is that, up to rounding).
+// Cholesky pivot, relative to the largest diagonal entry, at or below which the normal
+// matrix counts as singular and the power is NaN: 32 units of rounding, i.e. singular to
+// working precision (Astropy's np.linalg.solve raises only on exact zeros; a rank-deficient
+// design matrix in floating point is that, up to rounding: e.g. sin(2 pi f t) at f = 1 for
+// integer t is ~1e-16, not 0).
 template <typename T>
 LS_HOST_DEVICE T SingularPivotTolerance() {
   return sizeof(T) == 4 ? T(3.8e-6) : T(7.1e-15);
@@ -61,6 +62,11 @@ LS_HOST_DEVICE T HarmonicPower(const T* cw, const T* sw, const T* yc, const T* y
   const int P = 2 * q + 1 - first;
   T L[kMaxHarmonicParams * kMaxHarmonicParams];
   T z[kMaxHarmonicParams];
+  T scale = T(0);
+  for (int i = 0; i < P; ++i) {
+    const T d = HarmonicNormalEntry(cw, sw, i + first, i + first);
+    scale = d > scale ? d : scale;
+  }
   // Cholesky A = L L^T, column by column, with forward substitution L z = b alongside.
   for (int i = 0; i < P; ++i) {
     const int ci = i + first;
@@ -69,8 +75,7 @@ LS_HOST_DEVICE T HarmonicPower(const T* cw, const T* sw, const T* yc, const T* y
       T v = HarmonicNormalEntry(cw, sw, ci, cj);
       for (int k = 0; k < j; ++k) v -= L[i * P + k] * L[j * P + k];
       if (i == j) {
-        const T diag = HarmonicNormalEntry(cw, sw, ci, ci);
-        if (!(v > SingularPivotTolerance<T>() * diag)) return T(0) / T(0);
+        if (!(v > SingularPivotTolerance<T>() * scale)) return T(0) / T(0);
         L[i * P + i] = sqrt(v);
       } else {
         L[i * P + j] = v / L[j * P + j];

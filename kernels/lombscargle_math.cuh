@@ -41,8 +41,13 @@ LS_HOST_DEVICE T LombScarglePower(T c, T s, T yc, T ys, T cc, T cs, bool fit_mea
     ss -= s * s;
     cs -= c * s;
   }
-  // p = v^T M^-1 v for v = (yc, ys), M = [[cc, cs], [cs, ss]].
+  // p = v^T M^-1 v for v = (yc, ys), M = [[cc, cs], [cs, ss]]. M's entries are at most 1
+  // (the weights sum to 1): its Cholesky pivots cc and det / cc at or below 32 units of
+  // rounding mean singular to working precision, and the power is NaN (as in
+  // lombscargle_harmonic.cuh).
   const T det = cc * ss - cs * cs;
+  const T tol = sizeof(T) == 4 ? T(3.8e-6) : T(7.1e-15);
+  if (!(cc > tol) || !(det > tol * cc)) return T(0) / T(0);
   const T p = (ss * yc * yc - T(2) * cs * yc * ys + cc * ys * ys) / det;
   return NormalizePower(p, norm, yy, psd_scale);
 }

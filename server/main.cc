@@ -38,6 +38,7 @@ ABSL_FLAG(int64_t, max_series_per_request, 100000, "series per periodogram reque
 ABSL_FLAG(int64_t, max_samples_per_series, int64_t{1} << 24, "samples per series");
 ABSL_FLAG(int64_t, max_frequencies_per_series, int64_t{1} << 26, "frequencies per series");
 ABSL_FLAG(int64_t, max_pairs_per_request, int64_t{1} << 40, "sample x frequency pairs per request");
+ABSL_FLAG(int64_t, max_bootstrap_samples, int64_t{1} << 26, "resampled samples (n_bootstraps x samples) per periodogram request");
 ABSL_FLAG(int, dense_max_batch_size, gpucompute::DefaultDenseScheduling().max_batch_size, "most Dense requests coalesced into one pass (1: no batching)");
 ABSL_FLAG(int64_t, dense_max_batch_rows, gpucompute::DefaultDenseScheduling().max_batch_cost, "most rows coalesced into one pass through a model");
 ABSL_FLAG(int64_t, dense_max_queue_delay_us,
@@ -169,6 +170,7 @@ int main(int argc, char** argv) {
   config.limits.max_samples_per_series = absl::GetFlag(FLAGS_max_samples_per_series);
   config.limits.max_frequencies_per_series = absl::GetFlag(FLAGS_max_frequencies_per_series);
   config.limits.max_pairs_per_request = absl::GetFlag(FLAGS_max_pairs_per_request);
+  config.limits.max_bootstrap_samples = absl::GetFlag(FLAGS_max_bootstrap_samples);
   config.dense_scheduler.max_batch_size = std::max(1, absl::GetFlag(FLAGS_dense_max_batch_size));
   config.dense_scheduler.max_batch_cost = std::max<int64_t>(1, absl::GetFlag(FLAGS_dense_max_batch_rows));
   config.dense_scheduler.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_dense_max_queue_delay_us));

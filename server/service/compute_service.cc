@@ -115,6 +115,7 @@ grpc::ServerUnaryReactor* ComputeService::ServerInfo(grpc::CallbackServerContext
   limits->set_max_samples_per_series(parts_.limits.max_samples_per_series);
   limits->set_max_frequencies_per_series(parts_.limits.max_frequencies_per_series);
   limits->set_max_pairs_per_request(parts_.limits.max_pairs_per_request);
+  limits->set_max_bootstrap_samples(parts_.limits.max_bootstrap_samples);
   const SchedulerOptions& so = parts_.periodogram->options();
   limits->set_max_batch_size(so.max_batch_size);
   limits->set_max_queue_delay_us(absl::ToInt64Microseconds(so.max_queue_delay));

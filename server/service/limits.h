@@ -28,6 +28,9 @@ struct ServiceLimits {
   int64_t max_samples_per_series = int64_t{1} << 24;
   int64_t max_frequencies_per_series = int64_t{1} << 26;
   int64_t max_pairs_per_request = int64_t{1} << 40;
+  // False alarm by bootstrap: resampled samples per request (n_bootstraps x samples), which
+  // the server holds while the request runs.
+  int64_t max_bootstrap_samples = int64_t{1} << 26;
   DenseLimits dense;
   // Assimilate: problems per request, members N, and the largest m x m matrix (full R or the
   // observation-space form). The request and response byte limits bound n and m otherwise.

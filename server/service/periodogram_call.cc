@@ -1,6 +1,7 @@
 // RunPeriodogram (see operation_calls.h).
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -10,6 +11,38 @@
 #include "server/service/tensor_codec.h"
 
 namespace gpucompute {
+namespace {
+
+// Top-k peaks, false-alarm values and the model (what FinishResults added).
+void EncodeExtras(periodogram::SeriesPower& p, v1::SeriesResult* out) {
+  for (const periodogram::Peak& peak : p.peaks) {
+    v1::PeriodogramPeak* o = out->add_peaks();
+    o->set_frequency(peak.frequency);
+    o->set_power(peak.power);
+    o->set_index(peak.index);
+    o->set_false_alarm_probability(peak.false_alarm_probability);
+  }
+  if (p.false_alarm) {
+    v1::FalseAlarmResult* f = out->mutable_false_alarm();
+    f->set_peak_probability(p.false_alarm->peak_probability);
+    f->mutable_probabilities()->Add(p.false_alarm->probabilities.begin(),
+                                    p.false_alarm->probabilities.end());
+    f->mutable_levels()->Add(p.false_alarm->levels.begin(), p.false_alarm->levels.end());
+  }
+  if (p.model) {
+    v1::ModelResult* m = out->mutable_model();
+    m->set_frequency(p.model->frequency);
+    m->mutable_parameters()->Add(p.model->parameters.begin(), p.model->parameters.end());
+    m->set_offset(p.model->offset);
+    if (!p.model->y.empty()) {
+      std::string bytes(reinterpret_cast<const char*>(p.model->y.data()), p.model->y.size() * 8);
+      EncodeVector(v1::FLOAT64, static_cast<int64_t>(p.model->y.size()), std::move(bytes),
+                   m->mutable_y());
+    }
+  }
+}
+
+}  // namespace
 
 void RunPeriodogram(const ServiceParts& parts, const v1::PeriodogramRequest& request,
                     v1::PeriodogramResponse* response, CallContext call, CallDone done) {
@@ -27,6 +60,7 @@ void RunPeriodogram(const ServiceParts& parts, const v1::PeriodogramRequest& req
       done(result.status(), timings);
       return;
     }
+    periodogram::FinishResults(*typed, &*result);  // drops the bootstrap series' results
     const v1::DType dtype =
         typed->dtype == periodogram::ComputeType::kFloat32 ? v1::FLOAT32 : v1::FLOAT64;
     response->mutable_results()->Reserve(static_cast<int>(result->size()));
@@ -46,6 +80,9 @@ void RunPeriodogram(const ServiceParts& parts, const v1::PeriodogramRequest& req
       out->set_peak_frequency(p.peak_frequency);
       out->set_peak_power(p.peak_power);
       out->set_peak_index(p.peak_index);
+      out->set_method(s.method == periodogram::Method::kFast ? v1::PERIODOGRAM_METHOD_FAST
+                                                             : v1::PERIODOGRAM_METHOD_DIRECT);
+      EncodeExtras(p, out);
     }
     done(PlaceOutputs(context, request.output_placement(), outputs), timings);
   };

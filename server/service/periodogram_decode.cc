@@ -7,7 +7,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
+#include "server/ops/periodogram/false_alarm.h"
+#include "server/ops/periodogram/nufft.h"
 #include "server/service/tensor_codec.h"
+#include "kernels/lombscargle_harmonic.cuh"
 
 namespace gpucompute {
 namespace {
@@ -100,6 +103,91 @@ absl::StatusOr<Grid> DecodeGrid(const v1::FrequencyGrid* spec, const std::vector
   return grid;
 }
 
+absl::StatusOr<periodogram::ModelSpec> DecodeModelSpec(const v1::ModelSpec& spec,
+                                                       const std::string& field,
+                                                       const ServiceLimits& limits,
+                                                       TensorResolver& resolver) {
+  periodogram::ModelSpec out;
+  if (spec.has_frequency()) {
+    RETURN_IF_ERROR(CheckPositiveFinite(spec.frequency(), field + ".frequency"));
+    out.frequency = spec.frequency();
+  }
+  if (spec.has_t()) {
+    ASSIGN_OR_RETURN(out.t, DecodeVector(resolver, spec.t(), field + ".t"));
+    if (static_cast<int64_t>(out.t.size()) > limits.max_samples_per_series) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(field, ".t: ", out.t.size(), " times is over the limit of ",
+                       limits.max_samples_per_series, " per series"));
+    }
+  }
+  return out;
+}
+
+// The request's false-alarm options, checked; n_bootstraps defaults to Astropy's 1000.
+absl::StatusOr<periodogram::FalseAlarmSpec> DecodeFalseAlarm(const v1::FalseAlarmSpec& spec) {
+  constexpr int kMaxValues = 1024;
+  periodogram::FalseAlarmSpec out;
+  if (!v1::FalseAlarmMethod_IsValid(spec.method())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "false_alarm.method: unknown value ", spec.method(),
+        " (baluev, davies, naive or bootstrap)"));
+  }
+  out.method = static_cast<periodogram::FalseAlarmMethod>(spec.method());
+  if (spec.probabilities_size() > kMaxValues || spec.powers_size() > kMaxValues) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "false_alarm: at most ", kMaxValues, " probabilities and ", kMaxValues, " powers"));
+  }
+  out.probabilities.assign(spec.probabilities().begin(), spec.probabilities().end());
+  out.powers.assign(spec.powers().begin(), spec.powers().end());
+  if (spec.n_bootstraps() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("false_alarm.n_bootstraps: must be >= 0 (got ", spec.n_bootstraps(), ")"));
+  }
+  out.n_bootstraps = spec.n_bootstraps() == 0 ? 1000 : spec.n_bootstraps();
+  out.seed = spec.seed();
+  return out;
+}
+
+// Checks the bootstrap's size against the limits, then appends the resampled series.
+absl::Status AddBootstrapSeries(periodogram::Request* out, const ServiceLimits& limits,
+                                int64_t* pairs) {
+  const int64_t n_boot = out->false_alarm->n_bootstraps;
+  int64_t samples = 0, boot_pairs = 0;
+  for (int64_t i = 0; i < out->user_series; ++i) {
+    const periodogram::SeriesSpec& s = out->series[i];
+    auto grid = periodogram::BootstrapGrid(s);
+    if (!grid.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "false_alarm: series[", i, "] has no bootstrap grid: ", grid.status().message()));
+    }
+    if (grid->n > limits.max_frequencies_per_series) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "false_alarm: series[", i, "]'s bootstrap grid has ", grid->n,
+          " frequencies, over the limit of ", limits.max_frequencies_per_series, " per series"));
+    }
+    samples += static_cast<int64_t>(s.t.size());
+    boot_pairs += static_cast<int64_t>(s.t.size()) * grid->n;
+  }
+  // Division, not multiplication: n_boot may be as large as the client likes.
+  if (samples > 0 && n_boot > limits.max_bootstrap_samples / samples) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "false_alarm.n_bootstraps: ", n_boot, " resamplings of ", samples,
+        " samples is over the limit of ", limits.max_bootstrap_samples,
+        " resampled samples per request (--max_bootstrap_samples)"));
+  }
+  if (boot_pairs > 0 && n_boot > (limits.max_pairs_per_request - *pairs) / boot_pairs) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "false_alarm.n_bootstraps: ", n_boot, " bootstrap periodograms of ", boot_pairs,
+        " sample-frequency pairs each take the request over the limit of ",
+        limits.max_pairs_per_request, " pairs"));
+  }
+  *pairs += n_boot * boot_pairs;
+  const periodogram::ComputeType dtype = out->dtype;
+  periodogram::AppendBootstrapSeries(
+      out, [dtype](const periodogram::SeriesSpec& s) { return periodogram::AutoMethod(s, dtype); });
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::PeriodogramRequest& request,
@@ -128,6 +216,25 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
     return absl::ResourceExhaustedError(
         absl::StrCat("series: ", request.series_size(), " series is over the limit of ",
                      limits.max_series_per_request, " per request"));
+  }
+  if (!v1::PeriodogramMethod_IsValid(request.method())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "method: unknown value ", request.method(), " (auto, direct or fast)"));
+  }
+  const int nterms = request.nterms() == 0 ? 1 : request.nterms();
+  if (nterms < 1 || nterms > gpucompute_kernels::kMaxHarmonicTerms) {
+    return absl::InvalidArgumentError(absl::StrCat("nterms: must be 1 .. ",
+                                                   gpucompute_kernels::kMaxHarmonicTerms,
+                                                   " (got ", request.nterms(), ")"));
+  }
+  constexpr int kMaxTopK = 10000;
+  if (request.top_k() < 0 || request.top_k() > kMaxTopK) {
+    return absl::InvalidArgumentError(absl::StrCat("top_k: must be 0 .. ", kMaxTopK,
+                                                   " (got ", request.top_k(), ")"));
+  }
+  out.top_k = request.top_k();
+  if (request.has_false_alarm()) {
+    ASSIGN_OR_RETURN(out.false_alarm, DecodeFalseAlarm(request.false_alarm()));
   }
   const bool fit_mean = request.has_fit_mean() ? request.fit_mean() : true;
   const bool center_data = request.has_center_data() ? request.center_data() : true;
@@ -178,16 +285,46 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
     s.fit_mean = fit_mean;
     s.center_data = center_data;
     s.normalization = normalization;
+    s.nterms = nterms;
+    switch (request.method()) {
+      case v1::PERIODOGRAM_METHOD_DIRECT: s.method = periodogram::Method::kDirect; break;
+      case v1::PERIODOGRAM_METHOD_FAST:
+        if (!s.grid.uniform) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "method: fast needs a uniform or automatic grid (", grid_field,
+              " lists explicit frequencies)"));
+        }
+        s.method = periodogram::Method::kFast;
+        break;
+      default: s.method = periodogram::AutoMethod(s, out.dtype); break;
+    }
+    if (in.has_model() || request.model_parameters()) {
+      ASSIGN_OR_RETURN(s.model, DecodeModelSpec(in.model(), field + ".model", limits, resolver));
+      output_bytes += static_cast<int64_t>(s.model->t.size()) * 8 + 16 * (2 * nterms + 1);
+    }
     pairs += static_cast<int64_t>(s.t.size()) * s.grid.size();
     output_bytes += s.grid.size() * elem;
   }
+  out.user_series = static_cast<int64_t>(out.series.size());
   if (pairs > limits.max_pairs_per_request) {
     return absl::ResourceExhaustedError(
         absl::StrCat("series: ", pairs, " sample-frequency pairs is over the limit of ",
                      limits.max_pairs_per_request, " per request"));
   }
-  // Power bytes plus the per-result fields (tensor header, grid, peak: < 128 bytes each).
-  output_bytes += 128 * static_cast<int64_t>(out.series.size());
+  if (out.false_alarm) {
+    RETURN_IF_ERROR(periodogram::ValidateFalseAlarm(out));
+    if (out.false_alarm->method == periodogram::FalseAlarmMethod::kBootstrap) {
+      RETURN_IF_ERROR(AddBootstrapSeries(&out, limits, &pairs));
+    }
+  }
+  // Power bytes plus the per-result fields (tensor header, grid, peak: < 128 bytes each; 48
+  // per top-k peak; 16 per false-alarm value).
+  output_bytes += (128 + 48 * static_cast<int64_t>(out.top_k)) * out.user_series;
+  if (out.false_alarm) {
+    output_bytes += 16 * out.user_series *
+                    static_cast<int64_t>(out.false_alarm->probabilities.size() +
+                                         out.false_alarm->powers.size());
+  }
   if (OutputsInline(request.output_placement()) &&
       output_bytes > limits.max_response_bytes - (int64_t{1} << 20)) {
     return absl::ResourceExhaustedError(

@@ -33,12 +33,14 @@ The generated messages and stubs are ``gpucompute.v1.compute_pb2`` / ``compute_p
 from gpucompute.assimilation import AssimilationResult
 from gpucompute.client import NORMALIZATIONS, Client, PeriodogramResult, health, message_to_dict
 from gpucompute.grids import AutoGrid, UniformGrid
+from gpucompute.lombscargle import LombScargle
 from gpucompute.models import ACTIVATIONS, MODEL_DTYPES
 from gpucompute.shared_memory import SharedMemoryRegion
 from gpucompute.stream import JobResult, JobStream
 from gpucompute.tensor import SharedMemoryTensor, TensorHandle, from_tensor, to_tensor
 
 __all__ = [
+    "LombScargle",
     "ACTIVATIONS",
     "AssimilationResult",
     "AutoGrid",

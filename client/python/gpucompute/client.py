@@ -48,6 +48,15 @@ class PeriodogramResult:
         the request's normalization.
       peak_frequency, peak_power, peak_index: the largest power and where it is (server-side).
       grid: the ``UniformGrid`` used, or None for explicit frequencies.
+      method: "direct" or "fast", the method the server used.
+      peaks: with ``top_k``: dicts ``frequency, power, index, false_alarm_probability`` of the
+        highest local maxima, highest first.
+      false_alarm: with ``false_alarm``: dict ``peak_probability`` (of ``peak_power``),
+        ``probabilities`` (of the requested powers), ``levels`` (of the requested
+        probabilities), as float64 arrays.
+      model: with ``model``/``model_parameters``: dict ``frequency``, ``parameters``
+        (Astropy's ``model_parameters``), ``offset`` and ``y`` (the model at the requested
+        times, or None).
     """
     frequency: np.ndarray
     power: np.ndarray
@@ -55,6 +64,10 @@ class PeriodogramResult:
     peak_power: float
     peak_index: int
     grid: UniformGrid = None
+    method: str = "direct"
+    peaks: list = dataclasses.field(default_factory=list)
+    false_alarm: dict = None
+    model: dict = None
 
     def __iter__(self):
         """Unpacks as ``frequency, power``, like ``LombScargle.autopower``."""
@@ -269,7 +282,8 @@ class Client:
     def periodogram(self, series, frequency=None, *, fit_mean=True, center_data=True,
                     normalization="standard", dtype="float64", samples_per_peak=5,
                     nyquist_factor=5, minimum_frequency=None, maximum_frequency=None,
-                    output=None, timeout=None):
+                    method="auto", nterms=1, top_k=0, false_alarm=None,
+                    model_parameters=False, output=None, timeout=None):
         """Lomb-Scargle periodograms of many series in one RPC; returns ``PeriodogramResult``s.
 
         Args:
@@ -281,6 +295,16 @@ class Client:
           frequency: the grid for every series; see ``gpucompute.grids``. None: Astropy's
             autofrequency per series, from ``samples_per_peak``, ``nyquist_factor``,
             ``minimum_frequency``, ``maximum_frequency`` (ignored for other grids).
+            A dict item may also have ``model``: ``{"frequency": f, "t": times}`` (either
+            optional) for that series' best-fit model.
+          method: "auto" (default), "direct" or "fast" (NUFFT, uniform grids; Astropy's
+            names "slow"/"cython"/"chi2" mean direct and "fastchi2" fast).
+          nterms: Fourier terms of the model (1 .. 8), Astropy's ``nterms``.
+          top_k: return the k highest local maxima per series (``PeriodogramResult.peaks``).
+          false_alarm: None, a method name ("baluev", "davies", "naive", "bootstrap") or a
+            dict with ``method``, ``probabilities`` (levels wanted), ``powers``
+            (probabilities wanted), ``n_bootstraps``, ``seed``.
+          model_parameters: return every series' best-fit model at its peak frequency.
           output: None (powers inline), ``"keep"`` (each power stays on the server: a
             ``TensorHandle``) or a registered ``SharedMemoryRegion`` / ``(region, offset[,
             length])`` (powers written there, returned as views).
@@ -298,7 +322,13 @@ class Client:
             fit_mean=bool(fit_mean),
             center_data=bool(center_data),
             normalization=_normalization(normalization),
-            dtype=compute_dtype(dtype))
+            dtype=compute_dtype(dtype),
+            method=_method(method),
+            nterms=int(nterms),
+            top_k=int(top_k),
+            model_parameters=bool(model_parameters))
+        if false_alarm is not None:
+            request.false_alarm.CopyFrom(_false_alarm_proto(false_alarm))
         placement = self._placement(output)
         if placement is not None:
             request.output_placement.CopyFrom(placement)
@@ -319,7 +349,7 @@ class Client:
     def lombscargle(self, t, y, dy=None, frequency=None, *, fit_mean=True, center_data=True,
                     normalization="standard", dtype="float64", samples_per_peak=5,
                     nyquist_factor=5, minimum_frequency=None, maximum_frequency=None,
-                    output=None, timeout=None):
+                    method="auto", nterms=1, output=None, timeout=None):
         """Lomb-Scargle periodogram of one series, with Astropy ``LombScargle`` semantics.
 
         ``client.lombscargle(t, y, dy, f, fit_mean=a, center_data=b, normalization=n)`` equals
@@ -354,8 +384,14 @@ class Client:
             [series], frequency, fit_mean=fit_mean, center_data=center_data,
             normalization=normalization, dtype=dtype, samples_per_peak=samples_per_peak,
             nyquist_factor=nyquist_factor, minimum_frequency=minimum_frequency,
-            maximum_frequency=maximum_frequency, output=output, timeout=timeout)
+            maximum_frequency=maximum_frequency, method=method, nterms=nterms, output=output,
+            timeout=timeout)
         return result.frequency, result.power
+
+    def lomb_scargle(self, t, y, dy=None, **kwargs):
+        """A ``gpucompute.LombScargle``: Astropy's ``LombScargle`` interface, on this server."""
+        from gpucompute.lombscargle import LombScargle
+        return LombScargle(self, t, y, dy, **kwargs)
 
     def lombscargle_batch(self, series, frequency=None, *, return_peaks=False, **kwargs):
         """``lombscargle`` of many series in one RPC.
@@ -791,10 +827,57 @@ def _normalization(name):
             f"normalization {name!r}: expected one of {sorted(NORMALIZATIONS)}") from None
 
 
+_METHODS = {
+    "auto": compute_pb2.PERIODOGRAM_METHOD_AUTO,
+    "direct": compute_pb2.PERIODOGRAM_METHOD_DIRECT,
+    "slow": compute_pb2.PERIODOGRAM_METHOD_DIRECT,
+    "cython": compute_pb2.PERIODOGRAM_METHOD_DIRECT,
+    "chi2": compute_pb2.PERIODOGRAM_METHOD_DIRECT,
+    "fast": compute_pb2.PERIODOGRAM_METHOD_FAST,
+    "fastchi2": compute_pb2.PERIODOGRAM_METHOD_FAST,
+}
+_FALSE_ALARM_METHODS = {
+    "baluev": compute_pb2.FALSE_ALARM_METHOD_BALUEV,
+    "davies": compute_pb2.FALSE_ALARM_METHOD_DAVIES,
+    "naive": compute_pb2.FALSE_ALARM_METHOD_NAIVE,
+    "bootstrap": compute_pb2.FALSE_ALARM_METHOD_BOOTSTRAP,
+}
+
+
+def _method(name):
+    try:
+        return _METHODS[str(name).lower()]
+    except KeyError:
+        raise ValueError(f"method {name!r}: expected one of {sorted(_METHODS)}") from None
+
+
+def _false_alarm_proto(spec):
+    """A FalseAlarmSpec from a method name or a dict (see ``Client.periodogram``)."""
+    if isinstance(spec, str):
+        spec = {"method": spec}
+    spec = dict(spec)
+    name = str(spec.pop("method", "baluev")).lower()
+    if name not in _FALSE_ALARM_METHODS:
+        raise ValueError(f"false-alarm method {name!r}: expected one of "
+                         f"{sorted(_FALSE_ALARM_METHODS)}")
+    msg = compute_pb2.FalseAlarmSpec(method=_FALSE_ALARM_METHODS[name])
+    msg.probabilities.extend(np.asarray(spec.pop("probabilities", []), np.float64).ravel())
+    msg.powers.extend(np.asarray(spec.pop("powers", []), np.float64).ravel())
+    msg.n_bootstraps = int(spec.pop("n_bootstraps", 0))
+    seed = spec.pop("seed", spec.pop("random_seed", None))
+    if seed is not None:
+        msg.seed = int(seed) & ((1 << 64) - 1)
+    if spec:
+        raise ValueError(f"false_alarm: unknown keys {sorted(spec)}")
+    return msg
+
+
 def _series_proto(item):
     """Returns ``(Series message, explicit frequencies of its own grid or None)``."""
+    model = None
     if isinstance(item, dict):
         t, y, dy, freq = item["t"], item["y"], item.get("dy"), item.get("frequency")
+        model = item.get("model")
     else:
         if len(item) not in (2, 3):
             raise ValueError("each series must be (t, y) or (t, y, dy)")
@@ -808,6 +891,12 @@ def _series_proto(item):
     if freq is not None:
         grid_msg, explicit = frequency_grid_proto(freq)
         msg.frequency.CopyFrom(grid_msg)
+    if model is not None:
+        if model.get("frequency") is not None:
+            msg.model.frequency = float(model["frequency"])
+        if model.get("t") is not None:
+            msg.model.t.CopyFrom(to_tensor(np.asarray(model["t"], np.float64).ravel(), "<f8"))
+        msg.model.SetInParent()
     return msg, explicit
 
 
@@ -835,10 +924,25 @@ def _result(result, grid_msg, explicit, decode=from_tensor):
         frequency = uniform_frequencies(grid)
     else:
         raise RuntimeError("server did not return the automatic grid it used")
+    false_alarm = None
+    if result.HasField("false_alarm"):
+        f = result.false_alarm
+        false_alarm = {"peak_probability": f.peak_probability,
+                       "probabilities": np.array(f.probabilities, np.float64),
+                       "levels": np.array(f.levels, np.float64)}
+    model = None
+    if result.HasField("model"):
+        m = result.model
+        model = {"frequency": m.frequency, "parameters": np.array(m.parameters, np.float64),
+                 "offset": m.offset, "y": from_tensor(m.y) if m.HasField("y") else None}
+    peaks = [{"frequency": p.frequency, "power": p.power, "index": int(p.index),
+              "false_alarm_probability": p.false_alarm_probability} for p in result.peaks]
+    method = "fast" if result.method == compute_pb2.PERIODOGRAM_METHOD_FAST else "direct"
     return PeriodogramResult(frequency=frequency, power=power,
                              peak_frequency=result.peak_frequency,
                              peak_power=result.peak_power,
-                             peak_index=int(result.peak_index), grid=grid)
+                             peak_index=int(result.peak_index), grid=grid, method=method,
+                             peaks=peaks, false_alarm=false_alarm, model=model)
 
 
 _INT64_TYPES = (FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64)

@@ -170,4 +170,12 @@ double FastCost(int64_t samples, int64_t frequencies, int nterms, ComputeType dt
   return transforms * per_transform;
 }
 
+Method AutoMethod(const SeriesSpec& series, ComputeType dtype) {
+  if (!series.grid.uniform) return Method::kDirect;
+  const int64_t n = static_cast<int64_t>(series.t.size());
+  const int64_t k = series.grid.size();
+  return FastCost(n, k, series.nterms, dtype) < DirectCost(n, k, series.nterms) ? Method::kFast
+                                                                                 : Method::kDirect;
+}
+
 }  // namespace gpucompute::periodogram

@@ -56,4 +56,7 @@ std::vector<std::vector<std::complex<double>>> HarmonicSumsFastCpu(const SeriesS
 double DirectCost(int64_t samples, int64_t frequencies, int nterms);
 double FastCost(int64_t samples, int64_t frequencies, int nterms, ComputeType dtype);
 
+// `auto`: fast on uniform grids when FastCost < DirectCost, else direct.
+Method AutoMethod(const SeriesSpec& series, ComputeType dtype);
+
 }  // namespace gpucompute::periodogram
