@@ -38,6 +38,14 @@ struct PeriodogramOptions {
   std::string dtype = "float64";
   bool no_fit_mean = false;
   bool no_center_data = false;
+  std::string method = "auto";            // auto | direct | fast
+  int nterms = 1;
+  int top_k = 0;
+  std::string false_alarm;                // empty: none; baluev | davies | naive | bootstrap
+  std::vector<double> false_alarm_levels;  // probabilities whose levels are wanted
+  int bootstraps = 0;                     // 0: the server's default (1000)
+  uint64_t seed = 0;
+  bool model = false;                     // best-fit model parameters at each peak
   std::string output;  // empty: stdout
   std::string format;  // csv | json; empty: json when output ends in .json, else csv
 };

@@ -82,6 +82,23 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   periodogram->add_flag("--no-fit-mean", p.no_fit_mean, "do not fit a floating mean");
   periodogram->add_flag("--no-center-data", p.no_center_data, "do not centre y first");
+  periodogram->add_option("--method", p.method, "direct sum, fast (NUFFT, uniform grids) or auto")
+      ->check(CLI::IsMember({"auto", "direct", "fast"}))
+      ->capture_default_str();
+  periodogram->add_option("--nterms", p.nterms, "Fourier terms of the model (Astropy's nterms)")
+      ->check(CLI::Range(1, 8))
+      ->capture_default_str();
+  periodogram->add_option("--top-k", p.top_k, "report the k highest local maxima per series")
+      ->check(CLI::Range(0, 10000));
+  periodogram->add_option("--false-alarm", p.false_alarm,
+                          "false-alarm probability of each peak by this method")
+      ->check(CLI::IsMember({"baluev", "davies", "naive", "bootstrap"}));
+  periodogram->add_option("--false-alarm-level", p.false_alarm_levels,
+                          "power level at this false-alarm probability (repeatable)");
+  periodogram->add_option("--bootstraps", p.bootstraps, "bootstrap resamplings (default 1000)")
+      ->check(CLI::Range(1, 1 << 20));
+  periodogram->add_option("--seed", p.seed, "bootstrap random seed");
+  periodogram->add_flag("--model", p.model, "best-fit model parameters at each peak");
   periodogram->add_option("-o,--output", p.output, "write here instead of stdout");
   periodogram->add_option("--format", p.format, "csv or json (default: from --output's suffix)")
       ->check(CLI::IsMember({"csv", "json"}));

@@ -32,18 +32,70 @@ void WriteCsv(const std::vector<DecodedSeriesResult>& results, bool float32, std
 }
 
 void WriteJson(const std::vector<SeriesData>& inputs,
-               const std::vector<DecodedSeriesResult>& results, std::ostream& out) {
+               const std::vector<DecodedSeriesResult>& results,
+               const std::vector<nlohmann::json>& analyses, std::ostream& out) {
   nlohmann::json series = nlohmann::json::array();
   for (size_t s = 0; s < results.size(); ++s) {
     const DecodedSeriesResult& r = results[s];
-    series.push_back({{"file", inputs[s].name},
-                      {"n_samples", inputs[s].t.size()},
-                      {"peak_frequency", r.peak_frequency},
-                      {"peak_power", r.peak_power},
-                      {"frequency", r.frequency},
-                      {"power", r.power}});
+    nlohmann::json item = {{"file", inputs[s].name},
+                           {"n_samples", inputs[s].t.size()},
+                           {"peak_frequency", r.peak_frequency},
+                           {"peak_power", r.peak_power},
+                           {"frequency", r.frequency},
+                           {"power", r.power}};
+    item.update(analyses[s]);
+    series.push_back(std::move(item));
   }
   out << nlohmann::json{{"series", std::move(series)}}.dump() << "\n";
+}
+
+// Method, nterms, top-k, false alarm and models: request fields the builder leaves alone.
+void SetAnalysisOptions(const PeriodogramOptions& options, v1::PeriodogramRequest* request) {
+  request->set_method(options.method == "fast"     ? v1::PERIODOGRAM_METHOD_FAST
+                      : options.method == "direct" ? v1::PERIODOGRAM_METHOD_DIRECT
+                                                   : v1::PERIODOGRAM_METHOD_AUTO);
+  request->set_nterms(options.nterms);
+  request->set_top_k(options.top_k);
+  request->set_model_parameters(options.model);
+  if (!options.false_alarm.empty() || !options.false_alarm_levels.empty()) {
+    v1::FalseAlarmSpec* fa = request->mutable_false_alarm();
+    const std::string& m = options.false_alarm;
+    fa->set_method(m == "davies"      ? v1::FALSE_ALARM_METHOD_DAVIES
+                   : m == "naive"     ? v1::FALSE_ALARM_METHOD_NAIVE
+                   : m == "bootstrap" ? v1::FALSE_ALARM_METHOD_BOOTSTRAP
+                                      : v1::FALSE_ALARM_METHOD_BALUEV);
+    fa->mutable_probabilities()->Add(options.false_alarm_levels.begin(),
+                                     options.false_alarm_levels.end());
+    fa->set_n_bootstraps(options.bootstraps);
+    fa->set_seed(options.seed);
+  }
+}
+
+// What the analysis options added to a result, for the JSON output and stderr.
+nlohmann::json AnalysisJson(const v1::SeriesResult& r) {
+  nlohmann::json out = nlohmann::json::object();
+  out["method"] = r.method() == v1::PERIODOGRAM_METHOD_FAST ? "fast" : "direct";
+  if (r.peaks_size() > 0) {
+    nlohmann::json peaks = nlohmann::json::array();
+    for (const v1::PeriodogramPeak& p : r.peaks()) {
+      nlohmann::json peak = {{"frequency", p.frequency()}, {"power", p.power()}, {"index", p.index()}};
+      if (r.has_false_alarm()) peak["false_alarm_probability"] = p.false_alarm_probability();
+      peaks.push_back(std::move(peak));
+    }
+    out["peaks"] = std::move(peaks);
+  }
+  if (r.has_false_alarm()) {
+    out["false_alarm_probability"] = r.false_alarm().peak_probability();
+    out["false_alarm_levels"] = std::vector<double>(r.false_alarm().levels().begin(),
+                                                    r.false_alarm().levels().end());
+  }
+  if (r.has_model()) {
+    out["model"] = {{"frequency", r.model().frequency()},
+                    {"parameters", std::vector<double>(r.model().parameters().begin(),
+                                                       r.model().parameters().end())},
+                    {"offset", r.model().offset()}};
+  }
+  return out;
 }
 
 }  // namespace
@@ -89,6 +141,7 @@ int RunPeriodogram(const GlobalOptions& global, const PeriodogramOptions& option
   if (options.no_center_data) builder.SetCenterData(false);
   absl::StatusOr<v1::PeriodogramRequest> request = builder.Build();
   if (!request.ok()) return Fail("building the request", request.status());
+  SetAnalysisOptions(options, &*request);
 
   // Call.
   absl::StatusOr<std::unique_ptr<client::Client>> client = ConnectFromFlags(global);
@@ -110,11 +163,14 @@ int RunPeriodogram(const GlobalOptions& global, const PeriodogramOptions& option
   }
 
   // Peaks to stderr, data to stdout or --output.
+  std::vector<nlohmann::json> analyses;
   for (size_t s = 0; s < decoded.size(); ++s) {
     std::fprintf(stderr, "series %zu (%s): %zu samples, %zu frequencies, peak at f = %s (power %s)\n",
                  s, inputs[s].name.c_str(), inputs[s].t.size(), decoded[s].frequency.size(),
                  FormatShortest(decoded[s].peak_frequency).c_str(),
                  FormatShortest(decoded[s].peak_power).c_str());
+    analyses.push_back(AnalysisJson(response.results(static_cast<int>(s))));
+    if (analyses.back().size() > 1) std::fprintf(stderr, "  %s\n", analyses.back().dump().c_str());
   }
   std::fprintf(stderr, "server: %s; round trip %s\n", FormatTimings(result->timings).c_str(),
                FormatMs(result->latency).c_str());
@@ -128,7 +184,7 @@ int RunPeriodogram(const GlobalOptions& global, const PeriodogramOptions& option
   }
   std::ostream& out = options.output.empty() ? std::cout : file;
   if (format == "json") {
-    WriteJson(inputs, decoded, out);
+    WriteJson(inputs, decoded, analyses, out);
   } else {
     WriteCsv(decoded, *dtype == v1::FLOAT32, out);
   }

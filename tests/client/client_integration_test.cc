@@ -283,6 +283,23 @@ TEST_F(ClientIntegrationTest, CliPeriodogramOnCsv) {
   rows = ParseCsvOutput(r.stdout_text);
   ASSERT_EQ(rows.size(), 5u);
   EXPECT_DOUBLE_EQ(rows[3].frequency, 1.3);
+
+  // Analysis options: the fast method, top-k peaks, false alarm and the model at the peak.
+  r = Cli({"periodogram", path, "--dy-column", "--method", "fast", "--top-k", "3",
+           "--false-alarm", "baluev", "--false-alarm-level", "0.01", "--model", "--output", out});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  json = nlohmann::json::parse(test::ReadWholeFile(out), nullptr, false);
+  ASSERT_FALSE(json.is_discarded());
+  const nlohmann::json& a = json["series"][0];
+  EXPECT_EQ(a["method"], "fast");
+  ASSERT_EQ(a["peaks"].size(), 3u);
+  EXPECT_EQ(a["peaks"][0]["power"].get<double>(), a["peak_power"].get<double>());
+  EXPECT_LT(a["false_alarm_probability"].get<double>(), 1e-6);  // a strong injected signal
+  ASSERT_EQ(a["false_alarm_levels"].size(), 1u);
+  EXPECT_GT(a["false_alarm_levels"][0].get<double>(), 0.0);
+  EXPECT_LT(a["false_alarm_levels"][0].get<double>(), a["peak_power"].get<double>());
+  EXPECT_EQ(a["model"]["parameters"].size(), 3u);  // offset term, sin, cos
+  EXPECT_EQ(a["model"]["frequency"].get<double>(), a["peak_frequency"].get<double>());
 }
 
 TEST_F(ClientIntegrationTest, CliPeriodogramOnNpyFilesInOneBatch) {

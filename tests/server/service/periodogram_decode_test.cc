@@ -118,6 +118,68 @@ TEST(PeriodogramDecode, RejectsBadEnums) {
   ExpectError(r, absl::StatusCode::kInvalidArgument, "normalization: unknown value 17");
 }
 
+TEST(PeriodogramDecode, AnalysisOptionsAreCheckedAndResolved) {
+  auto r = Good();
+  r.set_method(static_cast<v1::PeriodogramMethod>(9));
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "method: unknown value 9");
+  r = Good();
+  r.set_nterms(9);
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "nterms: must be 1 .. 8 (got 9)");
+  r = Good();
+  r.set_top_k(-2);
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "top_k: must be 0 .. 10000 (got -2)");
+  r = Good();
+  r.mutable_false_alarm()->set_method(static_cast<v1::FalseAlarmMethod>(7));
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "false_alarm.method: unknown value 7");
+  r = Good();
+  r.mutable_false_alarm()->add_probabilities(0.0);
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "false_alarm.probabilities: each must be in (0, 1)");
+  r = Good();
+  r.set_nterms(2);
+  r.mutable_false_alarm();
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "false_alarm: false-alarm probabilities are defined for nterms = 1");
+  r = Good();
+  r.mutable_series(0)->mutable_model()->set_frequency(-1);
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "series[0].model.frequency: must be finite and > 0");
+  // Fast needs a uniform grid.
+  r = Good();
+  r.set_method(v1::PERIODOGRAM_METHOD_FAST);
+  *r.mutable_frequency()->mutable_explicit_frequencies() = Vec({0.5, 1.0, 2.0});
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "method: fast needs a uniform or automatic grid");
+
+  // Resolved: nterms defaults to 1, the method is chosen, bootstrap series follow the caller's.
+  r = Good();
+  r.set_method(v1::PERIODOGRAM_METHOD_FAST);
+  r.mutable_false_alarm()->set_method(v1::FALSE_ALARM_METHOD_BOOTSTRAP);
+  r.mutable_false_alarm()->set_n_bootstraps(3);
+  r.set_model_parameters(true);
+  auto d = DecodePeriodogramRequest(r, ServiceLimits{});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->user_series, 1);
+  ASSERT_EQ(d->series.size(), 4u);
+  EXPECT_EQ(d->series[0].nterms, 1);
+  EXPECT_EQ(d->series[0].method, periodogram::Method::kFast);
+  EXPECT_TRUE(d->series[0].model.has_value());
+  for (size_t i = 1; i < 4; ++i) {
+    EXPECT_EQ(d->series[i].bootstrap_of, 0);
+    EXPECT_EQ(d->series[i].t, d->series[0].t);
+    EXPECT_FALSE(d->series[i].model.has_value());
+  }
+}
+
+TEST(PeriodogramDecode, BootstrapSizeIsBoundedBeforeAllocating) {
+  ServiceLimits limits;
+  limits.max_bootstrap_samples = 1000;
+  auto r = Good();
+  r.mutable_false_alarm()->set_method(v1::FALSE_ALARM_METHOD_BOOTSTRAP);
+  r.mutable_false_alarm()->set_n_bootstraps(std::numeric_limits<int32_t>::max());
+  ExpectError(r, absl::StatusCode::kResourceExhausted, "false_alarm.n_bootstraps: 2147483647 resamplings", limits);
+  limits = {};
+  limits.max_pairs_per_request = 100000;
+  r.mutable_false_alarm()->set_n_bootstraps(100000);
+  ExpectError(r, absl::StatusCode::kResourceExhausted, "take the request over the limit of 100000 pairs", limits);
+}
+
 TEST(PeriodogramDecode, LimitsAreResourceExhausted) {
   ServiceLimits limits;
   limits.max_frequencies_per_series = 100;
