@@ -1,0 +1,73 @@
+// The fast (NUFFT) periodogram on the GPU, nvcc-built: spreading onto the fine grids, the
+// deconvolution table, and the power from the transformed grids with per-block peaks. The
+// scheme and its parameters are server/ops/periodogram/nufft.h's; the FFT between spreading and
+// power is cuFFT's, run by the host code.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/lombscargle_abi.cuh"
+
+namespace gpucompute::kernels {
+
+using gpucompute_kernels::LsPeak;
+
+// One fast-method series of a batch (host-packed, read by the kernels).
+struct NufftSeriesDesc {
+  long long sample_offset;  // into t / w / wy
+  long long grid_offset;    // complex cells; transform i of the series at grid_offset + i * grid_size
+  long long grid_size;      // M
+  long long modes;          // K: frequencies of the uniform grid
+  long long centre;         // c: mode k' = k - c
+  long long out_offset;     // elements of power; -1: peak only, power not written
+  long long peak_offset;    // the series' first per-block partial peak
+  double fc;                // f0 + c df: the centre frequency carried by the strengths
+  double df;
+  double beta;              // ES kernel shape
+  double yy;                // sum w y^2
+  double psd_scale;         // sum(dy^-2) / 2
+  int n_samples;
+  int width;                // kernel support in cells
+  int nterms;
+  int fit_mean;
+  int normalization;
+  int first_transform;      // into the transform table
+  int n_transforms;
+  int pad;
+};
+
+// One transform (one harmonic sum of one series): HarmonicTerms' entry.
+struct NufftTransform {
+  int series;      // into the NufftSeriesDesc table
+  int j;           // harmonic
+  int weighted_y;  // 1: strengths w y, 0: w
+  int pad;
+};
+
+// Threads per block of the power kernel: a series takes ceil(K / kNufftPowerBlock) blocks, and
+// as many partial peaks.
+constexpr int kNufftPowerBlock = 256;
+
+// Spreads every transform's points onto its fine grid (complex T, zeroed by the caller):
+// n_transforms transforms, max_samples the largest series' sample count.
+template <typename T>
+cudaError_t LaunchNufftSpread(const NufftSeriesDesc* series, const NufftTransform* transforms,
+                              int n_transforms, int max_samples, const double* t, const T* w,
+                              const T* wy, T* grid, cudaStream_t stream);
+
+// correction[k] = 1 / (width / 2 * sum_q weight_phi[q] cos(pi (k - centre) width / M x[q])) for
+// k < modes (nufft.h's NufftCorrection, evaluated on the device).
+cudaError_t LaunchNufftCorrection(const double* x, const double* weight_phi, int nodes,
+                                  long long modes, long long centre, long long grid_size,
+                                  int width, double* correction, cudaStream_t stream);
+
+// The power of one series (series[index]) from its transformed grids: mode k read at
+// (k - centre) mod M of each transform, times correction[k]; power written at out_offset
+// (unless -1) and one partial peak per block at peak_offset + block.
+template <typename T>
+cudaError_t LaunchNufftPower(const NufftSeriesDesc* series, int index, long long modes,
+                             const NufftTransform* transforms, const T* grid,
+                             const double* correction, T* power, LsPeak* partials,
+                             cudaStream_t stream);
+
+}  // namespace gpucompute::kernels
