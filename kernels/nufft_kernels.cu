@@ -68,11 +68,11 @@ NufftCorrection(const double* __restrict__ x, const double* __restrict__ weight_
 }
 
 // One thread per mode: the series' harmonic sums at k, deconvolved, then the power (float64
-// arithmetic whatever T: the sums are what the dtype limits).
-template <typename T>
+// arithmetic whatever T: the sums are what the dtype limits). Q is the series' nterms, so that
+// the sums stay in registers.
+template <typename T, int Q>
 __global__ void __launch_bounds__(kNufftPowerBlock)
-NufftPower(const NufftSeriesDesc* __restrict__ series, int index,
-           const NufftTransform* __restrict__ transforms, const T* __restrict__ grid,
+NufftPower(const NufftSeriesDesc* __restrict__ series, int index, const T* __restrict__ grid,
            const double* __restrict__ correction, T* __restrict__ power,
            LsPeak* __restrict__ partials) {
   const NufftSeriesDesc& d = series[index];
@@ -80,35 +80,40 @@ NufftPower(const NufftSeriesDesc* __restrict__ series, int index,
   double best = 0;
   long long best_k = -1;
   if (k < d.modes) {
-    constexpr int kMaxJ = 2 * gpucompute_kernels::kMaxHarmonicTerms + 1;
-    double cw[kMaxJ], sw[kMaxJ], yc[gpucompute_kernels::kMaxHarmonicTerms + 1],
-        ys[gpucompute_kernels::kMaxHarmonicTerms + 1];
-    const int q = d.nterms;
-    for (int j = 0; j <= 2 * q; ++j) cw[j] = sw[j] = 0;
-    for (int j = 0; j <= q; ++j) yc[j] = ys[j] = 0;
-    cw[0] = 1;  // the weights sum to 1
     const long long mode = k - d.centre;
-    const long long at = mode >= 0 ? mode : mode + d.grid_size;
+    const long long m = d.grid_size;
+    const T* cell = grid + 2 * (d.grid_offset + (mode >= 0 ? mode : mode + m));
     const double corr = correction[k];
-    for (int i = 0; i < d.n_transforms; ++i) {
-      const NufftTransform tr = transforms[d.first_transform + i];
-      const T* cell = grid + 2 * (d.grid_offset + static_cast<long long>(i) * d.grid_size + at);
-      const double re = static_cast<double>(cell[0]) * corr, im = static_cast<double>(cell[1]) * corr;
-      if (tr.weighted_y) {
-        yc[tr.j] = re;
-        ys[tr.j] = im;
-      } else {
-        cw[tr.j] = re;
-        sw[tr.j] = im;
-      }
-    }
+    // Transform i of the series, deconvolved.
+    auto sum = [&](int i, double* re, double* im) {
+      const T* c = cell + 2 * static_cast<long long>(i) * m;
+      *re = static_cast<double>(c[0]) * corr;
+      *im = static_cast<double>(c[1]) * corr;
+    };
     double p;
-    if (q == 1) {
-      p = gpucompute_kernels::LombScarglePower<double>(cw[1], sw[1], yc[1], ys[1], 0.5 * (1 + cw[2]),
-                                                       0.5 * sw[2], d.fit_mean != 0, d.normalization,
-                                                       d.yy, d.psd_scale);
+    if (Q == 1) {
+      double c1 = 0, s1 = 0, c2, s2, yc, ys;
+      if (d.fit_mean) {
+        sum(0, &c1, &s1);
+        sum(1, &c2, &s2);
+        sum(2, &yc, &ys);
+      } else {  // no w sum at j = 1
+        sum(0, &c2, &s2);
+        sum(1, &yc, &ys);
+      }
+      p = gpucompute_kernels::LombScarglePower<double>(c1, s1, yc, ys, 0.5 * (1 + c2), 0.5 * s2,
+                                                       d.fit_mean != 0, d.normalization, d.yy,
+                                                       d.psd_scale);
     } else {
-      p = gpucompute_kernels::HarmonicPower<double>(cw, sw, yc, ys, q, d.fit_mean != 0,
+      double cw[2 * Q + 1], sw[2 * Q + 1], yc[Q + 1], ys[Q + 1];
+      cw[0] = 1;  // the weights sum to 1
+      sw[0] = 0;
+      yc[0] = ys[0] = 0;
+#pragma unroll
+      for (int j = 1; j <= 2 * Q; ++j) sum(j - 1, &cw[j], &sw[j]);
+#pragma unroll
+      for (int j = 1; j <= Q; ++j) sum(2 * Q + j - 1, &yc[j], &ys[j]);
+      p = gpucompute_kernels::HarmonicPower<double>(cw, sw, yc, ys, Q, d.fit_mean != 0,
                                                     d.normalization, d.yy, d.psd_scale);
     }
     const T out = static_cast<T>(p);
@@ -117,6 +122,13 @@ NufftPower(const NufftSeriesDesc* __restrict__ series, int index,
   }
   gpucompute_kernels::BlockReducePeak<kNufftPowerBlock>(best, best_k);
   if (threadIdx.x == 0) partials[d.peak_offset + blockIdx.x] = LsPeak{best_k, best};
+}
+
+template <typename T, int Q>
+void LaunchPower(unsigned blocks, const NufftSeriesDesc* series, int index, const T* grid,
+                 const double* correction, T* power, LsPeak* partials, cudaStream_t stream) {
+  NufftPower<T, Q><<<blocks, kNufftPowerBlock, 0, stream>>>(series, index, grid, correction, power,
+                                                            partials);
 }
 
 }  // namespace
@@ -142,14 +154,22 @@ cudaError_t LaunchNufftCorrection(const double* x, const double* weight_phi, int
 }
 
 template <typename T>
-cudaError_t LaunchNufftPower(const NufftSeriesDesc* series, int index, long long modes,
-                             const NufftTransform* transforms, const T* grid,
-                             const double* correction, T* power, LsPeak* partials,
+cudaError_t LaunchNufftPower(const NufftSeriesDesc* series, int index, long long modes, int nterms,
+                             const T* grid, const double* correction, T* power, LsPeak* partials,
                              cudaStream_t stream) {
   if (modes == 0) return cudaSuccess;
   const unsigned blocks = static_cast<unsigned>((modes + kNufftPowerBlock - 1) / kNufftPowerBlock);
-  NufftPower<T><<<blocks, kNufftPowerBlock, 0, stream>>>(series, index, transforms, grid,
-                                                          correction, power, partials);
+  switch (nterms) {
+    case 1: LaunchPower<T, 1>(blocks, series, index, grid, correction, power, partials, stream); break;
+    case 2: LaunchPower<T, 2>(blocks, series, index, grid, correction, power, partials, stream); break;
+    case 3: LaunchPower<T, 3>(blocks, series, index, grid, correction, power, partials, stream); break;
+    case 4: LaunchPower<T, 4>(blocks, series, index, grid, correction, power, partials, stream); break;
+    case 5: LaunchPower<T, 5>(blocks, series, index, grid, correction, power, partials, stream); break;
+    case 6: LaunchPower<T, 6>(blocks, series, index, grid, correction, power, partials, stream); break;
+    case 7: LaunchPower<T, 7>(blocks, series, index, grid, correction, power, partials, stream); break;
+    case 8: LaunchPower<T, 8>(blocks, series, index, grid, correction, power, partials, stream); break;
+    default: return cudaErrorInvalidValue;
+  }
   return cudaPeekAtLastError();
 }
 
@@ -159,9 +179,9 @@ template cudaError_t LaunchNufftSpread<float>(const NufftSeriesDesc*, const Nuff
 template cudaError_t LaunchNufftSpread<double>(const NufftSeriesDesc*, const NufftTransform*, int, int,
                                                const double*, const double*, const double*, double*,
                                                cudaStream_t);
-template cudaError_t LaunchNufftPower<float>(const NufftSeriesDesc*, int, long long, const NufftTransform*,
-                                             const float*, const double*, float*, LsPeak*, cudaStream_t);
-template cudaError_t LaunchNufftPower<double>(const NufftSeriesDesc*, int, long long, const NufftTransform*,
-                                              const double*, const double*, double*, LsPeak*, cudaStream_t);
+template cudaError_t LaunchNufftPower<float>(const NufftSeriesDesc*, int, long long, int, const float*,
+                                             const double*, float*, LsPeak*, cudaStream_t);
+template cudaError_t LaunchNufftPower<double>(const NufftSeriesDesc*, int, long long, int, const double*,
+                                              const double*, double*, LsPeak*, cudaStream_t);
 
 }  // namespace gpucompute::kernels

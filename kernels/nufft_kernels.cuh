@@ -61,12 +61,14 @@ cudaError_t LaunchNufftCorrection(const double* x, const double* weight_phi, int
                                   long long modes, long long centre, long long grid_size,
                                   int width, double* correction, cudaStream_t stream);
 
-// The power of one series (series[index]) from its transformed grids: mode k read at
-// (k - centre) mod M of each transform, times correction[k]; power written at out_offset
-// (unless -1) and one partial peak per block at peak_offset + block.
+// The power of one series (series[index], with `nterms` harmonics) from its transformed grids:
+// mode k read at (k - centre) mod M of each transform, times correction[k]; power written at
+// out_offset (unless -1) and one partial peak per block at peak_offset + block. The series'
+// transforms must be in HarmonicTerms' order: w at j = 1 .. 2 nterms (j = 1 left out for
+// nterms = 1 without fit_mean), then w y at j = 1 .. nterms.
 template <typename T>
-cudaError_t LaunchNufftPower(const NufftSeriesDesc* series, int index, long long modes,
-                             const NufftTransform* transforms, const T* grid,
+cudaError_t LaunchNufftPower(const NufftSeriesDesc* series, int index, long long modes, int nterms,
+                             const T* grid,
                              const double* correction, T* power, LsPeak* partials,
                              cudaStream_t stream);
 

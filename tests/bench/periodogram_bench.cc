@@ -16,7 +16,9 @@
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "server/ops/periodogram/cpu_periodogram.h"
 #include "server/ops/periodogram/cuda_periodogram.h"
+#include "server/ops/periodogram/nufft.h"
 #include "server/runtime/cuda/cuda_resources.h"
+#include "server/runtime/cuda/cufft.h"
 #include "server/runtime/cuda/device_context.h"
 #include "server/service/server.h"
 #include "server/service/tensor_codec.h"
@@ -184,6 +186,48 @@ void BenchFast(DeviceContext& dev, int reps) {
   }
 }
 
+// The fast method's stages alone, for its cost breakdown: zeroing the fine grids and the
+// batched cuFFT over them, on a buffer of the same size (median of `reps`, CUDA events).
+void BenchFastStages(DeviceContext& dev, ComputeType dtype, int64_t nf, int transforms, int reps) {
+  const periodogram::NufftPlan plan = periodogram::MakeNufftPlan(nf, dtype);
+  const size_t bytes = static_cast<size_t>(plan.grid_size) * transforms * 2 * periodogram::ElementSize(dtype);
+  void* grid = nullptr;
+  if (cudaMalloc(&grid, bytes) != cudaSuccess) Die(absl::InternalError("cudaMalloc"));
+  auto fft = CufftPlan::Create1d(plan.grid_size, transforms,
+                                 dtype == ComputeType::kFloat32 ? CUFFT_C2C : CUFFT_Z2Z);
+  if (!fft.ok()) Die(fft.status());
+  auto e0 = CudaEvent::Create();
+  auto e1 = CudaEvent::Create();
+  auto e2 = CudaEvent::Create();
+  std::vector<double> memset_ms, fft_ms;
+  for (int r = 0; r < reps + 3; ++r) {
+    cudaEventRecord(e0->get());
+    cudaMemsetAsync(grid, 0, bytes);
+    cudaEventRecord(e1->get());
+    if (dtype == ComputeType::kFloat32) {
+      auto* d = static_cast<cufftComplex*>(grid);
+      cufftExecC2C(fft->get(), d, d, CUFFT_INVERSE);
+    } else {
+      auto* d = static_cast<cufftDoubleComplex*>(grid);
+      cufftExecZ2Z(fft->get(), d, d, CUFFT_INVERSE);
+    }
+    cudaEventRecord(e2->get());
+    cudaEventSynchronize(e2->get());
+    float a = 0, b = 0;
+    cudaEventElapsedTime(&a, e0->get(), e1->get());
+    cudaEventElapsedTime(&b, e1->get(), e2->get());
+    if (r >= 3) {
+      memset_ms.push_back(a);
+      fft_ms.push_back(b);
+    }
+  }
+  cudaFree(grid);
+  Emit(absl::StrFormat(
+      R"({"what":"lombscargle fast stages","nf":%d,"dtype":"%s","grid_size":%d,"transforms":%d,"grid_mb":%.1f,"memset_ms":%.4f,"memset_gb_per_s":%.0f,"fft_ms":%.4f})",
+      nf, periodogram::ComputeTypeName(dtype), plan.grid_size, transforms, bytes / 1e6, Median(memset_ms),
+      bytes / Median(memset_ms) / 1e6, Median(fft_ms)));
+}
+
 int Main(int argc, char** argv) {
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
   const bool fast_only = argc > 1 && std::string(argv[1]) == "--fast";
@@ -197,6 +241,9 @@ int Main(int argc, char** argv) {
   Emit(absl::StrFormat(R"({"what":"device","name":"%s","sms":%d,"sm":%d})", (*dev)->description().name,
                        (*dev)->description().multiprocessors, (*dev)->arch()));
   BenchFast(**dev, quick ? 5 : 30);
+  for (ComputeType dtype : {ComputeType::kFloat32, ComputeType::kFloat64}) {
+    BenchFastStages(**dev, dtype, nf, 3, quick ? 5 : 30);
+  }
   if (fast_only) return 0;
 
   // 1. The peers' problem, per dtype and kernel shape.

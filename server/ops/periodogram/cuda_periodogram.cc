@@ -158,6 +158,20 @@ SeriesKind KindOf(const SeriesSpec& s) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Whether `terms` is in the order the NUFFT power kernel reads its transforms
+// (kernels/nufft_kernels.cuh): w at j = 1 .. 2q (j = 1 left out for q = 1 without fit_mean),
+// then w y at j = 1 .. q.
+bool CanonicalNufftTerms(const std::vector<HarmonicTerm>& terms, int q, bool fit_mean) {
+  std::vector<HarmonicTerm> want;
+  for (int j = (q == 1 && !fit_mean) ? 2 : 1; j <= 2 * q; ++j) want.push_back({false, j});
+  for (int j = 1; j <= q; ++j) want.push_back({true, j});
+  if (want.size() != terms.size()) return false;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (want[i].weighted_y != terms[i].weighted_y || want[i].j != terms[i].j) return false;
+  }
+  return true;
+}
+
 // A fast series' device deconvolution table (NufftCorrection), cached per slot.
 struct NufftCorrectionTable {
   DeviceMemory memory;  // modes doubles, then the quadrature's nodes and weights
@@ -246,6 +260,7 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   std::vector<int64_t> partial_begin(n_series), partial_count(n_series);
   std::vector<NufftPlan> nufft_plans;             // per fast series
   std::vector<std::vector<HarmonicTerm>> nufft_terms;
+  std::vector<int> nufft_nterms;
   std::vector<int> harmonic_order;                // harmonic series, by nterms
   int64_t n_blocks = 0, harmonic_blocks = 0, total_partials = 0, copied_freqs = 0, scratch_freqs = 0;
   int64_t grid_cells = 0, n_transforms = 0, max_fast_samples = 0;
@@ -275,6 +290,11 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
           partial_count[i] = CeilDiv(nf, kernels::kNufftPowerBlock);
           nufft_plans.push_back(MakeNufftPlan(nf, batch.dtype));
           nufft_terms.push_back(HarmonicTerms(s.nterms, s.fit_mean));
+          nufft_nterms.push_back(s.nterms);
+          // The power kernel places the sums by this order (kernels/nufft_kernels.cuh).
+          if (!CanonicalNufftTerms(nufft_terms.back(), s.nterms, s.fit_mean)) {
+            return absl::InternalError("HarmonicTerms' order differs from the NUFFT power kernel's");
+          }
           if (nf > 0) {
             grid_cells += nufft_plans.back().grid_size * static_cast<int64_t>(nufft_terms.back().size());
             n_transforms += static_cast<int64_t>(nufft_terms.back().size());
@@ -470,12 +490,6 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_in, slot.staging_in.data(), layout.total,
                                          cudaMemcpyHostToDevice, stream));
   }
-  // The fast series' tables and plans (cached per slot; built on first use, on this stream).
-  std::vector<const double*> corrections(n_fast, nullptr);
-  for (int fi = 0; fi < n_fast; ++fi) {
-    if (nufft_plans[fi].modes == 0) continue;
-    ASSIGN_OR_RETURN(corrections[fi], NufftCorrectionOnDevice(device, slot, nufft_plans[fi], batch.dtype));
-  }
   {
     NVTX_RANGE("periodogram.kernel");
     char* in = static_cast<char*>(d_in);
@@ -546,19 +560,25 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
         const NufftPlan& plan = nufft_plans[fi];
         if (plan.modes == 0) continue;
         const int64_t batch_size = static_cast<int64_t>(nufft_terms[fi].size());
+        // The plan, then the table (cached per slot; built on first use, on this stream). Each
+        // lookup may evict older entries (after synchronising the stream, so work already
+        // queued is done with them) but not the one just used: fetched per series, right
+        // before the launches that read them.
         ASSIGN_OR_RETURN(cufftHandle fft, NufftFftPlan(slot, plan.grid_size, batch_size, batch.dtype));
+        ASSIGN_OR_RETURN(const double* correction,
+                         NufftCorrectionOnDevice(device, slot, plan, batch.dtype));
         if (f32) {
           auto* data = reinterpret_cast<cufftComplex*>(d_grid) + grid_at;
           CUFFT_RETURN_IF_ERROR(cufftExecC2C(fft, data, data, CUFFT_INVERSE));
           CUDA_RETURN_IF_ERROR(kernels::LaunchNufftPower<float>(
-              ndesc, fi, plan.modes, ntrans, static_cast<const float*>(d_grid),
-              corrections[fi], static_cast<float*>(a_power), partials, stream));
+              ndesc, fi, plan.modes, nufft_nterms[fi], static_cast<const float*>(d_grid),
+              correction, static_cast<float*>(a_power), partials, stream));
         } else {
           auto* data = reinterpret_cast<cufftDoubleComplex*>(d_grid) + grid_at;
           CUFFT_RETURN_IF_ERROR(cufftExecZ2Z(fft, data, data, CUFFT_INVERSE));
           CUDA_RETURN_IF_ERROR(kernels::LaunchNufftPower<double>(
-              ndesc, fi, plan.modes, ntrans, static_cast<const double*>(d_grid),
-              corrections[fi], static_cast<double*>(a_power), partials, stream));
+              ndesc, fi, plan.modes, nufft_nterms[fi], static_cast<const double*>(d_grid),
+              correction, static_cast<double*>(a_power), partials, stream));
         }
         CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
         grid_at += plan.grid_size * batch_size;
