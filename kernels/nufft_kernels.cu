@@ -10,6 +10,7 @@ namespace {
 
 constexpr int kSpreadBlock = 128;
 constexpr int kCorrectionBlock = 256;
+constexpr int kExpandBlock = 256;
 
 __device__ __forceinline__ void AddComplex(float* cell, double re, double im) {
   atomicAdd(cell, static_cast<float>(re));
@@ -27,7 +28,7 @@ template <typename T>
 __global__ void __launch_bounds__(kSpreadBlock)
 NufftSpread(const NufftSeriesDesc* __restrict__ series, const NufftTransform* __restrict__ transforms,
             const double* __restrict__ t, const T* __restrict__ w, const T* __restrict__ wy,
-            T* __restrict__ grid) {
+            T* __restrict__ grid, T* __restrict__ windows) {
   const NufftTransform tr = transforms[blockIdx.y];
   const NufftSeriesDesc& d = series[tr.series];
   const int i = blockIdx.x * kSpreadBlock + threadIdx.x;
@@ -44,14 +45,53 @@ NufftSpread(const NufftSeriesDesc* __restrict__ series, const NufftTransform* __
   double z0;
   gpucompute_kernels::NufftCells(tr.j * d.df * ti, d.grid_size, d.width, &first, &z0);
   const long long m = d.grid_size;
-  long long cell = ((first % m) + m) % m;
-  T* base = grid + 2 * (d.grid_offset + static_cast<long long>(blockIdx.y - d.first_transform) * m);
+  const long long local = blockIdx.y - d.first_transform;
   const double step = 2.0 / d.width;
+  if (d.window > 0) {
+    // Cell n at n + L / 2 (mod M), inside [0, L) by the host's choice of L.
+    const long long l = d.window;
+    long long cell = (((first + l / 2) % m) + m) % m;
+    T* base = windows + 2 * (d.window_offset + local * l);
+    for (int q = 0; q < d.width; ++q) {
+      const double k = gpucompute_kernels::EsKernel(z0 + q * step, d.beta);
+      if (cell < l) AddComplex(base + 2 * cell, re * k, im * k);
+      if (++cell == m) cell = 0;
+    }
+    return;
+  }
+  long long cell = ((first % m) + m) % m;
+  T* base = grid + 2 * (d.grid_offset + local * m);
   for (int q = 0; q < d.width; ++q) {
     const double k = gpucompute_kernels::EsKernel(z0 + q * step, d.beta);
     AddComplex(base + 2 * cell, re * k, im * k);
     if (++cell == m) cell = 0;
   }
+}
+
+__device__ __forceinline__ void SinCosPiT(double x, float* s, float* c) {
+  sincospif(static_cast<float>(x), s, c);
+}
+__device__ __forceinline__ void SinCosPiT(double x, double* s, double* c) { sincospi(x, s, c); }
+
+// grid[i][r][m] = window[i][m] exp(2 pi i r (m - L / 2) / M): blockIdx.z the transform,
+// blockIdx.y the copy r, x over m. The phase is reduced exactly in integers.
+template <typename T>
+__global__ void __launch_bounds__(kExpandBlock)
+NufftExpand(const NufftSeriesDesc* __restrict__ series, int index, const T* __restrict__ windows,
+            T* __restrict__ grid) {
+  const NufftSeriesDesc& d = series[index];
+  const long long l = d.window, m = d.grid_size;
+  const long long i = static_cast<long long>(blockIdx.x) * kExpandBlock + threadIdx.x;
+  if (i >= l) return;
+  const long long r = blockIdx.y, tr = blockIdx.z;
+  const T* x = windows + 2 * (d.window_offset + tr * l + i);
+  const T re = x[0], im = x[1];
+  const long long ph = (r * (i - l / 2)) % m;  // in (-M, M)
+  T s, c;
+  SinCosPiT(2.0 * static_cast<double>(ph) / static_cast<double>(m), &s, &c);
+  T* out = grid + 2 * (d.grid_offset + tr * m + r * l + i);
+  out[0] = re * c - im * s;
+  out[1] = re * s + im * c;
 }
 
 __global__ void __launch_bounds__(kCorrectionBlock)
@@ -82,8 +122,17 @@ NufftPower(const NufftSeriesDesc* __restrict__ series, int index, const T* __res
   if (k < d.modes) {
     const long long mode = k - d.centre;
     const long long m = d.grid_size;
-    const T* cell = grid + 2 * (d.grid_offset + (mode >= 0 ? mode : mode + m));
-    const double corr = correction[k];
+    const long long at = mode >= 0 ? mode : mode + m;
+    const T* cell;
+    double corr = correction[k];
+    if (d.window > 0) {  // mode R k' + r: copy r, bin k', sign (-1)^k'
+      const long long copies = m / d.window;
+      const long long kp = at / copies, r = at - kp * copies;
+      cell = grid + 2 * (d.grid_offset + r * d.window + kp);
+      if (kp & 1) corr = -corr;
+    } else {
+      cell = grid + 2 * (d.grid_offset + at);
+    }
     // Transform i of the series, deconvolved.
     auto sum = [&](int i, double* re, double* im) {
       const T* c = cell + 2 * static_cast<long long>(i) * m;
@@ -136,12 +185,28 @@ void LaunchPower(unsigned blocks, const NufftSeriesDesc* series, int index, cons
 template <typename T>
 cudaError_t LaunchNufftSpread(const NufftSeriesDesc* series, const NufftTransform* transforms,
                               int n_transforms, int max_samples, const double* t, const T* w,
-                              const T* wy, T* grid, cudaStream_t stream) {
+                              const T* wy, T* grid, T* windows, cudaStream_t stream) {
   if (n_transforms == 0 || max_samples == 0) return cudaSuccess;
   const dim3 blocks((max_samples + kSpreadBlock - 1) / kSpreadBlock, n_transforms);
-  NufftSpread<T><<<blocks, kSpreadBlock, 0, stream>>>(series, transforms, t, w, wy, grid);
+  NufftSpread<T><<<blocks, kSpreadBlock, 0, stream>>>(series, transforms, t, w, wy, grid, windows);
   return cudaPeekAtLastError();
 }
+
+template <typename T>
+cudaError_t LaunchNufftExpand(const NufftSeriesDesc* series, int index, const NufftSeriesDesc& host,
+                              const T* windows, T* grid, cudaStream_t stream) {
+  if (host.window == 0 || host.n_transforms == 0) return cudaSuccess;
+  const dim3 blocks(static_cast<unsigned>((host.window + kExpandBlock - 1) / kExpandBlock),
+                    static_cast<unsigned>(host.grid_size / host.window),
+                    static_cast<unsigned>(host.n_transforms));
+  NufftExpand<T><<<blocks, kExpandBlock, 0, stream>>>(series, index, windows, grid);
+  return cudaPeekAtLastError();
+}
+
+template cudaError_t LaunchNufftExpand<float>(const NufftSeriesDesc*, int, const NufftSeriesDesc&,
+                                              const float*, float*, cudaStream_t);
+template cudaError_t LaunchNufftExpand<double>(const NufftSeriesDesc*, int, const NufftSeriesDesc&,
+                                               const double*, double*, cudaStream_t);
 
 cudaError_t LaunchNufftCorrection(const double* x, const double* weight_phi, int nodes,
                                   long long modes, long long centre, long long grid_size,
@@ -175,10 +240,10 @@ cudaError_t LaunchNufftPower(const NufftSeriesDesc* series, int index, long long
 
 template cudaError_t LaunchNufftSpread<float>(const NufftSeriesDesc*, const NufftTransform*, int, int,
                                               const double*, const float*, const float*, float*,
-                                              cudaStream_t);
+                                              float*, cudaStream_t);
 template cudaError_t LaunchNufftSpread<double>(const NufftSeriesDesc*, const NufftTransform*, int, int,
                                                const double*, const double*, const double*, double*,
-                                               cudaStream_t);
+                                               double*, cudaStream_t);
 template cudaError_t LaunchNufftPower<float>(const NufftSeriesDesc*, int, long long, int, const float*,
                                              const double*, float*, LsPeak*, cudaStream_t);
 template cudaError_t LaunchNufftPower<double>(const NufftSeriesDesc*, int, long long, int, const double*,

@@ -21,6 +21,15 @@ struct NufftSeriesDesc {
   long long centre;         // c: mode k' = k - c
   long long out_offset;     // elements of power; -1: peak only, power not written
   long long peak_offset;    // the series' first per-block partial peak
+  // Windowed (pruned) form, when every point's cells fall within a window of L cells centred
+  // on cell 0 with L a divisor of M and R = M / L >= 4 (grids much finer than 1 / baseline):
+  // the points are spread onto L cells (cell n at n + L / 2 mod M), then with mode
+  // k'' = R k' + r,
+  //   X[k''] = (-1)^k' FFT_L(x_m exp(2 pi i r (m - L / 2) / M))[k'],
+  // so R twiddled copies and FFTs of L points replace one of M (cuFFT's M-point transforms
+  // take several passes over memory; these take one). 0: the full grid.
+  long long window;         // L
+  long long window_offset;  // complex cells of the spread windows (transform i at + i L)
   double fc;                // f0 + c df: the centre frequency carried by the strengths
   double df;
   double beta;              // ES kernel shape
@@ -48,12 +57,19 @@ struct NufftTransform {
 // as many partial peaks.
 constexpr int kNufftPowerBlock = 256;
 
-// Spreads every transform's points onto its fine grid (complex T, zeroed by the caller):
-// n_transforms transforms, max_samples the largest series' sample count.
+// Spreads every transform's points onto its fine grid, or its window for windowed series
+// (complex T, zeroed by the caller): n_transforms transforms, max_samples the largest series'
+// sample count.
 template <typename T>
 cudaError_t LaunchNufftSpread(const NufftSeriesDesc* series, const NufftTransform* transforms,
                               int n_transforms, int max_samples, const double* t, const T* w,
-                              const T* wy, T* grid, cudaStream_t stream);
+                              const T* wy, T* grid, T* windows, cudaStream_t stream);
+
+// For a windowed series (series[index], n_transforms transforms, host copy `host` of its
+// descriptor): the R twiddled copies of each window into its grid.
+template <typename T>
+cudaError_t LaunchNufftExpand(const NufftSeriesDesc* series, int index, const NufftSeriesDesc& host,
+                              const T* windows, T* grid, cudaStream_t stream);
 
 // correction[k] = 1 / (width / 2 * sum_q weight_phi[q] cos(pi (k - centre) width / M x[q])) for
 // k < modes (nufft.h's NufftCorrection, evaluated on the device).

@@ -172,6 +172,27 @@ bool CanonicalNufftTerms(const std::vector<HarmonicTerm>& terms, int q, bool fit
   return true;
 }
 
+// The windowed form's window (kernels/nufft_kernels.cuh) for a series whose points lie within
+// max_j * df * t_absmax cycles of 0: the smallest divisor L of M holding every point's cells
+// with two to spare either side; 0 when M / L < 4 (the full grid is as cheap).
+int64_t NufftWindow(const NufftPlan& plan, int max_j, double df, double t_absmax) {
+  const double half = max_j * std::abs(df) * t_absmax * static_cast<double>(plan.grid_size) +
+                      0.5 * plan.width + 2;
+  const double need = 2 * std::ceil(half) + 2;
+  if (!(need * 4 <= static_cast<double>(plan.grid_size))) return 0;
+  int64_t best = plan.grid_size;
+  for (int64_t p2 = 1; p2 <= plan.grid_size; p2 *= 2) {
+    for (int64_t p3 = p2; p3 <= plan.grid_size; p3 *= 3) {
+      for (int64_t p5 = p3; p5 <= plan.grid_size; p5 *= 5) {
+        if (plan.grid_size % p5 == 0 && p5 % 2 == 0 && static_cast<double>(p5) >= need) {
+          best = std::min(best, p5);
+        }
+      }
+    }
+  }
+  return plan.grid_size / best >= 4 ? best : 0;
+}
+
 // A fast series' device deconvolution table (NufftCorrection), cached per slot.
 struct NufftCorrectionTable {
   DeviceMemory memory;  // modes doubles, then the quadrature's nodes and weights
@@ -261,9 +282,10 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   std::vector<NufftPlan> nufft_plans;             // per fast series
   std::vector<std::vector<HarmonicTerm>> nufft_terms;
   std::vector<int> nufft_nterms;
+  std::vector<int64_t> nufft_windows;             // per fast series: L, or 0 (full grid)
   std::vector<int> harmonic_order;                // harmonic series, by nterms
   int64_t n_blocks = 0, harmonic_blocks = 0, total_partials = 0, copied_freqs = 0, scratch_freqs = 0;
-  int64_t grid_cells = 0, n_transforms = 0, max_fast_samples = 0;
+  int64_t grid_cells = 0, window_cells = 0, n_transforms = 0, max_fast_samples = 0;
   int n_harmonic = 0, n_fast = 0;
   {
     NVTX_RANGE("periodogram.pack");
@@ -295,7 +317,13 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
           if (!CanonicalNufftTerms(nufft_terms.back(), s.nterms, s.fit_mean)) {
             return absl::InternalError("HarmonicTerms' order differs from the NUFFT power kernel's");
           }
+          int max_j = 1;
+          for (const HarmonicTerm& h : nufft_terms.back()) max_j = std::max(max_j, h.j);
+          nufft_windows.push_back(nf > 0 ? NufftWindow(nufft_plans.back(), max_j, s.grid.uniform->df,
+                                                       ComputeMoments(s).t_absmax)
+                                         : 0);
           if (nf > 0) {
+            window_cells += nufft_windows.back() * static_cast<int64_t>(nufft_terms.back().size());
             grid_cells += nufft_plans.back().grid_size * static_cast<int64_t>(nufft_terms.back().size());
             n_transforms += static_cast<int64_t>(nufft_terms.back().size());
             max_fast_samples = std::max<int64_t>(max_fast_samples, static_cast<int64_t>(s.t.size()));
@@ -336,7 +364,7 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
     // after the peaks (the NVRTC kernel always writes power).
     const size_t power_bytes = AlignUp(static_cast<size_t>(copied_freqs) * elem);
     const size_t scratch_at = (power_bytes + AlignUp(n_series * sizeof(LsPeak))) / elem;
-    int64_t sample_at = 0, freq_at = 0, copied_at = 0, scratch_offset = 0, grid_at = 0;
+    int64_t sample_at = 0, freq_at = 0, copied_at = 0, scratch_offset = 0, grid_at = 0, window_at = 0;
     int transform_at = 0;
     for (size_t i = 0; i < n_series; ++i) {
       const SeriesSpec& s = *series[i];
@@ -400,6 +428,9 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
           ntrans[transform_at++] = NufftTransform{fi, terms[k].j, terms[k].weighted_y ? 1 : 0, 0};
         }
         grid_at += plan.grid_size * n.n_transforms;
+        n.window = nufft_windows[fi];
+        n.window_offset = window_at;
+        window_at += n.window * n.n_transforms;
       }
       sample_at += d.n_samples;
       if (!s.grid.uniform) freq_at += nf;
@@ -469,21 +500,27 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   void* d_in = nullptr;
   void* d_out = nullptr;
   void* d_grid = nullptr;
+  void* d_windows = nullptr;
   struct FreeOnStream {
-    void** ptrs[3];
+    void** ptrs[4];
     cudaStream_t stream;
     ~FreeOnStream() {
       for (void** p : ptrs) {
         if (*p != nullptr) cudaFreeAsync(*p, stream);
       }
     }
-  } release{{&d_in, &d_out, &d_grid}, stream};
+  } release{{&d_in, &d_out, &d_grid, &d_windows}, stream};
   CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&d_in, layout.total, device.memory_pool(), stream));
   CUDA_RETURN_IF_ERROR(
       cudaMallocFromPoolAsync(&d_out, device_out_bytes, device.memory_pool(), stream));
   const size_t grid_bytes = static_cast<size_t>(grid_cells) * 2 * elem;
   if (grid_bytes > 0) {
     CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&d_grid, grid_bytes, device.memory_pool(), stream));
+  }
+  const size_t window_bytes = static_cast<size_t>(window_cells) * 2 * elem;
+  if (window_bytes > 0) {
+    CUDA_RETURN_IF_ERROR(
+        cudaMallocFromPoolAsync(&d_windows, window_bytes, device.memory_pool(), stream));
   }
   {
     NVTX_RANGE("periodogram.copy_in");
@@ -542,46 +579,69 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
     if (n_transforms > 0) {
       const auto* ndesc = reinterpret_cast<const NufftSeriesDesc*>(in + layout.ndesc);
       const auto* ntrans = reinterpret_cast<const NufftTransform*>(in + layout.ntrans);
-      CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_grid, 0, grid_bytes, stream));
+      const auto* host_ndesc =
+          reinterpret_cast<const NufftSeriesDesc*>(static_cast<char*>(slot.staging_in.data()) + layout.ndesc);
+      // Zero what the spreading adds into: the windows, and the full grids of the other series
+      // (a windowed series' grid is written whole by its expansion).
+      if (window_bytes > 0) CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_windows, 0, window_bytes, stream));
+      for (int fi = 0; fi < n_fast; ++fi) {
+        const NufftSeriesDesc& h = host_ndesc[fi];
+        if (h.window == 0 && h.n_transforms > 0) {
+          CUDA_RETURN_IF_ERROR(cudaMemsetAsync(static_cast<char*>(d_grid) + h.grid_offset * 2 * elem, 0,
+                                               static_cast<size_t>(h.grid_size * h.n_transforms) * 2 * elem,
+                                               stream));
+        }
+      }
       if (f32) {
         CUDA_RETURN_IF_ERROR(kernels::LaunchNufftSpread<float>(
             ndesc, ntrans, static_cast<int>(n_transforms), static_cast<int>(max_fast_samples), a_t,
             static_cast<const float*>(a_w), static_cast<const float*>(a_wy),
-            static_cast<float*>(d_grid), stream));
+            static_cast<float*>(d_grid), static_cast<float*>(d_windows), stream));
       } else {
         CUDA_RETURN_IF_ERROR(kernels::LaunchNufftSpread<double>(
             ndesc, ntrans, static_cast<int>(n_transforms), static_cast<int>(max_fast_samples), a_t,
             static_cast<const double*>(a_w), static_cast<const double*>(a_wy),
-            static_cast<double*>(d_grid), stream));
+            static_cast<double*>(d_grid), static_cast<double*>(d_windows), stream));
       }
       CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
-      int64_t grid_at = 0;
       for (int fi = 0; fi < n_fast; ++fi) {
         const NufftPlan& plan = nufft_plans[fi];
-        if (plan.modes == 0) continue;
-        const int64_t batch_size = static_cast<int64_t>(nufft_terms[fi].size());
+        const NufftSeriesDesc& h = host_ndesc[fi];
+        if (h.n_transforms == 0) continue;
+        // Windowed: R twiddled copies of each window, FFTs of L points; else FFTs of M points.
+        const int64_t fft_size = h.window > 0 ? h.window : plan.grid_size;
+        const int64_t fft_batch = h.n_transforms * (plan.grid_size / fft_size);
+        if (h.window > 0) {
+          if (f32) {
+            CUDA_RETURN_IF_ERROR(kernels::LaunchNufftExpand<float>(
+                ndesc, fi, h, static_cast<const float*>(d_windows), static_cast<float*>(d_grid), stream));
+          } else {
+            CUDA_RETURN_IF_ERROR(kernels::LaunchNufftExpand<double>(
+                ndesc, fi, h, static_cast<const double*>(d_windows), static_cast<double*>(d_grid), stream));
+          }
+          CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+        }
         // The plan, then the table (cached per slot; built on first use, on this stream). Each
         // lookup may evict older entries (after synchronising the stream, so work already
         // queued is done with them) but not the one just used: fetched per series, right
         // before the launches that read them.
-        ASSIGN_OR_RETURN(cufftHandle fft, NufftFftPlan(slot, plan.grid_size, batch_size, batch.dtype));
+        ASSIGN_OR_RETURN(cufftHandle fft, NufftFftPlan(slot, fft_size, fft_batch, batch.dtype));
         ASSIGN_OR_RETURN(const double* correction,
                          NufftCorrectionOnDevice(device, slot, plan, batch.dtype));
         if (f32) {
-          auto* data = reinterpret_cast<cufftComplex*>(d_grid) + grid_at;
+          auto* data = reinterpret_cast<cufftComplex*>(d_grid) + h.grid_offset;
           CUFFT_RETURN_IF_ERROR(cufftExecC2C(fft, data, data, CUFFT_INVERSE));
           CUDA_RETURN_IF_ERROR(kernels::LaunchNufftPower<float>(
               ndesc, fi, plan.modes, nufft_nterms[fi], static_cast<const float*>(d_grid),
               correction, static_cast<float*>(a_power), partials, stream));
         } else {
-          auto* data = reinterpret_cast<cufftDoubleComplex*>(d_grid) + grid_at;
+          auto* data = reinterpret_cast<cufftDoubleComplex*>(d_grid) + h.grid_offset;
           CUFFT_RETURN_IF_ERROR(cufftExecZ2Z(fft, data, data, CUFFT_INVERSE));
           CUDA_RETURN_IF_ERROR(kernels::LaunchNufftPower<double>(
               ndesc, fi, plan.modes, nufft_nterms[fi], static_cast<const double*>(d_grid),
               correction, static_cast<double*>(a_power), partials, stream));
         }
         CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
-        grid_at += plan.grid_size * batch_size;
       }
     }
     const auto* begins = reinterpret_cast<const long long*>(in + layout.seg);
