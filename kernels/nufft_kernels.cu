@@ -69,7 +69,7 @@ NufftSpread(const NufftSeriesDesc* __restrict__ series, const NufftTransform* __
 }
 
 __device__ __forceinline__ void SinCosPiT(double x, float* s, float* c) {
-  sincospif(static_cast<float>(x), s, c);
+  sincospif(static_cast<float>(x), s, c);  // x in [-1, 1]: float's rounding is 6e-8
 }
 __device__ __forceinline__ void SinCosPiT(double x, double* s, double* c) { sincospi(x, s, c); }
 
@@ -86,9 +86,11 @@ NufftExpand(const NufftSeriesDesc* __restrict__ series, int index, const T* __re
   const long long r = blockIdx.y, tr = blockIdx.z;
   const T* x = windows + 2 * (d.window_offset + tr * l + i);
   const T re = x[0], im = x[1];
-  const long long ph = (r * (i - l / 2)) % m;  // in (-M, M)
+  // r (i - L/2) lies in [-M/2, M/2] (r < R, |i - L/2| <= L/2, M = R L < 2^31): the angle
+  // 2 pi ph / M needs no reduction.
+  const int ph = static_cast<int>(r) * (static_cast<int>(i) - static_cast<int>(l / 2));
   T s, c;
-  SinCosPiT(2.0 * static_cast<double>(ph) / static_cast<double>(m), &s, &c);
+  SinCosPiT(static_cast<double>(ph) * d.two_over_m, &s, &c);
   T* out = grid + 2 * (d.grid_offset + tr * m + r * l + i);
   out[0] = re * c - im * s;
   out[1] = re * s + im * c;
@@ -123,16 +125,8 @@ NufftPower(const NufftSeriesDesc* __restrict__ series, int index, const T* __res
     const long long mode = k - d.centre;
     const long long m = d.grid_size;
     const long long at = mode >= 0 ? mode : mode + m;
-    const T* cell;
-    double corr = correction[k];
-    if (d.window > 0) {  // mode R k' + r: copy r, bin k', sign (-1)^k'
-      const long long copies = m / d.window;
-      const long long kp = at / copies, r = at - kp * copies;
-      cell = grid + 2 * (d.grid_offset + r * d.window + kp);
-      if (kp & 1) corr = -corr;
-    } else {
-      cell = grid + 2 * (d.grid_offset + at);
-    }
+    const T* cell = grid + 2 * (d.grid_offset + at);
+    const double corr = correction[k];
     // Transform i of the series, deconvolved.
     auto sum = [&](int i, double* re, double* im) {
       const T* c = cell + 2 * static_cast<long long>(i) * m;
@@ -173,11 +167,108 @@ NufftPower(const NufftSeriesDesc* __restrict__ series, int index, const T* __res
   if (threadIdx.x == 0) partials[d.peak_offset + blockIdx.x] = LsPeak{best_k, best};
 }
 
+// The power of a windowed series: block = tile of kWindowTile q x kWindowTile r. Mode
+// k - c = R q + r is bin kp = q mod L of copy r, sign (-1)^kp. Phase 1 stages the tile's
+// deconvolution factors (along r: coalesced in k), phase 2 reads the sums along q (coalesced
+// in the grid) and computes the power, phase 3 writes it along r.
 template <typename T, int Q>
-void LaunchPower(unsigned blocks, const NufftSeriesDesc* series, int index, const T* grid,
-                 const double* correction, T* power, LsPeak* partials, cudaStream_t stream) {
-  NufftPower<T, Q><<<blocks, kNufftPowerBlock, 0, stream>>>(series, index, grid, correction, power,
-                                                            partials);
+__global__ void __launch_bounds__(kNufftPowerBlock)
+NufftPowerWindowed(const NufftSeriesDesc* __restrict__ series, int index, const T* __restrict__ grid,
+                   const double* __restrict__ correction, T* __restrict__ power,
+                   LsPeak* __restrict__ partials) {
+  constexpr int kRows = kNufftPowerBlock / kWindowTile;  // 8
+  __shared__ double s_corr[kWindowTile][kWindowTile + 1];  // [q][r]
+  __shared__ T s_power[kWindowTile][kWindowTile + 1];      // [q][r]
+  const NufftSeriesDesc& d = series[index];
+  const int m = static_cast<int>(d.grid_size), l = static_cast<int>(d.window), copies = m / l;
+  const int tiles_r = (copies + kWindowTile - 1) / kWindowTile;
+  const int r0 = (blockIdx.x % tiles_r) * kWindowTile;
+  const long long q0 = d.q_min + static_cast<long long>(blockIdx.x / tiles_r) * kWindowTile;
+  const long long q_end = d.q_min + d.q_count;
+  const int tx = threadIdx.x % kWindowTile, ty = threadIdx.x / kWindowTile;
+  // k of (q, r), or -1 outside the grid.
+  auto mode_k = [&](long long q, int r) -> long long {
+    if (r >= copies || q >= q_end) return -1;
+    const long long k = q * copies + r + d.centre;
+    return k >= 0 && k < d.modes ? k : -1;
+  };
+#pragma unroll
+  for (int e = 0; e < kWindowTile / kRows; ++e) {
+    const int ql = ty + e * kRows;
+    const long long k = mode_k(q0 + ql, r0 + tx);
+    s_corr[ql][tx] = k >= 0 ? correction[k] : 0.0;
+  }
+  __syncthreads();
+  double best = 0;
+  long long best_k = -1;
+#pragma unroll
+  for (int e = 0; e < kWindowTile / kRows; ++e) {
+    const int rl = ty + e * kRows;
+    const long long q = q0 + tx;
+    const long long k = mode_k(q, r0 + rl);
+    if (k < 0) continue;
+    const int kp = static_cast<int>(q < 0 ? q + l : q);
+    const T* cell = grid + 2 * (d.grid_offset + static_cast<long long>(r0 + rl) * l + kp);
+    const double corr = (kp & 1) ? -s_corr[tx][rl] : s_corr[tx][rl];
+    auto sum = [&](int i, double* re, double* im) {
+      const T* c = cell + 2 * static_cast<long long>(i) * m;
+      *re = static_cast<double>(c[0]) * corr;
+      *im = static_cast<double>(c[1]) * corr;
+    };
+    double p;
+    if (Q == 1) {
+      double c1 = 0, s1 = 0, c2, s2, yc, ys;
+      if (d.fit_mean) {
+        sum(0, &c1, &s1);
+        sum(1, &c2, &s2);
+        sum(2, &yc, &ys);
+      } else {
+        sum(0, &c2, &s2);
+        sum(1, &yc, &ys);
+      }
+      p = gpucompute_kernels::LombScarglePower<double>(c1, s1, yc, ys, 0.5 * (1 + c2), 0.5 * s2,
+                                                       d.fit_mean != 0, d.normalization, d.yy,
+                                                       d.psd_scale);
+    } else {
+      double cw[2 * Q + 1], sw[2 * Q + 1], yc[Q + 1], ys[Q + 1];
+      cw[0] = 1;
+      sw[0] = 0;
+      yc[0] = ys[0] = 0;
+#pragma unroll
+      for (int j = 1; j <= 2 * Q; ++j) sum(j - 1, &cw[j], &sw[j]);
+#pragma unroll
+      for (int j = 1; j <= Q; ++j) sum(2 * Q + j - 1, &yc[j], &ys[j]);
+      p = gpucompute_kernels::HarmonicPower<double>(cw, sw, yc, ys, Q, d.fit_mean != 0,
+                                                    d.normalization, d.yy, d.psd_scale);
+    }
+    const T out = static_cast<T>(p);
+    s_power[tx][rl] = out;
+    gpucompute_kernels::BetterPeak(best, best_k, static_cast<double>(out), k);
+  }
+  __syncthreads();
+  if (d.out_offset >= 0) {
+#pragma unroll
+    for (int e = 0; e < kWindowTile / kRows; ++e) {
+      const int ql = ty + e * kRows;
+      const long long k = mode_k(q0 + ql, r0 + tx);
+      if (k >= 0) power[d.out_offset + k] = s_power[ql][tx];
+    }
+  }
+  gpucompute_kernels::BlockReducePeak<kNufftPowerBlock>(best, best_k);
+  if (threadIdx.x == 0) partials[d.peak_offset + blockIdx.x] = LsPeak{best_k, best};
+}
+
+template <typename T, int Q>
+void LaunchPower(unsigned blocks, bool windowed, const NufftSeriesDesc* series, int index,
+                 const T* grid, const double* correction, T* power, LsPeak* partials,
+                 cudaStream_t stream) {
+  if (windowed) {
+    NufftPowerWindowed<T, Q><<<blocks, kNufftPowerBlock, 0, stream>>>(series, index, grid,
+                                                                      correction, power, partials);
+  } else {
+    NufftPower<T, Q><<<blocks, kNufftPowerBlock, 0, stream>>>(series, index, grid, correction,
+                                                              power, partials);
+  }
 }
 
 }  // namespace
@@ -219,20 +310,23 @@ cudaError_t LaunchNufftCorrection(const double* x, const double* weight_phi, int
 }
 
 template <typename T>
-cudaError_t LaunchNufftPower(const NufftSeriesDesc* series, int index, long long modes, int nterms,
+cudaError_t LaunchNufftPower(const NufftSeriesDesc* series, int index, const NufftSeriesDesc& host,
                              const T* grid, const double* correction, T* power, LsPeak* partials,
                              cudaStream_t stream) {
-  if (modes == 0) return cudaSuccess;
-  const unsigned blocks = static_cast<unsigned>((modes + kNufftPowerBlock - 1) / kNufftPowerBlock);
+  if (host.modes == 0) return cudaSuccess;
+  const bool windowed = host.window > 0;
+  const unsigned blocks = static_cast<unsigned>(NufftPowerBlocks(
+      host.modes, windowed ? host.grid_size / host.window : 0, host.q_count));
+  const int nterms = host.nterms;
   switch (nterms) {
-    case 1: LaunchPower<T, 1>(blocks, series, index, grid, correction, power, partials, stream); break;
-    case 2: LaunchPower<T, 2>(blocks, series, index, grid, correction, power, partials, stream); break;
-    case 3: LaunchPower<T, 3>(blocks, series, index, grid, correction, power, partials, stream); break;
-    case 4: LaunchPower<T, 4>(blocks, series, index, grid, correction, power, partials, stream); break;
-    case 5: LaunchPower<T, 5>(blocks, series, index, grid, correction, power, partials, stream); break;
-    case 6: LaunchPower<T, 6>(blocks, series, index, grid, correction, power, partials, stream); break;
-    case 7: LaunchPower<T, 7>(blocks, series, index, grid, correction, power, partials, stream); break;
-    case 8: LaunchPower<T, 8>(blocks, series, index, grid, correction, power, partials, stream); break;
+    case 1: LaunchPower<T, 1>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
+    case 2: LaunchPower<T, 2>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
+    case 3: LaunchPower<T, 3>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
+    case 4: LaunchPower<T, 4>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
+    case 5: LaunchPower<T, 5>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
+    case 6: LaunchPower<T, 6>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
+    case 7: LaunchPower<T, 7>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
+    case 8: LaunchPower<T, 8>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaPeekAtLastError();
@@ -244,9 +338,10 @@ template cudaError_t LaunchNufftSpread<float>(const NufftSeriesDesc*, const Nuff
 template cudaError_t LaunchNufftSpread<double>(const NufftSeriesDesc*, const NufftTransform*, int, int,
                                                const double*, const double*, const double*, double*,
                                                double*, cudaStream_t);
-template cudaError_t LaunchNufftPower<float>(const NufftSeriesDesc*, int, long long, int, const float*,
-                                             const double*, float*, LsPeak*, cudaStream_t);
-template cudaError_t LaunchNufftPower<double>(const NufftSeriesDesc*, int, long long, int, const double*,
-                                              const double*, double*, LsPeak*, cudaStream_t);
+template cudaError_t LaunchNufftPower<float>(const NufftSeriesDesc*, int, const NufftSeriesDesc&,
+                                             const float*, const double*, float*, LsPeak*, cudaStream_t);
+template cudaError_t LaunchNufftPower<double>(const NufftSeriesDesc*, int, const NufftSeriesDesc&,
+                                              const double*, const double*, double*, LsPeak*,
+                                              cudaStream_t);
 
 }  // namespace gpucompute::kernels

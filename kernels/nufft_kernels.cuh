@@ -30,6 +30,12 @@ struct NufftSeriesDesc {
   // take several passes over memory; these take one). 0: the full grid.
   long long window;         // L
   long long window_offset;  // complex cells of the spread windows (transform i at + i L)
+  // Windowed power kernel: k - c = R q + r for q in [q_min, q_min + q_count), tiles of
+  // kWindowTile q x kWindowTile r per block (reads along q, writes along r, through shared
+  // memory).
+  long long q_min;
+  long long q_count;
+  double two_over_m;        // 2 / M
   double fc;                // f0 + c df: the centre frequency carried by the strengths
   double df;
   double beta;              // ES kernel shape
@@ -56,6 +62,16 @@ struct NufftTransform {
 // Threads per block of the power kernel: a series takes ceil(K / kNufftPowerBlock) blocks, and
 // as many partial peaks.
 constexpr int kNufftPowerBlock = 256;
+constexpr int kWindowTile = 32;
+
+// Blocks (and partial peaks) of the power kernel for a series: windowed with R copies and
+// q_count values of q, or the full grid's.
+inline long long NufftPowerBlocks(long long modes, long long copies, long long q_count) {
+  if (copies > 0) {
+    return ((copies + kWindowTile - 1) / kWindowTile) * ((q_count + kWindowTile - 1) / kWindowTile);
+  }
+  return (modes + kNufftPowerBlock - 1) / kNufftPowerBlock;
+}
 
 // Spreads every transform's points onto its fine grid, or its window for windowed series
 // (complex T, zeroed by the caller): n_transforms transforms, max_samples the largest series'
@@ -77,13 +93,13 @@ cudaError_t LaunchNufftCorrection(const double* x, const double* weight_phi, int
                                   long long modes, long long centre, long long grid_size,
                                   int width, double* correction, cudaStream_t stream);
 
-// The power of one series (series[index], with `nterms` harmonics) from its transformed grids:
+// The power of one series (series[index], `host` its host copy) from its transformed grids:
 // mode k read at (k - centre) mod M of each transform, times correction[k]; power written at
 // out_offset (unless -1) and one partial peak per block at peak_offset + block. The series'
 // transforms must be in HarmonicTerms' order: w at j = 1 .. 2 nterms (j = 1 left out for
 // nterms = 1 without fit_mean), then w y at j = 1 .. nterms.
 template <typename T>
-cudaError_t LaunchNufftPower(const NufftSeriesDesc* series, int index, long long modes, int nterms,
+cudaError_t LaunchNufftPower(const NufftSeriesDesc* series, int index, const NufftSeriesDesc& host,
                              const T* grid,
                              const double* correction, T* power, LsPeak* partials,
                              cudaStream_t stream);

@@ -188,12 +188,14 @@ void BenchFast(DeviceContext& dev, int reps) {
 
 // The fast method's stages alone, for its cost breakdown: zeroing the fine grids and the
 // batched cuFFT over them, on a buffer of the same size (median of `reps`, CUDA events).
-void BenchFastStages(DeviceContext& dev, ComputeType dtype, int64_t nf, int transforms, int reps) {
+// fft_size: M (the full grid) or a window L dividing M (M / L transforms per grid).
+void BenchFastStages(DeviceContext& dev, ComputeType dtype, int64_t nf, int transforms,
+                     int64_t fft_size, int reps) {
   const periodogram::NufftPlan plan = periodogram::MakeNufftPlan(nf, dtype);
   const size_t bytes = static_cast<size_t>(plan.grid_size) * transforms * 2 * periodogram::ElementSize(dtype);
   void* grid = nullptr;
   if (cudaMalloc(&grid, bytes) != cudaSuccess) Die(absl::InternalError("cudaMalloc"));
-  auto fft = CufftPlan::Create1d(plan.grid_size, transforms,
+  auto fft = CufftPlan::Create1d(fft_size, transforms * (plan.grid_size / fft_size),
                                  dtype == ComputeType::kFloat32 ? CUFFT_C2C : CUFFT_Z2Z);
   if (!fft.ok()) Die(fft.status());
   auto e0 = CudaEvent::Create();
@@ -223,8 +225,8 @@ void BenchFastStages(DeviceContext& dev, ComputeType dtype, int64_t nf, int tran
   }
   cudaFree(grid);
   Emit(absl::StrFormat(
-      R"({"what":"lombscargle fast stages","nf":%d,"dtype":"%s","grid_size":%d,"transforms":%d,"grid_mb":%.1f,"memset_ms":%.4f,"memset_gb_per_s":%.0f,"fft_ms":%.4f})",
-      nf, periodogram::ComputeTypeName(dtype), plan.grid_size, transforms, bytes / 1e6, Median(memset_ms),
+      R"({"what":"lombscargle fast stages","nf":%d,"dtype":"%s","grid_size":%d,"transforms":%d,"fft_size":%d,"grid_mb":%.1f,"memset_ms":%.4f,"memset_gb_per_s":%.0f,"fft_ms":%.4f})",
+      nf, periodogram::ComputeTypeName(dtype), plan.grid_size, transforms, fft_size, bytes / 1e6, Median(memset_ms),
       bytes / Median(memset_ms) / 1e6, Median(fft_ms)));
 }
 
@@ -242,7 +244,8 @@ int Main(int argc, char** argv) {
                        (*dev)->description().multiprocessors, (*dev)->arch()));
   BenchFast(**dev, quick ? 5 : 30);
   for (ComputeType dtype : {ComputeType::kFloat32, ComputeType::kFloat64}) {
-    BenchFastStages(**dev, dtype, nf, 3, quick ? 5 : 30);
+    const int64_t m = periodogram::MakeNufftPlan(nf, dtype).grid_size;
+    for (int64_t size : {m, int64_t{4096}}) BenchFastStages(**dev, dtype, nf, 3, size, quick ? 5 : 30);
   }
   if (fast_only) return 0;
 

@@ -157,6 +157,7 @@ SeriesKind KindOf(const SeriesSpec& s) {
 }
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 // Whether `terms` is in the order the NUFFT power kernel reads its transforms
 // (kernels/nufft_kernels.cuh): w at j = 1 .. 2q (j = 1 left out for q = 1 without fit_mean),
@@ -281,7 +282,6 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   std::vector<int64_t> partial_begin(n_series), partial_count(n_series);
   std::vector<NufftPlan> nufft_plans;             // per fast series
   std::vector<std::vector<HarmonicTerm>> nufft_terms;
-  std::vector<int> nufft_nterms;
   std::vector<int64_t> nufft_windows;             // per fast series: L, or 0 (full grid)
   std::vector<int> harmonic_order;                // harmonic series, by nterms
   int64_t n_blocks = 0, harmonic_blocks = 0, total_partials = 0, copied_freqs = 0, scratch_freqs = 0;
@@ -309,10 +309,8 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
           break;
         case SeriesKind::kFast: {
           kind_index[i] = n_fast++;
-          partial_count[i] = CeilDiv(nf, kernels::kNufftPowerBlock);
           nufft_plans.push_back(MakeNufftPlan(nf, batch.dtype));
           nufft_terms.push_back(HarmonicTerms(s.nterms, s.fit_mean));
-          nufft_nterms.push_back(s.nterms);
           // The power kernel places the sums by this order (kernels/nufft_kernels.cuh).
           if (!CanonicalNufftTerms(nufft_terms.back(), s.nterms, s.fit_mean)) {
             return absl::InternalError("HarmonicTerms' order differs from the NUFFT power kernel's");
@@ -322,6 +320,13 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
           nufft_windows.push_back(nf > 0 ? NufftWindow(nufft_plans.back(), max_j, s.grid.uniform->df,
                                                        ComputeMoments(s).t_absmax)
                                          : 0);
+          {
+            const NufftPlan& plan = nufft_plans.back();
+            const int64_t copies = nufft_windows.back() > 0 ? plan.grid_size / nufft_windows.back() : 0;
+            const int64_t q_count =
+                copies > 0 ? FloorDiv(nf - 1 - plan.centre, copies) - FloorDiv(-plan.centre, copies) + 1 : 0;
+            partial_count[i] = nf > 0 ? kernels::NufftPowerBlocks(nf, copies, q_count) : 0;
+          }
           if (nf > 0) {
             window_cells += nufft_windows.back() * static_cast<int64_t>(nufft_terms.back().size());
             grid_cells += nufft_plans.back().grid_size * static_cast<int64_t>(nufft_terms.back().size());
@@ -430,6 +435,12 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
         grid_at += plan.grid_size * n.n_transforms;
         n.window = nufft_windows[fi];
         n.window_offset = window_at;
+        n.two_over_m = 2.0 / static_cast<double>(plan.grid_size);
+        if (n.window > 0) {
+          const int64_t copies = plan.grid_size / n.window;
+          n.q_min = FloorDiv(-plan.centre, copies);
+          n.q_count = FloorDiv(nf - 1 - plan.centre, copies) - n.q_min + 1;
+        }
         window_at += n.window * n.n_transforms;
       }
       sample_at += d.n_samples;
@@ -632,13 +643,13 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
           auto* data = reinterpret_cast<cufftComplex*>(d_grid) + h.grid_offset;
           CUFFT_RETURN_IF_ERROR(cufftExecC2C(fft, data, data, CUFFT_INVERSE));
           CUDA_RETURN_IF_ERROR(kernels::LaunchNufftPower<float>(
-              ndesc, fi, plan.modes, nufft_nterms[fi], static_cast<const float*>(d_grid),
+              ndesc, fi, h, static_cast<const float*>(d_grid),
               correction, static_cast<float*>(a_power), partials, stream));
         } else {
           auto* data = reinterpret_cast<cufftDoubleComplex*>(d_grid) + h.grid_offset;
           CUFFT_RETURN_IF_ERROR(cufftExecZ2Z(fft, data, data, CUFFT_INVERSE));
           CUDA_RETURN_IF_ERROR(kernels::LaunchNufftPower<double>(
-              ndesc, fi, plan.modes, nufft_nterms[fi], static_cast<const double*>(d_grid),
+              ndesc, fi, h, static_cast<const double*>(d_grid),
               correction, static_cast<double*>(a_power), partials, stream));
         }
         CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
