@@ -192,10 +192,10 @@ std::shared_ptr<periodogram::Request> FastHarmonicRequest(std::mt19937_64& rng, 
   // some frequencies, where rounding decides (see MixedRequest).
   std::uniform_int_distribution<int> len(40, 1500);
   for (int i = 0; i < count; ++i) {
-    // Every fourth series (fast ones) on a grid 12 times finer than the default, which takes
-    // the windowed form of the fast method (kernels/nufft_kernels.cuh); shorter, so that the
-    // CPU reference stays quick.
-    const bool fine = i % 4 == 3;
+    // Every fourth series (fast ones) and series 1 and 9 (fast, nterms 1: the fused form) on
+    // a grid 12 times finer than the default, which takes the windowed form of the fast
+    // method (kernels/nufft_kernels.cuh); shorter, so that the CPU reference stays quick.
+    const bool fine = i % 4 == 3 || i == 1 || i == 9;
     const int n = fine ? 40 + len(rng) % 260 : len(rng);
     auto s = periodogram::testing::RandomSeries(rng, n, 0.7 + 0.29 * i, i % 3 == 1, 0, 10 + 3 * i);
     s.normalization = static_cast<Normalization>((i / 8) % 4);
