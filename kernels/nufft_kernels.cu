@@ -258,105 +258,6 @@ NufftPowerWindowed(const NufftSeriesDesc* __restrict__ series, int index, const 
   if (threadIdx.x == 0) partials[d.peak_offset + blockIdx.x] = LsPeak{best_k, best};
 }
 
-constexpr int kFusedBlock = 512;
-constexpr int kFusedMaxShared = 227 * 1024;
-
-size_t FusedSharedBytes(long long window, int n_transforms, int elem) {
-  // n_transforms buffers of L complex values and the L / 2 twiddles.
-  return static_cast<size_t>(window) * 2 * elem * n_transforms + static_cast<size_t>(window / 2) * 2 * elem;
-}
-
-template <typename T>
-struct Complex2;
-template <>
-struct Complex2<float> {
-  using type = float2;
-};
-template <>
-struct Complex2<double> {
-  using type = double2;
-};
-
-template <typename T>
-__global__ void __launch_bounds__(kFusedBlock)
-NufftFused(const NufftSeriesDesc* __restrict__ series, int index, const T* __restrict__ windows,
-           const double* __restrict__ correction, T* __restrict__ power,
-           LsPeak* __restrict__ partials) {
-  using C = typename Complex2<T>::type;
-  extern __shared__ __align__(16) unsigned char s_raw[];
-  const NufftSeriesDesc& d = series[index];
-  const int l = static_cast<int>(d.window), m = static_cast<int>(d.grid_size), copies = m / l;
-  const int nt = d.n_transforms;
-  const int r = blockIdx.x;
-  C* buf = reinterpret_cast<C*>(s_raw);  // [nt][l]
-  C* tw = buf + static_cast<size_t>(nt) * l;  // [l / 2]: exp(2 pi i j / L)
-  const int log2l = __ffs(l) - 1;
-  for (int j = threadIdx.x; j < l / 2; j += kFusedBlock) {
-    T sv, cv;
-    SinCosPiT(2.0 * j / l, &sv, &cv);
-    tw[j] = C{cv, sv};
-  }
-  // Twiddled windows, stored bit-reversed for the in-place decimation in time.
-  for (int t = 0; t < nt; ++t) {
-    const C* x = reinterpret_cast<const C*>(windows) + d.window_offset + static_cast<long long>(t) * l;
-    for (int i = threadIdx.x; i < l; i += kFusedBlock) {
-      const C v = x[i];
-      const int ph = r * (i - l / 2);  // in [-M/2, M/2]
-      T sv, cv;
-      SinCosPiT(static_cast<double>(ph) * d.two_over_m, &sv, &cv);
-      const int rev = static_cast<int>(__brev(static_cast<unsigned>(i)) >> (32 - log2l));
-      buf[t * l + rev] = C{v.x * cv - v.y * sv, v.x * sv + v.y * cv};
-    }
-  }
-  __syncthreads();
-  for (int half = 1; half < l; half *= 2) {
-    const int stride = l / (2 * half);
-    for (int b = threadIdx.x; b < nt * (l / 2); b += kFusedBlock) {
-      const int t = b / (l / 2), bb = b - t * (l / 2);
-      const int pos = bb & (half - 1);
-      const int i0 = t * l + (bb - pos) * 2 + pos, i1 = i0 + half;
-      const C w = tw[pos * stride];
-      const C a = buf[i0], c = buf[i1];
-      const C cw = C{c.x * w.x - c.y * w.y, c.x * w.y + c.y * w.x};
-      buf[i0] = C{a.x + cw.x, a.y + cw.y};
-      buf[i1] = C{a.x - cw.x, a.y - cw.y};
-    }
-    __syncthreads();
-  }
-  // Modes k - c = R q + r of this copy: bin kp = q mod L, sign (-1)^kp.
-  double best = 0;
-  long long best_k = -1;
-  for (long long qi = threadIdx.x; qi < d.q_count; qi += kFusedBlock) {
-    const long long q = d.q_min + qi;
-    const long long k = q * copies + r + d.centre;
-    if (k < 0 || k >= d.modes) continue;
-    const int kp = static_cast<int>(q < 0 ? q + l : q);
-    const double corr = (kp & 1) ? -correction[k] : correction[k];
-    auto sum = [&](int i, double* re, double* im) {
-      const C v = buf[i * l + kp];
-      *re = static_cast<double>(v.x) * corr;
-      *im = static_cast<double>(v.y) * corr;
-    };
-    double c1 = 0, s1 = 0, c2, s2, yc, ys;
-    if (d.fit_mean) {
-      sum(0, &c1, &s1);
-      sum(1, &c2, &s2);
-      sum(2, &yc, &ys);
-    } else {
-      sum(0, &c2, &s2);
-      sum(1, &yc, &ys);
-    }
-    const double p = gpucompute_kernels::LombScarglePower<double>(
-        c1, s1, yc, ys, 0.5 * (1 + c2), 0.5 * s2, d.fit_mean != 0, d.normalization, d.yy,
-        d.psd_scale);
-    const T out = static_cast<T>(p);
-    if (d.out_offset >= 0) power[d.out_offset + k] = out;
-    gpucompute_kernels::BetterPeak(best, best_k, static_cast<double>(out), k);
-  }
-  gpucompute_kernels::BlockReducePeak<kFusedBlock>(best, best_k);
-  if (threadIdx.x == 0) partials[d.peak_offset + r] = LsPeak{best_k, best};
-}
-
 template <typename T, int Q>
 void LaunchPower(unsigned blocks, bool windowed, const NufftSeriesDesc* series, int index,
                  const T* grid, const double* correction, T* power, LsPeak* partials,
@@ -392,32 +293,6 @@ cudaError_t LaunchNufftExpand(const NufftSeriesDesc* series, int index, const Nu
   NufftExpand<T><<<blocks, kExpandBlock, 0, stream>>>(series, index, windows, grid);
   return cudaPeekAtLastError();
 }
-
-bool NufftFusedFits(long long window, int nterms, int n_transforms, int elem) {
-  return nterms == 1 && window >= 2 && (window & (window - 1)) == 0 &&
-         FusedSharedBytes(window, n_transforms, elem) <= kFusedMaxShared;
-}
-
-template <typename T>
-cudaError_t LaunchNufftFused(const NufftSeriesDesc* series, int index, const NufftSeriesDesc& host,
-                             const T* windows, const double* correction, T* power,
-                             LsPeak* partials, cudaStream_t stream) {
-  if (host.n_transforms == 0) return cudaSuccess;
-  const size_t shared = FusedSharedBytes(host.window, host.n_transforms, sizeof(T));
-  // Per device (the current one): cheap next to the launch.
-  const cudaError_t attribute = cudaFuncSetAttribute(
-      NufftFused<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
-  if (attribute != cudaSuccess) return attribute;
-  NufftFused<T><<<static_cast<unsigned>(host.grid_size / host.window), kFusedBlock, shared, stream>>>(
-      series, index, windows, correction, power, partials);
-  return cudaPeekAtLastError();
-}
-
-template cudaError_t LaunchNufftFused<float>(const NufftSeriesDesc*, int, const NufftSeriesDesc&,
-                                             const float*, const double*, float*, LsPeak*, cudaStream_t);
-template cudaError_t LaunchNufftFused<double>(const NufftSeriesDesc*, int, const NufftSeriesDesc&,
-                                              const double*, const double*, double*, LsPeak*,
-                                              cudaStream_t);
 
 template cudaError_t LaunchNufftExpand<float>(const NufftSeriesDesc*, int, const NufftSeriesDesc&,
                                               const float*, float*, cudaStream_t);

@@ -81,17 +81,6 @@ cudaError_t LaunchNufftSpread(const NufftSeriesDesc* series, const NufftTransfor
                               int n_transforms, int max_samples, const double* t, const T* w,
                               const T* wy, T* grid, T* windows, cudaStream_t stream);
 
-// The fused windowed form (nterms = 1): one block per copy r twiddles the series' windows,
-// transforms them in shared memory (radix 2, L a power of two) and computes the power of
-// every mode of that copy, writing one partial peak per block (R in all): no grid in device
-// memory at all. Whether a series can take it (`elem` bytes per real):
-bool NufftFusedFits(long long window, int nterms, int n_transforms, int elem);
-
-template <typename T>
-cudaError_t LaunchNufftFused(const NufftSeriesDesc* series, int index, const NufftSeriesDesc& host,
-                             const T* windows, const double* correction, T* power,
-                             LsPeak* partials, cudaStream_t stream);
-
 // For a windowed series (series[index], n_transforms transforms, host copy `host` of its
 // descriptor): the R twiddled copies of each window into its grid.
 template <typename T>

@@ -283,7 +283,6 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   std::vector<NufftPlan> nufft_plans;             // per fast series
   std::vector<std::vector<HarmonicTerm>> nufft_terms;
   std::vector<int64_t> nufft_windows;             // per fast series: L, or 0 (full grid)
-  std::vector<bool> nufft_fused;                  // per fast series: the fused windowed form
   std::vector<int> harmonic_order;                // harmonic series, by nterms
   int64_t n_blocks = 0, harmonic_blocks = 0, total_partials = 0, copied_freqs = 0, scratch_freqs = 0;
   int64_t grid_cells = 0, window_cells = 0, n_transforms = 0, max_fast_samples = 0;
@@ -326,19 +325,11 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
             const int64_t copies = nufft_windows.back() > 0 ? plan.grid_size / nufft_windows.back() : 0;
             const int64_t q_count =
                 copies > 0 ? FloorDiv(nf - 1 - plan.centre, copies) - FloorDiv(-plan.centre, copies) + 1 : 0;
-            const int transforms = static_cast<int>(nufft_terms.back().size());
-            nufft_fused.push_back(nf > 0 && copies > 0 &&
-                                  kernels::NufftFusedFits(nufft_windows.back(), s.nterms, transforms, elem));
-            partial_count[i] = nf == 0           ? 0
-                               : nufft_fused.back() ? copies
-                                                    : kernels::NufftPowerBlocks(nf, copies, q_count);
+            partial_count[i] = nf > 0 ? kernels::NufftPowerBlocks(nf, copies, q_count) : 0;
           }
           if (nf > 0) {
             window_cells += nufft_windows.back() * static_cast<int64_t>(nufft_terms.back().size());
-            // The fused form keeps its grids in shared memory.
-            if (!nufft_fused.back()) {
-              grid_cells += nufft_plans.back().grid_size * static_cast<int64_t>(nufft_terms.back().size());
-            }
+            grid_cells += nufft_plans.back().grid_size * static_cast<int64_t>(nufft_terms.back().size());
             n_transforms += static_cast<int64_t>(nufft_terms.back().size());
             max_fast_samples = std::max<int64_t>(max_fast_samples, static_cast<int64_t>(s.t.size()));
           }
@@ -441,7 +432,7 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
         for (int k = 0; k < n.n_transforms; ++k) {
           ntrans[transform_at++] = NufftTransform{fi, terms[k].j, terms[k].weighted_y ? 1 : 0, 0};
         }
-        if (!nufft_fused[fi]) grid_at += plan.grid_size * n.n_transforms;
+        grid_at += plan.grid_size * n.n_transforms;
         n.window = nufft_windows[fi];
         n.window_offset = window_at;
         n.two_over_m = 2.0 / static_cast<double>(plan.grid_size);
@@ -628,21 +619,6 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
         const NufftPlan& plan = nufft_plans[fi];
         const NufftSeriesDesc& h = host_ndesc[fi];
         if (h.n_transforms == 0) continue;
-        if (nufft_fused[fi]) {  // twiddle, FFT and power in one kernel, in shared memory
-          ASSIGN_OR_RETURN(const double* correction,
-                           NufftCorrectionOnDevice(device, slot, plan, batch.dtype));
-          if (f32) {
-            CUDA_RETURN_IF_ERROR(kernels::LaunchNufftFused<float>(
-                ndesc, fi, h, static_cast<const float*>(d_windows), correction,
-                static_cast<float*>(a_power), partials, stream));
-          } else {
-            CUDA_RETURN_IF_ERROR(kernels::LaunchNufftFused<double>(
-                ndesc, fi, h, static_cast<const double*>(d_windows), correction,
-                static_cast<double*>(a_power), partials, stream));
-          }
-          CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
-          continue;
-        }
         // Windowed: R twiddled copies of each window, FFTs of L points; else FFTs of M points.
         const int64_t fft_size = h.window > 0 ? h.window : plan.grid_size;
         const int64_t fft_batch = h.n_transforms * (plan.grid_size / fft_size);

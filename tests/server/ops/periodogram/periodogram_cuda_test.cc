@@ -209,7 +209,14 @@ std::shared_ptr<periodogram::Request> FastHarmonicRequest(std::mt19937_64& rng, 
     // number, far above 1e-9 (seen: 5e-7 at the grid's first bins with nterms = 4). The grid
     // starts at one cycle over the baseline for those series.
     periodogram::AutoGridParams params;
-    if (fine) params.samples_per_peak = 60;
+    if (fine) {
+      params.samples_per_peak = 60;
+      // The default grid's first frequency (a tenth of a cycle over the baseline): lower, with
+      // a floating mean, sum w cos^2 - (sum w cos)^2 falls to the NUFFT's own error (the CPU's
+      // fast method is off from the direct sums there too: seen 2.5e-8 of the peak in float64
+      // at f * baseline = 0.008, and 3e-2 in float32).
+      params.minimum_frequency = 0.1 / (s.t.back() - s.t.front());
+    }
     if (s.nterms > 1) params.minimum_frequency = 1.0 / (s.t.back() - s.t.front());
     auto g = periodogram::AutoFrequency(s.t, params);
     s.grid.uniform = *g;
