@@ -9,6 +9,7 @@ namespace gpucompute::kernels {
 namespace {
 
 constexpr int kSpreadBlock = 128;
+constexpr int kSpreadCells = kNufftMaxWidth;  // 14 cells for float64, 8 for float32
 constexpr int kCorrectionBlock = 256;
 constexpr int kExpandBlock = 256;
 
@@ -21,9 +22,10 @@ __device__ __forceinline__ void AddComplex(double* cell, double re, double im) {
   atomicAdd(cell + 1, im);
 }
 
-// One thread per (point, transform): the strength a_i exp(2 pi i j fc t_i) and the kernel
-// weights in float64 (a few thousand points: their cost is nothing next to the FFT), added
-// into `width` cells of the transform's grid.
+// One thread per (point, transform, kernel cell): kSpreadCells threads of a row share a point
+// (the strength a_i exp(2 pi i j fc t_i) and the cell geometry in float64, the same in each),
+// and each adds one cell of the transform's grid or window. A few thousand points: latency,
+// not throughput, is what counts, hence a thread per cell rather than a loop over them.
 template <typename T>
 __global__ void __launch_bounds__(kSpreadBlock)
 NufftSpread(const NufftSeriesDesc* __restrict__ series, const NufftTransform* __restrict__ transforms,
@@ -31,8 +33,9 @@ NufftSpread(const NufftSeriesDesc* __restrict__ series, const NufftTransform* __
             T* __restrict__ grid, T* __restrict__ windows) {
   const NufftTransform tr = transforms[blockIdx.y];
   const NufftSeriesDesc& d = series[tr.series];
-  const int i = blockIdx.x * kSpreadBlock + threadIdx.x;
-  if (i >= d.n_samples) return;
+  const int q = threadIdx.x % kSpreadCells;
+  const int i = blockIdx.x * (kSpreadBlock / kSpreadCells) + threadIdx.x / kSpreadCells;
+  if (i >= d.n_samples || q >= d.width) return;
   const long long g = d.sample_offset + i;
   const double ti = t[g];
   const double a = static_cast<double>(tr.weighted_y ? wy[g] : w[g]);
@@ -40,32 +43,21 @@ NufftSpread(const NufftSeriesDesc* __restrict__ series, const NufftTransform* __
   r -= rint(r);
   double s, c;
   sincospi(2.0 * r, &s, &c);
-  const double re = a * c, im = a * s;
   long long first;
   double z0;
   gpucompute_kernels::NufftCells(tr.j * d.df * ti, d.grid_size, d.width, &first, &z0);
+  const double k = a * gpucompute_kernels::EsKernel(z0 + q * (2.0 / d.width), d.beta);
   const long long m = d.grid_size;
   const long long local = blockIdx.y - d.first_transform;
-  const double step = 2.0 / d.width;
   if (d.window > 0) {
     // Cell n at n + L / 2 (mod M), inside [0, L) by the host's choice of L.
     const long long l = d.window;
-    long long cell = (((first + l / 2) % m) + m) % m;
-    T* base = windows + 2 * (d.window_offset + local * l);
-    for (int q = 0; q < d.width; ++q) {
-      const double k = gpucompute_kernels::EsKernel(z0 + q * step, d.beta);
-      if (cell < l) AddComplex(base + 2 * cell, re * k, im * k);
-      if (++cell == m) cell = 0;
-    }
+    const long long cell = (((first + q + l / 2) % m) + m) % m;
+    if (cell < l) AddComplex(windows + 2 * (d.window_offset + local * l + cell), c * k, s * k);
     return;
   }
-  long long cell = ((first % m) + m) % m;
-  T* base = grid + 2 * (d.grid_offset + local * m);
-  for (int q = 0; q < d.width; ++q) {
-    const double k = gpucompute_kernels::EsKernel(z0 + q * step, d.beta);
-    AddComplex(base + 2 * cell, re * k, im * k);
-    if (++cell == m) cell = 0;
-  }
+  const long long cell = (((first + q) % m) + m) % m;
+  AddComplex(grid + 2 * (d.grid_offset + local * m + cell), c * k, s * k);
 }
 
 __device__ __forceinline__ void SinCosPiT(double x, float* s, float* c) {
@@ -201,35 +193,65 @@ NufftPowerWindowed(const NufftSeriesDesc* __restrict__ series, int index, const 
   __syncthreads();
   double best = 0;
   long long best_k = -1;
+  constexpr int kElems = kWindowTile / kRows;
+  if constexpr (Q == 1) {
+    // All of the thread's loads first (kElems x 3 cells), then the arithmetic: the loads are
+    // what the kernel waits for.
+    T v[kElems][3][2];
+    long long ks[kElems];
 #pragma unroll
-  for (int e = 0; e < kWindowTile / kRows; ++e) {
-    const int rl = ty + e * kRows;
-    const long long q = q0 + tx;
-    const long long k = mode_k(q, r0 + rl);
-    if (k < 0) continue;
-    const int kp = static_cast<int>(q < 0 ? q + l : q);
-    const T* cell = grid + 2 * (d.grid_offset + static_cast<long long>(r0 + rl) * l + kp);
-    const double corr = (kp & 1) ? -s_corr[tx][rl] : s_corr[tx][rl];
-    auto sum = [&](int i, double* re, double* im) {
-      const T* c = cell + 2 * static_cast<long long>(i) * m;
-      *re = static_cast<double>(c[0]) * corr;
-      *im = static_cast<double>(c[1]) * corr;
-    };
-    double p;
-    if (Q == 1) {
-      double c1 = 0, s1 = 0, c2, s2, yc, ys;
-      if (d.fit_mean) {
-        sum(0, &c1, &s1);
-        sum(1, &c2, &s2);
-        sum(2, &yc, &ys);
-      } else {
-        sum(0, &c2, &s2);
-        sum(1, &yc, &ys);
+    for (int e = 0; e < kElems; ++e) {
+      const int rl = ty + e * kRows;
+      const long long q = q0 + tx;
+      ks[e] = mode_k(q, r0 + rl);
+      const int kp = static_cast<int>(q < 0 ? q + l : q);
+      const T* cell = grid + 2 * (d.grid_offset + static_cast<long long>(r0 + rl) * l + kp);
+#pragma unroll
+      for (int i = 0; i < 3; ++i) {
+        const bool load = ks[e] >= 0 && i < d.n_transforms;
+        v[e][i][0] = load ? cell[2 * static_cast<long long>(i) * m] : T(0);
+        v[e][i][1] = load ? cell[2 * static_cast<long long>(i) * m + 1] : T(0);
       }
-      p = gpucompute_kernels::LombScarglePower<double>(c1, s1, yc, ys, 0.5 * (1 + c2), 0.5 * s2,
-                                                       d.fit_mean != 0, d.normalization, d.yy,
-                                                       d.psd_scale);
-    } else {
+    }
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) {
+      if (ks[e] < 0) continue;
+      const int rl = ty + e * kRows;
+      const long long q = q0 + tx;
+      const int kp = static_cast<int>(q < 0 ? q + l : q);
+      const double corr = (kp & 1) ? -s_corr[tx][rl] : s_corr[tx][rl];
+      double c1 = 0, s1 = 0, c2, s2, yc, ys;
+      const int at = d.fit_mean ? 1 : 0;  // no w sum at j = 1 without fit_mean
+      if (d.fit_mean) {
+        c1 = v[e][0][0] * corr;
+        s1 = v[e][0][1] * corr;
+      }
+      c2 = static_cast<double>(v[e][at][0]) * corr;
+      s2 = static_cast<double>(v[e][at][1]) * corr;
+      yc = static_cast<double>(v[e][at + 1][0]) * corr;
+      ys = static_cast<double>(v[e][at + 1][1]) * corr;
+      const double p = gpucompute_kernels::LombScarglePower<double>(
+          c1, s1, yc, ys, 0.5 * (1 + c2), 0.5 * s2, d.fit_mean != 0, d.normalization, d.yy,
+          d.psd_scale);
+      const T out = static_cast<T>(p);
+      s_power[tx][rl] = out;
+      gpucompute_kernels::BetterPeak(best, best_k, static_cast<double>(out), ks[e]);
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) {
+      const int rl = ty + e * kRows;
+      const long long q = q0 + tx;
+      const long long k = mode_k(q, r0 + rl);
+      if (k < 0) continue;
+      const int kp = static_cast<int>(q < 0 ? q + l : q);
+      const T* cell = grid + 2 * (d.grid_offset + static_cast<long long>(r0 + rl) * l + kp);
+      const double corr = (kp & 1) ? -s_corr[tx][rl] : s_corr[tx][rl];
+      auto sum = [&](int i, double* re, double* im) {
+        const T* c = cell + 2 * static_cast<long long>(i) * m;
+        *re = static_cast<double>(c[0]) * corr;
+        *im = static_cast<double>(c[1]) * corr;
+      };
       double cw[2 * Q + 1], sw[2 * Q + 1], yc[Q + 1], ys[Q + 1];
       cw[0] = 1;
       sw[0] = 0;
@@ -238,12 +260,12 @@ NufftPowerWindowed(const NufftSeriesDesc* __restrict__ series, int index, const 
       for (int j = 1; j <= 2 * Q; ++j) sum(j - 1, &cw[j], &sw[j]);
 #pragma unroll
       for (int j = 1; j <= Q; ++j) sum(2 * Q + j - 1, &yc[j], &ys[j]);
-      p = gpucompute_kernels::HarmonicPower<double>(cw, sw, yc, ys, Q, d.fit_mean != 0,
-                                                    d.normalization, d.yy, d.psd_scale);
+      const double p = gpucompute_kernels::HarmonicPower<double>(
+          cw, sw, yc, ys, Q, d.fit_mean != 0, d.normalization, d.yy, d.psd_scale);
+      const T out = static_cast<T>(p);
+      s_power[tx][rl] = out;
+      gpucompute_kernels::BetterPeak(best, best_k, static_cast<double>(out), k);
     }
-    const T out = static_cast<T>(p);
-    s_power[tx][rl] = out;
-    gpucompute_kernels::BetterPeak(best, best_k, static_cast<double>(out), k);
   }
   __syncthreads();
   if (d.out_offset >= 0) {
@@ -278,7 +300,8 @@ cudaError_t LaunchNufftSpread(const NufftSeriesDesc* series, const NufftTransfor
                               int n_transforms, int max_samples, const double* t, const T* w,
                               const T* wy, T* grid, T* windows, cudaStream_t stream) {
   if (n_transforms == 0 || max_samples == 0) return cudaSuccess;
-  const dim3 blocks((max_samples + kSpreadBlock - 1) / kSpreadBlock, n_transforms);
+  constexpr int kPoints = kSpreadBlock / kSpreadCells;
+  const dim3 blocks((max_samples + kPoints - 1) / kPoints, n_transforms);
   NufftSpread<T><<<blocks, kSpreadBlock, 0, stream>>>(series, transforms, t, w, wy, grid, windows);
   return cudaPeekAtLastError();
 }

@@ -63,6 +63,8 @@ struct NufftTransform {
 // as many partial peaks.
 constexpr int kNufftPowerBlock = 256;
 constexpr int kWindowTile = 32;
+// The widest spreading kernel the spreading kernel handles (cells per point).
+constexpr int kNufftMaxWidth = 16;
 
 // Blocks (and partial peaks) of the power kernel for a series: windowed with R copies and
 // q_count values of q, or the full grid's.

@@ -311,6 +311,9 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
           kind_index[i] = n_fast++;
           nufft_plans.push_back(MakeNufftPlan(nf, batch.dtype));
           nufft_terms.push_back(HarmonicTerms(s.nterms, s.fit_mean));
+          if (nufft_plans.back().width > kernels::kNufftMaxWidth) {
+            return absl::InternalError("NUFFT kernel width above the spreading kernel's limit");
+          }
           // The power kernel places the sums by this order (kernels/nufft_kernels.cuh).
           if (!CanonicalNufftTerms(nufft_terms.back(), s.nterms, s.fit_mean)) {
             return absl::InternalError("HarmonicTerms' order differs from the NUFFT power kernel's");
