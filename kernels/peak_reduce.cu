@@ -9,9 +9,9 @@ namespace {
 constexpr int kThreads = 128;
 
 __global__ void __launch_bounds__(kThreads)
-ReducePeaks(const LsPeak* __restrict__ partials, const long long* __restrict__ offsets,
-            LsPeak* __restrict__ out) {
-  const long long begin = offsets[blockIdx.x], end = offsets[blockIdx.x + 1];
+ReducePeaks(const LsPeak* __restrict__ partials, const long long* __restrict__ begins,
+            const long long* __restrict__ ends, LsPeak* __restrict__ out) {
+  const long long begin = begins[blockIdx.x], end = ends[blockIdx.x];
   double best = 0;
   long long best_i = -1;
   for (long long k = begin + threadIdx.x; k < end; k += kThreads) {
@@ -23,10 +23,11 @@ ReducePeaks(const LsPeak* __restrict__ partials, const long long* __restrict__ o
 
 }  // namespace
 
-cudaError_t LaunchReducePeaks(const LsPeak* partials, const long long* offsets, int n_series,
-                              LsPeak* out, cudaStream_t stream) {
+cudaError_t LaunchReducePeaks(const LsPeak* partials, const long long* begins,
+                              const long long* ends, int n_series, LsPeak* out,
+                              cudaStream_t stream) {
   if (n_series == 0) return cudaSuccess;
-  ReducePeaks<<<n_series, kThreads, 0, stream>>>(partials, offsets, out);
+  ReducePeaks<<<n_series, kThreads, 0, stream>>>(partials, begins, ends, out);
   return cudaPeekAtLastError();
 }
 

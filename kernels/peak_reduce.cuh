@@ -9,10 +9,11 @@ namespace gpucompute::kernels {
 
 using gpucompute_kernels::LsPeak;
 
-// For each series s in [0, n_series): combines partials[offsets[s] .. offsets[s+1]) into
-// out[s]: the largest value, the smallest index among equals, NaN-only ranges (index -1)
-// losing to any value. One block per series.
-cudaError_t LaunchReducePeaks(const LsPeak* partials, const long long* offsets, int n_series,
-                              LsPeak* out, cudaStream_t stream);
+// For each series s in [0, n_series): combines partials[begins[s] .. ends[s]) into out[s]:
+// the largest value, the smallest index among equals, NaN-only ranges (index -1) losing to any
+// value. One block per series.
+cudaError_t LaunchReducePeaks(const LsPeak* partials, const long long* begins,
+                              const long long* ends, int n_series, LsPeak* out,
+                              cudaStream_t stream);
 
 }  // namespace gpucompute::kernels

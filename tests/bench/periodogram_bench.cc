@@ -16,7 +16,9 @@
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "server/ops/periodogram/cpu_periodogram.h"
 #include "server/ops/periodogram/cuda_periodogram.h"
+#include "server/ops/periodogram/nufft.h"
 #include "server/runtime/cuda/cuda_resources.h"
+#include "server/runtime/cuda/cufft.h"
 #include "server/runtime/cuda/device_context.h"
 #include "server/service/server.h"
 #include "server/service/tensor_codec.h"
@@ -70,8 +72,9 @@ std::shared_ptr<periodogram::Request> MixedBatch(ComputeType dtype, int count, i
 }
 
 struct DeviceTimes {
-  double kernel_ms;  // median kernel time
-  double total_ms;   // median pack + copies + kernel + peaks + copy back
+  double kernel_ms;  // median device time of every compute launch (kernels, FFTs, peaks)
+  double total_ms;   // median pack + copies + compute + copy back, host clock
+  double kernel_min_ms = 0;
 };
 
 DeviceTimes TimeOnDevice(DeviceContext& dev, std::shared_ptr<periodogram::Request> request,
@@ -101,13 +104,14 @@ DeviceTimes TimeOnDevice(DeviceContext& dev, std::shared_ptr<periodogram::Reques
     if (r == reps + 2 && results) *results = periodogram::UnpackPeriodogram(*pending, *slot, *batch);
   }
   dev.ReleaseSlot(slot);
-  return {Median(kernel), Median(total)};
+  return {Median(kernel), Median(total), *std::min_element(kernel.begin(), kernel.end())};
 }
 
 // Max |gpu - cpu float64| over every 97th frequency (the CPU reference is slow at 1M).
 double MaxErrorVsCpu(const periodogram::SeriesSpec& s, ComputeType dtype,
                      const periodogram::SeriesPower& got) {
   periodogram::SeriesSpec sub = s;
+  sub.method = periodogram::Method::kDirect;
   sub.grid = periodogram::Grid{};
   std::vector<int64_t> idx;
   for (int64_t k = 0; k < s.grid.size(); k += 97) idx.push_back(k);
@@ -159,8 +163,76 @@ double CallMs(v1::Compute::Stub& stub, const v1::PeriodogramRequest& req) {
 
 void Emit(const std::string& json) { std::printf("%s\n", json.c_str()); std::fflush(stdout); }
 
+// The fast method on the peers' problem, per dtype and nterms: device time of the whole
+// compute (spread, FFT, power, peaks), the pipeline, and the error against direct sums.
+void BenchFast(DeviceContext& dev, int reps) {
+  const int nx = 1024;
+  const int64_t nf = int64_t{1} << 20;
+  for (int nterms : {1, 2}) {
+    for (ComputeType dtype : {ComputeType::kFloat32, ComputeType::kFloat64}) {
+      auto req = std::make_shared<periodogram::Request>();
+      req->dtype = dtype;
+      req->series.push_back(PeerSeries(nx, nf));
+      req->series[0].method = periodogram::Method::kFast;
+      req->series[0].nterms = nterms;
+      std::vector<periodogram::SeriesPower> out;
+      const DeviceTimes t = TimeOnDevice(dev, req, nullptr, reps, &out);
+      const double err = MaxErrorVsCpu(req->series[0], dtype, out[0]);
+      Emit(absl::StrFormat(
+          R"({"what":"lombscargle fast","nx":%d,"nf":%d,"nterms":%d,"dtype":"%s","device_ms":%.4f,"device_min_ms":%.4f,"pipeline_ms":%.3f,"peak_frequency":%.5f,"max_abs_err_vs_cpu_direct_f64":%.3g})",
+          nx, nf, nterms, periodogram::ComputeTypeName(dtype), t.kernel_ms, t.kernel_min_ms, t.total_ms,
+          out[0].peak_frequency, err));
+    }
+  }
+}
+
+// The fast method's stages alone, for its cost breakdown: zeroing the fine grids and the
+// batched cuFFT over them, on a buffer of the same size (median of `reps`, CUDA events).
+// fft_size: M (the full grid) or a window L dividing M (M / L transforms per grid).
+void BenchFastStages(DeviceContext& dev, ComputeType dtype, int64_t nf, int transforms,
+                     int64_t fft_size, int reps) {
+  const periodogram::NufftPlan plan = periodogram::MakeNufftPlan(nf, dtype);
+  const size_t bytes = static_cast<size_t>(plan.grid_size) * transforms * 2 * periodogram::ElementSize(dtype);
+  void* grid = nullptr;
+  if (cudaMalloc(&grid, bytes) != cudaSuccess) Die(absl::InternalError("cudaMalloc"));
+  auto fft = CufftPlan::Create1d(fft_size, transforms * (plan.grid_size / fft_size),
+                                 dtype == ComputeType::kFloat32 ? CUFFT_C2C : CUFFT_Z2Z);
+  if (!fft.ok()) Die(fft.status());
+  auto e0 = CudaEvent::Create();
+  auto e1 = CudaEvent::Create();
+  auto e2 = CudaEvent::Create();
+  std::vector<double> memset_ms, fft_ms;
+  for (int r = 0; r < reps + 3; ++r) {
+    cudaEventRecord(e0->get());
+    cudaMemsetAsync(grid, 0, bytes);
+    cudaEventRecord(e1->get());
+    if (dtype == ComputeType::kFloat32) {
+      auto* d = static_cast<cufftComplex*>(grid);
+      cufftExecC2C(fft->get(), d, d, CUFFT_INVERSE);
+    } else {
+      auto* d = static_cast<cufftDoubleComplex*>(grid);
+      cufftExecZ2Z(fft->get(), d, d, CUFFT_INVERSE);
+    }
+    cudaEventRecord(e2->get());
+    cudaEventSynchronize(e2->get());
+    float a = 0, b = 0;
+    cudaEventElapsedTime(&a, e0->get(), e1->get());
+    cudaEventElapsedTime(&b, e1->get(), e2->get());
+    if (r >= 3) {
+      memset_ms.push_back(a);
+      fft_ms.push_back(b);
+    }
+  }
+  cudaFree(grid);
+  Emit(absl::StrFormat(
+      R"({"what":"lombscargle fast stages","nf":%d,"dtype":"%s","grid_size":%d,"transforms":%d,"fft_size":%d,"grid_mb":%.1f,"memset_ms":%.4f,"memset_gb_per_s":%.0f,"fft_ms":%.4f})",
+      nf, periodogram::ComputeTypeName(dtype), plan.grid_size, transforms, fft_size, bytes / 1e6, Median(memset_ms),
+      bytes / Median(memset_ms) / 1e6, Median(fft_ms)));
+}
+
 int Main(int argc, char** argv) {
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  const bool fast_only = argc > 1 && std::string(argv[1]) == "--fast";
   const int reps = quick ? 5 : 30;
   const int nx = 1024;
   const int64_t nf = int64_t{1} << 20;
@@ -170,6 +242,12 @@ int Main(int argc, char** argv) {
   if (!dev.ok()) Die(dev.status());
   Emit(absl::StrFormat(R"({"what":"device","name":"%s","sms":%d,"sm":%d})", (*dev)->description().name,
                        (*dev)->description().multiprocessors, (*dev)->arch()));
+  BenchFast(**dev, quick ? 5 : 30);
+  for (ComputeType dtype : {ComputeType::kFloat32, ComputeType::kFloat64}) {
+    const int64_t m = periodogram::MakeNufftPlan(nf, dtype).grid_size;
+    for (int64_t size : {m, int64_t{4096}}) BenchFastStages(**dev, dtype, nf, 3, size, quick ? 5 : 30);
+  }
+  if (fast_only) return 0;
 
   // 1. The peers' problem, per dtype and kernel shape.
   const std::vector<periodogram::CudaKernelShape> shapes = {

@@ -7,12 +7,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/embedded_sources.h"
+#include "kernels/harmonic_direct.cuh"
 #include "kernels/lombscargle_abi.cuh"
+#include "kernels/nufft_kernels.cuh"
 #include "kernels/peak_reduce.cuh"
 #include "server/common/nvtx.h"
 #include "server/common/parallel_for.h"
 #include "server/common/status_macros.h"
+#include "server/ops/periodogram/nufft.h"
 #include "server/runtime/cuda/cuda_resources.h"
+#include "server/runtime/cuda/cufft.h"
 
 namespace gpucompute::periodogram {
 namespace {
@@ -26,19 +30,26 @@ size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // Byte offsets of the sections of the input buffer (the same on host and device).
 struct InputLayout {
-  size_t desc = 0, work = 0, seg = 0, t = 0, w = 0, wy = 0, freqs = 0, total = 0;
+  size_t desc = 0, work = 0, seg = 0, hdesc = 0, hwork = 0, ndesc = 0, ntrans = 0, t = 0, w = 0,
+         wy = 0, freqs = 0, total = 0;
 };
 
-InputLayout MakeInputLayout(size_t series, size_t blocks, size_t samples, size_t freqs, int elem) {
+InputLayout MakeInputLayout(size_t series, size_t blocks, size_t samples, size_t freqs, int elem,
+                            size_t harmonic_series, size_t harmonic_blocks, size_t fast_series,
+                            size_t transforms) {
   InputLayout l;
   size_t at = 0;
-  l.desc = at;  at = AlignUp(at + series * sizeof(LsSeriesDesc));
-  l.work = at;  at = AlignUp(at + blocks * sizeof(LsBlockWork));
-  l.seg = at;   at = AlignUp(at + (series + 1) * sizeof(long long));
-  l.t = at;     at = AlignUp(at + samples * sizeof(double));
-  l.w = at;     at = AlignUp(at + samples * elem);
-  l.wy = at;    at = AlignUp(at + samples * elem);
-  l.freqs = at; at = AlignUp(at + freqs * sizeof(double));
+  l.desc = at;   at = AlignUp(at + series * sizeof(LsSeriesDesc));
+  l.work = at;   at = AlignUp(at + blocks * sizeof(LsBlockWork));
+  l.seg = at;    at = AlignUp(at + 2 * series * sizeof(long long));  // partial-peak ranges
+  l.hdesc = at;  at = AlignUp(at + harmonic_series * sizeof(kernels::HarmonicDirectDesc));
+  l.hwork = at;  at = AlignUp(at + harmonic_blocks * sizeof(LsBlockWork));
+  l.ndesc = at;  at = AlignUp(at + fast_series * sizeof(kernels::NufftSeriesDesc));
+  l.ntrans = at; at = AlignUp(at + transforms * sizeof(kernels::NufftTransform));
+  l.t = at;      at = AlignUp(at + samples * sizeof(double));
+  l.w = at;      at = AlignUp(at + samples * elem);
+  l.wy = at;     at = AlignUp(at + samples * elem);
+  l.freqs = at;  at = AlignUp(at + freqs * sizeof(double));
   l.total = at;
   return l;
 }
@@ -105,7 +116,14 @@ absl::Status WarmUpPeriodogram(DeviceContext& device) {
     s.t = {0.0, 0.3, 1.1, 1.7};
     s.y = {1.0, -0.5, 0.25, 2.0};
     s.grid.uniform = UniformGrid{0.1, 0.1, 16};
+    // The other paths too: nterms > 1 direct and the fast method (cuFFT's first plan).
+    SeriesSpec harmonic = s;
+    harmonic.nterms = 2;
+    SeriesSpec fast = s;
+    fast.method = Method::kFast;
     request->series.push_back(std::move(s));
+    request->series.push_back(std::move(harmonic));
+    request->series.push_back(std::move(fast));
     Batch batch;
     batch.dtype = dtype;
     batch.requests.push_back(request);
@@ -128,60 +146,319 @@ absl::Status WarmUpPeriodogram(DeviceContext& device) {
   return status;
 }
 
+namespace {
+
+// How the CUDA path computes a series.
+enum class SeriesKind { kDirect1, kHarmonicDirect, kFast };
+
+SeriesKind KindOf(const SeriesSpec& s) {
+  if (s.method == Method::kFast && s.grid.uniform) return SeriesKind::kFast;
+  return s.nterms > 1 ? SeriesKind::kHarmonicDirect : SeriesKind::kDirect1;
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// Whether `terms` is in the order the NUFFT power kernel reads its transforms
+// (kernels/nufft_kernels.cuh): w at j = 1 .. 2q (j = 1 left out for q = 1 without fit_mean),
+// then w y at j = 1 .. q.
+bool CanonicalNufftTerms(const std::vector<HarmonicTerm>& terms, int q, bool fit_mean) {
+  std::vector<HarmonicTerm> want;
+  for (int j = (q == 1 && !fit_mean) ? 2 : 1; j <= 2 * q; ++j) want.push_back({false, j});
+  for (int j = 1; j <= q; ++j) want.push_back({true, j});
+  if (want.size() != terms.size()) return false;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (want[i].weighted_y != terms[i].weighted_y || want[i].j != terms[i].j) return false;
+  }
+  return true;
+}
+
+// The windowed form's window (kernels/nufft_kernels.cuh) for a series whose points lie within
+// max_j * df * t_absmax cycles of 0: the smallest divisor L of M holding every point's cells
+// with two to spare either side; 0 when M / L < 4 (the full grid is as cheap).
+int64_t NufftWindow(const NufftPlan& plan, int max_j, double df, double t_absmax) {
+  const double half = max_j * std::abs(df) * t_absmax * static_cast<double>(plan.grid_size) +
+                      0.5 * plan.width + 2;
+  const double need = 2 * std::ceil(half) + 2;
+  if (!(need * 4 <= static_cast<double>(plan.grid_size))) return 0;
+  int64_t best = plan.grid_size;
+  for (int64_t p2 = 1; p2 <= plan.grid_size; p2 *= 2) {
+    for (int64_t p3 = p2; p3 <= plan.grid_size; p3 *= 3) {
+      for (int64_t p5 = p3; p5 <= plan.grid_size; p5 *= 5) {
+        if (plan.grid_size % p5 == 0 && p5 % 2 == 0 && static_cast<double>(p5) >= need) {
+          best = std::min(best, p5);
+        }
+      }
+    }
+  }
+  return plan.grid_size / best >= 4 ? best : 0;
+}
+
+// A fast series' device deconvolution table (NufftCorrection), cached per slot.
+struct NufftCorrectionTable {
+  DeviceMemory memory;  // modes doubles, then the quadrature's nodes and weights
+};
+
+absl::StatusOr<const double*> NufftCorrectionOnDevice(DeviceContext& device, StreamSlot& slot,
+                                                      const NufftPlan& plan, ComputeType dtype) {
+  const std::string key = absl::StrCat("nufft-correction/", ComputeTypeName(dtype), "/", plan.modes);
+  if (auto* table = slot.cache.Find<NufftCorrectionTable>(key)) {
+    return static_cast<const double*>(table->memory.get());
+  }
+  const NufftQuadrature quad = NufftCorrectionQuadrature(plan);
+  const size_t nodes = quad.x.size();
+  auto table = std::make_unique<NufftCorrectionTable>();
+  ASSIGN_OR_RETURN(table->memory, DeviceMemory::Allocate(device.device(),
+                                                         (plan.modes + 2 * nodes) * sizeof(double)));
+  double* out = static_cast<double*>(table->memory.get());
+  double* x = out + plan.modes;
+  double* wphi = x + nodes;
+  const cudaStream_t stream = slot.stream.get();
+  // From pageable memory: each call returns once its source has been staged.
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(x, quad.x.data(), nodes * sizeof(double),
+                                       cudaMemcpyHostToDevice, stream));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(wphi, quad.weight_phi.data(), nodes * sizeof(double),
+                                       cudaMemcpyHostToDevice, stream));
+  CUDA_RETURN_IF_ERROR(kernels::LaunchNufftCorrection(x, wphi, static_cast<int>(nodes), plan.modes,
+                                                      plan.centre, plan.grid_size, plan.width, out,
+                                                      stream));
+  CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+  ASSIGN_OR_RETURN(NufftCorrectionTable * stored, slot.cache.Insert(key, std::move(table), stream));
+  return static_cast<const double*>(stored->memory.get());
+}
+
+absl::StatusOr<cufftHandle> NufftFftPlan(StreamSlot& slot, int64_t grid_size, int64_t batch,
+                                         ComputeType dtype) {
+  const std::string key = absl::StrCat("cufft/", ComputeTypeName(dtype), "/", grid_size, "x", batch);
+  CufftPlan* plan = slot.cache.Find<CufftPlan>(key);
+  if (plan == nullptr) {
+    ASSIGN_OR_RETURN(CufftPlan created,
+                     CufftPlan::Create1d(grid_size, batch,
+                                         dtype == ComputeType::kFloat32 ? CUFFT_C2C : CUFFT_Z2Z));
+    ASSIGN_OR_RETURN(plan, slot.cache.Insert(key, std::make_unique<CufftPlan>(std::move(created)),
+                                             slot.stream.get()));
+  }
+  CUFFT_RETURN_IF_ERROR(cufftSetStream(plan->get(), slot.stream.get()));
+  return plan->get();
+}
+
+}  // namespace
+
 absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, StreamSlot& slot,
                                                       const Batch& batch,
                                                       const EnqueueOptions* options) {
+  using kernels::HarmonicDirectDesc;
+  using kernels::NufftSeriesDesc;
+  using kernels::NufftTransform;
   RETURN_IF_ERROR(device.MakeCurrent());
   const cudaStream_t stream = slot.stream.get();
   const int elem = ElementSize(batch.dtype);
+  const bool f32 = batch.dtype == ComputeType::kFloat32;
   const std::vector<const SeriesSpec*> series = batch.all_series();
+  const size_t n_series = series.size();
+
+  // Which path each series takes; the nterms = 1 direct ones share the NVRTC kernel.
+  std::vector<SeriesKind> kinds(n_series);
+  std::vector<const SeriesSpec*> direct1;
+  for (size_t i = 0; i < n_series; ++i) {
+    kinds[i] = KindOf(*series[i]);
+    if (kinds[i] == SeriesKind::kDirect1) direct1.push_back(series[i]);
+  }
   const CudaKernelShape shape = options && options->shape
                                      ? *options->shape
-                                     : ChooseShape(batch.dtype, series, device.description().multiprocessors);
-  ASSIGN_OR_RETURN(cudaKernel_t kernel, PeriodogramKernel(device, batch.dtype, shape));
+                                     : ChooseShape(batch.dtype, direct1, device.description().multiprocessors);
+  cudaKernel_t kernel = nullptr;
+  if (!direct1.empty()) {
+    ASSIGN_OR_RETURN(kernel, PeriodogramKernel(device, batch.dtype, shape));
+  }
 
   PendingPeriodogram pending;
   pending.dtype = batch.dtype;
+  pending.out_offsets.assign(n_series, -1);
   InputLayout layout;
-  int64_t total_freqs = 0, n_blocks = 0;
+  const int64_t per_block = static_cast<int64_t>(shape.block) * shape.k;
+  // Per series: its index in its kind's table, first partial peak, partial count.
+  std::vector<int> kind_index(n_series, -1);
+  std::vector<int64_t> partial_begin(n_series), partial_count(n_series);
+  std::vector<NufftPlan> nufft_plans;             // per fast series
+  std::vector<std::vector<HarmonicTerm>> nufft_terms;
+  std::vector<int64_t> nufft_windows;             // per fast series: L, or 0 (full grid)
+  std::vector<int> harmonic_order;                // harmonic series, by nterms
+  int64_t n_blocks = 0, harmonic_blocks = 0, total_partials = 0, copied_freqs = 0, scratch_freqs = 0;
+  int64_t grid_cells = 0, window_cells = 0, n_transforms = 0, max_fast_samples = 0;
+  int n_harmonic = 0, n_fast = 0;
   {
     NVTX_RANGE("periodogram.pack");
     int64_t samples = 0, explicit_freqs = 0;
-    const int64_t per_block = static_cast<int64_t>(shape.block) * shape.k;
-    for (const SeriesSpec* s : series) {
-      samples += static_cast<int64_t>(s->t.size());
-      if (!s->grid.uniform) explicit_freqs += s->grid.size();
-      n_blocks += (s->grid.size() + per_block - 1) / per_block;
+    for (size_t i = 0; i < n_series; ++i) {
+      const SeriesSpec& s = *series[i];
+      const int64_t nf = s.grid.size();
+      samples += static_cast<int64_t>(s.t.size());
+      if (!s.grid.uniform) explicit_freqs += nf;
+      if (!s.peak_only()) copied_freqs += nf;
+      switch (kinds[i]) {
+        case SeriesKind::kDirect1:
+          partial_count[i] = CeilDiv(nf, per_block);
+          n_blocks += partial_count[i];
+          break;
+        case SeriesKind::kHarmonicDirect:
+          kind_index[i] = n_harmonic++;
+          partial_count[i] = CeilDiv(nf, kernels::kHarmonicDirectBlock);
+          harmonic_blocks += partial_count[i];
+          harmonic_order.push_back(static_cast<int>(i));
+          break;
+        case SeriesKind::kFast: {
+          kind_index[i] = n_fast++;
+          nufft_plans.push_back(MakeNufftPlan(nf, batch.dtype));
+          nufft_terms.push_back(HarmonicTerms(s.nterms, s.fit_mean));
+          if (nufft_plans.back().width > kernels::kNufftMaxWidth) {
+            return absl::InternalError("NUFFT kernel width above the spreading kernel's limit");
+          }
+          // The power kernel places the sums by this order (kernels/nufft_kernels.cuh).
+          if (!CanonicalNufftTerms(nufft_terms.back(), s.nterms, s.fit_mean)) {
+            return absl::InternalError("HarmonicTerms' order differs from the NUFFT power kernel's");
+          }
+          int max_j = 1;
+          for (const HarmonicTerm& h : nufft_terms.back()) max_j = std::max(max_j, h.j);
+          nufft_windows.push_back(nf > 0 ? NufftWindow(nufft_plans.back(), max_j, s.grid.uniform->df,
+                                                       ComputeMoments(s).t_absmax)
+                                         : 0);
+          {
+            const NufftPlan& plan = nufft_plans.back();
+            const int64_t copies = nufft_windows.back() > 0 ? plan.grid_size / nufft_windows.back() : 0;
+            const int64_t q_count =
+                copies > 0 ? FloorDiv(nf - 1 - plan.centre, copies) - FloorDiv(-plan.centre, copies) + 1 : 0;
+            partial_count[i] = nf > 0 ? kernels::NufftPowerBlocks(nf, copies, q_count) : 0;
+          }
+          if (nf > 0) {
+            window_cells += nufft_windows.back() * static_cast<int64_t>(nufft_terms.back().size());
+            grid_cells += nufft_plans.back().grid_size * static_cast<int64_t>(nufft_terms.back().size());
+            n_transforms += static_cast<int64_t>(nufft_terms.back().size());
+            max_fast_samples = std::max<int64_t>(max_fast_samples, static_cast<int64_t>(s.t.size()));
+          }
+          break;
+        }
+      }
     }
-    layout = MakeInputLayout(series.size(), n_blocks, samples, explicit_freqs, elem);
+    std::stable_sort(harmonic_order.begin(), harmonic_order.end(),
+                     [&](int a, int b) { return series[a]->nterms < series[b]->nterms; });
+    // Partial peaks: the NVRTC kernel's blocks first (it writes partial blockIdx.x), then the
+    // other kernels' ranges, each series' range contiguous.
+    int64_t direct_at = 0, other_at = n_blocks;
+    for (size_t i = 0; i < n_series; ++i) {
+      int64_t& at = kinds[i] == SeriesKind::kDirect1 ? direct_at : other_at;
+      partial_begin[i] = at;
+      at += partial_count[i];
+    }
+    total_partials = other_at;
+
+    layout = MakeInputLayout(n_series, n_blocks, samples, explicit_freqs, elem, n_harmonic,
+                             harmonic_blocks, n_fast, n_transforms);
     RETURN_IF_ERROR(slot.staging_in.Reserve(layout.total));
     char* base = static_cast<char*>(slot.staging_in.data());
     auto* desc = reinterpret_cast<LsSeriesDesc*>(base + layout.desc);
     auto* work = reinterpret_cast<LsBlockWork*>(base + layout.work);
-    auto* seg = reinterpret_cast<long long*>(base + layout.seg);
+    auto* begins = reinterpret_cast<long long*>(base + layout.seg);
+    auto* ends = begins + n_series;
+    auto* hdesc = reinterpret_cast<HarmonicDirectDesc*>(base + layout.hdesc);
+    auto* hwork = reinterpret_cast<LsBlockWork*>(base + layout.hwork);
+    auto* ndesc = reinterpret_cast<NufftSeriesDesc*>(base + layout.ndesc);
+    auto* ntrans = reinterpret_cast<NufftTransform*>(base + layout.ntrans);
     auto* t = reinterpret_cast<double*>(base + layout.t);
     auto* freqs = reinterpret_cast<double*>(base + layout.freqs);
     // Offsets first (cheap, serial), then the per-sample work on several threads when the
-    // batch is large: each series writes only its own ranges.
-    int64_t sample_at = 0, freq_at = 0, block_at = 0;
-    for (size_t i = 0; i < series.size(); ++i) {
+    // batch is large: each series writes only its own ranges. Power that is copied back comes
+    // first in the output; peak-only nterms = 1 direct series write theirs to device scratch
+    // after the peaks (the NVRTC kernel always writes power).
+    const size_t power_bytes = AlignUp(static_cast<size_t>(copied_freqs) * elem);
+    const size_t scratch_at = (power_bytes + AlignUp(n_series * sizeof(LsPeak))) / elem;
+    int64_t sample_at = 0, freq_at = 0, copied_at = 0, scratch_offset = 0, grid_at = 0, window_at = 0;
+    int transform_at = 0;
+    for (size_t i = 0; i < n_series; ++i) {
       const SeriesSpec& s = *series[i];
+      const int64_t nf = s.grid.size();
       LsSeriesDesc& d = desc[i];
       d = LsSeriesDesc{};
       d.sample_offset = sample_at;
-      d.out_offset = total_freqs;
-      d.n_freq = s.grid.size();
+      d.n_freq = nf;
       d.n_samples = static_cast<int>(s.t.size());
       d.explicit_offset = s.grid.uniform ? -1 : freq_at;
-      seg[i] = block_at;  // the series' first block (the peak reduction reads these ranges)
-      pending.out_offsets.push_back(total_freqs);
+      const bool copied = !s.peak_only();
+      if (copied) {
+        pending.out_offsets[i] = copied_at;
+        d.out_offset = copied_at;
+        copied_at += nf;
+      } else {
+        d.out_offset = static_cast<long long>(scratch_at) + scratch_offset;
+        if (kinds[i] == SeriesKind::kDirect1) scratch_offset += nf;
+      }
+      const long long out_offset = copied ? d.out_offset : -1;  // the nvcc kernels skip -1
+      begins[i] = partial_begin[i];
+      ends[i] = partial_begin[i] + partial_count[i];
+      if (kinds[i] == SeriesKind::kHarmonicDirect) {
+        HarmonicDirectDesc& h = hdesc[kind_index[i]];
+        h = HarmonicDirectDesc{};
+        h.sample_offset = sample_at;
+        h.n_freq = nf;
+        h.explicit_offset = d.explicit_offset;
+        h.out_offset = out_offset;
+        h.peak_offset = partial_begin[i];
+        h.f0 = s.grid.uniform ? s.grid.uniform->f0 : 0;
+        h.df = s.grid.uniform ? s.grid.uniform->df : 0;
+        h.n_samples = d.n_samples;
+        h.nterms = s.nterms;
+        h.fit_mean = s.fit_mean ? 1 : 0;
+        h.normalization = static_cast<int>(s.normalization);
+      } else if (kinds[i] == SeriesKind::kFast) {
+        const int fi = kind_index[i];
+        const NufftPlan& plan = nufft_plans[fi];
+        const std::vector<HarmonicTerm>& terms = nufft_terms[fi];
+        NufftSeriesDesc& n = ndesc[fi];
+        n = NufftSeriesDesc{};
+        n.sample_offset = sample_at;
+        n.grid_offset = grid_at;
+        n.grid_size = plan.grid_size;
+        n.modes = plan.modes;
+        n.centre = plan.centre;
+        n.out_offset = out_offset;
+        n.peak_offset = partial_begin[i];
+        n.fc = s.grid.uniform->f0 + static_cast<double>(plan.centre) * s.grid.uniform->df;
+        n.df = s.grid.uniform->df;
+        n.beta = plan.beta;
+        n.n_samples = d.n_samples;
+        n.width = plan.width;
+        n.nterms = s.nterms;
+        n.fit_mean = s.fit_mean ? 1 : 0;
+        n.normalization = static_cast<int>(s.normalization);
+        n.first_transform = transform_at;
+        n.n_transforms = nf > 0 ? static_cast<int>(terms.size()) : 0;
+        for (int k = 0; k < n.n_transforms; ++k) {
+          ntrans[transform_at++] = NufftTransform{fi, terms[k].j, terms[k].weighted_y ? 1 : 0, 0};
+        }
+        grid_at += plan.grid_size * n.n_transforms;
+        n.window = nufft_windows[fi];
+        n.window_offset = window_at;
+        n.two_over_m = 2.0 / static_cast<double>(plan.grid_size);
+        if (n.window > 0) {
+          const int64_t copies = plan.grid_size / n.window;
+          n.q_min = FloorDiv(-plan.centre, copies);
+          n.q_count = FloorDiv(nf - 1 - plan.centre, copies) - n.q_min + 1;
+        }
+        window_at += n.window * n.n_transforms;
+      }
       sample_at += d.n_samples;
-      if (!s.grid.uniform) freq_at += d.n_freq;
-      block_at += (d.n_freq + per_block - 1) / per_block;
-      total_freqs += d.n_freq;
+      if (!s.grid.uniform) freq_at += nf;
     }
-    seg[series.size()] = block_at;
-    ParallelFor(static_cast<int64_t>(series.size()), samples, [&](int64_t begin, int64_t end) {
+    // The nterms > 1 direct work table, grouped by nterms (one launch per group).
+    {
+      int64_t at = 0;
+      for (int i : harmonic_order) {
+        for (int64_t c = 0; c < partial_count[i]; ++c) {
+          hwork[at++] = LsBlockWork{kind_index[i], static_cast<int>(c)};
+        }
+      }
+    }
+    ParallelFor(static_cast<int64_t>(n_series), samples, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const SeriesSpec& s = *series[i];
         const SeriesMoments m = ComputeMoments(s);
@@ -191,6 +468,13 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
         d.yy = m.yy;
         d.psd_scale = 0.5 * m.inv_var_sum;
         d.t_absmax = m.t_absmax;
+        if (kinds[i] == SeriesKind::kHarmonicDirect) {
+          hdesc[kind_index[i]].yy = d.yy;
+          hdesc[kind_index[i]].psd_scale = d.psd_scale;
+        } else if (kinds[i] == SeriesKind::kFast) {
+          ndesc[kind_index[i]].yy = d.yy;
+          ndesc[kind_index[i]].psd_scale = d.psd_scale;
+        }
         if (s.grid.uniform) {
           d.f0 = s.grid.uniform->f0;
           d.df = s.grid.uniform->df;
@@ -199,45 +483,59 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
                       s.grid.explicit_frequencies.size() * sizeof(double));
         }
         const int64_t at = d.sample_offset;
-        if (batch.dtype == ComputeType::kFloat32) {
+        if (f32) {
           WritePrepared(s, m, t + at, reinterpret_cast<float*>(base + layout.w) + at,
                         reinterpret_cast<float*>(base + layout.wy) + at);
         } else {
           WritePrepared(s, m, t + at, reinterpret_cast<double*>(base + layout.w) + at,
                         reinterpret_cast<double*>(base + layout.wy) + at);
         }
-        const int64_t chunks = (d.n_freq + per_block - 1) / per_block;
-        for (int64_t c = 0; c < chunks; ++c) {
-          work[seg[i] + c] = LsBlockWork{static_cast<int>(i), static_cast<int>(c)};
+        if (kinds[i] == SeriesKind::kDirect1) {
+          for (int64_t c = 0; c < partial_count[i]; ++c) {
+            work[partial_begin[i] + c] = LsBlockWork{static_cast<int>(i), static_cast<int>(c)};
+          }
         }
       }
     });
+    pending.peaks_offset = power_bytes;
+    scratch_freqs = scratch_offset;
   }
 
-  const size_t power_bytes = AlignUp(static_cast<size_t>(total_freqs) * elem);
-  pending.peaks_offset = power_bytes;
-  // Output: power, then one peak per series, then one partial peak per block.
-  const size_t peaks_bytes = AlignUp(series.size() * sizeof(LsPeak));
-  const size_t out_bytes = power_bytes + peaks_bytes;  // copied back
-  const size_t device_out_bytes = out_bytes + static_cast<size_t>(n_blocks) * sizeof(LsPeak);
+  const size_t power_bytes = pending.peaks_offset;
+  // Output: power, then one peak per series (both copied back), then device-only scratch
+  // power and one partial peak per block.
+  const size_t out_bytes = power_bytes + AlignUp(n_series * sizeof(LsPeak));
+  const size_t partials_at = out_bytes + AlignUp(static_cast<size_t>(scratch_freqs) * elem);
+  const size_t device_out_bytes = partials_at + static_cast<size_t>(total_partials) * sizeof(LsPeak);
   RETURN_IF_ERROR(slot.staging_out.Reserve(out_bytes));
 
   // Stream-ordered buffers, freed on the stream on every path (an early error return too: the
   // pool keeps what it is given back, so a leak here would be for the life of the process).
   void* d_in = nullptr;
   void* d_out = nullptr;
+  void* d_grid = nullptr;
+  void* d_windows = nullptr;
   struct FreeOnStream {
-    void** ptrs[2];
+    void** ptrs[4];
     cudaStream_t stream;
     ~FreeOnStream() {
       for (void** p : ptrs) {
         if (*p != nullptr) cudaFreeAsync(*p, stream);
       }
     }
-  } release{{&d_in, &d_out}, stream};
+  } release{{&d_in, &d_out, &d_grid, &d_windows}, stream};
   CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&d_in, layout.total, device.memory_pool(), stream));
   CUDA_RETURN_IF_ERROR(
       cudaMallocFromPoolAsync(&d_out, device_out_bytes, device.memory_pool(), stream));
+  const size_t grid_bytes = static_cast<size_t>(grid_cells) * 2 * elem;
+  if (grid_bytes > 0) {
+    CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&d_grid, grid_bytes, device.memory_pool(), stream));
+  }
+  const size_t window_bytes = static_cast<size_t>(window_cells) * 2 * elem;
+  if (window_bytes > 0) {
+    CUDA_RETURN_IF_ERROR(
+        cudaMallocFromPoolAsync(&d_windows, window_bytes, device.memory_pool(), stream));
+  }
   {
     NVTX_RANGE("periodogram.copy_in");
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_in, slot.staging_in.data(), layout.total,
@@ -248,12 +546,13 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
     char* in = static_cast<char*>(d_in);
     const void* a_desc = in + layout.desc;
     const void* a_work = in + layout.work;
-    const void* a_t = in + layout.t;
+    const double* a_t = reinterpret_cast<const double*>(in + layout.t);
     const void* a_w = in + layout.w;
     const void* a_wy = in + layout.wy;
-    const void* a_freqs = in + layout.freqs;
+    const double* a_freqs = reinterpret_cast<const double*>(in + layout.freqs);
     void* a_power = d_out;
-    void* a_block_peaks = static_cast<char*>(d_out) + out_bytes;
+    auto* partials = reinterpret_cast<LsPeak*>(static_cast<char*>(d_out) + partials_at);
+    void* a_block_peaks = partials;
     void* args[] = {&a_desc, &a_work, &a_t, &a_w, &a_wy, &a_freqs, &a_power, &a_block_peaks};
     if (options && options->before) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->before, stream));
     if (n_blocks > 0) {
@@ -262,19 +561,116 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
                                             args, 0, stream));
       CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
     }
-    if (options && options->after) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->after, stream));
-    auto* seg = reinterpret_cast<const long long*>(in + layout.seg);
+    // nterms > 1, direct: one launch per nterms.
+    const auto* hdesc = reinterpret_cast<const HarmonicDirectDesc*>(in + layout.hdesc);
+    const auto* hwork = reinterpret_cast<const LsBlockWork*>(in + layout.hwork);
+    for (size_t g = 0; g < harmonic_order.size();) {
+      const int q = series[harmonic_order[g]]->nterms;
+      int64_t blocks_before = 0;
+      for (size_t h = 0; h < g; ++h) blocks_before += partial_count[harmonic_order[h]];
+      int64_t blocks = 0;
+      size_t e = g;
+      for (; e < harmonic_order.size() && series[harmonic_order[e]]->nterms == q; ++e) {
+        blocks += partial_count[harmonic_order[e]];
+      }
+      if (blocks > 0) {
+        if (f32) {
+          CUDA_RETURN_IF_ERROR(kernels::LaunchHarmonicDirect<float>(
+              q, hdesc, hwork + blocks_before, static_cast<int>(blocks), a_t,
+              static_cast<const float*>(a_w), static_cast<const float*>(a_wy), a_freqs,
+              static_cast<float*>(a_power), partials, stream));
+        } else {
+          CUDA_RETURN_IF_ERROR(kernels::LaunchHarmonicDirect<double>(
+              q, hdesc, hwork + blocks_before, static_cast<int>(blocks), a_t,
+              static_cast<const double*>(a_w), static_cast<const double*>(a_wy), a_freqs,
+              static_cast<double*>(a_power), partials, stream));
+        }
+        CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+      }
+      g = e;
+    }
+    // Fast: spread every transform, FFT each series' transforms (one batched plan), power.
+    if (n_transforms > 0) {
+      const auto* ndesc = reinterpret_cast<const NufftSeriesDesc*>(in + layout.ndesc);
+      const auto* ntrans = reinterpret_cast<const NufftTransform*>(in + layout.ntrans);
+      const auto* host_ndesc =
+          reinterpret_cast<const NufftSeriesDesc*>(static_cast<char*>(slot.staging_in.data()) + layout.ndesc);
+      // Zero what the spreading adds into: the windows, and the full grids of the other series
+      // (a windowed series' grid is written whole by its expansion).
+      if (window_bytes > 0) CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_windows, 0, window_bytes, stream));
+      for (int fi = 0; fi < n_fast; ++fi) {
+        const NufftSeriesDesc& h = host_ndesc[fi];
+        if (h.window == 0 && h.n_transforms > 0) {
+          CUDA_RETURN_IF_ERROR(cudaMemsetAsync(static_cast<char*>(d_grid) + h.grid_offset * 2 * elem, 0,
+                                               static_cast<size_t>(h.grid_size * h.n_transforms) * 2 * elem,
+                                               stream));
+        }
+      }
+      if (f32) {
+        CUDA_RETURN_IF_ERROR(kernels::LaunchNufftSpread<float>(
+            ndesc, ntrans, static_cast<int>(n_transforms), static_cast<int>(max_fast_samples), a_t,
+            static_cast<const float*>(a_w), static_cast<const float*>(a_wy),
+            static_cast<float*>(d_grid), static_cast<float*>(d_windows), stream));
+      } else {
+        CUDA_RETURN_IF_ERROR(kernels::LaunchNufftSpread<double>(
+            ndesc, ntrans, static_cast<int>(n_transforms), static_cast<int>(max_fast_samples), a_t,
+            static_cast<const double*>(a_w), static_cast<const double*>(a_wy),
+            static_cast<double*>(d_grid), static_cast<double*>(d_windows), stream));
+      }
+      CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+      for (int fi = 0; fi < n_fast; ++fi) {
+        const NufftPlan& plan = nufft_plans[fi];
+        const NufftSeriesDesc& h = host_ndesc[fi];
+        if (h.n_transforms == 0) continue;
+        // Windowed: R twiddled copies of each window, FFTs of L points; else FFTs of M points.
+        const int64_t fft_size = h.window > 0 ? h.window : plan.grid_size;
+        const int64_t fft_batch = h.n_transforms * (plan.grid_size / fft_size);
+        if (h.window > 0) {
+          if (f32) {
+            CUDA_RETURN_IF_ERROR(kernels::LaunchNufftExpand<float>(
+                ndesc, fi, h, static_cast<const float*>(d_windows), static_cast<float*>(d_grid), stream));
+          } else {
+            CUDA_RETURN_IF_ERROR(kernels::LaunchNufftExpand<double>(
+                ndesc, fi, h, static_cast<const double*>(d_windows), static_cast<double*>(d_grid), stream));
+          }
+          CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+        }
+        // The plan, then the table (cached per slot; built on first use, on this stream). Each
+        // lookup may evict older entries (after synchronising the stream, so work already
+        // queued is done with them) but not the one just used: fetched per series, right
+        // before the launches that read them.
+        ASSIGN_OR_RETURN(cufftHandle fft, NufftFftPlan(slot, fft_size, fft_batch, batch.dtype));
+        ASSIGN_OR_RETURN(const double* correction,
+                         NufftCorrectionOnDevice(device, slot, plan, batch.dtype));
+        if (f32) {
+          auto* data = reinterpret_cast<cufftComplex*>(d_grid) + h.grid_offset;
+          CUFFT_RETURN_IF_ERROR(cufftExecC2C(fft, data, data, CUFFT_INVERSE));
+          CUDA_RETURN_IF_ERROR(kernels::LaunchNufftPower<float>(
+              ndesc, fi, h, static_cast<const float*>(d_grid),
+              correction, static_cast<float*>(a_power), partials, stream));
+        } else {
+          auto* data = reinterpret_cast<cufftDoubleComplex*>(d_grid) + h.grid_offset;
+          CUFFT_RETURN_IF_ERROR(cufftExecZ2Z(fft, data, data, CUFFT_INVERSE));
+          CUDA_RETURN_IF_ERROR(kernels::LaunchNufftPower<double>(
+              ndesc, fi, h, static_cast<const double*>(d_grid),
+              correction, static_cast<double*>(a_power), partials, stream));
+        }
+        CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+      }
+    }
+    const auto* begins = reinterpret_cast<const long long*>(in + layout.seg);
     auto* peaks = reinterpret_cast<LsPeak*>(static_cast<char*>(d_out) + power_bytes);
-    CUDA_RETURN_IF_ERROR(kernels::LaunchReducePeaks(static_cast<const LsPeak*>(a_block_peaks), seg,
-                                                    static_cast<int>(series.size()), peaks, stream));
+    CUDA_RETURN_IF_ERROR(kernels::LaunchReducePeaks(partials, begins, begins + n_series,
+                                                    static_cast<int>(n_series), peaks, stream));
     CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+    if (options && options->after) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->after, stream));
   }
   {
     NVTX_RANGE("periodogram.copy_out");
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slot.staging_out.data(), d_out, out_bytes,
                                          cudaMemcpyDeviceToHost, stream));
   }
-  return pending;  // `release` frees d_in and d_out after the copy out, in stream order
+  return pending;  // `release` frees the buffers after the copy out, in stream order
 }
 
 std::vector<SeriesPower> UnpackPeriodogram(const PendingPeriodogram& pending,
@@ -285,9 +681,10 @@ std::vector<SeriesPower> UnpackPeriodogram(const PendingPeriodogram& pending,
   const auto* peaks = reinterpret_cast<const LsPeak*>(base + pending.peaks_offset);
   const std::vector<const SeriesSpec*> series = batch.all_series();
   std::vector<SeriesPower> out(series.size());
-  const int64_t total = pending.out_offsets.empty()
-                            ? 0
-                            : pending.out_offsets.back() + series.back()->grid.size();
+  int64_t total = 0;
+  for (size_t i = 0; i < series.size(); ++i) {
+    if (pending.out_offsets[i] >= 0) total += series[i]->grid.size();
+  }
   // Copying power out of pinned memory (and faulting in the strings) dominates for big
   // batches: several threads when there is a lot of it.
   ParallelFor(static_cast<int64_t>(series.size()), total, [&](int64_t begin, int64_t end) {
@@ -295,7 +692,9 @@ std::vector<SeriesPower> UnpackPeriodogram(const PendingPeriodogram& pending,
       const SeriesSpec& s = *series[i];
       SeriesPower& p = out[i];
       const int64_t n = s.grid.size();
-      p.power.assign(base + pending.out_offsets[i] * elem, static_cast<size_t>(n) * elem);
+      if (pending.out_offsets[i] >= 0) {  // peak-only series leave power empty
+        p.power.assign(base + pending.out_offsets[i] * elem, static_cast<size_t>(n) * elem);
+      }
       const LsPeak& peak = peaks[i];
       p.peak_index = peak.index < 0 ? 0 : peak.index;
       p.peak_frequency = s.grid.frequency(p.peak_index);

@@ -1,6 +1,9 @@
 // CUDA host code of the periodogram: packs a batch into the slot's pinned staging buffer,
-// copies it in, launches the NVRTC kernel over every series and frequency in one launch,
-// reduces the peaks on the device and copies power and peaks out, all on the slot's stream.
+// copies it in, computes every series on the device (nterms = 1 direct: the NVRTC kernel, all
+// such series in one launch; nterms > 1 direct: nvcc kernels per nterms; fast: spreading,
+// cuFFT and the power kernel, kernels/nufft_kernels.cuh), reduces the peaks on the device and
+// copies power and peaks out, all on the slot's stream. Peak-only (bootstrap) series' power
+// stays on the device.
 #pragma once
 
 #include <cstdint>
@@ -39,12 +42,13 @@ std::vector<CudaKernelShape> DefaultKernelShapes(ComputeType dtype);
 // Where one enqueued batch's results will be in the slot's output staging buffer.
 struct PendingPeriodogram {
   ComputeType dtype = ComputeType::kFloat64;
-  std::vector<int64_t> out_offsets;  // per series, in elements of power
+  std::vector<int64_t> out_offsets;  // per series, in elements of power; -1: peak only
   size_t peaks_offset = 0;           // bytes; one LsPeak per series
 };
 
-// Benchmark and diagnostic knobs: events recorded on the stream just before and after the
-// periodogram kernel, and a kernel shape that overrides the automatic choice.
+// Benchmark and diagnostic knobs: events recorded on the stream just before the first compute
+// launch (after the copy in) and after the peak reduction (before the copy out), and a kernel
+// shape for the nterms = 1 direct kernel that overrides the automatic choice.
 struct EnqueueOptions {
   cudaEvent_t before = nullptr;
   cudaEvent_t after = nullptr;

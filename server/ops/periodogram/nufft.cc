@@ -73,18 +73,26 @@ NufftPlan MakeNufftPlan(int64_t modes, ComputeType dtype) {
   return plan;
 }
 
+NufftQuadrature NufftCorrectionQuadrature(const NufftPlan& plan) {
+  NufftQuadrature q;
+  std::vector<double> w;
+  GaussLegendre(3 * plan.width + 24, &q.x, &w);
+  q.weight_phi.resize(q.x.size());
+  for (size_t i = 0; i < q.x.size(); ++i) {
+    q.weight_phi[i] = w[i] * gpucompute_kernels::EsKernel(q.x[i], plan.beta);
+  }
+  return q;
+}
+
 std::vector<double> NufftCorrection(const NufftPlan& plan) {
-  std::vector<double> x, w;
-  GaussLegendre(3 * plan.width + 24, &x, &w);
-  std::vector<double> phi(x.size());
-  for (size_t q = 0; q < x.size(); ++q) phi[q] = gpucompute_kernels::EsKernel(x[q], plan.beta);
+  const NufftQuadrature quad = NufftCorrectionQuadrature(plan);
   std::vector<double> out(static_cast<size_t>(plan.modes));
   const double half = 0.5 * plan.width;
   for (int64_t k = 0; k < plan.modes; ++k) {
     const double a = kPi * static_cast<double>(k - plan.centre) * plan.width /
                      static_cast<double>(plan.grid_size);
     double sum = 0;
-    for (size_t q = 0; q < x.size(); ++q) sum += w[q] * phi[q] * std::cos(a * x[q]);
+    for (size_t q = 0; q < quad.x.size(); ++q) sum += quad.weight_phi[q] * std::cos(a * quad.x[q]);
     out[k] = 1.0 / (half * sum);
   }
   return out;

@@ -33,6 +33,15 @@ NufftPlan MakeNufftPlan(int64_t modes, ComputeType dtype);
 // 1 / (the kernel's Fourier transform) at each mode k = 0 .. K-1 (i.e. k' = k - c).
 std::vector<double> NufftCorrection(const NufftPlan& plan);
 
+// The quadrature behind NufftCorrection: with a_k = pi (k - c) width / M,
+//   correction[k] = 1 / (width / 2 * sum_q weight_phi[q] cos(a_k x[q])).
+// The CUDA path evaluates this same sum on the device (1M modes x ~66 nodes).
+struct NufftQuadrature {
+  std::vector<double> x;
+  std::vector<double> weight_phi;  // Gauss-Legendre weight times the kernel at x
+};
+NufftQuadrature NufftCorrectionQuadrature(const NufftPlan& plan);
+
 // The smallest 2^a 3^b 5^c >= n.
 int64_t NextSmoothSize(int64_t n);
 

@@ -18,6 +18,7 @@
 #include "server/runtime/backend.h"
 #include "server/runtime/cuda/cublaslt.h"
 #include "server/runtime/cuda/cuda_resources.h"
+#include "server/runtime/cuda/cufft.h"
 #include "server/runtime/cuda/cusolver.h"
 #include "server/runtime/cuda/kernel_cache.h"
 
@@ -38,6 +39,9 @@ struct StreamSlot {
   // the memory pool per call.
   CublasHandle cublas;
   CusolverDnHandle cusolver;
+  // cuFFT plans (with their work areas) and constant tables of the ops, reused on this
+  // slot's stream only (a plan's work area must not serve two streams at once).
+  SlotCache cache;
 };
 
 inline constexpr size_t kCublasLtWorkspaceBytes = size_t{32} << 20;

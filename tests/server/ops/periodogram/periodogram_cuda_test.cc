@@ -1,6 +1,9 @@
 // CUDA periodogram against the CPU reference (label gpu; skipped without a device).
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
+#include <string>
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
@@ -43,40 +46,72 @@ class PeriodogramCuda : public ::testing::Test {
   }
 
   // Compares every series with the CPU reference: float64 to 1e-9 of the peak, float32 to
-  // `f32_abs` absolute (standard normalization) or relative to the peak otherwise.
+  // `f32_abs` absolute (standard normalization) or relative to the peak otherwise. Fast series
+  // are compared with the CPU's direct sums (the fast method's accuracy target), and, with
+  // `also_cpu_fast`, with the CPU's fast method too. Peak-only series must come back without
+  // power and with the right peak.
   void Compare(const periodogram::Request& request, const std::vector<periodogram::SeriesPower>& got,
-               double f32_tol = 1e-4) {
+               double f32_tol = 1e-4, bool also_cpu_fast = false) {
     ASSERT_EQ(got.size(), request.series.size());
     for (size_t i = 0; i < got.size(); ++i) {
       const auto& s = request.series[i];
-      const auto ref = periodogram::ComputeSeriesCpu(s, ComputeType::kFloat64);
-      const double* r = reinterpret_cast<const double*>(ref.power.data());
-      const int64_t n = s.grid.size();
-      ASSERT_EQ(got[i].power.size(), static_cast<size_t>(n) * periodogram::ElementSize(request.dtype));
-      double peak = 0, max_err = 0;
-      for (int64_t k = 0; k < n; ++k) peak = std::max(peak, std::abs(r[k]));
+      periodogram::SeriesSpec direct = s;
+      direct.method = periodogram::Method::kDirect;
+      std::vector<periodogram::SeriesSpec> refs = {direct};
+      if (also_cpu_fast && s.method == periodogram::Method::kFast) refs.push_back(s);
+      for (const auto& ref_spec : refs) {
+        SCOPED_TRACE(std::string("reference ") + periodogram::MethodName(ref_spec.method) +
+                     ", GPU " + periodogram::MethodName(s.method) + ", nterms " +
+                     std::to_string(s.nterms) + ", series " + std::to_string(i));
+        CompareOne(request.dtype, s, ref_spec, got[i], f32_tol);
+      }
+    }
+  }
+
+  void CompareOne(ComputeType dtype, const periodogram::SeriesSpec& s,
+                  const periodogram::SeriesSpec& ref_spec, const periodogram::SeriesPower& got,
+                  double f32_tol) {
+    const auto ref = periodogram::ComputeSeriesCpu(ref_spec, ComputeType::kFloat64);
+    const double* r = reinterpret_cast<const double*>(ref.power.data());
+    const int64_t n = s.grid.size();
+    double peak = 0, max_err = 0;
+    int64_t worst = -1;
+    for (int64_t k = 0; k < n; ++k) {
+      if (!std::isnan(r[k])) peak = std::max(peak, std::abs(r[k]));
+    }
+    const double tol = dtype == ComputeType::kFloat64
+                           ? 1e-9 * peak
+                           : (s.normalization == Normalization::kStandard ? f32_tol : f32_tol * peak);
+    if (s.peak_only()) {
+      EXPECT_TRUE(got.power.empty()) << "peak-only series came back with power";
+    } else {
+      ASSERT_EQ(got.power.size(), static_cast<size_t>(n) * periodogram::ElementSize(dtype));
       for (int64_t k = 0; k < n; ++k) {
-        const double v = request.dtype == ComputeType::kFloat32
-                             ? reinterpret_cast<const float*>(got[i].power.data())[k]
-                             : reinterpret_cast<const double*>(got[i].power.data())[k];
+        const double v = dtype == ComputeType::kFloat32
+                             ? reinterpret_cast<const float*>(got.power.data())[k]
+                             : reinterpret_cast<const double*>(got.power.data())[k];
         if (std::isnan(r[k])) {  // e.g. fit_mean with two samples: NaN, as in Astropy
-          EXPECT_TRUE(std::isnan(v)) << "series " << i << " k " << k << ": reference is NaN";
+          EXPECT_TRUE(std::isnan(v)) << "k " << k << ": reference is NaN";
           continue;
         }
-        ASSERT_FALSE(std::isnan(v)) << "series " << i << " k " << k;
-        max_err = std::max(max_err, std::abs(v - r[k]));
+        ASSERT_FALSE(std::isnan(v)) << "k " << k;
+        if (std::abs(v - r[k]) > max_err) {
+          max_err = std::abs(v - r[k]);
+          worst = k;
+        }
       }
-      if (std::isnan(r[ref.peak_index])) continue;  // no finite power: no peak to compare
-      const double tol = request.dtype == ComputeType::kFloat64
-                             ? 1e-9 * peak
-                             : (s.normalization == Normalization::kStandard ? f32_tol : f32_tol * peak);
-      EXPECT_LE(max_err, tol) << "series " << i << " n " << s.t.size() << " nf " << n;
-      // The peak: the reference power at the reported index is the maximum within tolerance
-      // (near-ties may pick either bin).
-      ASSERT_GE(got[i].peak_index, 0);
-      ASSERT_LT(got[i].peak_index, n);
-      EXPECT_GE(r[got[i].peak_index], r[ref.peak_index] - tol) << "series " << i;
+      EXPECT_LE(max_err, tol) << "n " << s.t.size() << " nf " << n << " worst k " << worst
+                              << " (f * baseline " << s.grid.frequency(worst) * (s.t.back() - s.t.front())
+                              << ", reference " << r[worst] << ")";
     }
+    if (std::isnan(r[ref.peak_index])) return;  // no finite power: no peak to compare
+    // The peak: the reference power at the reported index is the maximum within tolerance
+    // (near-ties may pick either bin), and the reported value is that bin's power.
+    ASSERT_GE(got.peak_index, 0);
+    ASSERT_LT(got.peak_index, n);
+    EXPECT_GE(r[got.peak_index], r[ref.peak_index] - tol);
+    EXPECT_NEAR(got.peak_power, r[got.peak_index], tol);
+    EXPECT_DOUBLE_EQ(got.peak_frequency, s.grid.frequency(got.peak_index));
   }
 
   CompletionQueue completions_{1};
@@ -144,6 +179,109 @@ TEST_F(PeriodogramCuda, SingleSmallSeriesAndTwoSamples) {
     s2.grid.uniform = periodogram::UniformGrid{0.05, 0.01, 1025};  // one past a block's worth
     r->series.push_back(s2);
     Compare(*r, Run(r));
+  }
+}
+
+// Fast (NUFFT) and multi-harmonic direct series, nterms 1..4, of mixed lengths in one batch
+// with nterms = 1 direct series, plus peak-only (bootstrap) series of each kind.
+std::shared_ptr<periodogram::Request> FastHarmonicRequest(std::mt19937_64& rng, ComputeType dtype,
+                                                          int count) {
+  auto r = std::make_shared<periodogram::Request>();
+  r->dtype = dtype;
+  // At least 40 samples: with nterms = 4 (9 parameters) fewer make the fit near-singular at
+  // some frequencies, where rounding decides (see MixedRequest).
+  std::uniform_int_distribution<int> len(40, 1500);
+  for (int i = 0; i < count; ++i) {
+    // Every fourth series (fast ones) and series 1 and 9 (fast, nterms 1: the fused form) on
+    // a grid 12 times finer than the default, which takes the windowed form of the fast
+    // method (kernels/nufft_kernels.cuh); shorter, so that the CPU reference stays quick.
+    const bool fine = i % 4 == 3 || i == 1 || i == 9;
+    const int n = fine ? 40 + len(rng) % 260 : len(rng);
+    auto s = periodogram::testing::RandomSeries(rng, n, 0.7 + 0.29 * i, i % 3 == 1, 0, 10 + 3 * i);
+    s.normalization = static_cast<Normalization>((i / 8) % 4);
+    s.fit_mean = i % 5 != 4;
+    s.center_data = i % 7 != 6;
+    s.method = i % 2 ? periodogram::Method::kFast : periodogram::Method::kDirect;
+    s.nterms = 1 + (i / 2) % 4;
+    // With nterms > 1, below about one cycle over the baseline the harmonics are nearly
+    // collinear and the normal matrix is ill-conditioned: there any two float64
+    // implementations (CPU and GPU, or Astropy's) differ by rounding times its condition
+    // number, far above 1e-9 (seen: 5e-7 at the grid's first bins with nterms = 4). The grid
+    // starts at one cycle over the baseline for those series.
+    periodogram::AutoGridParams params;
+    if (fine) {
+      params.samples_per_peak = 60;
+      // The default grid's first frequency (a tenth of a cycle over the baseline): lower, with
+      // a floating mean, sum w cos^2 - (sum w cos)^2 falls to the NUFFT's own error (the CPU's
+      // fast method is off from the direct sums there too: seen 2.5e-8 of the peak in float64
+      // at f * baseline = 0.008, and 3e-2 in float32).
+      params.minimum_frequency = 0.1 / (s.t.back() - s.t.front());
+    }
+    if (s.nterms > 1) params.minimum_frequency = 1.0 / (s.t.back() - s.t.front());
+    auto g = periodogram::AutoFrequency(s.t, params);
+    s.grid.uniform = *g;
+    r->series.push_back(std::move(s));
+  }
+  r->user_series = count;
+  // Peak-only resamplings of the first series of each kind (nterms 1 direct, nterms 1 fast,
+  // nterms 2 direct, nterms 2 fast).
+  for (int i = 0; i < 4 && i < count; ++i) {
+    periodogram::SeriesSpec b = r->series[i];
+    std::shuffle(b.y.begin(), b.y.end(), rng);
+    b.bootstrap_of = i;
+    r->series.push_back(std::move(b));
+  }
+  return r;
+}
+
+TEST_F(PeriodogramCuda, FastAndHarmonicFloat64MatchCpu) {
+  std::mt19937_64 rng(std::random_device{}());
+  auto r = FastHarmonicRequest(rng, ComputeType::kFloat64, 16);
+  Compare(*r, Run(r), 1e-4, /*also_cpu_fast=*/true);
+}
+
+TEST_F(PeriodogramCuda, FastAndHarmonicFloat32MatchCpu) {
+  std::mt19937_64 rng(std::random_device{}());
+  auto r = FastHarmonicRequest(rng, ComputeType::kFloat32, 16);
+  Compare(*r, Run(r));
+}
+
+// The peers' problem size through the fast method: float64 to 1e-9 of the peak, float32 to
+// 1e-4, against the CPU's direct sums on every 97th frequency (explicit grid).
+TEST_F(PeriodogramCuda, FastLargeGridMatchesDirect) {
+  std::mt19937_64 rng(std::random_device{}());
+  for (auto dtype : {ComputeType::kFloat32, ComputeType::kFloat64}) {
+    auto r = std::make_shared<periodogram::Request>();
+    r->dtype = dtype;
+    auto s = periodogram::testing::RandomSeries(rng, 1024, 1.3, false, 0, 10, 0.1);
+    const int64_t nf = int64_t{1} << 20;
+    s.grid.uniform = periodogram::UniformGrid{0.01, (100.0 - 0.01) / (nf - 1), nf};
+    s.method = periodogram::Method::kFast;
+    r->series.push_back(s);
+    const auto got = Run(r);
+    ASSERT_EQ(got.size(), 1u);
+    periodogram::SeriesSpec sub = s;
+    sub.method = periodogram::Method::kDirect;
+    sub.grid = periodogram::Grid{};
+    for (int64_t k = 0; k < nf; k += 97) sub.grid.explicit_frequencies.push_back(s.grid.frequency(k));
+    const auto ref = periodogram::ComputeSeriesCpu(sub, ComputeType::kFloat64);
+    const double* rp = reinterpret_cast<const double*>(ref.power.data());
+    double peak = 0, err = 0;
+    for (size_t i = 0; i < sub.grid.explicit_frequencies.size(); ++i) {
+      const int64_t k = static_cast<int64_t>(i) * 97;
+      const double v = dtype == ComputeType::kFloat32
+                           ? reinterpret_cast<const float*>(got[0].power.data())[k]
+                           : reinterpret_cast<const double*>(got[0].power.data())[k];
+      ASSERT_FALSE(std::isnan(v));
+      peak = std::max(peak, rp[i]);
+      err = std::max(err, std::abs(v - rp[i]));
+    }
+    const double tol = dtype == ComputeType::kFloat64 ? 1e-9 * peak : 1e-4;
+    EXPECT_LE(err, tol) << periodogram::ComputeTypeName(dtype);
+    std::printf("fast 1024 x 1M %s: max |gpu - cpu direct| = %.3g (peak %.4f)\n",
+                periodogram::ComputeTypeName(dtype), err, peak);
+    // The peak is the sinusoid's (1.3) and equals the power there.
+    EXPECT_NEAR(got[0].peak_frequency, 1.3, 0.01);
   }
 }
 

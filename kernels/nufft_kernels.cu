@@ -1,0 +1,370 @@
+// The fast periodogram's kernels (see nufft_kernels.cuh).
+#include "kernels/nufft_kernels.cuh"
+
+#include "kernels/lombscargle_harmonic.cuh"
+#include "kernels/lombscargle_math.cuh"
+#include "kernels/nufft_math.cuh"
+
+namespace gpucompute::kernels {
+namespace {
+
+constexpr int kSpreadBlock = 128;
+constexpr int kSpreadCells = kNufftMaxWidth;  // 14 cells for float64, 8 for float32
+constexpr int kCorrectionBlock = 256;
+constexpr int kExpandBlock = 256;
+
+__device__ __forceinline__ void AddComplex(float* cell, double re, double im) {
+  atomicAdd(cell, static_cast<float>(re));
+  atomicAdd(cell + 1, static_cast<float>(im));
+}
+__device__ __forceinline__ void AddComplex(double* cell, double re, double im) {
+  atomicAdd(cell, re);
+  atomicAdd(cell + 1, im);
+}
+
+// One thread per (point, transform, kernel cell): kSpreadCells threads of a row share a point
+// (the strength a_i exp(2 pi i j fc t_i) and the cell geometry in float64, the same in each),
+// and each adds one cell of the transform's grid or window. A few thousand points: latency,
+// not throughput, is what counts, hence a thread per cell rather than a loop over them.
+template <typename T>
+__global__ void __launch_bounds__(kSpreadBlock)
+NufftSpread(const NufftSeriesDesc* __restrict__ series, const NufftTransform* __restrict__ transforms,
+            const double* __restrict__ t, const T* __restrict__ w, const T* __restrict__ wy,
+            T* __restrict__ grid, T* __restrict__ windows) {
+  const NufftTransform tr = transforms[blockIdx.y];
+  const NufftSeriesDesc& d = series[tr.series];
+  const int q = threadIdx.x % kSpreadCells;
+  const int i = blockIdx.x * (kSpreadBlock / kSpreadCells) + threadIdx.x / kSpreadCells;
+  if (i >= d.n_samples || q >= d.width) return;
+  const long long g = d.sample_offset + i;
+  const double ti = t[g];
+  const double a = static_cast<double>(tr.weighted_y ? wy[g] : w[g]);
+  double r = tr.j * d.fc * ti;
+  r -= rint(r);
+  double s, c;
+  sincospi(2.0 * r, &s, &c);
+  long long first;
+  double z0;
+  gpucompute_kernels::NufftCells(tr.j * d.df * ti, d.grid_size, d.width, &first, &z0);
+  const double k = a * gpucompute_kernels::EsKernel(z0 + q * (2.0 / d.width), d.beta);
+  const long long m = d.grid_size;
+  const long long local = blockIdx.y - d.first_transform;
+  if (d.window > 0) {
+    // Cell n at n + L / 2 (mod M), inside [0, L) by the host's choice of L.
+    const long long l = d.window;
+    const long long cell = (((first + q + l / 2) % m) + m) % m;
+    if (cell < l) AddComplex(windows + 2 * (d.window_offset + local * l + cell), c * k, s * k);
+    return;
+  }
+  const long long cell = (((first + q) % m) + m) % m;
+  AddComplex(grid + 2 * (d.grid_offset + local * m + cell), c * k, s * k);
+}
+
+__device__ __forceinline__ void SinCosPiT(double x, float* s, float* c) {
+  sincospif(static_cast<float>(x), s, c);  // x in [-1, 1]: float's rounding is 6e-8
+}
+__device__ __forceinline__ void SinCosPiT(double x, double* s, double* c) { sincospi(x, s, c); }
+
+// grid[i][r][m] = window[i][m] exp(2 pi i r (m - L / 2) / M): blockIdx.z the transform,
+// blockIdx.y the copy r, x over m. The phase is reduced exactly in integers.
+template <typename T>
+__global__ void __launch_bounds__(kExpandBlock)
+NufftExpand(const NufftSeriesDesc* __restrict__ series, int index, const T* __restrict__ windows,
+            T* __restrict__ grid) {
+  const NufftSeriesDesc& d = series[index];
+  const long long l = d.window, m = d.grid_size;
+  const long long i = static_cast<long long>(blockIdx.x) * kExpandBlock + threadIdx.x;
+  if (i >= l) return;
+  const long long r = blockIdx.y, tr = blockIdx.z;
+  const T* x = windows + 2 * (d.window_offset + tr * l + i);
+  const T re = x[0], im = x[1];
+  // r (i - L/2) lies in [-M/2, M/2] (r < R, |i - L/2| <= L/2, M = R L < 2^31): the angle
+  // 2 pi ph / M needs no reduction.
+  const int ph = static_cast<int>(r) * (static_cast<int>(i) - static_cast<int>(l / 2));
+  T s, c;
+  SinCosPiT(static_cast<double>(ph) * d.two_over_m, &s, &c);
+  T* out = grid + 2 * (d.grid_offset + tr * m + r * l + i);
+  out[0] = re * c - im * s;
+  out[1] = re * s + im * c;
+}
+
+__global__ void __launch_bounds__(kCorrectionBlock)
+NufftCorrection(const double* __restrict__ x, const double* __restrict__ weight_phi, int nodes,
+                long long modes, long long centre, long long grid_size, int width,
+                double* __restrict__ correction) {
+  const long long k = static_cast<long long>(blockIdx.x) * kCorrectionBlock + threadIdx.x;
+  if (k >= modes) return;
+  const double pi = 3.14159265358979323846;
+  const double a = pi * static_cast<double>(k - centre) * width / static_cast<double>(grid_size);
+  double sum = 0;
+  for (int q = 0; q < nodes; ++q) sum += weight_phi[q] * cos(a * x[q]);
+  correction[k] = 1.0 / (0.5 * width * sum);
+}
+
+// One thread per mode: the series' harmonic sums at k, deconvolved, then the power (float64
+// arithmetic whatever T: the sums are what the dtype limits). Q is the series' nterms, so that
+// the sums stay in registers.
+template <typename T, int Q>
+__global__ void __launch_bounds__(kNufftPowerBlock)
+NufftPower(const NufftSeriesDesc* __restrict__ series, int index, const T* __restrict__ grid,
+           const double* __restrict__ correction, T* __restrict__ power,
+           LsPeak* __restrict__ partials) {
+  const NufftSeriesDesc& d = series[index];
+  const long long k = static_cast<long long>(blockIdx.x) * kNufftPowerBlock + threadIdx.x;
+  double best = 0;
+  long long best_k = -1;
+  if (k < d.modes) {
+    const long long mode = k - d.centre;
+    const long long m = d.grid_size;
+    const long long at = mode >= 0 ? mode : mode + m;
+    const T* cell = grid + 2 * (d.grid_offset + at);
+    const double corr = correction[k];
+    // Transform i of the series, deconvolved.
+    auto sum = [&](int i, double* re, double* im) {
+      const T* c = cell + 2 * static_cast<long long>(i) * m;
+      *re = static_cast<double>(c[0]) * corr;
+      *im = static_cast<double>(c[1]) * corr;
+    };
+    double p;
+    if (Q == 1) {
+      double c1 = 0, s1 = 0, c2, s2, yc, ys;
+      if (d.fit_mean) {
+        sum(0, &c1, &s1);
+        sum(1, &c2, &s2);
+        sum(2, &yc, &ys);
+      } else {  // no w sum at j = 1
+        sum(0, &c2, &s2);
+        sum(1, &yc, &ys);
+      }
+      p = gpucompute_kernels::LombScarglePower<double>(c1, s1, yc, ys, 0.5 * (1 + c2), 0.5 * s2,
+                                                       d.fit_mean != 0, d.normalization, d.yy,
+                                                       d.psd_scale);
+    } else {
+      double cw[2 * Q + 1], sw[2 * Q + 1], yc[Q + 1], ys[Q + 1];
+      cw[0] = 1;  // the weights sum to 1
+      sw[0] = 0;
+      yc[0] = ys[0] = 0;
+#pragma unroll
+      for (int j = 1; j <= 2 * Q; ++j) sum(j - 1, &cw[j], &sw[j]);
+#pragma unroll
+      for (int j = 1; j <= Q; ++j) sum(2 * Q + j - 1, &yc[j], &ys[j]);
+      p = gpucompute_kernels::HarmonicPower<double>(cw, sw, yc, ys, Q, d.fit_mean != 0,
+                                                    d.normalization, d.yy, d.psd_scale);
+    }
+    const T out = static_cast<T>(p);
+    if (d.out_offset >= 0) power[d.out_offset + k] = out;
+    gpucompute_kernels::BetterPeak(best, best_k, static_cast<double>(out), k);
+  }
+  gpucompute_kernels::BlockReducePeak<kNufftPowerBlock>(best, best_k);
+  if (threadIdx.x == 0) partials[d.peak_offset + blockIdx.x] = LsPeak{best_k, best};
+}
+
+// The power of a windowed series: block = tile of kWindowTile q x kWindowTile r. Mode
+// k - c = R q + r is bin kp = q mod L of copy r, sign (-1)^kp. Phase 1 stages the tile's
+// deconvolution factors (along r: coalesced in k), phase 2 reads the sums along q (coalesced
+// in the grid) and computes the power, phase 3 writes it along r.
+template <typename T, int Q>
+__global__ void __launch_bounds__(kNufftPowerBlock)
+NufftPowerWindowed(const NufftSeriesDesc* __restrict__ series, int index, const T* __restrict__ grid,
+                   const double* __restrict__ correction, T* __restrict__ power,
+                   LsPeak* __restrict__ partials) {
+  constexpr int kRows = kNufftPowerBlock / kWindowTile;  // 8
+  __shared__ double s_corr[kWindowTile][kWindowTile + 1];  // [q][r]
+  __shared__ T s_power[kWindowTile][kWindowTile + 1];      // [q][r]
+  const NufftSeriesDesc& d = series[index];
+  const int m = static_cast<int>(d.grid_size), l = static_cast<int>(d.window), copies = m / l;
+  const int tiles_r = (copies + kWindowTile - 1) / kWindowTile;
+  const int r0 = (blockIdx.x % tiles_r) * kWindowTile;
+  const long long q0 = d.q_min + static_cast<long long>(blockIdx.x / tiles_r) * kWindowTile;
+  const long long q_end = d.q_min + d.q_count;
+  const int tx = threadIdx.x % kWindowTile, ty = threadIdx.x / kWindowTile;
+  // k of (q, r), or -1 outside the grid.
+  auto mode_k = [&](long long q, int r) -> long long {
+    if (r >= copies || q >= q_end) return -1;
+    const long long k = q * copies + r + d.centre;
+    return k >= 0 && k < d.modes ? k : -1;
+  };
+#pragma unroll
+  for (int e = 0; e < kWindowTile / kRows; ++e) {
+    const int ql = ty + e * kRows;
+    const long long k = mode_k(q0 + ql, r0 + tx);
+    s_corr[ql][tx] = k >= 0 ? correction[k] : 0.0;
+  }
+  __syncthreads();
+  double best = 0;
+  long long best_k = -1;
+  constexpr int kElems = kWindowTile / kRows;
+  if constexpr (Q == 1) {
+    // All of the thread's loads first (kElems x 3 cells), then the arithmetic: the loads are
+    // what the kernel waits for.
+    T v[kElems][3][2];
+    long long ks[kElems];
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) {
+      const int rl = ty + e * kRows;
+      const long long q = q0 + tx;
+      ks[e] = mode_k(q, r0 + rl);
+      const int kp = static_cast<int>(q < 0 ? q + l : q);
+      const T* cell = grid + 2 * (d.grid_offset + static_cast<long long>(r0 + rl) * l + kp);
+#pragma unroll
+      for (int i = 0; i < 3; ++i) {
+        const bool load = ks[e] >= 0 && i < d.n_transforms;
+        v[e][i][0] = load ? cell[2 * static_cast<long long>(i) * m] : T(0);
+        v[e][i][1] = load ? cell[2 * static_cast<long long>(i) * m + 1] : T(0);
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) {
+      if (ks[e] < 0) continue;
+      const int rl = ty + e * kRows;
+      const long long q = q0 + tx;
+      const int kp = static_cast<int>(q < 0 ? q + l : q);
+      const double corr = (kp & 1) ? -s_corr[tx][rl] : s_corr[tx][rl];
+      double c1 = 0, s1 = 0, c2, s2, yc, ys;
+      const int at = d.fit_mean ? 1 : 0;  // no w sum at j = 1 without fit_mean
+      if (d.fit_mean) {
+        c1 = v[e][0][0] * corr;
+        s1 = v[e][0][1] * corr;
+      }
+      c2 = static_cast<double>(v[e][at][0]) * corr;
+      s2 = static_cast<double>(v[e][at][1]) * corr;
+      yc = static_cast<double>(v[e][at + 1][0]) * corr;
+      ys = static_cast<double>(v[e][at + 1][1]) * corr;
+      const double p = gpucompute_kernels::LombScarglePower<double>(
+          c1, s1, yc, ys, 0.5 * (1 + c2), 0.5 * s2, d.fit_mean != 0, d.normalization, d.yy,
+          d.psd_scale);
+      const T out = static_cast<T>(p);
+      s_power[tx][rl] = out;
+      gpucompute_kernels::BetterPeak(best, best_k, static_cast<double>(out), ks[e]);
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) {
+      const int rl = ty + e * kRows;
+      const long long q = q0 + tx;
+      const long long k = mode_k(q, r0 + rl);
+      if (k < 0) continue;
+      const int kp = static_cast<int>(q < 0 ? q + l : q);
+      const T* cell = grid + 2 * (d.grid_offset + static_cast<long long>(r0 + rl) * l + kp);
+      const double corr = (kp & 1) ? -s_corr[tx][rl] : s_corr[tx][rl];
+      auto sum = [&](int i, double* re, double* im) {
+        const T* c = cell + 2 * static_cast<long long>(i) * m;
+        *re = static_cast<double>(c[0]) * corr;
+        *im = static_cast<double>(c[1]) * corr;
+      };
+      double cw[2 * Q + 1], sw[2 * Q + 1], yc[Q + 1], ys[Q + 1];
+      cw[0] = 1;
+      sw[0] = 0;
+      yc[0] = ys[0] = 0;
+#pragma unroll
+      for (int j = 1; j <= 2 * Q; ++j) sum(j - 1, &cw[j], &sw[j]);
+#pragma unroll
+      for (int j = 1; j <= Q; ++j) sum(2 * Q + j - 1, &yc[j], &ys[j]);
+      const double p = gpucompute_kernels::HarmonicPower<double>(
+          cw, sw, yc, ys, Q, d.fit_mean != 0, d.normalization, d.yy, d.psd_scale);
+      const T out = static_cast<T>(p);
+      s_power[tx][rl] = out;
+      gpucompute_kernels::BetterPeak(best, best_k, static_cast<double>(out), k);
+    }
+  }
+  __syncthreads();
+  if (d.out_offset >= 0) {
+#pragma unroll
+    for (int e = 0; e < kWindowTile / kRows; ++e) {
+      const int ql = ty + e * kRows;
+      const long long k = mode_k(q0 + ql, r0 + tx);
+      if (k >= 0) power[d.out_offset + k] = s_power[ql][tx];
+    }
+  }
+  gpucompute_kernels::BlockReducePeak<kNufftPowerBlock>(best, best_k);
+  if (threadIdx.x == 0) partials[d.peak_offset + blockIdx.x] = LsPeak{best_k, best};
+}
+
+template <typename T, int Q>
+void LaunchPower(unsigned blocks, bool windowed, const NufftSeriesDesc* series, int index,
+                 const T* grid, const double* correction, T* power, LsPeak* partials,
+                 cudaStream_t stream) {
+  if (windowed) {
+    NufftPowerWindowed<T, Q><<<blocks, kNufftPowerBlock, 0, stream>>>(series, index, grid,
+                                                                      correction, power, partials);
+  } else {
+    NufftPower<T, Q><<<blocks, kNufftPowerBlock, 0, stream>>>(series, index, grid, correction,
+                                                              power, partials);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t LaunchNufftSpread(const NufftSeriesDesc* series, const NufftTransform* transforms,
+                              int n_transforms, int max_samples, const double* t, const T* w,
+                              const T* wy, T* grid, T* windows, cudaStream_t stream) {
+  if (n_transforms == 0 || max_samples == 0) return cudaSuccess;
+  constexpr int kPoints = kSpreadBlock / kSpreadCells;
+  const dim3 blocks((max_samples + kPoints - 1) / kPoints, n_transforms);
+  NufftSpread<T><<<blocks, kSpreadBlock, 0, stream>>>(series, transforms, t, w, wy, grid, windows);
+  return cudaPeekAtLastError();
+}
+
+template <typename T>
+cudaError_t LaunchNufftExpand(const NufftSeriesDesc* series, int index, const NufftSeriesDesc& host,
+                              const T* windows, T* grid, cudaStream_t stream) {
+  if (host.window == 0 || host.n_transforms == 0) return cudaSuccess;
+  const dim3 blocks(static_cast<unsigned>((host.window + kExpandBlock - 1) / kExpandBlock),
+                    static_cast<unsigned>(host.grid_size / host.window),
+                    static_cast<unsigned>(host.n_transforms));
+  NufftExpand<T><<<blocks, kExpandBlock, 0, stream>>>(series, index, windows, grid);
+  return cudaPeekAtLastError();
+}
+
+template cudaError_t LaunchNufftExpand<float>(const NufftSeriesDesc*, int, const NufftSeriesDesc&,
+                                              const float*, float*, cudaStream_t);
+template cudaError_t LaunchNufftExpand<double>(const NufftSeriesDesc*, int, const NufftSeriesDesc&,
+                                               const double*, double*, cudaStream_t);
+
+cudaError_t LaunchNufftCorrection(const double* x, const double* weight_phi, int nodes,
+                                  long long modes, long long centre, long long grid_size,
+                                  int width, double* correction, cudaStream_t stream) {
+  if (modes == 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>((modes + kCorrectionBlock - 1) / kCorrectionBlock);
+  NufftCorrection<<<blocks, kCorrectionBlock, 0, stream>>>(x, weight_phi, nodes, modes, centre,
+                                                           grid_size, width, correction);
+  return cudaPeekAtLastError();
+}
+
+template <typename T>
+cudaError_t LaunchNufftPower(const NufftSeriesDesc* series, int index, const NufftSeriesDesc& host,
+                             const T* grid, const double* correction, T* power, LsPeak* partials,
+                             cudaStream_t stream) {
+  if (host.modes == 0) return cudaSuccess;
+  const bool windowed = host.window > 0;
+  const unsigned blocks = static_cast<unsigned>(NufftPowerBlocks(
+      host.modes, windowed ? host.grid_size / host.window : 0, host.q_count));
+  const int nterms = host.nterms;
+  switch (nterms) {
+    case 1: LaunchPower<T, 1>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
+    case 2: LaunchPower<T, 2>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
+    case 3: LaunchPower<T, 3>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
+    case 4: LaunchPower<T, 4>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
+    case 5: LaunchPower<T, 5>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
+    case 6: LaunchPower<T, 6>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
+    case 7: LaunchPower<T, 7>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
+    case 8: LaunchPower<T, 8>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaPeekAtLastError();
+}
+
+template cudaError_t LaunchNufftSpread<float>(const NufftSeriesDesc*, const NufftTransform*, int, int,
+                                              const double*, const float*, const float*, float*,
+                                              float*, cudaStream_t);
+template cudaError_t LaunchNufftSpread<double>(const NufftSeriesDesc*, const NufftTransform*, int, int,
+                                               const double*, const double*, const double*, double*,
+                                               double*, cudaStream_t);
+template cudaError_t LaunchNufftPower<float>(const NufftSeriesDesc*, int, const NufftSeriesDesc&,
+                                             const float*, const double*, float*, LsPeak*, cudaStream_t);
+template cudaError_t LaunchNufftPower<double>(const NufftSeriesDesc*, int, const NufftSeriesDesc&,
+                                              const double*, const double*, double*, LsPeak*,
+                                              cudaStream_t);
+
+}  // namespace gpucompute::kernels

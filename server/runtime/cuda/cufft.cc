@@ -1,0 +1,69 @@
+// cuFFT plan owner and the per-slot object cache (see cufft.h).
+#include "server/runtime/cuda/cufft.h"
+
+#include "absl/strings/str_cat.h"
+#include "server/runtime/cuda/cuda_resources.h"
+#include "spdlog/spdlog.h"
+
+namespace gpucompute {
+namespace {
+
+const char* CufftResultName(cufftResult r) {
+  switch (r) {
+    case CUFFT_SUCCESS: return "CUFFT_SUCCESS";
+    case CUFFT_INVALID_PLAN: return "CUFFT_INVALID_PLAN";
+    case CUFFT_ALLOC_FAILED: return "CUFFT_ALLOC_FAILED";
+    case CUFFT_INVALID_VALUE: return "CUFFT_INVALID_VALUE";
+    case CUFFT_INTERNAL_ERROR: return "CUFFT_INTERNAL_ERROR";
+    case CUFFT_EXEC_FAILED: return "CUFFT_EXEC_FAILED";
+    case CUFFT_SETUP_FAILED: return "CUFFT_SETUP_FAILED";
+    case CUFFT_INVALID_SIZE: return "CUFFT_INVALID_SIZE";
+    default: return "CUFFT_ERROR";
+  }
+}
+
+}  // namespace
+
+absl::Status CufftErrorStatus(cufftResult err, const char* expr, const char* file, int line) {
+  const std::string msg = absl::StrCat(expr, " failed: ", CufftResultName(err), " (",
+                                       static_cast<int>(err), ") at ", SourceBasename(file), ":", line);
+  // A plan's work area that cannot be allocated is the device running out of memory.
+  if (err == CUFFT_ALLOC_FAILED) return absl::ResourceExhaustedError(msg);
+  return absl::InternalError(msg);
+}
+
+absl::StatusOr<CufftPlan> CufftPlan::Create1d(int64_t n, int64_t batch, cufftType type) {
+  CufftPlan plan;
+  CUFFT_RETURN_IF_ERROR(cufftCreate(&plan.plan_));
+  plan.valid_ = true;
+  long long size = n;
+  size_t work = 0;
+  CUFFT_RETURN_IF_ERROR(cufftMakePlanMany64(plan.plan_, 1, &size, nullptr, 1, n, nullptr, 1, n,
+                                            type, batch, &work));
+  return plan;
+}
+
+CufftPlan& CufftPlan::operator=(CufftPlan&& other) noexcept {
+  if (this != &other) {
+    Release();
+    plan_ = std::exchange(other.plan_, 0);
+    valid_ = std::exchange(other.valid_, false);
+  }
+  return *this;
+}
+
+CufftPlan::~CufftPlan() { Release(); }
+
+void CufftPlan::Release() {
+  if (!valid_) return;
+  const cufftResult r = cufftDestroy(plan_);
+  if (r != CUFFT_SUCCESS) spdlog::warn("cufftDestroy failed: {}", CufftResultName(r));
+  valid_ = false;
+  plan_ = 0;
+}
+
+absl::Status SlotCache::CudaStreamError(cudaError_t err) {
+  return CudaErrorStatus(err, "cudaStreamSynchronize (slot cache eviction)", __FILE__, __LINE__);
+}
+
+}  // namespace gpucompute
