@@ -193,65 +193,35 @@ NufftPowerWindowed(const NufftSeriesDesc* __restrict__ series, int index, const 
   __syncthreads();
   double best = 0;
   long long best_k = -1;
-  constexpr int kElems = kWindowTile / kRows;
-  if constexpr (Q == 1) {
-    // All of the thread's loads first (kElems x 3 cells), then the arithmetic: the loads are
-    // what the kernel waits for.
-    T v[kElems][3][2];
-    long long ks[kElems];
 #pragma unroll
-    for (int e = 0; e < kElems; ++e) {
-      const int rl = ty + e * kRows;
-      const long long q = q0 + tx;
-      ks[e] = mode_k(q, r0 + rl);
-      const int kp = static_cast<int>(q < 0 ? q + l : q);
-      const T* cell = grid + 2 * (d.grid_offset + static_cast<long long>(r0 + rl) * l + kp);
-#pragma unroll
-      for (int i = 0; i < 3; ++i) {
-        const bool load = ks[e] >= 0 && i < d.n_transforms;
-        v[e][i][0] = load ? cell[2 * static_cast<long long>(i) * m] : T(0);
-        v[e][i][1] = load ? cell[2 * static_cast<long long>(i) * m + 1] : T(0);
-      }
-    }
-#pragma unroll
-    for (int e = 0; e < kElems; ++e) {
-      if (ks[e] < 0) continue;
-      const int rl = ty + e * kRows;
-      const long long q = q0 + tx;
-      const int kp = static_cast<int>(q < 0 ? q + l : q);
-      const double corr = (kp & 1) ? -s_corr[tx][rl] : s_corr[tx][rl];
+  for (int e = 0; e < kWindowTile / kRows; ++e) {
+    const int rl = ty + e * kRows;
+    const long long q = q0 + tx;
+    const long long k = mode_k(q, r0 + rl);
+    if (k < 0) continue;
+    const int kp = static_cast<int>(q < 0 ? q + l : q);
+    const T* cell = grid + 2 * (d.grid_offset + static_cast<long long>(r0 + rl) * l + kp);
+    const double corr = (kp & 1) ? -s_corr[tx][rl] : s_corr[tx][rl];
+    auto sum = [&](int i, double* re, double* im) {
+      const T* c = cell + 2 * static_cast<long long>(i) * m;
+      *re = static_cast<double>(c[0]) * corr;
+      *im = static_cast<double>(c[1]) * corr;
+    };
+    double p;
+    if (Q == 1) {
       double c1 = 0, s1 = 0, c2, s2, yc, ys;
-      const int at = d.fit_mean ? 1 : 0;  // no w sum at j = 1 without fit_mean
       if (d.fit_mean) {
-        c1 = v[e][0][0] * corr;
-        s1 = v[e][0][1] * corr;
+        sum(0, &c1, &s1);
+        sum(1, &c2, &s2);
+        sum(2, &yc, &ys);
+      } else {
+        sum(0, &c2, &s2);
+        sum(1, &yc, &ys);
       }
-      c2 = static_cast<double>(v[e][at][0]) * corr;
-      s2 = static_cast<double>(v[e][at][1]) * corr;
-      yc = static_cast<double>(v[e][at + 1][0]) * corr;
-      ys = static_cast<double>(v[e][at + 1][1]) * corr;
-      const double p = gpucompute_kernels::LombScarglePower<double>(
-          c1, s1, yc, ys, 0.5 * (1 + c2), 0.5 * s2, d.fit_mean != 0, d.normalization, d.yy,
-          d.psd_scale);
-      const T out = static_cast<T>(p);
-      s_power[tx][rl] = out;
-      gpucompute_kernels::BetterPeak(best, best_k, static_cast<double>(out), ks[e]);
-    }
-  } else {
-#pragma unroll
-    for (int e = 0; e < kElems; ++e) {
-      const int rl = ty + e * kRows;
-      const long long q = q0 + tx;
-      const long long k = mode_k(q, r0 + rl);
-      if (k < 0) continue;
-      const int kp = static_cast<int>(q < 0 ? q + l : q);
-      const T* cell = grid + 2 * (d.grid_offset + static_cast<long long>(r0 + rl) * l + kp);
-      const double corr = (kp & 1) ? -s_corr[tx][rl] : s_corr[tx][rl];
-      auto sum = [&](int i, double* re, double* im) {
-        const T* c = cell + 2 * static_cast<long long>(i) * m;
-        *re = static_cast<double>(c[0]) * corr;
-        *im = static_cast<double>(c[1]) * corr;
-      };
+      p = gpucompute_kernels::LombScarglePower<double>(c1, s1, yc, ys, 0.5 * (1 + c2), 0.5 * s2,
+                                                       d.fit_mean != 0, d.normalization, d.yy,
+                                                       d.psd_scale);
+    } else {
       double cw[2 * Q + 1], sw[2 * Q + 1], yc[Q + 1], ys[Q + 1];
       cw[0] = 1;
       sw[0] = 0;
@@ -260,12 +230,12 @@ NufftPowerWindowed(const NufftSeriesDesc* __restrict__ series, int index, const 
       for (int j = 1; j <= 2 * Q; ++j) sum(j - 1, &cw[j], &sw[j]);
 #pragma unroll
       for (int j = 1; j <= Q; ++j) sum(2 * Q + j - 1, &yc[j], &ys[j]);
-      const double p = gpucompute_kernels::HarmonicPower<double>(
-          cw, sw, yc, ys, Q, d.fit_mean != 0, d.normalization, d.yy, d.psd_scale);
-      const T out = static_cast<T>(p);
-      s_power[tx][rl] = out;
-      gpucompute_kernels::BetterPeak(best, best_k, static_cast<double>(out), k);
+      p = gpucompute_kernels::HarmonicPower<double>(cw, sw, yc, ys, Q, d.fit_mean != 0,
+                                                    d.normalization, d.yy, d.psd_scale);
     }
+    const T out = static_cast<T>(p);
+    s_power[tx][rl] = out;
+    gpucompute_kernels::BetterPeak(best, best_k, static_cast<double>(out), k);
   }
   __syncthreads();
   if (d.out_offset >= 0) {

@@ -564,10 +564,9 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
     // nterms > 1, direct: one launch per nterms.
     const auto* hdesc = reinterpret_cast<const HarmonicDirectDesc*>(in + layout.hdesc);
     const auto* hwork = reinterpret_cast<const LsBlockWork*>(in + layout.hwork);
+    int64_t blocks_before = 0;  // hwork entries of the groups already launched
     for (size_t g = 0; g < harmonic_order.size();) {
       const int q = series[harmonic_order[g]]->nterms;
-      int64_t blocks_before = 0;
-      for (size_t h = 0; h < g; ++h) blocks_before += partial_count[harmonic_order[h]];
       int64_t blocks = 0;
       size_t e = g;
       for (; e < harmonic_order.size() && series[harmonic_order[e]]->nterms == q; ++e) {
@@ -587,6 +586,7 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
         }
         CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
       }
+      blocks_before += blocks;
       g = e;
     }
     // Fast: spread every transform, FFT each series' transforms (one batched plan), power.
