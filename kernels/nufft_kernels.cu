@@ -101,6 +101,43 @@ NufftCorrection(const double* __restrict__ x, const double* __restrict__ weight_
   correction[k] = 1.0 / (0.5 * width * sum);
 }
 
+// The power at one mode from the series' transforms: transform i's sum at the mode is at
+// cell + 2 i m (interleaved re, im), deconvolved by `corr`. Float64 arithmetic whatever T:
+// the sums are what the dtype limits. Transforms in HarmonicTerms order.
+template <typename T, int Q>
+__device__ __forceinline__ double PowerFromTransforms(const NufftSeriesDesc& d, const T* cell,
+                                                      long long m, double corr) {
+  auto sum = [&](int i, double* re, double* im) {
+    const T* c = cell + 2 * static_cast<long long>(i) * m;
+    *re = static_cast<double>(c[0]) * corr;
+    *im = static_cast<double>(c[1]) * corr;
+  };
+  if (Q == 1) {
+    double c1 = 0, s1 = 0, c2, s2, yc, ys;
+    if (d.fit_mean) {
+      sum(0, &c1, &s1);
+      sum(1, &c2, &s2);
+      sum(2, &yc, &ys);
+    } else {  // no w sum at j = 1
+      sum(0, &c2, &s2);
+      sum(1, &yc, &ys);
+    }
+    return gpucompute_kernels::LombScarglePower<double>(c1, s1, yc, ys, 0.5 * (1 + c2), 0.5 * s2,
+                                                        d.fit_mean != 0, d.normalization, d.yy,
+                                                        d.psd_scale);
+  }
+  double cw[2 * Q + 1], sw[2 * Q + 1], yc[Q + 1], ys[Q + 1];
+  cw[0] = 1;  // the weights sum to 1
+  sw[0] = 0;
+  yc[0] = ys[0] = 0;
+#pragma unroll
+  for (int j = 1; j <= 2 * Q; ++j) sum(j - 1, &cw[j], &sw[j]);
+#pragma unroll
+  for (int j = 1; j <= Q; ++j) sum(2 * Q + j - 1, &yc[j], &ys[j]);
+  return gpucompute_kernels::HarmonicPower<double>(cw, sw, yc, ys, Q, d.fit_mean != 0,
+                                                   d.normalization, d.yy, d.psd_scale);
+}
+
 // One thread per mode: the series' harmonic sums at k, deconvolved, then the power (float64
 // arithmetic whatever T: the sums are what the dtype limits). Q is the series' nterms, so that
 // the sums stay in registers.
@@ -119,39 +156,7 @@ NufftPower(const NufftSeriesDesc* __restrict__ series, int index, const T* __res
     const long long at = mode >= 0 ? mode : mode + m;
     const T* cell = grid + 2 * (d.grid_offset + at);
     const double corr = correction[k];
-    // Transform i of the series, deconvolved.
-    auto sum = [&](int i, double* re, double* im) {
-      const T* c = cell + 2 * static_cast<long long>(i) * m;
-      *re = static_cast<double>(c[0]) * corr;
-      *im = static_cast<double>(c[1]) * corr;
-    };
-    double p;
-    if (Q == 1) {
-      double c1 = 0, s1 = 0, c2, s2, yc, ys;
-      if (d.fit_mean) {
-        sum(0, &c1, &s1);
-        sum(1, &c2, &s2);
-        sum(2, &yc, &ys);
-      } else {  // no w sum at j = 1
-        sum(0, &c2, &s2);
-        sum(1, &yc, &ys);
-      }
-      p = gpucompute_kernels::LombScarglePower<double>(c1, s1, yc, ys, 0.5 * (1 + c2), 0.5 * s2,
-                                                       d.fit_mean != 0, d.normalization, d.yy,
-                                                       d.psd_scale);
-    } else {
-      double cw[2 * Q + 1], sw[2 * Q + 1], yc[Q + 1], ys[Q + 1];
-      cw[0] = 1;  // the weights sum to 1
-      sw[0] = 0;
-      yc[0] = ys[0] = 0;
-#pragma unroll
-      for (int j = 1; j <= 2 * Q; ++j) sum(j - 1, &cw[j], &sw[j]);
-#pragma unroll
-      for (int j = 1; j <= Q; ++j) sum(2 * Q + j - 1, &yc[j], &ys[j]);
-      p = gpucompute_kernels::HarmonicPower<double>(cw, sw, yc, ys, Q, d.fit_mean != 0,
-                                                    d.normalization, d.yy, d.psd_scale);
-    }
-    const T out = static_cast<T>(p);
+    const T out = static_cast<T>(PowerFromTransforms<T, Q>(d, cell, m, corr));
     if (d.out_offset >= 0) power[d.out_offset + k] = out;
     gpucompute_kernels::BetterPeak(best, best_k, static_cast<double>(out), k);
   }
@@ -202,38 +207,7 @@ NufftPowerWindowed(const NufftSeriesDesc* __restrict__ series, int index, const 
     const int kp = static_cast<int>(q < 0 ? q + l : q);
     const T* cell = grid + 2 * (d.grid_offset + static_cast<long long>(r0 + rl) * l + kp);
     const double corr = (kp & 1) ? -s_corr[tx][rl] : s_corr[tx][rl];
-    auto sum = [&](int i, double* re, double* im) {
-      const T* c = cell + 2 * static_cast<long long>(i) * m;
-      *re = static_cast<double>(c[0]) * corr;
-      *im = static_cast<double>(c[1]) * corr;
-    };
-    double p;
-    if (Q == 1) {
-      double c1 = 0, s1 = 0, c2, s2, yc, ys;
-      if (d.fit_mean) {
-        sum(0, &c1, &s1);
-        sum(1, &c2, &s2);
-        sum(2, &yc, &ys);
-      } else {
-        sum(0, &c2, &s2);
-        sum(1, &yc, &ys);
-      }
-      p = gpucompute_kernels::LombScarglePower<double>(c1, s1, yc, ys, 0.5 * (1 + c2), 0.5 * s2,
-                                                       d.fit_mean != 0, d.normalization, d.yy,
-                                                       d.psd_scale);
-    } else {
-      double cw[2 * Q + 1], sw[2 * Q + 1], yc[Q + 1], ys[Q + 1];
-      cw[0] = 1;
-      sw[0] = 0;
-      yc[0] = ys[0] = 0;
-#pragma unroll
-      for (int j = 1; j <= 2 * Q; ++j) sum(j - 1, &cw[j], &sw[j]);
-#pragma unroll
-      for (int j = 1; j <= Q; ++j) sum(2 * Q + j - 1, &yc[j], &ys[j]);
-      p = gpucompute_kernels::HarmonicPower<double>(cw, sw, yc, ys, Q, d.fit_mean != 0,
-                                                    d.normalization, d.yy, d.psd_scale);
-    }
-    const T out = static_cast<T>(p);
+    const T out = static_cast<T>(PowerFromTransforms<T, Q>(d, cell, m, corr));
     s_power[tx][rl] = out;
     gpucompute_kernels::BetterPeak(best, best_k, static_cast<double>(out), k);
   }
