@@ -82,22 +82,19 @@ class LombScargle:
         power = self._run(frequency_arg, method=method).power
         return power[0] if scalar else power
 
-    def _false_alarm(self, spec, samples_per_peak, nyquist_factor, minimum_frequency,
-                     maximum_frequency):
+    def _false_alarm(self, values, ask, answer, method, method_kwds, samples_per_peak,
+                     nyquist_factor, minimum_frequency, maximum_frequency):
+        """Sends ``values`` as FalseAlarmSpec field ``ask``; returns result field ``answer`` in
+        their shape. ``method_kwds`` (Astropy's ``n_bootstraps``, ``random_seed``) go into the
+        spec as ``Client.periodogram`` takes them."""
+        unknown = set(method_kwds or {}) - {"n_bootstraps", "random_seed"}
+        if unknown:
+            raise ValueError(f"method_kwds: unknown keys {sorted(unknown)}")
+        x = np.asarray(values, np.float64)
+        spec = {"method": method, ask: x.ravel(), **(method_kwds or {})}
         grid = AutoGrid(samples_per_peak, nyquist_factor, minimum_frequency, maximum_frequency)
-        return self._run(grid, false_alarm=spec).false_alarm
-
-    @staticmethod
-    def _spec(method, method_kwds, **values):
-        spec = {"method": method, **values}
-        kwds = dict(method_kwds or {})
-        if "n_bootstraps" in kwds:
-            spec["n_bootstraps"] = kwds.pop("n_bootstraps")
-        if "random_seed" in kwds:
-            spec["seed"] = kwds.pop("random_seed")
-        if kwds:
-            raise ValueError(f"method_kwds: unknown keys {sorted(kwds)}")
-        return spec
+        out = self._run(grid, false_alarm=spec).false_alarm[answer].reshape(x.shape)
+        return out[()] if out.ndim == 0 else out
 
     def false_alarm_probability(self, power, method="baluev", samples_per_peak=5,
                                 nyquist_factor=5, minimum_frequency=None,
@@ -105,23 +102,17 @@ class LombScargle:
         """False-alarm probability of peak heights ``power`` (Astropy's; fmax is the
         automatic grid's largest frequency). Bootstrap: ``method_kwds`` ``n_bootstraps``,
         ``random_seed`` (a seed gives repeatable results, not Astropy's numbers)."""
-        z = np.asarray(power, np.float64)
-        fa = self._false_alarm(self._spec(method, method_kwds, powers=z.ravel()),
-                               samples_per_peak, nyquist_factor, minimum_frequency,
-                               maximum_frequency)
-        out = fa["probabilities"].reshape(z.shape)
-        return out[()] if out.ndim == 0 else out
+        return self._false_alarm(power, "powers", "probabilities", method, method_kwds,
+                                 samples_per_peak, nyquist_factor, minimum_frequency,
+                                 maximum_frequency)
 
     def false_alarm_level(self, false_alarm_probability, method="baluev", samples_per_peak=5,
                           nyquist_factor=5, minimum_frequency=None, maximum_frequency=None,
                           method_kwds=None):
         """The peak height whose false-alarm probability is ``false_alarm_probability``."""
-        p = np.asarray(false_alarm_probability, np.float64)
-        fa = self._false_alarm(self._spec(method, method_kwds, probabilities=p.ravel()),
-                               samples_per_peak, nyquist_factor, minimum_frequency,
-                               maximum_frequency)
-        out = fa["levels"].reshape(p.shape)
-        return out[()] if out.ndim == 0 else out
+        return self._false_alarm(false_alarm_probability, "probabilities", "levels", method,
+                                 method_kwds, samples_per_peak, nyquist_factor,
+                                 minimum_frequency, maximum_frequency)
 
     def _model(self, frequency, t=None):
         model = {"frequency": float(frequency)}
