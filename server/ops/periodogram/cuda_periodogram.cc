@@ -159,20 +159,6 @@ SeriesKind KindOf(const SeriesSpec& s) {
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
-// Whether `terms` is in the order the NUFFT power kernel reads its transforms
-// (kernels/nufft_kernels.cuh): w at j = 1 .. 2q (j = 1 left out for q = 1 without fit_mean),
-// then w y at j = 1 .. q.
-bool CanonicalNufftTerms(const std::vector<HarmonicTerm>& terms, int q, bool fit_mean) {
-  std::vector<HarmonicTerm> want;
-  for (int j = (q == 1 && !fit_mean) ? 2 : 1; j <= 2 * q; ++j) want.push_back({false, j});
-  for (int j = 1; j <= q; ++j) want.push_back({true, j});
-  if (want.size() != terms.size()) return false;
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (want[i].weighted_y != terms[i].weighted_y || want[i].j != terms[i].j) return false;
-  }
-  return true;
-}
-
 // The windowed form's window (kernels/nufft_kernels.cuh) for a series whose points lie within
 // max_j * df * t_absmax cycles of 0: the smallest divisor L of M holding every point's cells
 // with two to spare either side; 0 when M / L < 4 (the full grid is as cheap).
@@ -314,10 +300,8 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
           if (nufft_plans.back().width > kernels::kNufftMaxWidth) {
             return absl::InternalError("NUFFT kernel width above the spreading kernel's limit");
           }
-          // The power kernel places the sums by this order (kernels/nufft_kernels.cuh).
-          if (!CanonicalNufftTerms(nufft_terms.back(), s.nterms, s.fit_mean)) {
-            return absl::InternalError("HarmonicTerms' order differs from the NUFFT power kernel's");
-          }
+          // The power kernel reads the transforms in HarmonicTerms' order (pinned by the test
+          // NufftTerms.OrderIsThePowerKernels).
           int max_j = 1;
           for (const HarmonicTerm& h : nufft_terms.back()) max_j = std::max(max_j, h.j);
           nufft_windows.push_back(nf > 0 ? NufftWindow(nufft_plans.back(), max_j, s.grid.uniform->df,

@@ -5,6 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "server/ops/periodogram/cpu_periodogram.h"
+#include "server/ops/periodogram/nufft.h"
 #include "tests/server/ops/periodogram/test_series.h"
 
 namespace gpucompute::periodogram {
@@ -178,6 +179,28 @@ TEST(AutoFrequency, RejectsZeroBaselineAndEmptyGrid) {
   tiny.samples_per_peak = 1e-310;  // step 1 / (baseline * 1e-310) overflows to infinity
   tiny.minimum_frequency = 1;
   EXPECT_EQ(AutoFrequency({0.0, 1.0}, tiny).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The CUDA fast path's power kernel (kernels/nufft_kernels.cu, PowerFromTransforms) reads
+// transform i as: w at j = i + 1 for i < 2q (for q = 1 without fit_mean, w at j = 2 first),
+// then w y at j = i - 2q + 1. HarmonicTerms must list them in that order.
+TEST(NufftTerms, OrderIsThePowerKernels) {
+  for (int q = 1; q <= 8; ++q) {
+    for (bool fit_mean : {true, false}) {
+      const std::vector<HarmonicTerm> terms = HarmonicTerms(q, fit_mean);
+      const bool skip_first = q == 1 && !fit_mean;
+      ASSERT_EQ(terms.size(), static_cast<size_t>(3 * q - (skip_first ? 1 : 0)));
+      size_t i = 0;
+      for (int j = skip_first ? 2 : 1; j <= 2 * q; ++j, ++i) {
+        EXPECT_FALSE(terms[i].weighted_y) << "q " << q << " term " << i;
+        EXPECT_EQ(terms[i].j, j) << "q " << q << " term " << i;
+      }
+      for (int j = 1; j <= q; ++j, ++i) {
+        EXPECT_TRUE(terms[i].weighted_y) << "q " << q << " term " << i;
+        EXPECT_EQ(terms[i].j, j) << "q " << q << " term " << i;
+      }
+    }
+  }
 }
 
 }  // namespace
