@@ -224,6 +224,7 @@ void AppendBootstrapSeries(Request* request,
     const SeriesSpec& parent = request->series[i];
     const UniformGrid grid = *BootstrapGrid(parent);
     const size_t n = parent.t.size();
+    Method method = Method::kDirect;  // the same for every copy: same sizes, same grid
     for (int b = 0; b < spec.n_bootstraps; ++b) {
       SeriesSpec s;
       s.t = parent.t;
@@ -240,7 +241,8 @@ void AppendBootstrapSeries(Request* request,
       s.center_data = true;
       s.nterms = 1;
       s.bootstrap_of = static_cast<int>(i);
-      s.method = choose_method(s);
+      if (b == 0) method = choose_method(s);
+      s.method = method;
       request->series.push_back(std::move(s));
     }
   }
