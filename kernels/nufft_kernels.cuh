@@ -64,7 +64,7 @@ struct NufftTransform {
 constexpr int kNufftPowerBlock = 256;
 constexpr int kWindowTile = 32;
 // The widest spreading kernel the spreading kernel handles (cells per point).
-constexpr int kNufftMaxWidth = 16;
+constexpr int kNufftMaxWidth = 24;
 
 // Blocks (and partial peaks) of the power kernel for a series: windowed with R copies and
 // q_count values of q, or the full grid's.

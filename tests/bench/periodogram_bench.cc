@@ -191,7 +191,7 @@ void BenchFast(DeviceContext& dev, int reps) {
 // fft_size: M (the full grid) or a window L dividing M (M / L transforms per grid).
 void BenchFastStages(DeviceContext& dev, ComputeType dtype, int64_t nf, int transforms,
                      int64_t fft_size, int reps) {
-  const periodogram::NufftPlan plan = periodogram::MakeNufftPlan(nf, dtype);
+  const periodogram::NufftPlan plan = periodogram::MakeNufftPlan(nf, dtype, 1);
   const size_t bytes = static_cast<size_t>(plan.grid_size) * transforms * 2 * periodogram::ElementSize(dtype);
   void* grid = nullptr;
   if (cudaMalloc(&grid, bytes) != cudaSuccess) Die(absl::InternalError("cudaMalloc"));
@@ -244,7 +244,7 @@ int Main(int argc, char** argv) {
                        (*dev)->description().multiprocessors, (*dev)->arch()));
   BenchFast(**dev, quick ? 5 : 30);
   for (ComputeType dtype : {ComputeType::kFloat32, ComputeType::kFloat64}) {
-    const int64_t m = periodogram::MakeNufftPlan(nf, dtype).grid_size;
+    const int64_t m = periodogram::MakeNufftPlan(nf, dtype, 1).grid_size;
     for (int64_t size : {m, int64_t{4096}}) BenchFastStages(**dev, dtype, nf, 3, size, quick ? 5 : 30);
   }
   if (fast_only) return 0;

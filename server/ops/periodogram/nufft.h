@@ -4,12 +4,12 @@
 //   H(k) = sum_i [a_i exp(2 pi i j (f0 + c df) t_i)] exp(i k' x_i),  x_i = 2 pi j df t_i,
 // so each point's strength carries the phase of the grid's centre frequency and its position
 // is its time in periods of 1 / (j df). The points are spread onto a periodic fine grid of
-// M >= 2K cells with the ES kernel of `width` cells, the grid is FFT'd (exp(+i ...)), and
+// M >= s K cells (s = 1.25 or 2, MakeNufftPlan) with the ES kernel of `width` cells, the grid is FFT'd (exp(+i ...)), and
 // mode k' is divided by the kernel's Fourier transform there (computed by Gauss-Legendre
 // quadrature). Phases and positions are reduced modulo one period in float64, on times
 // re-centred on the series' middle sample (periodogram.h), so nothing grows with f t.
-// The accuracy is set by the width: 1e-12 of sum |a| (= 1 for the weights) for float64,
-// 1e-7 for float32.
+// The accuracy is set by s and the width: ~2e-12 (nterms 1) / 1e-13 (nterms > 1) of sum |a|
+// (= 1 for the weights) for float64, 1e-7 for float32.
 #pragma once
 
 #include <complex>
@@ -28,7 +28,9 @@ struct NufftPlan {
   int width = 0;          // kernel support in cells
   double beta = 0;        // ES kernel shape
 };
-NufftPlan MakeNufftPlan(int64_t modes, ComputeType dtype);
+// The plan for `modes` frequencies of a series with `nterms` harmonics (the upsampling factor
+// and width depend on both; see nufft.cc).
+NufftPlan MakeNufftPlan(int64_t modes, ComputeType dtype, int nterms);
 
 // 1 / (the kernel's Fourier transform) at each mode k = 0 .. K-1 (i.e. k' = k - c).
 std::vector<double> NufftCorrection(const NufftPlan& plan);
