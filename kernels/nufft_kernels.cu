@@ -2,6 +2,7 @@
 #include "kernels/nufft_kernels.cuh"
 
 #include "kernels/lombscargle_harmonic.cuh"
+#include "kernels/lombscargle_low.cuh"
 #include "kernels/lombscargle_math.cuh"
 #include "kernels/nufft_math.cuh"
 
@@ -167,12 +168,17 @@ template <typename T, int Q>
 __global__ void __launch_bounds__(kNufftPowerBlock)
 NufftPower(const NufftSeriesDesc* __restrict__ series, int index, const T* __restrict__ grid,
            const double* __restrict__ correction, T* __restrict__ power,
-           LsPeak* __restrict__ partials) {
+           LsPeak* __restrict__ partials, unsigned main_blocks, NufftLowPiece<T> low) {
+  if (blockIdx.x >= main_blocks) {  // the low piece's frequencies, one a block
+    LowFrequencyBlock<kNufftPowerBlock>(low.desc[low.index], blockIdx.x - main_blocks, low.t,
+                                        low.w, low.wy, power, partials);
+    return;
+  }
   const NufftSeriesDesc& d = series[index];
   const long long k = static_cast<long long>(blockIdx.x) * kNufftPowerBlock + threadIdx.x;
   double best = 0;
   long long best_k = -1;
-  if (k < d.modes) {
+  if (k >= d.low && k < d.modes) {
     const long long mode = k - d.centre;
     const long long m = d.grid_size;
     const long long at = mode >= 0 ? mode : mode + m;
@@ -194,7 +200,12 @@ template <typename T, int Q>
 __global__ void __launch_bounds__(kNufftPowerBlock)
 NufftPowerWindowed(const NufftSeriesDesc* __restrict__ series, int index, const T* __restrict__ grid,
                    const double* __restrict__ correction, T* __restrict__ power,
-                   LsPeak* __restrict__ partials) {
+                   LsPeak* __restrict__ partials, unsigned main_blocks, NufftLowPiece<T> low) {
+  if (blockIdx.x >= main_blocks) {  // the low piece's frequencies, one a block
+    LowFrequencyBlock<kNufftPowerBlock>(low.desc[low.index], blockIdx.x - main_blocks, low.t,
+                                        low.w, low.wy, power, partials);
+    return;
+  }
   constexpr int kRows = kNufftPowerBlock / kWindowTile;  // 8
   __shared__ double s_corr[kWindowTile][kWindowTile + 1];  // [q][r]
   __shared__ T s_power[kWindowTile][kWindowTile + 1];      // [q][r]
@@ -204,12 +215,13 @@ NufftPowerWindowed(const NufftSeriesDesc* __restrict__ series, int index, const 
   const int r0 = (blockIdx.x % tiles_r) * kWindowTile;
   const long long q0 = d.q_min + static_cast<long long>(blockIdx.x / tiles_r) * kWindowTile;
   const long long q_end = d.q_min + d.q_count;
+  const long long k_low = d.low, k_end = d.modes, centre = d.centre;
   const int tx = threadIdx.x % kWindowTile, ty = threadIdx.x / kWindowTile;
   // k of (q, r), or -1 outside the grid.
   auto mode_k = [&](long long q, int r) -> long long {
     if (r >= copies || q >= q_end) return -1;
-    const long long k = q * copies + r + d.centre;
-    return k >= 0 && k < d.modes ? k : -1;
+    const long long k = q * copies + r + centre;
+    return k >= k_low && k < k_end ? k : -1;
   };
 #pragma unroll
   for (int e = 0; e < kWindowTile / kRows; ++e) {
@@ -247,15 +259,15 @@ NufftPowerWindowed(const NufftSeriesDesc* __restrict__ series, int index, const 
 }
 
 template <typename T, int Q>
-void LaunchPower(unsigned blocks, bool windowed, const NufftSeriesDesc* series, int index,
-                 const T* grid, const double* correction, T* power, LsPeak* partials,
-                 cudaStream_t stream) {
+void LaunchPower(unsigned blocks, unsigned low_blocks, bool windowed, const NufftSeriesDesc* series,
+                 int index, const T* grid, const double* correction, T* power, LsPeak* partials,
+                 const NufftLowPiece<T>& low, cudaStream_t stream) {
   if (windowed) {
-    NufftPowerWindowed<T, Q><<<blocks, kNufftPowerBlock, 0, stream>>>(series, index, grid,
-                                                                      correction, power, partials);
+    NufftPowerWindowed<T, Q><<<blocks + low_blocks, kNufftPowerBlock, 0, stream>>>(
+        series, index, grid, correction, power, partials, blocks, low);
   } else {
-    NufftPower<T, Q><<<blocks, kNufftPowerBlock, 0, stream>>>(series, index, grid, correction,
-                                                              power, partials);
+    NufftPower<T, Q><<<blocks + low_blocks, kNufftPowerBlock, 0, stream>>>(
+        series, index, grid, correction, power, partials, blocks, low);
   }
 }
 
@@ -302,21 +314,22 @@ cudaError_t LaunchNufftCorrection(const double* x, const double* weight_phi, int
 template <typename T>
 cudaError_t LaunchNufftPower(const NufftSeriesDesc* series, int index, const NufftSeriesDesc& host,
                              const T* grid, const double* correction, T* power, LsPeak* partials,
-                             cudaStream_t stream) {
+                             const NufftLowPiece<T>& low, cudaStream_t stream) {
   if (host.modes == 0) return cudaSuccess;
   const bool windowed = host.window > 0;
   const unsigned blocks = static_cast<unsigned>(NufftPowerBlocks(
       host.modes, windowed ? host.grid_size / host.window : 0, host.q_count));
+  const unsigned low_blocks = low.desc != nullptr ? static_cast<unsigned>(host.low) : 0;
   const int nterms = host.nterms;
   switch (nterms) {
-    case 1: LaunchPower<T, 1>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
-    case 2: LaunchPower<T, 2>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
-    case 3: LaunchPower<T, 3>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
-    case 4: LaunchPower<T, 4>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
-    case 5: LaunchPower<T, 5>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
-    case 6: LaunchPower<T, 6>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
-    case 7: LaunchPower<T, 7>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
-    case 8: LaunchPower<T, 8>(blocks, windowed, series, index, grid, correction, power, partials, stream); break;
+    case 1: LaunchPower<T, 1>(blocks, low_blocks, windowed, series, index, grid, correction, power, partials, low, stream); break;
+    case 2: LaunchPower<T, 2>(blocks, low_blocks, windowed, series, index, grid, correction, power, partials, low, stream); break;
+    case 3: LaunchPower<T, 3>(blocks, low_blocks, windowed, series, index, grid, correction, power, partials, low, stream); break;
+    case 4: LaunchPower<T, 4>(blocks, low_blocks, windowed, series, index, grid, correction, power, partials, low, stream); break;
+    case 5: LaunchPower<T, 5>(blocks, low_blocks, windowed, series, index, grid, correction, power, partials, low, stream); break;
+    case 6: LaunchPower<T, 6>(blocks, low_blocks, windowed, series, index, grid, correction, power, partials, low, stream); break;
+    case 7: LaunchPower<T, 7>(blocks, low_blocks, windowed, series, index, grid, correction, power, partials, low, stream); break;
+    case 8: LaunchPower<T, 8>(blocks, low_blocks, windowed, series, index, grid, correction, power, partials, low, stream); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaPeekAtLastError();
@@ -329,9 +342,10 @@ template cudaError_t LaunchNufftSpread<double>(const NufftSeriesDesc*, const Nuf
                                                const double*, const double*, const double*, double*,
                                                double*, cudaStream_t);
 template cudaError_t LaunchNufftPower<float>(const NufftSeriesDesc*, int, const NufftSeriesDesc&,
-                                             const float*, const double*, float*, LsPeak*, cudaStream_t);
+                                             const float*, const double*, float*, LsPeak*,
+                                             const NufftLowPiece<float>&, cudaStream_t);
 template cudaError_t LaunchNufftPower<double>(const NufftSeriesDesc*, int, const NufftSeriesDesc&,
                                               const double*, const double*, double*, LsPeak*,
-                                              cudaStream_t);
+                                              const NufftLowPiece<double>&, cudaStream_t);
 
 }  // namespace gpucompute::kernels

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/lombscargle_abi.cuh"
+#include "kernels/lombscargle_product.cuh"
 
 namespace gpucompute::kernels {
 
@@ -35,6 +36,7 @@ struct NufftSeriesDesc {
   // memory).
   long long q_min;
   long long q_count;
+  long long low;            // modes k < low are summed directly (LowFrequencyPrefix): skipped
   double two_over_m;        // 2 / M
   double fc;                // f0 + c df: the centre frequency carried by the strengths
   double df;
@@ -95,15 +97,27 @@ cudaError_t LaunchNufftCorrection(const double* x, const double* weight_phi, int
                                   long long modes, long long centre, long long grid_size,
                                   int width, double* correction, cudaStream_t stream);
 
+// A fast series' low piece (its modes k < low summed directly, lombscargle_low.cuh): its
+// descriptor desc[index] and the samples. desc null: none.
+template <typename T>
+struct NufftLowPiece {
+  const ProductSeriesDesc* desc = nullptr;
+  int index = 0;
+  const double* t = nullptr;
+  const T* w = nullptr;
+  const T* wy = nullptr;
+};
+
 // The power of one series (series[index], `host` its host copy) from its transformed grids:
 // mode k read at (k - centre) mod M of each transform, times correction[k]; power written at
 // out_offset (unless -1) and one partial peak per block at peak_offset + block. The series'
 // transforms must be in HarmonicTerms' order: w at j = 1 .. 2 nterms (j = 1 left out for
-// nterms = 1 without fit_mean), then w y at j = 1 .. nterms.
+// nterms = 1 without fit_mean), then w y at j = 1 .. nterms. Modes below host.low are the
+// low piece's: the same launch runs them in host.low extra blocks (when low.desc is set), so
+// that their few hundred thousand pairs overlap the power's memory traffic.
 template <typename T>
 cudaError_t LaunchNufftPower(const NufftSeriesDesc* series, int index, const NufftSeriesDesc& host,
-                             const T* grid,
-                             const double* correction, T* power, LsPeak* partials,
-                             cudaStream_t stream);
+                             const T* grid, const double* correction, T* power, LsPeak* partials,
+                             const NufftLowPiece<T>& low, cudaStream_t stream);
 
 }  // namespace gpucompute::kernels

@@ -79,7 +79,7 @@ struct DeviceTimes {
 
 DeviceTimes TimeOnDevice(DeviceContext& dev, std::shared_ptr<periodogram::Request> request,
                          const periodogram::CudaKernelShape* shape, int reps,
-                         std::vector<periodogram::SeriesPower>* results) {
+                         std::vector<periodogram::SeriesPower>* results, int product = -1) {
   auto batch = std::make_shared<periodogram::Batch>();
   batch->dtype = request->dtype;
   batch->requests.push_back(request);
@@ -87,6 +87,7 @@ DeviceTimes TimeOnDevice(DeviceContext& dev, std::shared_ptr<periodogram::Reques
   auto after = CudaEvent::Create();
   if (!before.ok() || !after.ok()) Die(before.status());
   periodogram::EnqueueOptions opts{before->get(), after->get(), shape};
+  opts.product = product;
   StreamSlot* slot = dev.AcquireSlot();
   std::vector<double> kernel, total;
   for (int r = 0; r < reps + 3; ++r) {
@@ -163,6 +164,27 @@ double CallMs(v1::Compute::Stub& stub, const v1::PeriodogramRequest& req) {
 
 void Emit(const std::string& json) { std::printf("%s\n", json.c_str()); std::fflush(stdout); }
 
+// The direct method on the peers' problem, per dtype: as the server runs it (matrix products,
+// kernels/lombscargle_product.cuh) and by the NVRTC kernel alone (its automatic shape).
+void BenchDirect(DeviceContext& dev, int reps) {
+  const int nx = 1024;
+  const int64_t nf = int64_t{1} << 20;
+  for (ComputeType dtype : {ComputeType::kFloat32, ComputeType::kFloat64}) {
+    for (int product : {-1, 0}) {
+      auto req = std::make_shared<periodogram::Request>();
+      req->dtype = dtype;
+      req->series.push_back(PeerSeries(nx, nf));
+      std::vector<periodogram::SeriesPower> out;
+      const DeviceTimes t = TimeOnDevice(dev, req, nullptr, reps, &out, product);
+      const double err = MaxErrorVsCpu(req->series[0], dtype, out[0]);
+      Emit(absl::StrFormat(
+          R"({"what":"lombscargle direct","form":"%s","nx":%d,"nf":%d,"dtype":"%s","device_ms":%.4f,"device_min_ms":%.4f,"pipeline_ms":%.3f,"peak_frequency":%.5f,"max_abs_err_vs_cpu_direct_f64":%.3g})",
+          product == 0 ? "nvrtc kernel" : "products", nx, nf, periodogram::ComputeTypeName(dtype),
+          t.kernel_ms, t.kernel_min_ms, t.total_ms, out[0].peak_frequency, err));
+    }
+  }
+}
+
 // The fast method on the peers' problem, per dtype and nterms: device time of the whole
 // compute (spread, FFT, power, peaks), the pipeline, and the error against direct sums.
 void BenchFast(DeviceContext& dev, int reps) {
@@ -233,6 +255,7 @@ void BenchFastStages(DeviceContext& dev, ComputeType dtype, int64_t nf, int tran
 int Main(int argc, char** argv) {
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
   const bool fast_only = argc > 1 && std::string(argv[1]) == "--fast";
+  const bool direct_only = argc > 1 && std::string(argv[1]) == "--direct";
   const int reps = quick ? 5 : 30;
   const int nx = 1024;
   const int64_t nf = int64_t{1} << 20;
@@ -242,6 +265,8 @@ int Main(int argc, char** argv) {
   if (!dev.ok()) Die(dev.status());
   Emit(absl::StrFormat(R"({"what":"device","name":"%s","sms":%d,"sm":%d})", (*dev)->description().name,
                        (*dev)->description().multiprocessors, (*dev)->arch()));
+  if (!fast_only) BenchDirect(**dev, quick ? 5 : 30);
+  if (direct_only) return 0;
   BenchFast(**dev, quick ? 5 : 30);
   for (ComputeType dtype : {ComputeType::kFloat32, ComputeType::kFloat64}) {
     const int64_t m = periodogram::MakeNufftPlan(nf, dtype, 1).grid_size;
@@ -259,7 +284,7 @@ int Main(int argc, char** argv) {
     req->series.push_back(PeerSeries(nx, nf));
     for (const auto& shape : shapes) {
       std::vector<periodogram::SeriesPower> out;
-      const DeviceTimes t = TimeOnDevice(**dev, req, &shape, reps, &out);
+      const DeviceTimes t = TimeOnDevice(**dev, req, &shape, reps, &out, /*product=*/0);
       const double err = MaxErrorVsCpu(req->series[0], dtype, out[0]);
       Emit(absl::StrFormat(
           R"({"what":"lombscargle kernel","nx":%d,"nf":%d,"dtype":"%s","block":%d,"k":%d,"tile":%d,"min_blocks":%d,"ms":%.4f,"gpairs_per_s":%.1f,"pipeline_ms":%.3f,"max_abs_err_vs_cpu_f64":%.3g})",
@@ -267,7 +292,7 @@ int Main(int argc, char** argv) {
           nx * static_cast<double>(nf) / t.kernel_ms / 1e6, t.total_ms, err));
     }
     // The shape the server picks by itself.
-    const DeviceTimes t = TimeOnDevice(**dev, req, nullptr, reps, nullptr);
+    const DeviceTimes t = TimeOnDevice(**dev, req, nullptr, reps, nullptr, /*product=*/0);
     Emit(absl::StrFormat(R"({"what":"lombscargle kernel auto-shape","nx":%d,"nf":%d,"dtype":"%s","ms":%.4f,"pipeline_ms":%.3f})",
                          nx, nf, periodogram::ComputeTypeName(dtype), t.kernel_ms, t.total_ms));
   }

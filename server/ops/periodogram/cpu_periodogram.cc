@@ -93,7 +93,12 @@ void ComputeHarmonicDirect(const SeriesSpec& series, const PreparedSeries& p, in
   }
 }
 
-// The fast method over the whole grid: NUFFT sums (nufft.h), then the power per frequency.
+template <typename T>
+void ComputeTyped(const SeriesSpec& series, const PreparedSeries& p, int64_t k_begin,
+                  int64_t k_end, T* out);
+
+// The fast method over the whole grid: NUFFT sums (nufft.h), then the power per frequency;
+// with nterms 1 the lowest frequencies (LowFrequencyPrefix) by direct sums, as on the GPU.
 template <typename T>
 void ComputeFast(const SeriesSpec& series, const PreparedSeries& p, ComputeType dtype, T* out) {
   const std::vector<HarmonicTerm> terms = HarmonicTerms(series.nterms, series.fit_mean);
@@ -108,6 +113,12 @@ void ComputeFast(const SeriesSpec& series, const PreparedSeries& p, ComputeType 
       (terms[term].weighted_y ? y_sums : w_sums)[terms[term].j] = sums[term][k];
     }
     out[k] = static_cast<T>(HarmonicPowerFromSums(w_sums.data(), y_sums.data(), series, p));
+  }
+  if (q == 1) {
+    double t_absmax = 0;
+    for (double t : p.t) t_absmax = std::max(t_absmax, std::abs(t));
+    const int64_t low = LowFrequencyPrefix(*series.grid.uniform, t_absmax);
+    if (low > 0) ComputeTyped(series, p, 0, low, out);
   }
 }
 

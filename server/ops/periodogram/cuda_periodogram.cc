@@ -4,17 +4,23 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
+
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/embedded_sources.h"
 #include "kernels/harmonic_direct.cuh"
 #include "kernels/lombscargle_abi.cuh"
+#include "kernels/lombscargle_product.cuh"
 #include "kernels/nufft_kernels.cuh"
 #include "kernels/peak_reduce.cuh"
 #include "server/common/nvtx.h"
 #include "server/common/parallel_for.h"
 #include "server/common/status_macros.h"
 #include "server/ops/periodogram/nufft.h"
+#include "server/runtime/cuda/cublaslt.h"
 #include "server/runtime/cuda/cuda_resources.h"
 #include "server/runtime/cuda/cufft.h"
 
@@ -30,13 +36,13 @@ size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // Byte offsets of the sections of the input buffer (the same on host and device).
 struct InputLayout {
-  size_t desc = 0, work = 0, seg = 0, hdesc = 0, hwork = 0, ndesc = 0, ntrans = 0, t = 0, w = 0,
-         wy = 0, freqs = 0, total = 0;
+  size_t desc = 0, work = 0, seg = 0, hdesc = 0, hwork = 0, ndesc = 0, ntrans = 0, pdesc = 0, t = 0,
+         w = 0, wy = 0, freqs = 0, total = 0;
 };
 
 InputLayout MakeInputLayout(size_t series, size_t blocks, size_t samples, size_t freqs, int elem,
                             size_t harmonic_series, size_t harmonic_blocks, size_t fast_series,
-                            size_t transforms) {
+                            size_t transforms, size_t product_pieces) {
   InputLayout l;
   size_t at = 0;
   l.desc = at;   at = AlignUp(at + series * sizeof(LsSeriesDesc));
@@ -46,6 +52,7 @@ InputLayout MakeInputLayout(size_t series, size_t blocks, size_t samples, size_t
   l.hwork = at;  at = AlignUp(at + harmonic_blocks * sizeof(LsBlockWork));
   l.ndesc = at;  at = AlignUp(at + fast_series * sizeof(kernels::NufftSeriesDesc));
   l.ntrans = at; at = AlignUp(at + transforms * sizeof(kernels::NufftTransform));
+  l.pdesc = at;  at = AlignUp(at + product_pieces * sizeof(kernels::ProductSeriesDesc));
   l.t = at;      at = AlignUp(at + samples * sizeof(double));
   l.w = at;      at = AlignUp(at + samples * elem);
   l.wy = at;     at = AlignUp(at + samples * elem);
@@ -121,9 +128,18 @@ absl::Status WarmUpPeriodogram(DeviceContext& device) {
     harmonic.nterms = 2;
     SeriesSpec fast = s;
     fast.method = Method::kFast;
+    // And the product form (cuBLAS's first GEMMs; the smallest size it takes by itself):
+    // 1,024 samples x 65,536 bins.
+    SeriesSpec product;
+    for (int i = 0; i < 1024; ++i) {
+      product.t.push_back(0.01 * i + 0.001 * (i % 7));
+      product.y.push_back(std::sin(0.37 * i));
+    }
+    product.grid.uniform = UniformGrid{0.5, 0.01, 65536};
     request->series.push_back(std::move(s));
     request->series.push_back(std::move(harmonic));
     request->series.push_back(std::move(fast));
+    request->series.push_back(std::move(product));
     Batch batch;
     batch.dtype = dtype;
     batch.requests.push_back(request);
@@ -148,8 +164,9 @@ absl::Status WarmUpPeriodogram(DeviceContext& device) {
 
 namespace {
 
-// How the CUDA path computes a series.
-enum class SeriesKind { kDirect1, kHarmonicDirect, kFast };
+// How the CUDA path computes a series. kProduct: nterms = 1 direct as matrix products
+// (PlanProduct).
+enum class SeriesKind { kDirect1, kHarmonicDirect, kFast, kProduct };
 
 SeriesKind KindOf(const SeriesSpec& s) {
   if (s.method == Method::kFast && s.grid.uniform) return SeriesKind::kFast;
@@ -158,6 +175,65 @@ SeriesKind KindOf(const SeriesSpec& s) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// A piece of direct sums for a uniform grid's lowest frequencies (LowFrequencyPrefix): the
+// product form's and the fast method's first n_low frequencies.
+kernels::ProductSeriesDesc LowPiece(const SeriesSpec& s, int64_t n_low) {
+  kernels::ProductSeriesDesc d{};
+  d.df = s.grid.uniform->df;
+  d.f_start = s.grid.uniform->f0;
+  d.n_samples = static_cast<int>(s.t.size());
+  d.first_k = 0;
+  d.n_high = n_low;
+  d.direct = 1;
+  return d;
+}
+
+// The product form (kernels/lombscargle_product.cuh) of an nterms = 1 direct series on a
+// uniform grid, as pieces (each its own descriptor): first the lowest frequencies
+// (LowFrequencyPrefix) by direct sums (LowPiece); then the rest as matrix products, at most
+// kProductPiece frequencies a piece (the products hold 12 values per frequency).
+struct ProductSplit {
+  std::vector<kernels::ProductSeriesDesc> pieces;  // grid, J, rows, first_k, n_high, direct set
+};
+
+constexpr int64_t kProductPiece = int64_t{1} << 22;
+// Auto: below these the NVRTC kernel (one launch for the whole batch) is as fast. On the H200
+// the products run the 1,024 x 1M problem in ~1/2 (float64) to ~1/3 (float32) of its time.
+constexpr double kProductMinPairs = double{1 << 26};
+constexpr int64_t kProductMinFrequencies = int64_t{1} << 14;
+
+// force: -1 auto, 0 never, 1 whenever the series qualifies (tests).
+std::optional<ProductSplit> PlanProduct(const SeriesSpec& s, int force, int64_t max_piece) {
+  if (force == 0 || s.nterms != 1 || !s.grid.uniform || s.t.empty()) return std::nullopt;
+  const UniformGrid& g = *s.grid.uniform;
+  if (!(g.f0 >= 0) || !(g.df > 0) || g.n <= 0) return std::nullopt;
+  const int64_t nf = g.n;
+  const bool small = static_cast<double>(s.t.size()) * static_cast<double>(nf) < kProductMinPairs;
+  if (force < 0 && (small || nf < kProductMinFrequencies)) return std::nullopt;
+  const int64_t n_low = LowFrequencyPrefix(g, ComputeMoments(s).t_absmax);
+  const int64_t n_high = nf - n_low;
+  if (n_high == 0 || (force < 0 && n_high < kProductMinFrequencies)) return std::nullopt;
+  ProductSplit split;
+  kernels::ProductSeriesDesc base{};
+  base.df = g.df;
+  base.n_samples = static_cast<int>(s.t.size());
+  if (n_low > 0) split.pieces.push_back(LowPiece(s, n_low));
+  // J ~ sqrt(piece): the operands ((J + rows) x samples) are smallest for a square split.
+  const int64_t piece = std::min(n_high, max_piece > 0 ? max_piece : kProductPiece);
+  int j = 32;
+  while (j < 2048 && static_cast<int64_t>(j) * j < piece) j *= 2;
+  for (int64_t first = 0; first < n_high; first += piece) {
+    kernels::ProductSeriesDesc d = base;
+    d.first_k = n_low + first;
+    d.n_high = std::min(piece, n_high - first);
+    d.f_start = g.f0 + static_cast<double>(d.first_k) * g.df;
+    d.j = j;
+    d.rows = static_cast<int>(CeilDiv(d.n_high, j));
+    split.pieces.push_back(d);
+  }
+  return split;
+}
 
 // The windowed form's window (kernels/nufft_kernels.cuh) for a series whose points lie within
 // max_j * df * t_absmax cycles of 0: the smallest divisor L of M holding every point's cells
@@ -253,9 +329,19 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   // Which path each series takes; the nterms = 1 direct ones share the NVRTC kernel.
   std::vector<SeriesKind> kinds(n_series);
   std::vector<const SeriesSpec*> direct1;
+  std::vector<std::optional<ProductSplit>> products(n_series);
+  const int force_product = options ? options->product : -1;
+  const int64_t product_piece = options ? options->product_piece : 0;
   for (size_t i = 0; i < n_series; ++i) {
     kinds[i] = KindOf(*series[i]);
-    if (kinds[i] == SeriesKind::kDirect1) direct1.push_back(series[i]);
+    if (kinds[i] == SeriesKind::kDirect1) {
+      products[i] = PlanProduct(*series[i], force_product, product_piece);
+      if (products[i]) {
+        kinds[i] = SeriesKind::kProduct;
+      } else {
+        direct1.push_back(series[i]);
+      }
+    }
   }
   const CudaKernelShape shape = options && options->shape
                                      ? *options->shape
@@ -273,6 +359,14 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   // Per series: its index in its kind's table, first partial peak, partial count.
   std::vector<int> kind_index(n_series, -1);
   std::vector<int64_t> partial_begin(n_series), partial_count(n_series);
+  // Pieces (kernels/lombscargle_product.cuh) of product series and the direct low piece of
+  // fast ones, grouped by series; a series' pieces take its partials from piece_partials[i] on.
+  std::vector<int> product_first(n_series, -1);   // first piece in the table
+  std::vector<int64_t> piece_partials(n_series, 0);
+  std::vector<kernels::ProductSeriesDesc> pieces;
+  std::vector<int> piece_series;
+  std::vector<int64_t> nufft_low;                 // per fast series: its low piece's size
+  std::vector<int> nufft_low_piece;               // per fast series: the piece's index, or -1
   std::vector<NufftPlan> nufft_plans;             // per fast series
   std::vector<std::vector<HarmonicTerm>> nufft_terms;
   std::vector<int64_t> nufft_windows;             // per fast series: L, or 0 (full grid)
@@ -294,6 +388,16 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
           partial_count[i] = CeilDiv(nf, per_block);
           n_blocks += partial_count[i];
           break;
+        case SeriesKind::kProduct: {
+          product_first[i] = static_cast<int>(pieces.size());
+          partial_count[i] = 0;
+          for (const kernels::ProductSeriesDesc& p : products[i]->pieces) {
+            pieces.push_back(p);
+            piece_series.push_back(static_cast<int>(i));
+            partial_count[i] += kernels::ProductPartials(p);
+          }
+          break;
+        }
         case SeriesKind::kHarmonicDirect:
           kind_index[i] = n_harmonic++;
           partial_count[i] = CeilDiv(nf, kernels::kHarmonicDirectBlock);
@@ -311,8 +415,9 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
           // NufftTerms.OrderIsThePowerKernels).
           int max_j = 1;
           for (const HarmonicTerm& h : nufft_terms.back()) max_j = std::max(max_j, h.j);
+          const double t_absmax = ComputeMoments(s).t_absmax;
           nufft_windows.push_back(nf > 0 ? NufftWindow(nufft_plans.back(), max_j, s.grid.uniform->df,
-                                                       ComputeMoments(s).t_absmax)
+                                                       t_absmax)
                                          : 0);
           {
             const NufftPlan& plan = nufft_plans.back();
@@ -320,6 +425,16 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
             const int64_t q_count =
                 copies > 0 ? FloorDiv(nf - 1 - plan.centre, copies) - FloorDiv(-plan.centre, copies) + 1 : 0;
             partial_count[i] = nf > 0 ? kernels::NufftPowerBlocks(nf, copies, q_count) : 0;
+          }
+          // nterms 1: the lowest frequencies by direct sums (nufft.h), a piece of their own.
+          nufft_low.push_back(s.nterms == 1 ? LowFrequencyPrefix(*s.grid.uniform, t_absmax) : 0);
+          nufft_low_piece.push_back(nufft_low.back() > 0 ? static_cast<int>(pieces.size()) : -1);
+          if (nufft_low.back() > 0) {
+            product_first[i] = static_cast<int>(pieces.size());
+            piece_partials[i] = partial_count[i];
+            pieces.push_back(LowPiece(s, nufft_low.back()));
+            piece_series.push_back(static_cast<int>(i));
+            partial_count[i] += kernels::ProductPartials(pieces.back());
           }
           if (nf > 0) {
             window_cells += nufft_windows.back() * static_cast<int64_t>(nufft_terms.back().size());
@@ -340,17 +455,25 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
       int64_t& at = kinds[i] == SeriesKind::kDirect1 ? direct_at : other_at;
       partial_begin[i] = at;
       at += partial_count[i];
+      if (product_first[i] >= 0) {
+        int64_t piece_at = partial_begin[i] + piece_partials[i];
+        for (size_t p = product_first[i]; p < pieces.size() && piece_series[p] == static_cast<int>(i); ++p) {
+          pieces[p].peak_offset = piece_at;
+          piece_at += kernels::ProductPartials(pieces[p]);
+        }
+      }
     }
     total_partials = other_at;
 
     layout = MakeInputLayout(n_series, n_blocks, samples, explicit_freqs, elem, n_harmonic,
-                             harmonic_blocks, n_fast, n_transforms);
+                             harmonic_blocks, n_fast, n_transforms, pieces.size());
     RETURN_IF_ERROR(slot.staging_in.Reserve(layout.total));
     char* base = static_cast<char*>(slot.staging_in.data());
     auto* desc = reinterpret_cast<LsSeriesDesc*>(base + layout.desc);
     auto* work = reinterpret_cast<LsBlockWork*>(base + layout.work);
     auto* begins = reinterpret_cast<long long*>(base + layout.seg);
     auto* ends = begins + n_series;
+    auto* pdesc = reinterpret_cast<kernels::ProductSeriesDesc*>(base + layout.pdesc);
     auto* hdesc = reinterpret_cast<HarmonicDirectDesc*>(base + layout.hdesc);
     auto* hwork = reinterpret_cast<LsBlockWork*>(base + layout.hwork);
     auto* ndesc = reinterpret_cast<NufftSeriesDesc*>(base + layout.ndesc);
@@ -386,6 +509,12 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
       const long long out_offset = copied ? d.out_offset : -1;  // the nvcc kernels skip -1
       begins[i] = partial_begin[i];
       ends[i] = partial_begin[i] + partial_count[i];
+      if (product_first[i] >= 0) {
+        for (size_t p = product_first[i]; p < pieces.size() && piece_series[p] == static_cast<int>(i); ++p) {
+          pieces[p].sample_offset = sample_at;
+          pieces[p].out_offset = out_offset;
+        }
+      }
       if (kinds[i] == SeriesKind::kHarmonicDirect) {
         HarmonicDirectDesc& h = hdesc[kind_index[i]];
         h = HarmonicDirectDesc{};
@@ -428,6 +557,7 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
         }
         grid_at += plan.grid_size * n.n_transforms;
         n.window = nufft_windows[fi];
+        n.low = nufft_low[fi];
         n.window_offset = window_at;
         n.two_over_m = 2.0 / static_cast<double>(plan.grid_size);
         if (n.window > 0) {
@@ -486,8 +616,32 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
             work[partial_begin[i] + c] = LsBlockWork{static_cast<int>(i), static_cast<int>(c)};
           }
         }
+        if (product_first[i] >= 0) {
+          // Float32 operands carry the amplitudes scaled to at most 1 (FP16's range).
+          double scale_w = 1, scale_wy = 1;
+          if (f32 && kinds[i] == SeriesKind::kProduct) {
+            const auto* pw = reinterpret_cast<const float*>(base + layout.w) + at;
+            const auto* pwy = reinterpret_cast<const float*>(base + layout.wy) + at;
+            double mw = 0, mwy = 0;
+            for (int n = 0; n < d.n_samples; ++n) {
+              mw = std::max(mw, std::abs(static_cast<double>(pw[n])));
+              mwy = std::max(mwy, std::abs(static_cast<double>(pwy[n])));
+            }
+            if (mw > 0) scale_w = mw;
+            if (mwy > 0) scale_wy = mwy;
+          }
+          for (size_t p = product_first[i]; p < pieces.size() && piece_series[p] == static_cast<int>(i); ++p) {
+            pieces[p].scale_w = scale_w;
+            pieces[p].scale_wy = scale_wy;
+            pieces[p].yy = d.yy;
+            pieces[p].psd_scale = d.psd_scale;
+            pieces[p].fit_mean = d.fit_mean;
+            pieces[p].normalization = d.normalization;
+          }
+        }
       }
     });
+    if (!pieces.empty()) std::memcpy(pdesc, pieces.data(), pieces.size() * sizeof(pieces[0]));
     pending.peaks_offset = power_bytes;
     scratch_freqs = scratch_offset;
   }
@@ -506,15 +660,16 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   void* d_out = nullptr;
   void* d_grid = nullptr;
   void* d_windows = nullptr;
+  void* d_product = nullptr;
   struct FreeOnStream {
-    void** ptrs[4];
+    void** ptrs[5];
     cudaStream_t stream;
     ~FreeOnStream() {
       for (void** p : ptrs) {
         if (*p != nullptr) cudaFreeAsync(*p, stream);
       }
     }
-  } release{{&d_in, &d_out, &d_grid, &d_windows}, stream};
+  } release{{&d_in, &d_out, &d_grid, &d_windows, &d_product}, stream};
   CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&d_in, layout.total, device.memory_pool(), stream));
   CUDA_RETURN_IF_ERROR(
       cudaMallocFromPoolAsync(&d_out, device_out_bytes, device.memory_pool(), stream));
@@ -526,6 +681,29 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   if (window_bytes > 0) {
     CUDA_RETURN_IF_ERROR(
         cudaMallocFromPoolAsync(&d_windows, window_bytes, device.memory_pool(), stream));
+  }
+  // The product form's operands and products, sized for the largest piece and chunk (pieces
+  // run one after another on the stream and reuse them).
+  struct ProductScratch {
+    size_t b = 0, a1 = 0, a2 = 0, c1 = 0, c2 = 0, total = 0;  // bytes: B_1 and B_2 b each
+  } product_scratch;
+  if (!pieces.empty()) {
+    const size_t op = f32 ? 2 : 8, acc = f32 ? 4 : 8;
+    for (const kernels::ProductSeriesDesc& p : pieces) {
+      if (p.direct) continue;
+      const int k = kernels::ProductChunkK(std::min(p.n_samples, kernels::kProductChunk), f32);
+      product_scratch.b = std::max(product_scratch.b, AlignUp(kernels::ProductBElements(p.j, k) * op));
+      product_scratch.a1 = std::max(product_scratch.a1, AlignUp(kernels::ProductA1Elements(p.rows, k) * op));
+      product_scratch.a2 = std::max(product_scratch.a2, AlignUp(kernels::ProductA2Elements(p.rows, k) * op));
+      product_scratch.c1 = std::max(product_scratch.c1, AlignUp(kernels::ProductC1Elements(p.j, p.rows) * acc));
+      product_scratch.c2 = std::max(product_scratch.c2, AlignUp(kernels::ProductC2Elements(p.j, p.rows) * acc));
+    }
+    product_scratch.total = 2 * product_scratch.b + product_scratch.a1 + product_scratch.a2 +
+                            product_scratch.c1 + product_scratch.c2;
+    if (product_scratch.total > 0) {  // 0: only low pieces
+      CUDA_RETURN_IF_ERROR(
+          cudaMallocFromPoolAsync(&d_product, product_scratch.total, device.memory_pool(), stream));
+    }
   }
   {
     NVTX_RANGE("periodogram.copy_in");
@@ -580,7 +758,9 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
       blocks_before += blocks;
       g = e;
     }
-    // Fast: spread every transform, FFT each series' transforms (one batched plan), power.
+    const auto* dev_pdesc = reinterpret_cast<const kernels::ProductSeriesDesc*>(in + layout.pdesc);
+    // Fast: spread every transform, FFT each series' transforms (one batched plan), power (and
+    // the low piece's frequencies in the same launch).
     if (n_transforms > 0) {
       const auto* ndesc = reinterpret_cast<const NufftSeriesDesc*>(in + layout.ndesc);
       const auto* ntrans = reinterpret_cast<const NufftTransform*>(in + layout.ntrans);
@@ -636,15 +816,109 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
         if (f32) {
           auto* data = reinterpret_cast<cufftComplex*>(d_grid) + h.grid_offset;
           CUFFT_RETURN_IF_ERROR(cufftExecC2C(fft, data, data, CUFFT_INVERSE));
+          kernels::NufftLowPiece<float> low;
+          if (nufft_low_piece[fi] >= 0) {
+            low = {dev_pdesc, nufft_low_piece[fi], a_t, static_cast<const float*>(a_w),
+                   static_cast<const float*>(a_wy)};
+          }
           CUDA_RETURN_IF_ERROR(kernels::LaunchNufftPower<float>(
               ndesc, fi, h, static_cast<const float*>(d_grid),
-              correction, static_cast<float*>(a_power), partials, stream));
+              correction, static_cast<float*>(a_power), partials, low, stream));
         } else {
           auto* data = reinterpret_cast<cufftDoubleComplex*>(d_grid) + h.grid_offset;
           CUFFT_RETURN_IF_ERROR(cufftExecZ2Z(fft, data, data, CUFFT_INVERSE));
+          kernels::NufftLowPiece<double> low;
+          if (nufft_low_piece[fi] >= 0) {
+            low = {dev_pdesc, nufft_low_piece[fi], a_t, static_cast<const double*>(a_w),
+                   static_cast<const double*>(a_wy)};
+          }
           CUDA_RETURN_IF_ERROR(kernels::LaunchNufftPower<double>(
               ndesc, fi, h, static_cast<const double*>(d_grid),
-              correction, static_cast<double*>(a_power), partials, stream));
+              correction, static_cast<double*>(a_power), partials, low, stream));
+        }
+        CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+      }
+    }
+    // Product form: per piece, per chunk of samples the operands and two GEMMs (accumulating
+    // over chunks), then the power.
+    if (!pieces.empty()) {
+      char* scratch = static_cast<char*>(d_product);
+      void* b1 = scratch;
+      void* b2 = scratch + product_scratch.b;
+      void* a1 = scratch + 2 * product_scratch.b;
+      void* a2 = static_cast<char*>(a1) + product_scratch.a1;
+      void* c1 = static_cast<char*>(a2) + product_scratch.a2;
+      void* c2 = static_cast<char*>(c1) + product_scratch.c1;
+      const cublasHandle_t blas = slot.cublas.get();
+      for (size_t pi = 0; pi < pieces.size(); ++pi) {
+        const kernels::ProductSeriesDesc& p = pieces[pi];
+        const int index = static_cast<int>(pi);
+        if (p.direct) {
+          if (kinds[piece_series[pi]] == SeriesKind::kFast) continue;  // run by the power launch
+          if (f32) {
+            CUDA_RETURN_IF_ERROR((kernels::LaunchProductLow<float>(
+                dev_pdesc, index, p, a_t, static_cast<const float*>(a_w),
+                static_cast<const float*>(a_wy), static_cast<float*>(a_power), partials, stream)));
+          } else {
+            CUDA_RETURN_IF_ERROR((kernels::LaunchProductLow<double>(
+                dev_pdesc, index, p, a_t, static_cast<const double*>(a_w),
+                static_cast<const double*>(a_wy), static_cast<double*>(a_power), partials, stream)));
+          }
+          CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+          continue;
+        }
+        const int m = 2 * p.j;
+        for (int first = 0; first < p.n_samples; first += kernels::kProductChunk) {
+          const int n = std::min(kernels::kProductChunk, p.n_samples - first);
+          const int k = kernels::ProductChunkK(n, f32);
+          if (f32) {
+            CUDA_RETURN_IF_ERROR(kernels::LaunchProductOperandsF16(
+                dev_pdesc, index, p, first, n, k, a_t, static_cast<const float*>(a_w),
+                static_cast<const float*>(a_wy), b1, b2, a1, a2, stream));
+            // The correction products (hi lo + lo hi, K = 2n, small) first, then the main
+            // product (hi hi, K = n) onto them: the tensor cores' accumulation truncates at each
+            // k step, so the big sums see only the n / 16 steps of the main product.
+            const int seg = k / 3;
+            const float one = 1, beta = first == 0 ? 0.f : 1.f;
+            auto gemm = [&](int cols, const void* b, const void* a, void* c, int kk, float bt) {
+              return cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, m, cols, kk, &one, b, CUDA_R_16F, m, a,
+                                  CUDA_R_16F, k, &bt, c, CUDA_R_32F, m, CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT);
+            };
+            const auto* b1h = static_cast<const __half*>(b1);
+            const auto* b2h = static_cast<const __half*>(b2);
+            const auto* a1h = static_cast<const __half*>(a1);
+            const auto* a2h = static_cast<const __half*>(a2);
+            const int64_t b_seg = static_cast<int64_t>(m) * seg;  // one segment of B's columns
+            CUBLAS_RETURN_IF_ERROR(gemm(4 * p.rows, b1h + b_seg, a1h + seg, c1, 2 * seg, beta));
+            CUBLAS_RETURN_IF_ERROR(gemm(4 * p.rows, b1h, a1h, c1, seg, 1.f));
+            CUBLAS_RETURN_IF_ERROR(gemm(2 * p.rows, b2h + b_seg, a2h + seg, c2, 2 * seg, beta));
+            CUBLAS_RETURN_IF_ERROR(gemm(2 * p.rows, b2h, a2h, c2, seg, 1.f));
+          } else {
+            CUDA_RETURN_IF_ERROR(kernels::LaunchProductOperandsF64(
+                dev_pdesc, index, p, first, n, k, a_t, static_cast<const double*>(a_w),
+                static_cast<const double*>(a_wy), static_cast<double*>(b1), static_cast<double*>(b2),
+                static_cast<double*>(a1), static_cast<double*>(a2), stream));
+            const double one = 1, beta = first == 0 ? 0.0 : 1.0;
+            CUBLAS_RETURN_IF_ERROR(cublasDgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, m, 4 * p.rows, k, &one,
+                                               static_cast<const double*>(b1), m,
+                                               static_cast<const double*>(a1), k, &beta,
+                                               static_cast<double*>(c1), m));
+            CUBLAS_RETURN_IF_ERROR(cublasDgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, m, 2 * p.rows, k, &one,
+                                               static_cast<const double*>(b2), m,
+                                               static_cast<const double*>(a2), k, &beta,
+                                               static_cast<double*>(c2), m));
+          }
+          CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+        }
+        if (f32) {
+          CUDA_RETURN_IF_ERROR((kernels::LaunchProductPower<float, float>(
+              dev_pdesc, index, p, static_cast<const float*>(c1), static_cast<const float*>(c2),
+              static_cast<float*>(a_power), partials, stream)));
+        } else {
+          CUDA_RETURN_IF_ERROR((kernels::LaunchProductPower<double, double>(
+              dev_pdesc, index, p, static_cast<const double*>(c1), static_cast<const double*>(c2),
+              static_cast<double*>(a_power), partials, stream)));
         }
         CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
       }

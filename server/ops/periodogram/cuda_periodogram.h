@@ -1,6 +1,7 @@
 // CUDA host code of the periodogram: packs a batch into the slot's pinned staging buffer,
 // copies it in, computes every series on the device (nterms = 1 direct: the NVRTC kernel, all
-// such series in one launch; nterms > 1 direct: nvcc kernels per nterms; fast: spreading,
+// such series in one launch, or for large uniform grids matrix products on the tensor cores
+// with the NVRTC kernel taking the lowest frequencies; nterms > 1 direct: nvcc kernels per nterms; fast: spreading,
 // cuFFT and the power kernel, kernels/nufft_kernels.cuh), reduces the peaks on the device and
 // copies power and peaks out, all on the slot's stream. Peak-only (bootstrap) series' power
 // stays on the device.
@@ -53,6 +54,10 @@ struct EnqueueOptions {
   cudaEvent_t before = nullptr;
   cudaEvent_t after = nullptr;
   const CudaKernelShape* shape = nullptr;
+  // nterms = 1 direct series on uniform grids as matrix products (kernels/lombscargle_product.cuh):
+  // -1 where large enough to gain, 0 never, 1 whenever the grid allows (tests).
+  int product = -1;
+  int64_t product_piece = 0;  // frequencies per product piece; 0: the default (2^22)
 };
 
 // Enqueues `batch` on `slot`'s stream. Returns once everything is enqueued; the results are

@@ -49,6 +49,13 @@ std::mutex& PlannerMutex() {
 
 }  // namespace
 
+int64_t LowFrequencyPrefix(const UniformGrid& grid, double t_absmax) {
+  if (!(t_absmax > 0) || !(grid.df > 0) || grid.n <= 0) return 0;
+  const double k = std::ceil((0.1 / t_absmax - grid.f0) / grid.df);
+  if (!(k > 0)) return 0;
+  return k >= static_cast<double>(grid.n) ? grid.n : static_cast<int64_t>(k);
+}
+
 int64_t NextSmoothSize(int64_t n) {
   int64_t best = INT64_MAX;
   for (int64_t p2 = 1; p2 < 2 * std::max<int64_t>(n, 1); p2 *= 2) {
@@ -67,18 +74,21 @@ NufftPlan MakeNufftPlan(int64_t modes, ComputeType dtype, int nterms) {
   plan.centre = modes / 2;
   // FINUFFT's rules (Barnett, Magland, af Klinteberg 2019): for an upsampling factor of 2,
   // width = digits + 1 and beta = 2.30 width; for another factor s, width = ln(1 / eps) /
-  // (pi sqrt(1 - 1 / s)) and beta = 0.97 pi (1 - 1 / (2 s)) width. nterms = 1 takes s = 1.25: a
-  // grid 0.625 times as large, so 0.625 times the expansion's and the FFT's memory traffic,
-  // which is what the fast method's time is. Its float64 error floor is ~2e-12 of sum |a| (the
-  // deconvolution amplifies the grid's rounding at the band edge), against ~6e-14 for s = 2:
-  // enough for one term, whose power carries the sums' error about unchanged, but not for the
-  // harmonic systems, which multiply it by their condition number (up to ~1e6 where the tests
-  // compare): those keep s = 2. Widths measured to give (1,000 points, 4,096 modes) 1.5e-12 /
-  // 9e-8 (s = 1.25, float64 / float32) and 7e-14 / 2e-8 (s = 2).
+  // (pi sqrt(1 - 1 / s)) and beta = 0.97 pi (1 - 1 / (2 s)) width. The fast method's time is
+  // the memory traffic of the expansion and the FFT, proportional to the grid (s K), so
+  // nterms = 1 takes a smaller s: float64 1.25 (0.625 times the traffic of s = 2), float32 1.5.
+  // The deconvolution amplifies the grid's rounding at the band edge, more for smaller s:
+  // float64's error floor becomes ~2e-12 of sum |a| (6e-14 for s = 2), enough for one term,
+  // whose power carries the sums' error about unchanged, but not for the harmonic systems,
+  // which multiply it by their condition number (up to ~1e6 where the tests compare): those
+  // keep s = 2. Float32 at s = 1.25 amplified its rounding to 4e-4 of the power at a tenth of
+  // a cycle over the baseline, where a floating mean cancels the sums (GPU test); s = 1.5
+  // amplifies little. Widths measured to give (1,000 points, 4,096 modes, float64 arithmetic)
+  // 1.5e-12 (s = 1.25, width 20), 5.5e-10 (s = 1.5, width 12) and 7e-14 / 2e-8 (s = 2, 14 / 8).
   const bool f64 = dtype == ComputeType::kFloat64;
   double upsampling = 2;
   if (nterms == 1) {
-    upsampling = 1.25;
+    upsampling = f64 ? 1.25 : 1.5;
     plan.width = f64 ? 20 : 12;
     plan.beta = 0.97 * kPi * (1 - 1 / (2 * upsampling)) * plan.width;
   } else {

@@ -4,12 +4,15 @@
 //   H(k) = sum_i [a_i exp(2 pi i j (f0 + c df) t_i)] exp(i k' x_i),  x_i = 2 pi j df t_i,
 // so each point's strength carries the phase of the grid's centre frequency and its position
 // is its time in periods of 1 / (j df). The points are spread onto a periodic fine grid of
-// M >= s K cells (s = 1.25 or 2, MakeNufftPlan) with the ES kernel of `width` cells, the grid is FFT'd (exp(+i ...)), and
+// M >= s K cells (s = 1.25 to 2, MakeNufftPlan) with the ES kernel of `width` cells, the grid is FFT'd (exp(+i ...)), and
 // mode k' is divided by the kernel's Fourier transform there (computed by Gauss-Legendre
 // quadrature). Phases and positions are reduced modulo one period in float64, on times
 // re-centred on the series' middle sample (periodogram.h), so nothing grows with f t.
 // The accuracy is set by s and the width: ~2e-12 (nterms 1) / 1e-13 (nterms > 1) of sum |a|
-// (= 1 for the weights) for float64, 1e-7 for float32.
+// (= 1 for the weights) for float64, 1e-7 for float32. With a floating mean the power needs
+// sum w cos^2 - (sum w cos)^2, which is O(theta^4) where every phase theta stays small (the
+// grid's lowest frequencies) and so carries the sums' error amplified: there (nterms 1) the
+// fast method sums directly instead (LowFrequencyPrefix).
 #pragma once
 
 #include <complex>
@@ -43,6 +46,15 @@ struct NufftQuadrature {
   std::vector<double> weight_phi;  // Gauss-Legendre weight times the kernel at x
 };
 NufftQuadrature NufftCorrectionQuadrature(const NufftPlan& plan);
+
+// The leading frequencies of a uniform grid whose phases stay within a tenth of a cycle of the
+// reference sample (f_k t_absmax < 1/10, t_absmax the largest |t - t_ref|): there, with a
+// floating mean, forms that take cos^2 from cos 2 theta (the fast method, the GPU's matrix
+// products) lose to cancellation what the direct sums over cos - 1 keep, so those paths sum
+// these frequencies directly. The loss grows as 1 / (f t_absmax)^4: the fast method's float64
+// error was 2e-9 of the peak at f t_absmax = 0.05 (Astropy's grid start), so ~1e-10 at the
+// bound; the products' float32 error (sums to ~1e-7) ~1e-6 of the power there.
+int64_t LowFrequencyPrefix(const UniformGrid& grid, double t_absmax);
 
 // The smallest 2^a 3^b 5^c >= n.
 int64_t NextSmoothSize(int64_t n);
