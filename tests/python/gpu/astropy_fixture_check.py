@@ -11,8 +11,10 @@ Then, on fresh series of mixed lengths (the "complete" cases, issue 7's features
 and direct methods on Astropy's automatic grid against Astropy's "slow" (float64 1e-9 of the
 peak, float32 1e-4), nterms 2..4 against "chi2" where the normal matrix has cond < 1e6
 (1e-8 of the peak, both methods), the baluev / davies / naive false-alarm probabilities of
-three powers (rtol 1e-9) and levels of four probabilities (rtol 1e-6), model parameters and
-model values at the signal's frequency (rtol 1e-8), and the top-5 local maxima.
+three powers (rtol 1e-9) and levels of four probabilities (rtol 1e-6), the bootstrap's
+probabilities at Astropy's bootstrap levels for 0.5 and 0.1 (400 resamplings each: within 5
+sigma), model parameters and model values at the signal's frequency (rtol
+1e-8), and the top-5 local maxima.
 """
 import sys
 
@@ -65,6 +67,7 @@ def make(path):
 
 
 FAP_METHODS = ("baluev", "davies", "naive")
+BOOTSTRAPS = 400
 COMPLETE_CASES = 6
 
 
@@ -90,6 +93,10 @@ def make_complete(rng, out):
         for m in FAP_METHODS:
             out[f"{c}/fap/{m}"] = np.asarray(ls.false_alarm_probability(z, method=m))
             out[f"{c}/level/{m}"] = np.ravel(ls.false_alarm_level([0.001, 0.01, 0.1, 0.5], method=m))
+        out[f"{c}/fap/bootstrap"] = np.array([0.5, 0.1])
+        out[f"{c}/z_bootstrap"] = np.ravel(ls.false_alarm_level(
+            [0.5, 0.1], method="bootstrap", method_kwds={"n_bootstraps": BOOTSTRAPS,
+                                                        "random_seed": int(rng.integers(1 << 30))}))
         t_fit = np.linspace(t[0], t[-1], 7)
         out[f"{c}/t_fit"] = t_fit
         for q in (1, 2, 3, 4):
@@ -164,6 +171,13 @@ def check_complete(data, client):
                   and np.allclose(level, data[f"{c}/level/{m}"], rtol=1e-6))
             report(ok, f"{c} false alarm {m}: probabilities "
                         f"{np.array2string(np.asarray(fap), precision=4, max_line_width=300)}")
+        zb, ref = data[f"{c}/z_bootstrap"], data[f"{c}/fap/bootstrap"]
+        kw = {"n_bootstraps": BOOTSTRAPS, "random_seed": 7 + i}
+        fap = ls.false_alarm_probability(zb, method="bootstrap", method_kwds=kw)
+        # Two independent estimates of one probability from BOOTSTRAPS draws each.
+        sigma = np.sqrt(2 * np.maximum(ref * (1 - ref), 1.0 / BOOTSTRAPS) / BOOTSTRAPS)
+        report(bool(np.all(np.abs(fap - ref) <= 5 * sigma + 1e-12)),
+               f"{c} false alarm bootstrap at Astropy's levels for {ref}: {np.asarray(fap)} (5 sigma {5 * sigma})")
         f_signal = float(data[f"{c}/f_signal"])
         for q in (1, 2, 3, 4):
             lq = gpucompute.LombScargle(client, t, y, dy, nterms=q)
