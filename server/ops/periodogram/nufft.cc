@@ -84,20 +84,24 @@ NufftPlan MakeNufftPlan(int64_t modes, ComputeType dtype, int nterms) {
   // keep s = 2. Float32 at s = 1.25 amplified its rounding to 4e-4 of the power at a tenth of
   // a cycle over the baseline, where a floating mean cancels the sums (GPU test); s = 1.5
   // amplifies little. Widths measured to give (1,000 points, 4,096 modes, float64 arithmetic)
-  // 1.5e-12 (s = 1.25, width 20), 5.5e-10 (s = 1.5, width 12) and 7e-14 / 2e-8 (s = 2, 14 / 8).
+  // 1.5e-12 (s = 1.25, width 20), 5.5e-10 (s = 1.5, width 12) and 7e-14 / 2e-8 (s = 2, 14 /
+  // 8). s = 1.17 (width 22: 1.8e-11 there) failed the Astropy tests' 1e-9 of the peak on small
+  // series (1.4e-9 .. 2e-9): float64 stays at 1.25.
   const bool f64 = dtype == ComputeType::kFloat64;
   double upsampling = 2;
   if (nterms == 1) {
     upsampling = f64 ? 1.25 : 1.5;
     plan.width = f64 ? 20 : 12;
-    plan.beta = 0.97 * kPi * (1 - 1 / (2 * upsampling)) * plan.width;
   } else {
     plan.width = f64 ? 14 : 8;
-    plan.beta = 2.30 * plan.width;
   }
   const auto fine = static_cast<int64_t>(std::ceil(upsampling * static_cast<double>(modes)));
   plan.grid_size = NextSmoothSize(std::max<int64_t>(fine, 2 * plan.width));
   while (plan.grid_size % 2 != 0) plan.grid_size = NextSmoothSize(plan.grid_size + 1);
+  // Beta for the grid's actual upsampling (at least the target; small grids get more).
+  const double actual = std::min(
+      2.0, static_cast<double>(plan.grid_size) / static_cast<double>(std::max<int64_t>(modes, 1)));
+  plan.beta = upsampling == 2 ? 2.30 * plan.width : 0.97 * kPi * (1 - 1 / (2 * actual)) * plan.width;
   return plan;
 }
 
@@ -200,9 +204,12 @@ double FastCost(int64_t samples, int64_t frequencies, int nterms, ComputeType dt
   const double m = static_cast<double>(plan.grid_size);
   const double transforms = static_cast<double>(HarmonicTerms(nterms, true).size());
   // Per transform: the FFT, spreading (a kernel value per cell), the deconvolution and the
-  // power's solve, plus a fixed cost for the extra launches and plans (~ 2e6 flops' time).
+  // power's solve, plus a fixed cost for the extra launches and plans: 1e8 (3e8 for nterms 1,
+  // the direct sums of 3e7 pairs). On the H200 a small fast request (1,000 x 1,000) took 2.3 ms
+  // against the direct kernel's 0.9 ms, and each new FFT size costs cuFFT 50-180 ms on first
+  // use in a process (module loading, measured), so small grids stay direct.
   const double per_transform = 5 * m * std::log2(m) + 20.0 * samples * plan.width +
-                               10.0 * frequencies + 2e6;
+                               10.0 * frequencies + 1e8;
   return transforms * per_transform;
 }
 
