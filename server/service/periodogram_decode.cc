@@ -27,7 +27,7 @@ absl::Status CheckPositiveFinite(double v, const std::string& field) {
 
 absl::StatusOr<Grid> DecodeGrid(const v1::FrequencyGrid* spec, const std::vector<double>& t,
                                 const std::string& field, const ServiceLimits& limits,
-                                TensorResolver& resolver) {
+                                TensorResolver& resolver, DecodeBudget& budget) {
   Grid grid;
   if (spec == nullptr || spec->kind_case() == v1::FrequencyGrid::KIND_NOT_SET ||
       spec->kind_case() == v1::FrequencyGrid::kAuto) {
@@ -82,7 +82,8 @@ absl::StatusOr<Grid> DecodeGrid(const v1::FrequencyGrid* spec, const std::vector
   } else {
     const std::string f = field + ".explicit_frequencies";
     ASSIGN_OR_RETURN(grid.explicit_frequencies,
-                     DecodeVector(resolver, spec->explicit_frequencies(), f, /*require_finite=*/false));
+                     DecodeVector(resolver, spec->explicit_frequencies(), f, /*require_finite=*/false,
+                                  &budget));
     if (grid.explicit_frequencies.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(f, ": at least one frequency is required"));
     }
@@ -106,14 +107,15 @@ absl::StatusOr<Grid> DecodeGrid(const v1::FrequencyGrid* spec, const std::vector
 absl::StatusOr<periodogram::ModelSpec> DecodeModelSpec(const v1::ModelSpec& spec,
                                                        const std::string& field,
                                                        const ServiceLimits& limits,
-                                                       TensorResolver& resolver) {
+                                                       TensorResolver& resolver,
+                                                       DecodeBudget& budget) {
   periodogram::ModelSpec out;
   if (spec.has_frequency()) {
     RETURN_IF_ERROR(CheckPositiveFinite(spec.frequency(), field + ".frequency"));
     out.frequency = spec.frequency();
   }
   if (spec.has_t()) {
-    ASSIGN_OR_RETURN(out.t, DecodeVector(resolver, spec.t(), field + ".t"));
+    ASSIGN_OR_RETURN(out.t, DecodeVector(resolver, spec.t(), field + ".t", true, &budget));
     if (static_cast<int64_t>(out.t.size()) > limits.max_samples_per_series) {
       return absl::ResourceExhaustedError(
           absl::StrCat(field, ".t: ", out.t.size(), " times is over the limit of ",
@@ -195,6 +197,8 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
                                                               TensorResolver* resolver_or_null) {
   TensorResolver inline_only;
   TensorResolver& resolver = resolver_or_null != nullptr ? *resolver_or_null : inline_only;
+  // Twice the message limit: inline float32 data decodes to twice its bytes.
+  DecodeBudget budget(2 * limits.max_request_bytes);
   periodogram::Request out;
   switch (request.dtype()) {
     case v1::DTYPE_UNSPECIFIED:
@@ -249,7 +253,7 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
     const std::string field = absl::StrCat("series[", i, "]");
     if (!in.has_t()) return absl::InvalidArgumentError(field + ".t: missing");
     if (!in.has_y()) return absl::InvalidArgumentError(field + ".y: missing");
-    ASSIGN_OR_RETURN(s.t, DecodeVector(resolver, in.t(), field + ".t"));
+    ASSIGN_OR_RETURN(s.t, DecodeVector(resolver, in.t(), field + ".t", true, &budget));
     if (static_cast<int64_t>(s.t.size()) > limits.max_samples_per_series) {
       return absl::ResourceExhaustedError(
           absl::StrCat(field, ".t: ", s.t.size(), " samples is over the limit of ",
@@ -259,13 +263,14 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
       return absl::InvalidArgumentError(absl::StrCat(
           field, ".t: a series needs at least 2 samples (got ", s.t.size(), ")"));
     }
-    ASSIGN_OR_RETURN(s.y, DecodeVector(resolver, in.y(), field + ".y"));
+    ASSIGN_OR_RETURN(s.y, DecodeVector(resolver, in.y(), field + ".y", true, &budget));
     if (s.y.size() != s.t.size()) {
       return absl::InvalidArgumentError(absl::StrCat(field, ".y: length ", s.y.size(),
                                                      " differs from t's length ", s.t.size()));
     }
     if (in.has_dy()) {
-      ASSIGN_OR_RETURN(s.dy, DecodeVector(resolver, in.dy(), field + ".dy", /*require_finite=*/false));
+      ASSIGN_OR_RETURN(s.dy, DecodeVector(resolver, in.dy(), field + ".dy", /*require_finite=*/false,
+                                          &budget));
       if (s.dy.size() != s.t.size()) {
         return absl::InvalidArgumentError(absl::StrCat(
             field, ".dy: length ", s.dy.size(), " differs from t's length ", s.t.size()));
@@ -281,7 +286,7 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
                                     : request.has_frequency() ? &request.frequency()
                                                               : nullptr;
     const std::string grid_field = in.has_frequency() ? field + ".frequency" : "frequency";
-    ASSIGN_OR_RETURN(s.grid, DecodeGrid(spec, s.t, grid_field, limits, resolver));
+    ASSIGN_OR_RETURN(s.grid, DecodeGrid(spec, s.t, grid_field, limits, resolver, budget));
     s.fit_mean = fit_mean;
     s.center_data = center_data;
     s.normalization = normalization;
@@ -299,7 +304,8 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
       default: s.method = periodogram::AutoMethod(s, out.dtype); break;
     }
     if (in.has_model() || request.model_parameters()) {
-      ASSIGN_OR_RETURN(s.model, DecodeModelSpec(in.model(), field + ".model", limits, resolver));
+      ASSIGN_OR_RETURN(s.model,
+                       DecodeModelSpec(in.model(), field + ".model", limits, resolver, budget));
       output_bytes += static_cast<int64_t>(s.model->t.size()) * 8 + 16 * (2 * nterms + 1);
     }
     pairs += static_cast<int64_t>(s.t.size()) * s.grid.size();

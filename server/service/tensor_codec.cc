@@ -221,7 +221,8 @@ absl::StatusOr<std::vector<double>> DecodeVector(const TensorView& view, absl::s
 }
 
 absl::StatusOr<std::vector<double>> DecodeVector(TensorResolver& resolver, const v1::Tensor& tensor,
-                                                 absl::string_view field, bool require_finite) {
+                                                 absl::string_view field, bool require_finite,
+                                                 DecodeBudget* budget) {
   // What the message states is checked first, so that a wrong rank or dtype is reported as such
   // rather than as a byte count that does not match (a handle may leave both unset).
   const bool by_handle = tensor.payload_case() == v1::Tensor::kHandle;
@@ -235,6 +236,16 @@ absl::StatusOr<std::vector<double>> DecodeVector(TensorResolver& resolver, const
         field, ".dtype: must be float32 or float64 (got ", DTypeName(tensor.dtype()), ")"));
   }
   ASSIGN_OR_RETURN(const TensorView view, resolver.Resolve(tensor, field));
+  if (budget != nullptr) {
+    const int64_t bytes = view.count * static_cast<int64_t>(sizeof(double));
+    if (bytes > budget->left) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          field, ": ", view.count, " values would take the request's decoded inputs past ",
+          budget->limit, " bytes (twice --max_request_bytes; fields naming one resident tensor "
+          "or shared-memory range count once each)"));
+    }
+    budget->left -= bytes;
+  }
   return DecodeVector(view, field, require_finite);
 }
 

@@ -85,10 +85,22 @@ class TensorResolver {
 // INVALID_ARGUMENT naming the first bad index.
 absl::StatusOr<std::vector<double>> DecodeVector(const TensorView& view, absl::string_view field,
                                                  bool require_finite = true);
+// What one call may decode into host vectors. Inline data is bounded by the message size, but
+// resident tensors and shared memory are not, and many fields of one request may name the same
+// one: a request of 100,000 series naming one 16M-sample tensor would decode 25 TB.
+struct DecodeBudget {
+  explicit DecodeBudget(int64_t limit_bytes) : limit(limit_bytes), left(limit_bytes) {}
+  int64_t limit;
+  int64_t left;
+};
+
 // A Tensor, wherever its bytes are, resolved and decoded as above; the rank and dtype the
-// message states are checked before its bytes.
+// message states are checked before its bytes. With a budget, the decoded doubles are charged
+// to it once resolved and before anything is allocated: RESOURCE_EXHAUSTED naming the field
+// when they do not fit.
 absl::StatusOr<std::vector<double>> DecodeVector(TensorResolver& resolver, const v1::Tensor& tensor,
-                                                 absl::string_view field, bool require_finite = true);
+                                                 absl::string_view field, bool require_finite = true,
+                                                 DecodeBudget* budget = nullptr);
 // The same for an inline Tensor (tests, clients of the codec).
 absl::StatusOr<std::vector<double>> DecodeVector(const v1::Tensor& tensor, absl::string_view field,
                                                  bool require_finite = true);

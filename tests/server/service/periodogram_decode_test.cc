@@ -7,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/service/tensor_codec.h"
+#include "server/runtime/tensor_store.h"
 
 namespace gpucompute {
 namespace {
@@ -208,6 +209,42 @@ TEST(PeriodogramDecode, LimitsAreResourceExhausted) {
   limits = {};
   limits.max_pairs_per_request = 10;
   ExpectError(Good(), absl::StatusCode::kResourceExhausted, "sample-frequency pairs", limits);
+}
+
+// Many series naming one resident tensor: the decoded inputs are bounded (twice
+// max_request_bytes) before they are copied, not after (the pair limit alone would let 100,000
+// series x 16M samples through decoding: 25 TB).
+TEST(PeriodogramDecode, ResidentInputsNamedManyTimesAreBoundedBeforeCopying) {
+  TensorStoreOptions o;
+  o.sweep_interval = absl::ZeroDuration();
+  TensorStore store(o);
+  const int64_t n = 1000;
+  auto tensor = store.Create("c", TensorSpec{v1::FLOAT64, 8, {n}});
+  ASSERT_TRUE(tensor.ok());
+  std::vector<double> t(n);
+  for (int64_t i = 0; i < n; ++i) t[i] = 0.01 * i;
+  ASSERT_TRUE((*tensor)->Write(0, std::string(reinterpret_cast<const char*>(t.data()), n * 8)).ok());
+  v1::PeriodogramRequest r;
+  for (int i = 0; i < 50; ++i) {
+    auto* s = r.add_series();
+    s->mutable_t()->set_handle((*tensor)->handle());
+    s->mutable_y()->set_handle((*tensor)->handle());
+    auto* u = s->mutable_frequency()->mutable_uniform();
+    u->set_f0(0.1);
+    u->set_df(0.1);
+    u->set_n(10);
+  }
+  ServiceLimits limits;
+  limits.max_request_bytes = 200000;  // budget 400,000 bytes: 25 series' t and y
+  TensorResolver resolver(TensorContext{&store, nullptr, "c"});
+  auto d = DecodePeriodogramRequest(r, limits, &resolver);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kResourceExhausted) << d.status();
+  EXPECT_THAT(std::string(d.status().message()), HasSubstr("series[25].t: 1000 values"));
+  // Within the budget the same request decodes.
+  limits.max_request_bytes = 1 << 20;
+  TensorResolver again(TensorContext{&store, nullptr, "c"});
+  EXPECT_TRUE(DecodePeriodogramRequest(r, limits, &again).ok());
 }
 
 }  // namespace

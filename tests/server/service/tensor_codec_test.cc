@@ -77,6 +77,27 @@ TEST_F(TensorCodecTest, InlineTensors) {
   EXPECT_THAT(std::string(negative.status().message()), HasSubstr("a.shape[1]"));
 }
 
+// A budget is charged per decode, so a handle named twice costs twice; the decode that does
+// not fit is RESOURCE_EXHAUSTED naming its field, before its vector exists.
+TEST_F(TensorCodecTest, DecodeBudgetCountsEveryUseOfAHandle) {
+  const std::string h = Put(v1::FLOAT64, {100}, std::string(800, '\0'));
+  v1::Tensor by_handle;
+  by_handle.set_handle(h);
+  TensorResolver r(Context());
+  DecodeBudget budget(2000);
+  ASSERT_TRUE(DecodeVector(r, by_handle, "a", true, &budget).ok());
+  ASSERT_TRUE(DecodeVector(r, by_handle, "b", true, &budget).ok());
+  EXPECT_EQ(budget.left, 400);
+  auto third = DecodeVector(r, by_handle, "series[2].t", true, &budget);
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(third.status().message()), HasSubstr("series[2].t: 100 values"));
+  EXPECT_EQ(budget.left, 400);  // nothing charged for the refused one
+  // An inline tensor is charged the same way (as doubles: float32 counts twice its bytes).
+  DecodeBudget small(16);
+  auto f32 = DecodeVector(r, Inline(v1::FLOAT32, {4}, std::string(16, '\0')), "c", true, &small);
+  EXPECT_EQ(f32.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
 TEST_F(TensorCodecTest, HandlesTakeDtypeAndShapeOrMustMatch) {
   const std::string h = Put(v1::FLOAT64, {2, 2}, std::string(32, '\1'));
   TensorResolver r(Context());
