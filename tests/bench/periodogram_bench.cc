@@ -164,6 +164,9 @@ double CallMs(v1::Compute::Stub& stub, const v1::PeriodogramRequest& req) {
 
 void Emit(const std::string& json) { std::printf("%s\n", json.c_str()); std::fflush(stdout); }
 
+// A JSON number, or null where there is none (NaN: an error over a power with NaN bins).
+std::string JsonNumber(double v) { return std::isfinite(v) ? absl::StrFormat("%.3g", v) : "null"; }
+
 // The direct method on the peers' problem, per dtype: as the server runs it (matrix products,
 // kernels/lombscargle_product.cuh) and by the NVRTC kernel alone (its automatic shape).
 void BenchDirect(DeviceContext& dev, int reps) {
@@ -178,9 +181,9 @@ void BenchDirect(DeviceContext& dev, int reps) {
       const DeviceTimes t = TimeOnDevice(dev, req, nullptr, reps, &out, product);
       const double err = MaxErrorVsCpu(req->series[0], dtype, out[0]);
       Emit(absl::StrFormat(
-          R"({"what":"lombscargle direct","form":"%s","nx":%d,"nf":%d,"dtype":"%s","device_ms":%.4f,"device_min_ms":%.4f,"pipeline_ms":%.3f,"peak_frequency":%.5f,"max_abs_err_vs_cpu_direct_f64":%.3g})",
+          R"({"what":"lombscargle direct","form":"%s","nx":%d,"nf":%d,"dtype":"%s","device_ms":%.4f,"device_min_ms":%.4f,"pipeline_ms":%.3f,"peak_frequency":%.5f,"max_abs_err_vs_cpu_direct_f64":%s})",
           product == 0 ? "nvrtc kernel" : "products", nx, nf, periodogram::ComputeTypeName(dtype),
-          t.kernel_ms, t.kernel_min_ms, t.total_ms, out[0].peak_frequency, err));
+          t.kernel_ms, t.kernel_min_ms, t.total_ms, out[0].peak_frequency, JsonNumber(err)));
     }
   }
 }
@@ -201,9 +204,9 @@ void BenchFast(DeviceContext& dev, int reps) {
       const DeviceTimes t = TimeOnDevice(dev, req, nullptr, reps, &out);
       const double err = MaxErrorVsCpu(req->series[0], dtype, out[0]);
       Emit(absl::StrFormat(
-          R"({"what":"lombscargle fast","nx":%d,"nf":%d,"nterms":%d,"dtype":"%s","device_ms":%.4f,"device_min_ms":%.4f,"pipeline_ms":%.3f,"peak_frequency":%.5f,"max_abs_err_vs_cpu_direct_f64":%.3g})",
+          R"({"what":"lombscargle fast","nx":%d,"nf":%d,"nterms":%d,"dtype":"%s","device_ms":%.4f,"device_min_ms":%.4f,"pipeline_ms":%.3f,"peak_frequency":%.5f,"max_abs_err_vs_cpu_direct_f64":%s})",
           nx, nf, nterms, periodogram::ComputeTypeName(dtype), t.kernel_ms, t.kernel_min_ms, t.total_ms,
-          out[0].peak_frequency, err));
+          out[0].peak_frequency, JsonNumber(err)));
     }
   }
 }
@@ -287,9 +290,9 @@ int Main(int argc, char** argv) {
       const DeviceTimes t = TimeOnDevice(**dev, req, &shape, reps, &out, /*product=*/0);
       const double err = MaxErrorVsCpu(req->series[0], dtype, out[0]);
       Emit(absl::StrFormat(
-          R"({"what":"lombscargle kernel","nx":%d,"nf":%d,"dtype":"%s","block":%d,"k":%d,"tile":%d,"min_blocks":%d,"ms":%.4f,"gpairs_per_s":%.1f,"pipeline_ms":%.3f,"max_abs_err_vs_cpu_f64":%.3g})",
+          R"({"what":"lombscargle kernel","nx":%d,"nf":%d,"dtype":"%s","block":%d,"k":%d,"tile":%d,"min_blocks":%d,"ms":%.4f,"gpairs_per_s":%.1f,"pipeline_ms":%.3f,"max_abs_err_vs_cpu_f64":%s})",
           nx, nf, periodogram::ComputeTypeName(dtype), shape.block, shape.k, shape.tile, shape.min_blocks, t.kernel_ms,
-          nx * static_cast<double>(nf) / t.kernel_ms / 1e6, t.total_ms, err));
+          nx * static_cast<double>(nf) / t.kernel_ms / 1e6, t.total_ms, JsonNumber(err)));
     }
     // The shape the server picks by itself.
     const DeviceTimes t = TimeOnDevice(**dev, req, nullptr, reps, nullptr, /*product=*/0);
