@@ -91,7 +91,7 @@ NufftExpand(const NufftSeriesDesc* __restrict__ series, int index, const T* __re
   if constexpr (sizeof(T) == 8) {
     double s, c, ds, dc;
     sincospi(phase(first), &s, &c);
-    sincospi(static_cast<double>(r * kExpandBlock) * d.two_over_m, &ds, &dc);
+    sincospi(static_cast<double>(r) * kExpandBlock * d.two_over_m, &ds, &dc);
 #pragma unroll
     for (int e = 0; e < kExpandPerThread; ++e) {
       const int i = first + e * kExpandBlock;

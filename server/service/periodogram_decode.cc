@@ -2,6 +2,7 @@
 #include "server/service/periodogram_decode.h"
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -198,7 +199,8 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
   TensorResolver inline_only;
   TensorResolver& resolver = resolver_or_null != nullptr ? *resolver_or_null : inline_only;
   // Twice the message limit: inline float32 data decodes to twice its bytes.
-  DecodeBudget budget(2 * limits.max_request_bytes);
+  DecodeBudget budget(limits.max_request_bytes > (INT64_MAX >> 1) ? INT64_MAX
+                                                                  : 2 * limits.max_request_bytes);
   periodogram::Request out;
   switch (request.dtype()) {
     case v1::DTYPE_UNSPECIFIED:

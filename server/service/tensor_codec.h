@@ -96,8 +96,8 @@ struct DecodeBudget {
 
 // A Tensor, wherever its bytes are, resolved and decoded as above; the rank and dtype the
 // message states are checked before its bytes. With a budget, the decoded doubles are charged
-// to it once resolved and before anything is allocated: RESOURCE_EXHAUSTED naming the field
-// when they do not fit.
+// to it once resolved and before the vector is allocated (resolving a shared-memory range
+// copies that one range first): RESOURCE_EXHAUSTED naming the field when they do not fit.
 absl::StatusOr<std::vector<double>> DecodeVector(TensorResolver& resolver, const v1::Tensor& tensor,
                                                  absl::string_view field, bool require_finite = true,
                                                  DecodeBudget* budget = nullptr);

@@ -118,7 +118,8 @@ void ComputeFast(const SeriesSpec& series, const PreparedSeries& p, ComputeType 
     double t_absmax = 0;
     for (double t : p.t) t_absmax = std::max(t_absmax, std::abs(t));
     const int64_t low = LowFrequencyPrefix(*series.grid.uniform, t_absmax);
-    if (low > 0) ComputeTyped(series, p, 0, low, out);
+    const double pairs = static_cast<double>(low) * static_cast<double>(p.t.size());
+    if (low > 0 && pairs <= kMaxLowFrequencyPairs) ComputeTyped(series, p, 0, low, out);
   }
 }
 

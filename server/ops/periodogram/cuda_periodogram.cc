@@ -203,15 +203,30 @@ constexpr int64_t kProductPiece = int64_t{1} << 22;
 constexpr double kProductMinPairs = double{1 << 26};
 constexpr int64_t kProductMinFrequencies = int64_t{1} << 14;
 
+// Float32 operands are FP16 (hi + lo) scaled by the series' largest weight: below FP16's
+// normal range (6e-5 of it) an operand keeps only 3e-8 of the scale, so weights spread more
+// than this (dy more than 32 times apart) stay with the direct kernel.
+constexpr double kProductMaxWeightRatio = 1024;
+
 // force: -1 auto, 0 never, 1 whenever the series qualifies (tests).
-std::optional<ProductSplit> PlanProduct(const SeriesSpec& s, int force, int64_t max_piece) {
+std::optional<ProductSplit> PlanProduct(const SeriesSpec& s, ComputeType dtype, int force,
+                                        int64_t max_piece) {
   if (force == 0 || s.nterms != 1 || !s.grid.uniform || s.t.empty()) return std::nullopt;
   const UniformGrid& g = *s.grid.uniform;
   if (!(g.f0 >= 0) || !(g.df > 0) || g.n <= 0) return std::nullopt;
   const int64_t nf = g.n;
   const bool small = static_cast<double>(s.t.size()) * static_cast<double>(nf) < kProductMinPairs;
   if (force < 0 && (small || nf < kProductMinFrequencies)) return std::nullopt;
+  if (dtype == ComputeType::kFloat32 && !s.dy.empty()) {
+    const auto [lo, hi] = std::minmax_element(s.dy.begin(), s.dy.end());
+    const double ratio = (*hi / *lo) * (*hi / *lo);  // w = dy^-2
+    if (!(ratio <= kProductMaxWeightRatio)) return std::nullopt;
+  }
   const int64_t n_low = LowFrequencyPrefix(g, ComputeMoments(s).t_absmax);
+  // The low piece is not optional here (the products lose those frequencies to cancellation).
+  if (static_cast<double>(n_low) * static_cast<double>(s.t.size()) > kMaxLowFrequencyPairs) {
+    return std::nullopt;
+  }
   const int64_t n_high = nf - n_low;
   if (n_high == 0 || (force < 0 && n_high < kProductMinFrequencies)) return std::nullopt;
   ProductSplit split;
@@ -335,7 +350,7 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   for (size_t i = 0; i < n_series; ++i) {
     kinds[i] = KindOf(*series[i]);
     if (kinds[i] == SeriesKind::kDirect1) {
-      products[i] = PlanProduct(*series[i], force_product, product_piece);
+      products[i] = PlanProduct(*series[i], batch.dtype, force_product, product_piece);
       if (products[i]) {
         kinds[i] = SeriesKind::kProduct;
       } else {
@@ -427,7 +442,10 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
             partial_count[i] = nf > 0 ? kernels::NufftPowerBlocks(nf, copies, q_count) : 0;
           }
           // nterms 1: the lowest frequencies by direct sums (nufft.h), a piece of their own.
-          nufft_low.push_back(s.nterms == 1 ? LowFrequencyPrefix(*s.grid.uniform, t_absmax) : 0);
+          const int64_t low = s.nterms == 1 ? LowFrequencyPrefix(*s.grid.uniform, t_absmax) : 0;
+          const bool low_direct =
+              static_cast<double>(low) * static_cast<double>(s.t.size()) <= kMaxLowFrequencyPairs;
+          nufft_low.push_back(low_direct ? low : 0);
           nufft_low_piece.push_back(nufft_low.back() > 0 ? static_cast<int>(pieces.size()) : -1);
           if (nufft_low.back() > 0) {
             product_first[i] = static_cast<int>(pieces.size());

@@ -1,7 +1,7 @@
 // CUDA host code of the periodogram: packs a batch into the slot's pinned staging buffer,
 // copies it in, computes every series on the device (nterms = 1 direct: the NVRTC kernel, all
-// such series in one launch, or for large uniform grids matrix products on the tensor cores
-// with the NVRTC kernel taking the lowest frequencies; nterms > 1 direct: nvcc kernels per nterms; fast: spreading,
+// such series in one launch, or for large uniform grids matrix products on the tensor cores,
+// kernels/lombscargle_product.cuh; nterms > 1 direct: nvcc kernels per nterms; fast: spreading,
 // cuFFT and the power kernel, kernels/nufft_kernels.cuh), reduces the peaks on the device and
 // copies power and peaks out, all on the slot's stream. Peak-only (bootstrap) series' power
 // stays on the device.

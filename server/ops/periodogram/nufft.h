@@ -56,6 +56,11 @@ NufftQuadrature NufftCorrectionQuadrature(const NufftPlan& plan);
 // bound; the products' float32 error (sums to ~1e-7) ~1e-6 of the power there.
 int64_t LowFrequencyPrefix(const UniformGrid& grid, double t_absmax);
 
+// The most sample-frequency pairs the fast method sums directly for its low frequencies
+// (grids far finer than 1 / baseline can put many below the bound): above it, the fast method
+// keeps its own sums there (with the loss above) rather than cost what the direct method would.
+inline constexpr double kMaxLowFrequencyPairs = double{1 << 24};
+
 // The smallest 2^a 3^b 5^c >= n.
 int64_t NextSmoothSize(int64_t n);
 
