@@ -961,7 +961,9 @@ size_t JacobiSmem(int N, int es) {
 }
 
 template <typename T>
-__global__ void JacobiEigKernel(int N, T* __restrict__ a_all, T* __restrict__ ev_all, T tol) {
+__global__ void JacobiEigKernel(int N, T* __restrict__ a_all, T* __restrict__ ev_all, T tol,
+                                const int* __restrict__ only) {
+  if (only != nullptr && only[blockIdx.x] == 0) return;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int Ne = Even(N), half = Ne / 2;
   T* s_a = reinterpret_cast<T*>(smem_raw);  // N x N
@@ -1251,7 +1253,7 @@ cudaError_t LaunchSmallEnkf(int P, int64_t n, int64_t m, int N, int W, const T* 
 
 
 template <typename T>
-cudaError_t LaunchJacobiEig(int P, int N, T* a, T* ev, cudaStream_t stream) {
+cudaError_t LaunchJacobiEig(int P, int N, T* a, T* ev, cudaStream_t stream, const int* only) {
   if (N > kMaxJacobiOrder) return cudaErrorInvalidValue;
   const size_t smem = JacobiSmem(N, sizeof(T));
   const cudaError_t e = cudaFuncSetAttribute(JacobiEigKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1259,7 +1261,7 @@ cudaError_t LaunchJacobiEig(int P, int N, T* a, T* ev, cudaStream_t stream) {
   if (e != cudaSuccess) return e;
   const int threads = N > 32 ? 256 : 128;
   const T tol = std::is_same_v<T, double> ? T(1e-14) : T(1e-6);
-  JacobiEigKernel<T><<<P, threads, smem, stream>>>(N, a, ev, tol);
+  JacobiEigKernel<T><<<P, threads, smem, stream>>>(N, a, ev, tol, only);
   return cudaGetLastError();
 }
 
@@ -1297,7 +1299,7 @@ cudaError_t LaunchInvertBaseBlocks(int npad, const T* lp, T* dp, cudaStream_t st
   template cudaError_t LaunchSmallEnkf<T>(int, int64_t, int64_t, int, int, const T*, const T*,   \
                                           const double*, const T*, const ProblemParams*, bool,  \
                                           T*, double*, double*, int*, cudaStream_t, int);        \
-  template cudaError_t LaunchJacobiEig<T>(int, int, T*, T*, cudaStream_t);                     \
+  template cudaError_t LaunchJacobiEig<T>(int, int, T*, T*, cudaStream_t, const int*);                \
   template cudaError_t LaunchPadDiagonalBlocks<T>(int, int, int, const T*, T*, cudaStream_t);    \
   template cudaError_t LaunchInvertBaseBlocks<T>(int, const T*, T*, cudaStream_t);
 

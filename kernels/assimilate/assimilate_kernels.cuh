@@ -97,10 +97,11 @@ cudaError_t LaunchTransformRows(int P, int64_t n, int N, const T* x, const T* t,
 
 // Symmetric eigendecomposition of P contiguous N x N matrices (N <= kMaxJacobiOrder) in place
 // by parallel cyclic Jacobi, one block each: a <- eigenvectors (column-major, as SYEVD),
-// ev (N per problem) <- eigenvalues (in no particular order).
+// ev (N per problem) <- eigenvalues (in no particular order). only (P ints, or null): problems
+// with only[p] == 0 are left as they are.
 constexpr int kMaxJacobiOrder = 64;
 template <typename T>
-cudaError_t LaunchJacobiEig(int P, int N, T* a, T* ev, cudaStream_t stream);
+cudaError_t LaunchJacobiEig(int P, int N, T* a, T* ev, cudaStream_t stream, const int* only = nullptr);
 
 // Lp (npad x npad, column-major): the diagonal blocks of order nb of the lower factor l (n x n),
 // padded with an identity to npad (a multiple of nb); only the diagonal blocks are written.

@@ -264,6 +264,12 @@ int main(int argc, char** argv) {
     Case se{"variant small etkf eig library", 10000, 40, 40, 20, f64, etkf, false, Form::kAuto, 0, 20};
     se.eig_variant = 0;
     cases.push_back(se);
+    Case sj{"variant small etkf eig Jacobi kernel", 10000, 40, 40, 20, f64, etkf, false, Form::kAuto, 0, 20};
+    sj.eig_variant = 1;
+    cases.push_back(sj);
+    Case lf{"variant large etkf Newton-Schulz fallback forced", 1, 1000000, 100000, 50, f64, etkf, false, Form::kAuto, 0, 5};
+    lf.eig_variant = 3;
+    cases.push_back(lf);
     for (bool seeded : {false, true}) {
       Case sb{"variant small block kernel", 10000, 40, 40, 20, f64, enkf, seeded, Form::kAuto, 0, 20};
       sb.small_variant = 1;

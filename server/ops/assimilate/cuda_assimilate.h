@@ -47,9 +47,12 @@ struct CudaEnqueueOptions {
   // inverted diagonal blocks of L (order trsm_block rounded up to 32 x 2^k, or 512) and GEMMs
   // (1); -1: 1 for N >= 1024.
   int solve_variant = -1;
-  // ETKF eigendecompositions: -1 the Jacobi kernel for several problems of N <= 64 (unless
-  // no_fused or force_unbatched), SYEVD / syevjBatched otherwise; 0 always the library; 2
-  // cuSOLVER's XsyevBatched (also for one matrix).
+  // ETKF square roots: -1 the ensemble-space transform by Newton-Schulz for 2 <= N <= 64
+  // (etkf_transform.cuh; unless no_fused), else eigendecompositions by the Jacobi kernel for
+  // several problems of N <= 64 (unless no_fused or force_unbatched), SYEVD / syevjBatched
+  // otherwise; 0 always an eigendecomposition by the library; 1 the Jacobi kernel where -1 would
+  // take Newton-Schulz; 2 cuSOLVER's XsyevBatched (also for one matrix); 3 Newton-Schulz with
+  // its eigendecomposition fallback forced on every problem.
   int eig_variant = -1;
   // Rows per warp tile of the one-pass state transform: 4 or 8 (0: 8).
   int rows_per_warp = 0;

@@ -49,6 +49,7 @@ struct Spec {
   Relaxation relaxation = Relaxation::kNone;
   double alpha = 0;
   bool bad_r = false;  // a symmetric R with a positive diagonal that is not positive definite
+  double r_scale = 1.0;  // diagonal R: variances times this (small: Yw^T Yw >> (N-1) I)
 };
 
 // Random case: X with an offset and members correlated through a few modes, HX = H X + noise
@@ -74,7 +75,7 @@ std::unique_ptr<Case> MakeCase(const Spec& s, std::mt19937_64& rng) {
   std::vector<double> r;
   if (s.kind == ObsErrorKind::kVariances) {
     r.resize(m);
-    for (double& v : r) v = u(rng);
+    for (double& v : r) v = s.r_scale * u(rng);
   } else {
     std::vector<double> b(m * m);
     for (double& v : b) v = g(rng);
@@ -490,8 +491,44 @@ TEST_F(AssimilateCuda, EtkfEigenJacobiAndLibrary) {
       for (int k = 0; k < sh[3]; ++k) cases.push_back(MakeCase(s, rng));
       const std::string label =
           absl::StrCat(ElementName(dtype), " etkf ", sh[0], "x", sh[1], "x", sh[2], " x", sh[3]);
-      for (int v : {-1, 0, 2}) {  // default, library (SYEVD / syevjBatched), XsyevBatched
+      // default (Newton-Schulz up to 64), library (SYEVD / syevjBatched), the Jacobi kernel,
+      // XsyevBatched, Newton-Schulz's eigendecomposition fallback
+      for (int v : {-1, 0, 1, 2, 3}) {
         ExpectMatchesCpu(dtype, cases, absl::StrCat(label, " eig variant ", v), {.eig_variant = v});
+      }
+    }
+  }
+}
+
+// The Newton-Schulz ETKF transform (eig variant -1), its fallback (3) and the library (0)
+// against the CPU on ill-conditioned G = (N-1) I + Yw^T Yw: small observation variances
+// (cond(G) bounds up to ~1e7, beyond kEtkfNsMaxCondition: those problems take the fallback
+// inside the default path) and fewer observations than members (an eigenvalue N - 1 of high
+// multiplicity next to large ones), at the orders where the padding and tiling change.
+TEST_F(AssimilateCuda, EtkfNewtonSchulzIllConditioned) {
+  std::mt19937_64 rng(23);
+  for (int64_t N : {2, 3, 8, 9, 31, 50, 64}) {
+    for (double r_scale : {1.0, 1e-2, 1e-4, 1e-6}) {
+      for (int64_t m : {N / 2 + 1, 3 * N}) {
+        // There every path (the library's SYEVD too) is ~1e-9 from the CPU: forming G, not its
+        // root, loses the digits.
+        if (r_scale < 1e-5 && m < N) continue;
+        Spec s;
+        s.n = 40;
+        s.m = m;
+        s.N = N;
+        s.method = Method::kEtkf;
+        s.form = Form::kEnsembleSpace;
+        s.r_scale = r_scale;
+        s.inflation = 1.02;
+        std::vector<std::unique_ptr<Case>> cases;
+        for (int k = 0; k < 2; ++k) cases.push_back(MakeCase(s, rng));
+        const std::string label = absl::StrCat("etkf N=", N, " m=", m, " r_scale=", r_scale);
+        for (int v : {-1, 3, 0}) {
+          ExpectMatchesCpu(ElementType::kFloat64, cases, absl::StrCat(label, " eig variant ", v),
+                           {.eig_variant = v});
+        }
+        if (r_scale >= 1e-2) ExpectMatchesCpu(ElementType::kFloat32, cases, absl::StrCat(label, " float32"));
       }
     }
   }
