@@ -501,6 +501,197 @@ __global__ void __launch_bounds__(kFusedThreads, 2) TransformRowsKernel(
   }
 }
 
+// ---- fused state pass on the float64 tensor cores (double, N <= kMaxFusedRowsMembers) --------
+// As TransformRowsKernel (raw rows in, finished rows out, a warp per tile of 8 rows, the raw
+// tiles prefetched by cp.async into a per-warp ring), but A T runs as mma.m8n8k4 in float64: a
+// tile of 8 rows is one MMA row block, so the warp's 8 x Np product takes 2 kNT x kNT MMAs
+// (Np = 8 kNT >= N, both A's columns and T's padded with zeros) where the scalar kernel issues
+// 8 Np N / 32 fused multiply-adds per lane. Lane (g, q) = (lane / 4, lane % 4) owns row g of the
+// tile: the columns q, q + 4, ... for the means and anomalies, and the accumulator columns
+// 8 c + 2 q + {0, 1} (c < kNT) after the product, so every row reduction is over the 4 lanes
+// of a group (two shuffles). Finished rows are staged in the tile's ring slot and written out
+// contiguously. A's rows (lda = Np + 4) and T (ldt = Np or Np + 8, = 8 mod 16 doubles) are
+// padded so that the fragment loads hit distinct banks.
+
+constexpr int kMmaRows = 8;
+
+__host__ __device__ constexpr int MmaLda(int np) { return np + 4; }
+__host__ __device__ constexpr int MmaLdt(int np) { return np % 16 == 0 ? np + 8 : np; }
+
+size_t TransformRowsMmaSmem(int N) {
+  const int np = (N + 7) / 8 * 8;
+  return (static_cast<size_t>(np) * MmaLdt(np) +
+          static_cast<size_t>(kFusedWarps) * (kMmaRows * MmaLda(np) + 2 * kMmaRows * N)) *
+         sizeof(double);
+}
+
+__device__ __forceinline__ void MmaF64(double& d0, double& d1, double a, double b) {
+  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
+               : "+d"(d0), "+d"(d1)
+               : "d"(a), "d"(b));
+}
+
+// Sum over the 4 lanes of a row group.
+__device__ __forceinline__ double GroupSum(double v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  v += __shfl_xor_sync(0xffffffffu, v, 2);
+  return v;
+}
+
+template <int kNT>
+__global__ void __launch_bounds__(kFusedThreads, 2) TransformRowsMmaKernel(
+    int64_t n, int N, const double* __restrict__ x, const double* __restrict__ t, int64_t t_stride,
+    const ProblemParams* __restrict__ params, double* __restrict__ xa, double* __restrict__ partials) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  constexpr int kNp = 8 * kNT, lda = MmaLda(kNp), ldt = MmaLdt(kNp);
+  const int p = blockIdx.y;
+  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
+  const int g = lane >> 2, q = lane & 3;
+  double* s_t = reinterpret_cast<double*>(smem_raw);       // [kNp][ldt]: T(k, j) at k ldt + j
+  double* s_a = s_t + kNp * ldt + warp * kMmaRows * lda;     // this warp's [8][lda] anomalies
+  const int ring = kMmaRows * N;                             // one raw tile
+  double* s_raw = s_t + kNp * ldt + kFusedWarps * kMmaRows * lda + warp * 2 * ring;
+  const ProblemParams pp = params[p];
+  const double lambda = pp.inflation, alpha = pp.relaxation_factor;
+  const double* tp = t + static_cast<int64_t>(p) * t_stride;
+  for (int e = tid; e < kNp * ldt; e += kFusedThreads) {
+    const int k = e / ldt, j = e - k * ldt;
+    s_t[e] = k < N && j < N ? tp[k + static_cast<int64_t>(j) * N] : 0.0;
+  }
+  for (int k = N + q; k < kNp; k += 4) s_a[g * lda + k] = 0.0;  // A's zero columns, once
+  __syncthreads();
+  const double* xp = x + static_cast<int64_t>(p) * n * N;
+  double* xap = xa + static_cast<int64_t>(p) * n * N;
+  double var_sum = 0;
+  const int64_t groups = (n + kMmaRows - 1) / kMmaRows;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kFusedWarps + warp;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * kFusedWarps;
+  auto issue = [&](int64_t grp, int slot) {
+    if (grp < groups) {
+      const int64_t row0 = grp * kMmaRows;
+      const int count = static_cast<int>((n - row0 < kMmaRows ? n - row0 : kMmaRows) * N);
+      const double* src = xp + row0 * N;
+      double* dst = s_raw + slot * ring;
+      for (int e = lane; e < count; e += kWarp) CpAsync<8>(dst + e, src + e);
+    }
+    CpAsyncCommit();
+  };
+  issue(first, 0);
+  int slot = 0;
+  for (int64_t grp = first; grp < groups; grp += step) {
+    issue(grp + step, slot ^ 1);
+    CpAsyncWait<1>();
+    __syncwarp();
+    const int64_t row0 = grp * kMmaRows;
+    const int rows = static_cast<int>(n - row0 < kMmaRows ? n - row0 : kMmaRows);
+    double* raw = s_raw + slot * ring;
+    // Row g's mean over its columns q, q + 4, ...; anomalies lambda (x - mean) into s_a.
+    const bool live = g < rows;
+    double mean = 0;
+    if (live) {
+      for (int k = q; k < N; k += 4) mean += raw[g * N + k];
+    }
+    mean = GroupSum(mean) / N;
+    for (int k = q; k < N; k += 4) s_a[g * lda + k] = live ? lambda * (raw[g * N + k] - mean) : 0.0;
+    __syncwarp();
+    double acc[kNT][2];
+#pragma unroll
+    for (int c = 0; c < kNT; ++c) acc[c][0] = acc[c][1] = 0;
+#pragma unroll
+    for (int k0 = 0; k0 < kNp; k0 += 4) {
+      const double a = s_a[g * lda + k0 + q];
+#pragma unroll
+      for (int c = 0; c < kNT; ++c) MmaF64(acc[c][0], acc[c][1], a, s_t[(k0 + q) * ldt + 8 * c + g]);
+    }
+    // Finish (as FinishRowWarp): relaxation against the anomalies, the mean back, spread.
+    bool valid[kNT][2];
+    double s1 = 0;
+#pragma unroll
+    for (int c = 0; c < kNT; ++c) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        valid[c][h] = 8 * c + 2 * q + h < N;
+        s1 += acc[c][h];  // zero beyond N (T's zero columns)
+      }
+    }
+    const double amean = GroupSum(s1) / N;
+    double m2 = amean;
+    if (pp.relaxation == 1) {  // RTPP
+      double s2 = 0;
+#pragma unroll
+      for (int c = 0; c < kNT; ++c) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (!valid[c][h]) continue;
+          const double f = s_a[g * lda + 8 * c + 2 * q + h];
+          acc[c][h] = amean + (1 - alpha) * (acc[c][h] - amean) + alpha * f;
+          s2 += acc[c][h];
+        }
+      }
+      m2 = GroupSum(s2) / N;
+    } else if (pp.relaxation == 2) {  // RTPS
+      double va = 0, vf = 0;
+#pragma unroll
+      for (int c = 0; c < kNT; ++c) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (!valid[c][h]) continue;
+          const double a = acc[c][h] - amean;
+          const double f = s_a[g * lda + 8 * c + 2 * q + h];
+          va += a * a;
+          vf += f * f;
+        }
+      }
+      va = GroupSum(va);
+      vf = GroupSum(vf);
+      // va is uniform over the group, not the warp (a row past the end has none): the
+      // shuffles stay outside the condition.
+      const bool scale = va > 0;
+      const double factor = scale ? 1 - alpha + alpha * sqrt(vf / va) : 1.0;
+      double s2 = 0;
+#pragma unroll
+      for (int c = 0; c < kNT; ++c) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (!valid[c][h] || !scale) continue;
+          acc[c][h] = amean + factor * (acc[c][h] - amean);
+          s2 += acc[c][h];
+        }
+      }
+      s2 = GroupSum(s2) / N;
+      if (scale) m2 = s2;
+    }
+    // Stage the finished row in the raw slot (consumed), then write the tile contiguously.
+    __syncwarp();
+    if (live) {
+#pragma unroll
+      for (int c = 0; c < kNT; ++c) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (!valid[c][h]) continue;
+          const double dv = acc[c][h] - m2;
+          var_sum += dv * dv;
+          raw[g * N + 8 * c + 2 * q + h] = acc[c][h] + mean;
+        }
+      }
+    }
+    __syncwarp();
+    double* dst = xap + row0 * N;
+    for (int e = lane; e < rows * N; e += kWarp) dst[e] = raw[e];
+    __syncwarp();  // s_a and this ring slot are free for the next tile
+    slot ^= 1;
+  }
+  __shared__ double warp_sums[kFusedWarps];
+  const double total = WarpSum(var_sum) / static_cast<double>(N - 1);
+  if (lane == 0) warp_sums[warp] = total;
+  __syncthreads();
+  if (tid == 0) {
+    double s = 0;
+    for (int w = 0; w < kFusedWarps; ++w) s += warp_sums[w];
+    partials[static_cast<int64_t>(p) * gridDim.x + blockIdx.x] = s;
+  }
+}
+
 // ---- one block per small stochastic problem -------------------------------------------------
 
 constexpr int kSmallThreads = 128;
@@ -1189,6 +1380,29 @@ cudaError_t LaunchTransformRows(int P, int64_t n, int N, const T* x, const T* t,
   const int bpp = static_cast<int>(
       std::min<int64_t>((groups + kFusedWarps - 1) / kFusedWarps, FinishRowsBlocks(n)));
   *blocks_per_problem = bpp;
+  if constexpr (std::is_same_v<T, double>) {
+    if (rows_per_warp == 0) {  // the tensor-core kernel
+      const size_t smem = TransformRowsMmaSmem(N);
+      auto launch = [&](auto kernel) {
+        const cudaError_t a = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   static_cast<int>(smem));
+        if (a != cudaSuccess) return a;
+        kernel<<<dim3(bpp, P), kFusedThreads, smem, stream>>>(n, N, x, t, t_stride, params, xa, partials);
+        return cudaGetLastError();
+      };
+      switch ((N + 7) / 8) {
+        case 1: return launch(TransformRowsMmaKernel<1>);
+        case 2: return launch(TransformRowsMmaKernel<2>);
+        case 3: return launch(TransformRowsMmaKernel<3>);
+        case 4: return launch(TransformRowsMmaKernel<4>);
+        case 5: return launch(TransformRowsMmaKernel<5>);
+        case 6: return launch(TransformRowsMmaKernel<6>);
+        case 7: return launch(TransformRowsMmaKernel<7>);
+        case 8: return launch(TransformRowsMmaKernel<8>);
+        default: return cudaErrorInvalidValue;
+      }
+    }
+  }
   const size_t smem = TransformRowsSmem(N, sizeof(T), rows);
   auto kernel = rows == 8 ? TransformRowsKernel<T, 8> : TransformRowsKernel<T, 4>;
   const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -92,7 +92,9 @@ template <typename T>
 cudaError_t LaunchTransformRows(int P, int64_t n, int N, const T* x, const T* t, int64_t t_stride,
                                 const ProblemParams* params, T* xa, double* partials,
                                 int* blocks_per_problem, cudaStream_t stream,
-                                int rows_per_warp = 8);  // 4 or 8 rows per warp tile
+                                int rows_per_warp = 0);  // 0: double on the tensor cores (8
+                                                         // rows per warp), else as float;
+                                                         // float: 4 or 8 (0: 8) rows per warp
 
 
 // Symmetric eigendecomposition of P contiguous N x N matrices (N <= kMaxJacobiOrder) in place

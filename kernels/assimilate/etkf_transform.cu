@@ -34,12 +34,11 @@ __device__ __forceinline__ double WarpSum(double v) {
   return v;
 }
 
-__host__ __device__ inline int PaddedOrder(int N) { return (N + 7) / 8 * 8; }
-__host__ __device__ inline int Ld(int N) { return PaddedOrder(N) + 4; }
+int PaddedOrder(int N) { return (N + 7) / 8 * 8; }
 
 size_t NsSmem(int N) {
   const int Np = PaddedOrder(N);
-  return (static_cast<size_t>(5) * Np * Ld(N) + 4 * static_cast<size_t>(Np)) * sizeof(double);
+  return (static_cast<size_t>(5) * Np * (Np + 4) + 4 * static_cast<size_t>(Np)) * sizeof(double);
 }
 
 int NsWarps(int N) {
@@ -60,14 +59,16 @@ __device__ __forceinline__ void Mma(double& d0, double& d1, double a, double b) 
 // symmetric: A B^T in place of A B is unstable (float64 experiments, NOTES.md: the rounding's
 // antisymmetric part grows until the iteration diverges at cond(G) ~ 1e4), so are symmetrised
 // iterates; only the plain products keep the coupled iteration's stability.
+template <int kNp>
 __device__ __forceinline__ void TileProduct(const double* __restrict__ a, const double* __restrict__ b,
-                                            int ld, int Np, int bi, int bj, int lane, double& d0,
-                                            double& d1) {
+                                            int bi, int bj, int lane, double& d0, double& d1) {
+  constexpr int ld = kNp + 4;
   const int g = lane >> 2, q = lane & 3;
   const double* ar = a + (bi * 8 + g) * ld + q;
   const double* bc = b + q * ld + bj * 8 + g;
   double e0 = 0, e1 = 0, o0 = 0, o1 = 0;
-  for (int k = 0; k + 8 <= Np; k += 8) {
+#pragma unroll
+  for (int k = 0; k < kNp; k += 8) {
     Mma(e0, e1, ar[k], bc[k * ld]);
     Mma(o0, o1, ar[k + 4], bc[(k + 4) * ld]);
   }
@@ -75,7 +76,7 @@ __device__ __forceinline__ void TileProduct(const double* __restrict__ a, const 
   d1 = e1 + o1;
 }
 
-template <typename T>
+template <typename T, int kNp>
 __global__ void __launch_bounds__(kMaxWarps * kWarp) EtkfNsKernel(int N, const T* __restrict__ c_all,
                                                                   int64_t c_stride, T* __restrict__ t_all,
                                                                   T* __restrict__ v_all, int* __restrict__ flag,
@@ -83,7 +84,7 @@ __global__ void __launch_bounds__(kMaxWarps * kWarp) EtkfNsKernel(int N, const T
   extern __shared__ __align__(16) double smem[];
   __shared__ double red[2][kMaxWarps];
   __shared__ int bad;
-  const int Np = PaddedOrder(N), ld = Ld(N), nt = Np / 8, tiles = nt * nt, mat = Np * ld;
+  constexpr int Np = kNp, ld = kNp + 4, nt = kNp / 8, tiles = nt * nt, mat = Np * ld;
   double* y = smem;
   double* z = y + mat;
   double* tm = z + mat;
@@ -149,7 +150,7 @@ __global__ void __launch_bounds__(kMaxWarps * kWarp) EtkfNsKernel(int N, const T
       for (int task = warp; task < tiles; task += warps) {
         const int bi = task / nt, bj = task - bi * nt;
         double d0, d1;
-        TileProduct(z, y, ld, Np, bi, bj, lane, d0, d1);
+        TileProduct<kNp>(z, y, bi, bj, lane, d0, d1);
         const int row = bi * 8 + g, col = bj * 8 + 2 * q;
         tm[row * ld + col] = (row == col ? 1.5 : 0.0) - 0.5 * d0;
         tm[row * ld + col + 1] = (row == col + 1 ? 1.5 : 0.0) - 0.5 * d1;
@@ -163,9 +164,9 @@ __global__ void __launch_bounds__(kMaxWarps * kWarp) EtkfNsKernel(int N, const T
         const int bi = tt / nt, bj = tt - bi * nt;
         double d0, d1;
         if (zt) {
-          TileProduct(tm, z, ld, Np, bi, bj, lane, d0, d1);
+          TileProduct<kNp>(tm, z, bi, bj, lane, d0, d1);
         } else {
-          TileProduct(y, tm, ld, Np, bi, bj, lane, d0, d1);
+          TileProduct<kNp>(y, tm, bi, bj, lane, d0, d1);
         }
         double* o = zt ? z2 : y2;
         const int row = bi * 8 + g, col = bj * 8 + 2 * q;
@@ -267,11 +268,25 @@ cudaError_t LaunchEtkfTransform(int P, int N, const T* c, int64_t c_stride, T* t
                                 int* info, int* flag, bool force_fallback, cudaStream_t stream) {
   if (N < 2 || N > kMaxEtkfNsOrder || P < 1) return cudaErrorInvalidValue;
   const size_t smem = NsSmem(N);
-  cudaError_t e = cudaFuncSetAttribute(EtkfNsKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem));
+  auto launch = [&](auto kernel) {
+    const cudaError_t a = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(smem));
+    if (a != cudaSuccess) return a;
+    kernel<<<P, NsWarps(N) * kWarp, smem, stream>>>(N, c, c_stride, t, v, flag, force_fallback);
+    return cudaGetLastError();
+  };
+  cudaError_t e = cudaErrorInvalidValue;
+  switch (PaddedOrder(N)) {  // the order as a constant: the products' loops fully unrolled
+    case 8: e = launch(EtkfNsKernel<T, 8>); break;
+    case 16: e = launch(EtkfNsKernel<T, 16>); break;
+    case 24: e = launch(EtkfNsKernel<T, 24>); break;
+    case 32: e = launch(EtkfNsKernel<T, 32>); break;
+    case 40: e = launch(EtkfNsKernel<T, 40>); break;
+    case 48: e = launch(EtkfNsKernel<T, 48>); break;
+    case 56: e = launch(EtkfNsKernel<T, 56>); break;
+    case 64: e = launch(EtkfNsKernel<T, 64>); break;
+  }
   if (e != cudaSuccess) return e;
-  EtkfNsKernel<T><<<P, NsWarps(N) * kWarp, smem, stream>>>(N, c, c_stride, t, v, flag, force_fallback);
-  if ((e = cudaGetLastError()) != cudaSuccess) return e;
   // The fallback: blocks of unflagged problems return at once.
   if ((e = LaunchJacobiEig<T>(P, N, v, ev, stream, flag)) != cudaSuccess) return e;
   EtkfFromEigKernel<T><<<P, kFromEigThreads, 0, stream>>>(N, v, ev, c, c_stride, t, info, flag);

@@ -261,6 +261,11 @@ int main(int argc, char** argv) {
       r4.rows_per_warp = 4;
       cases.push_back(r4);
     }
+    for (Method method : {etkf, enkf}) {
+      Case r8{"variant large scalar rows_per_warp=8", 1, 1000000, 100000, 50, f64, method, false, Form::kAuto, 0, 5};
+      r8.rows_per_warp = 8;
+      cases.push_back(r8);
+    }
     Case se{"variant small etkf eig library", 10000, 40, 40, 20, f64, etkf, false, Form::kAuto, 0, 20};
     se.eig_variant = 0;
     cases.push_back(se);

@@ -370,7 +370,7 @@ class GroupRunner {
         trsm_block_(options && options->trsm_block >= 0 ? options->trsm_block : kDefaultTrsmBlock<T>),
         solve_variant_(options ? options->solve_variant : -1),
         eig_variant_(options ? options->eig_variant : -1),
-        rows_per_warp_(options && options->rows_per_warp > 0 ? options->rows_per_warp : 8),
+        rows_per_warp_(options && options->rows_per_warp > 0 ? options->rows_per_warp : 0),
         small_variant_(options ? options->small_variant : 0),
         marks_(options ? options->marks : nullptr) {}
 

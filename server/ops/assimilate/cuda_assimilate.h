@@ -54,7 +54,8 @@ struct CudaEnqueueOptions {
   // take Newton-Schulz; 2 cuSOLVER's XsyevBatched (also for one matrix); 3 Newton-Schulz with
   // its eigendecomposition fallback forced on every problem.
   int eig_variant = -1;
-  // Rows per warp tile of the one-pass state transform: 4 or 8 (0: 8).
+  // The one-pass state transform: 0 float64 on the tensor cores (8 rows per warp; float: the
+  // scalar kernel with 8); 4 or 8: the scalar kernel with that many rows per warp.
   int rows_per_warp = 0;
   // The small fused kernel: 0 one warp per problem, 1 one 128-thread block per problem (v2).
   int small_variant = 0;

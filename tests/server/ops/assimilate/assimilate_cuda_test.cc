@@ -464,6 +464,7 @@ TEST_F(AssimilateCuda, FusedKernelsAndTheirBoundaries) {
           ExpectMatchesCpu(dtype, cases, label);
           ExpectMatchesCpu(dtype, cases, label + " library path", {.no_fused = true});
           ExpectMatchesCpu(dtype, cases, label + " 4 rows per warp", {.rows_per_warp = 4});
+          ExpectMatchesCpu(dtype, cases, label + " scalar 8 rows per warp", {.rows_per_warp = 8});
           ExpectMatchesCpu(dtype, cases, label + " block kernel", {.small_variant = 1});
         }
       }
@@ -547,6 +548,7 @@ TEST_F(AssimilateCuda, FusedRowsManyTiles) {
   cases.push_back(MakeCase(s, rng));
   ExpectMatchesCpu(ElementType::kFloat64, cases, "n = 140001");
   ExpectMatchesCpu(ElementType::kFloat64, cases, "n = 140001, 4 rows per warp", {.rows_per_warp = 4});
+  ExpectMatchesCpu(ElementType::kFloat64, cases, "n = 140001, scalar 8 rows per warp", {.rows_per_warp = 8});
   s.relaxation = Relaxation::kRtpp;
   s.N = 37;
   s.n = 300007;  // more tiles than warps in the grid at 4 and at 8 rows per warp
@@ -554,6 +556,7 @@ TEST_F(AssimilateCuda, FusedRowsManyTiles) {
   cases.push_back(MakeCase(s, rng));
   ExpectMatchesCpu(ElementType::kFloat64, cases, "n = 300007");
   ExpectMatchesCpu(ElementType::kFloat64, cases, "n = 300007, 4 rows per warp", {.rows_per_warp = 4});
+  ExpectMatchesCpu(ElementType::kFloat64, cases, "n = 300007, scalar 8 rows per warp", {.rows_per_warp = 8});
 }
 
 // Blocked left triangular solves (one large ensemble-space problem), at block sizes that do and
