@@ -321,6 +321,35 @@ __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_
 template <int kPending>
 __device__ __forceinline__ void CpAsyncWait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
 
+// Issues the raw rows of tile `grp` (kRows rows of N, from the problem's rows xp) into dst by
+// cp.async; always commits a group, maybe empty (past the last tile).
+template <typename T, int kRows>
+__device__ __forceinline__ void IssueRawTile(const T* xp, int64_t n, int N, int64_t grp, int64_t groups,
+                                             T* dst, int lane) {
+  if (grp < groups) {
+    const int64_t row0 = grp * kRows;
+    const int count = static_cast<int>((n - row0 < kRows ? n - row0 : kRows) * N);
+    const T* src = xp + row0 * N;
+    for (int e = lane; e < count; e += kWarp) CpAsync<sizeof(T)>(dst + e, src + e);
+  }
+  CpAsyncCommit();
+}
+
+// The fused passes' epilogue: the block's share of the spread (its lanes' sums of squared
+// deviations over N - 1) into partials[p][blockIdx.x]. Every thread of the block calls it.
+__device__ void WriteSpreadPartial(double var_sum, int N, int p, double* __restrict__ partials) {
+  __shared__ double warp_sums[kFusedWarps];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const double total = WarpSum(var_sum) / static_cast<double>(N - 1);
+  if (lane == 0) warp_sums[warp] = total;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double s = 0;
+    for (int w = 0; w < kFusedWarps; ++w) s += warp_sums[w];
+    partials[static_cast<int64_t>(p) * gridDim.x + blockIdx.x] = s;
+  }
+}
+
 template <typename T, int kRows>
 __global__ void __launch_bounds__(kFusedThreads, 2) TransformRowsKernel(
     int64_t n, int N, const T* __restrict__ x, const T* __restrict__ t, int64_t t_stride,
@@ -353,16 +382,8 @@ __global__ void __launch_bounds__(kFusedThreads, 2) TransformRowsKernel(
   const int64_t groups = (n + kRows - 1) / kRows;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kFusedWarps + warp;
   const int64_t step = static_cast<int64_t>(gridDim.x) * kFusedWarps;
-  // Issues the raw rows of tile `grp` into ring slot `slot` (always commits a group, maybe empty).
   auto issue = [&](int64_t grp, int slot) {
-    if (grp < groups) {
-      const int64_t row0 = grp * kRows;
-      const int count = static_cast<int>((n - row0 < kRows ? n - row0 : kRows) * N);
-      const T* src = xp + row0 * N;
-      T* dst = s_raw + slot * ring;
-      for (int e = lane; e < count; e += kWarp) CpAsync<sizeof(T)>(dst + e, src + e);
-    }
-    CpAsyncCommit();
+    IssueRawTile<T, kRows>(xp, n, N, grp, groups, s_raw + slot * ring, lane);
   };
 #pragma unroll
   for (int d = 0; d < kPf; ++d) issue(first + d * step, d);
@@ -490,15 +511,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2) TransformRowsKernel(
     }
     __syncwarp();  // s_a, s_mean and this ring slot are free for the next tile
   }
-  __shared__ double warp_sums[kFusedWarps];
-  const double total = WarpSum(var_sum) / static_cast<double>(N - 1);
-  if (lane == 0) warp_sums[warp] = total;
-  __syncthreads();
-  if (tid == 0) {
-    double s = 0;
-    for (int w = 0; w < kFusedWarps; ++w) s += warp_sums[w];
-    partials[static_cast<int64_t>(p) * gridDim.x + blockIdx.x] = s;
-  }
+  WriteSpreadPartial(var_sum, N, p, partials);
 }
 
 // ---- fused state pass on the float64 tensor cores (double, N <= kMaxFusedRowsMembers) --------
@@ -567,14 +580,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2) TransformRowsMmaKernel(
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kFusedWarps + warp;
   const int64_t step = static_cast<int64_t>(gridDim.x) * kFusedWarps;
   auto issue = [&](int64_t grp, int slot) {
-    if (grp < groups) {
-      const int64_t row0 = grp * kMmaRows;
-      const int count = static_cast<int>((n - row0 < kMmaRows ? n - row0 : kMmaRows) * N);
-      const double* src = xp + row0 * N;
-      double* dst = s_raw + slot * ring;
-      for (int e = lane; e < count; e += kWarp) CpAsync<8>(dst + e, src + e);
-    }
-    CpAsyncCommit();
+    IssueRawTile<double, kMmaRows>(xp, n, N, grp, groups, s_raw + slot * ring, lane);
   };
   issue(first, 0);
   int slot = 0;
@@ -681,15 +687,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2) TransformRowsMmaKernel(
     __syncwarp();  // s_a and this ring slot are free for the next tile
     slot ^= 1;
   }
-  __shared__ double warp_sums[kFusedWarps];
-  const double total = WarpSum(var_sum) / static_cast<double>(N - 1);
-  if (lane == 0) warp_sums[warp] = total;
-  __syncthreads();
-  if (tid == 0) {
-    double s = 0;
-    for (int w = 0; w < kFusedWarps; ++w) s += warp_sums[w];
-    partials[static_cast<int64_t>(p) * gridDim.x + blockIdx.x] = s;
-  }
+  WriteSpreadPartial(var_sum, N, p, partials);
 }
 
 // ---- one block per small stochastic problem -------------------------------------------------
