@@ -165,6 +165,17 @@ __device__ __forceinline__ double PowerFromTransforms(const NufftSeriesDesc& d, 
                                                    d.normalization, d.yy, d.psd_scale);
 }
 
+// The power launches' blocks past main_blocks run the low piece's frequencies, one a block
+// (lombscargle_low.cuh); true for such a block, which has nothing else to do.
+template <typename T>
+__device__ __forceinline__ bool RanLowPieceBlock(unsigned main_blocks, const NufftLowPiece<T>& low,
+                                                 T* __restrict__ power, LsPeak* __restrict__ partials) {
+  if (blockIdx.x < main_blocks) return false;
+  LowFrequencyBlock<kNufftPowerBlock>(low.desc[low.index], blockIdx.x - main_blocks, low.t, low.w,
+                                      low.wy, power, partials);
+  return true;
+}
+
 // One thread per mode: the series' harmonic sums at k, deconvolved, then the power (float64
 // arithmetic whatever T: the sums are what the dtype limits). Q is the series' nterms, so that
 // the sums stay in registers.
@@ -173,11 +184,7 @@ __global__ void __launch_bounds__(kNufftPowerBlock)
 NufftPower(const NufftSeriesDesc* __restrict__ series, int index, const T* __restrict__ grid,
            const double* __restrict__ correction, T* __restrict__ power,
            LsPeak* __restrict__ partials, unsigned main_blocks, NufftLowPiece<T> low) {
-  if (blockIdx.x >= main_blocks) {  // the low piece's frequencies, one a block
-    LowFrequencyBlock<kNufftPowerBlock>(low.desc[low.index], blockIdx.x - main_blocks, low.t,
-                                        low.w, low.wy, power, partials);
-    return;
-  }
+  if (RanLowPieceBlock(main_blocks, low, power, partials)) return;
   const NufftSeriesDesc& d = series[index];
   const long long k = static_cast<long long>(blockIdx.x) * kNufftPowerBlock + threadIdx.x;
   double best = 0;
@@ -205,11 +212,7 @@ __global__ void __launch_bounds__(kNufftPowerBlock)
 NufftPowerWindowed(const NufftSeriesDesc* __restrict__ series, int index, const T* __restrict__ grid,
                    const double* __restrict__ correction, T* __restrict__ power,
                    LsPeak* __restrict__ partials, unsigned main_blocks, NufftLowPiece<T> low) {
-  if (blockIdx.x >= main_blocks) {  // the low piece's frequencies, one a block
-    LowFrequencyBlock<kNufftPowerBlock>(low.desc[low.index], blockIdx.x - main_blocks, low.t,
-                                        low.w, low.wy, power, partials);
-    return;
-  }
+  if (RanLowPieceBlock(main_blocks, low, power, partials)) return;
   constexpr int kRows = kNufftPowerBlock / kWindowTile;  // 8
   __shared__ double s_corr[kWindowTile][kWindowTile + 1];  // [q][r]
   __shared__ T s_power[kWindowTile][kWindowTile + 1];      // [q][r]

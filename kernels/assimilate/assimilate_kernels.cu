@@ -335,6 +335,16 @@ __device__ __forceinline__ void IssueRawTile(const T* xp, int64_t n, int N, int6
   CpAsyncCommit();
 }
 
+// The fused passes' prologue: T (column-major N x N at tp) into shared memory as
+// s_t[k ld + j] = T(k, j) over rows x ld, zero outside N x N. Every thread of the block calls it.
+template <typename T>
+__device__ void StageTransform(const T* __restrict__ tp, int N, int rows, int ld, T* __restrict__ s_t) {
+  for (int e = threadIdx.x; e < rows * ld; e += blockDim.x) {
+    const int k = e / ld, j = e - k * ld;
+    s_t[e] = k < N && j < N ? tp[k + static_cast<int64_t>(j) * N] : T(0);
+  }
+}
+
 // The fused passes' epilogue: the block's share of the spread (its lanes' sums of squared
 // deviations over N - 1) into partials[p][blockIdx.x]. Every thread of the block calls it.
 __device__ void WriteSpreadPartial(double var_sum, int N, int p, double* __restrict__ partials) {
@@ -369,10 +379,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2) TransformRowsKernel(
   const T lambda = static_cast<T>(pp.inflation);
   const double alpha = pp.relaxation_factor;
   const T* tp = t + static_cast<int64_t>(p) * t_stride;
-  for (int e = tid; e < Ne * kCols; e += kFusedThreads) {
-    const int k = e / kCols, j = e % kCols;
-    s_t[e] = k < N && j < N ? tp[k + static_cast<int64_t>(j) * N] : T(0);
-  }
+  StageTransform(tp, N, Ne, kCols, s_t);
   if (lane < kRows) s_a[lane * Ne + Ne - 1] = T(0);  // the pad column when N is odd
   __syncthreads();
   const bool has[2] = {lane < N, lane + kWarp < N};
@@ -567,10 +574,7 @@ __global__ void __launch_bounds__(kFusedThreads, 2) TransformRowsMmaKernel(
   const ProblemParams pp = params[p];
   const double lambda = pp.inflation, alpha = pp.relaxation_factor;
   const double* tp = t + static_cast<int64_t>(p) * t_stride;
-  for (int e = tid; e < kNp * ldt; e += kFusedThreads) {
-    const int k = e / ldt, j = e - k * ldt;
-    s_t[e] = k < N && j < N ? tp[k + static_cast<int64_t>(j) * N] : 0.0;
-  }
+  StageTransform(tp, N, kNp, ldt, s_t);
   for (int k = N + q; k < kNp; k += 4) s_a[g * lda + k] = 0.0;  // A's zero columns, once
   __syncthreads();
   const double* xp = x + static_cast<int64_t>(p) * n * N;

@@ -311,6 +311,16 @@ absl::StatusOr<const double*> NufftCorrectionOnDevice(DeviceContext& device, Str
   return static_cast<const double*>(stored->memory.get());
 }
 
+// In-place inverse complex FFT of interleaved (re, im) cells in float or double.
+cufftResult ExecInverseFft(cufftHandle plan, float* cells) {
+  auto* data = reinterpret_cast<cufftComplex*>(cells);
+  return cufftExecC2C(plan, data, data, CUFFT_INVERSE);
+}
+cufftResult ExecInverseFft(cufftHandle plan, double* cells) {
+  auto* data = reinterpret_cast<cufftDoubleComplex*>(cells);
+  return cufftExecZ2Z(plan, data, data, CUFFT_INVERSE);
+}
+
 absl::StatusOr<cufftHandle> NufftFftPlan(StreamSlot& slot, int64_t grid_size, int64_t batch,
                                          ComputeType dtype) {
   const std::string key = absl::StrCat("cufft/", ComputeTypeName(dtype), "/", grid_size, "x", batch);
@@ -795,67 +805,46 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
                                                stream));
         }
       }
-      if (f32) {
-        CUDA_RETURN_IF_ERROR(kernels::LaunchNufftSpread<float>(
+      // The launches in the compute type T (one body for float and double).
+      auto run_fast = [&](auto zero) -> absl::Status {
+        using T = decltype(zero);
+        CUDA_RETURN_IF_ERROR(kernels::LaunchNufftSpread<T>(
             ndesc, ntrans, static_cast<int>(n_transforms), static_cast<int>(max_fast_samples), a_t,
-            static_cast<const float*>(a_w), static_cast<const float*>(a_wy),
-            static_cast<float*>(d_grid), static_cast<float*>(d_windows), stream));
-      } else {
-        CUDA_RETURN_IF_ERROR(kernels::LaunchNufftSpread<double>(
-            ndesc, ntrans, static_cast<int>(n_transforms), static_cast<int>(max_fast_samples), a_t,
-            static_cast<const double*>(a_w), static_cast<const double*>(a_wy),
-            static_cast<double*>(d_grid), static_cast<double*>(d_windows), stream));
-      }
-      CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
-      for (int fi = 0; fi < n_fast; ++fi) {
-        const NufftPlan& plan = nufft_plans[fi];
-        const NufftSeriesDesc& h = host_ndesc[fi];
-        if (h.n_transforms == 0) continue;
-        // Windowed: R twiddled copies of each window, FFTs of L points; else FFTs of M points.
-        const int64_t fft_size = h.window > 0 ? h.window : plan.grid_size;
-        const int64_t fft_batch = h.n_transforms * (plan.grid_size / fft_size);
-        if (h.window > 0) {
-          if (f32) {
-            CUDA_RETURN_IF_ERROR(kernels::LaunchNufftExpand<float>(
-                ndesc, fi, h, static_cast<const float*>(d_windows), static_cast<float*>(d_grid), stream));
-          } else {
-            CUDA_RETURN_IF_ERROR(kernels::LaunchNufftExpand<double>(
-                ndesc, fi, h, static_cast<const double*>(d_windows), static_cast<double*>(d_grid), stream));
+            static_cast<const T*>(a_w), static_cast<const T*>(a_wy), static_cast<T*>(d_grid),
+            static_cast<T*>(d_windows), stream));
+        CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+        for (int fi = 0; fi < n_fast; ++fi) {
+          const NufftPlan& plan = nufft_plans[fi];
+          const NufftSeriesDesc& h = host_ndesc[fi];
+          if (h.n_transforms == 0) continue;
+          // Windowed: R twiddled copies of each window, FFTs of L points; else FFTs of M points.
+          const int64_t fft_size = h.window > 0 ? h.window : plan.grid_size;
+          const int64_t fft_batch = h.n_transforms * (plan.grid_size / fft_size);
+          if (h.window > 0) {
+            CUDA_RETURN_IF_ERROR(kernels::LaunchNufftExpand<T>(
+                ndesc, fi, h, static_cast<const T*>(d_windows), static_cast<T*>(d_grid), stream));
+            CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
           }
+          // The plan, then the table (cached per slot; built on first use, on this stream). Each
+          // lookup may evict older entries (after synchronising the stream, so work already
+          // queued is done with them) but not the one just used: fetched per series, right
+          // before the launches that read them.
+          ASSIGN_OR_RETURN(cufftHandle fft, NufftFftPlan(slot, fft_size, fft_batch, batch.dtype));
+          ASSIGN_OR_RETURN(const double* correction, NufftCorrectionOnDevice(device, slot, plan));
+          CUFFT_RETURN_IF_ERROR(ExecInverseFft(fft, static_cast<T*>(d_grid) + 2 * h.grid_offset));
+          kernels::NufftLowPiece<T> low;
+          if (nufft_low_piece[fi] >= 0) {
+            low = {dev_pdesc, nufft_low_piece[fi], a_t, static_cast<const T*>(a_w),
+                   static_cast<const T*>(a_wy)};
+          }
+          CUDA_RETURN_IF_ERROR(kernels::LaunchNufftPower<T>(ndesc, fi, h, static_cast<const T*>(d_grid),
+                                                            correction, static_cast<T*>(a_power),
+                                                            partials, low, stream));
           CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
         }
-        // The plan, then the table (cached per slot; built on first use, on this stream). Each
-        // lookup may evict older entries (after synchronising the stream, so work already
-        // queued is done with them) but not the one just used: fetched per series, right
-        // before the launches that read them.
-        ASSIGN_OR_RETURN(cufftHandle fft, NufftFftPlan(slot, fft_size, fft_batch, batch.dtype));
-        ASSIGN_OR_RETURN(const double* correction,
-                         NufftCorrectionOnDevice(device, slot, plan));
-        if (f32) {
-          auto* data = reinterpret_cast<cufftComplex*>(d_grid) + h.grid_offset;
-          CUFFT_RETURN_IF_ERROR(cufftExecC2C(fft, data, data, CUFFT_INVERSE));
-          kernels::NufftLowPiece<float> low;
-          if (nufft_low_piece[fi] >= 0) {
-            low = {dev_pdesc, nufft_low_piece[fi], a_t, static_cast<const float*>(a_w),
-                   static_cast<const float*>(a_wy)};
-          }
-          CUDA_RETURN_IF_ERROR(kernels::LaunchNufftPower<float>(
-              ndesc, fi, h, static_cast<const float*>(d_grid),
-              correction, static_cast<float*>(a_power), partials, low, stream));
-        } else {
-          auto* data = reinterpret_cast<cufftDoubleComplex*>(d_grid) + h.grid_offset;
-          CUFFT_RETURN_IF_ERROR(cufftExecZ2Z(fft, data, data, CUFFT_INVERSE));
-          kernels::NufftLowPiece<double> low;
-          if (nufft_low_piece[fi] >= 0) {
-            low = {dev_pdesc, nufft_low_piece[fi], a_t, static_cast<const double*>(a_w),
-                   static_cast<const double*>(a_wy)};
-          }
-          CUDA_RETURN_IF_ERROR(kernels::LaunchNufftPower<double>(
-              ndesc, fi, h, static_cast<const double*>(d_grid),
-              correction, static_cast<double*>(a_power), partials, low, stream));
-        }
-        CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
-      }
+        return absl::OkStatus();
+      };
+      RETURN_IF_ERROR(f32 ? run_fast(0.0f) : run_fast(0.0));
     }
     // Product form: per piece, per chunk of samples the operands and two GEMMs (accumulating
     // over chunks), then the power.
