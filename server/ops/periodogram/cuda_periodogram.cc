@@ -208,9 +208,10 @@ constexpr int64_t kProductMinFrequencies = int64_t{1} << 14;
 // than this (dy more than 32 times apart) stay with the direct kernel.
 constexpr double kProductMaxWeightRatio = 1024;
 
-// force: -1 auto, 0 never, 1 whenever the series qualifies (tests).
-std::optional<ProductSplit> PlanProduct(const SeriesSpec& s, ComputeType dtype, int force,
-                                        int64_t max_piece) {
+// force: -1 auto, 0 never, 1 whenever the series qualifies (tests). t_absmax: the series'
+// ComputeMoments(s).t_absmax.
+std::optional<ProductSplit> PlanProduct(const SeriesSpec& s, double t_absmax, ComputeType dtype,
+                                        int force, int64_t max_piece) {
   if (force == 0 || s.nterms != 1 || !s.grid.uniform || s.t.empty()) return std::nullopt;
   const UniformGrid& g = *s.grid.uniform;
   if (!(g.f0 >= 0) || !(g.df > 0) || g.n <= 0) return std::nullopt;
@@ -222,7 +223,7 @@ std::optional<ProductSplit> PlanProduct(const SeriesSpec& s, ComputeType dtype, 
     const double ratio = (*hi / *lo) * (*hi / *lo);  // w = dy^-2
     if (!(ratio <= kProductMaxWeightRatio)) return std::nullopt;
   }
-  const int64_t n_low = LowFrequencyPrefix(g, ComputeMoments(s).t_absmax);
+  const int64_t n_low = LowFrequencyPrefix(g, t_absmax);
   // The low piece is not optional here (the products lose those frequencies to cancellation).
   if (static_cast<double>(n_low) * static_cast<double>(s.t.size()) > kMaxLowFrequencyPairs) {
     return std::nullopt;
@@ -351,6 +352,16 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   const std::vector<const SeriesSpec*> series = batch.all_series();
   const size_t n_series = series.size();
 
+  // Each series' moments (a few passes over its samples), once: planning and packing read them.
+  std::vector<SeriesMoments> moments(n_series);
+  {
+    int64_t samples = 0;
+    for (const SeriesSpec* s : series) samples += static_cast<int64_t>(s->t.size());
+    ParallelFor(static_cast<int64_t>(n_series), samples, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) moments[i] = ComputeMoments(*series[i]);
+    });
+  }
+
   // Which path each series takes; the nterms = 1 direct ones share the NVRTC kernel.
   std::vector<SeriesKind> kinds(n_series);
   std::vector<const SeriesSpec*> direct1;
@@ -360,7 +371,8 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   for (size_t i = 0; i < n_series; ++i) {
     kinds[i] = KindOf(*series[i]);
     if (kinds[i] == SeriesKind::kDirect1) {
-      products[i] = PlanProduct(*series[i], batch.dtype, force_product, product_piece);
+      products[i] =
+          PlanProduct(*series[i], moments[i].t_absmax, batch.dtype, force_product, product_piece);
       if (products[i]) {
         kinds[i] = SeriesKind::kProduct;
       } else {
@@ -440,7 +452,7 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
           // NufftTerms.OrderIsThePowerKernels).
           int max_j = 1;
           for (const HarmonicTerm& h : nufft_terms.back()) max_j = std::max(max_j, h.j);
-          const double t_absmax = ComputeMoments(s).t_absmax;
+          const double t_absmax = moments[i].t_absmax;
           nufft_windows.push_back(nf > 0 ? NufftWindow(nufft_plans.back(), max_j, s.grid.uniform->df,
                                                        t_absmax)
                                          : 0);
@@ -610,7 +622,7 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
     ParallelFor(static_cast<int64_t>(n_series), samples, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const SeriesSpec& s = *series[i];
-        const SeriesMoments m = ComputeMoments(s);
+        const SeriesMoments& m = moments[i];
         LsSeriesDesc& d = desc[i];
         d.fit_mean = s.fit_mean ? 1 : 0;
         d.normalization = static_cast<int>(s.normalization);
