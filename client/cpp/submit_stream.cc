@@ -21,13 +21,21 @@ void SubmitStream::Start(v1::Compute::Stub* stub) {
   StartCall();
 }
 
-void SubmitStream::Submit(v1::SubmitRequest job) {
+absl::Status SubmitStream::Submit(v1::SubmitRequest job) {
   {
     absl::MutexLock lock(&mu_);
-    if (closed_ || broken_) return;  // the call is ending: the job cannot be sent
+    if (ended_) {
+      return end_status_.ok() ? absl::FailedPreconditionError("Submit after the stream ended")
+                              : end_status_;
+    }
+    if (closed_) return absl::FailedPreconditionError("Submit after Close()");
+    ++unanswered_[job.id()];
+    // A write failed: the call is ending and OnDone answers the job with its status.
+    if (broken_) return absl::OkStatus();
     to_write_.push_back(std::move(job));
   }
   WriteNext();
+  return absl::OkStatus();
 }
 
 void SubmitStream::Close() {
@@ -88,13 +96,42 @@ void SubmitStream::OnReadDone(bool ok) {
   {
     absl::MutexLock lock(&mu_);
     ++received_;
+    if (auto it = unanswered_.find(incoming_.id()); it != unanswered_.end() && --it->second == 0) {
+      unanswered_.erase(it);
+    }
   }
   on_result_(std::move(incoming_));
   incoming_.Clear();
   StartRead(&incoming_);
 }
 
-void SubmitStream::OnDone(const grpc::Status& status) { done_.set_value(ToAbslStatus(status)); }
+void SubmitStream::OnDone(const grpc::Status& status) {
+  const absl::Status end = ToAbslStatus(status);
+  absl::flat_hash_map<std::string, int> unanswered;
+  {
+    absl::MutexLock lock(&mu_);
+    ended_ = true;
+    end_status_ = end;
+    unanswered.swap(unanswered_);
+    to_write_.clear();
+  }
+  // Jobs without a result: the stream's status (UNKNOWN should it have ended OK without them).
+  const int code = status.ok() ? static_cast<int>(grpc::StatusCode::UNKNOWN)
+                               : static_cast<int>(status.error_code());
+  const std::string message =
+      status.ok() ? std::string("no result: the stream ended without one")
+                  : "no result: the stream ended with " + end.ToString();
+  for (const auto& [id, count] : unanswered) {
+    for (int i = 0; i < count; ++i) {
+      v1::SubmitResponse result;
+      result.set_id(id);
+      result.set_code(code);
+      result.set_message(message);
+      on_result_(std::move(result));
+    }
+  }
+  done_.set_value(end);
+}
 
 std::unique_ptr<SubmitStream> Client::OpenSubmitStream(SubmitStream::ResultCallback on_result,
                                                        CallOptions options) {

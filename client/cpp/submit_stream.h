@@ -5,6 +5,13 @@
 // reads the next job only when fewer than its max_jobs_in_flight are running, so under a fast
 // writer the queue here is what grows (pending_writes() tells how much). Results arrive on a
 // gRPC thread through the callback given at open; keep it short. Thread-safe.
+//
+// Every job Submit() accepted gets exactly one result callback. When the stream ends without
+// a job's result (the server shut down: UNAVAILABLE "server shutting down"; the connection
+// broke; a cancel or deadline), the callback gets a result with the stream's status code and
+// a message saying so: for UNAVAILABLE the server did not run the job (or its result was
+// lost with the connection), so send it again, to another server. These come before Wait()
+// returns.
 #pragma once
 
 #include <cstdint>
@@ -12,8 +19,10 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
@@ -28,8 +37,10 @@ class SubmitStream final : public grpc::ClientBidiReactor<v1::SubmitRequest, v1:
 
   ~SubmitStream() override;  // Cancel() unless finished, then waits for the call to end
 
-  // Queues one job (its id is the caller's tag for matching the result).
-  void Submit(v1::SubmitRequest job);
+  // Queues one job (its id is the caller's tag for matching the result). OK, or (and then no
+  // callback for it) FAILED_PRECONDITION after Close(), or the stream's final status once it
+  // has ended (UNAVAILABLE when the server shut down: open a new stream).
+  absl::Status Submit(v1::SubmitRequest job);
   // No more jobs: the server finishes the stream after the last result.
   void Close();
   // Ends the call now; the server cancels the jobs it has not started.
@@ -64,6 +75,10 @@ class SubmitStream final : public grpc::ClientBidiReactor<v1::SubmitRequest, v1:
   bool writes_done_sent_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // a write failed: the call is ending
   int64_t received_ ABSL_GUARDED_BY(mu_) = 0;
+  // Ids of jobs accepted by Submit without a result yet, with their counts (ids may repeat).
+  absl::flat_hash_map<std::string, int> unanswered_ ABSL_GUARDED_BY(mu_);
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;  // OnDone has run
+  absl::Status end_status_ ABSL_GUARDED_BY(mu_);
   std::promise<absl::Status> done_;
   std::shared_future<absl::Status> finished_;
 };

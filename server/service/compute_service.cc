@@ -87,7 +87,13 @@ grpc::ServerUnaryReactor* ComputeService::Echo(grpc::CallbackServerContext* cont
 
 grpc::ServerBidiReactor<v1::SubmitRequest, v1::SubmitResponse>* ComputeService::Submit(
     grpc::CallbackServerContext* context) {
-  return new SubmitReactor(context, &parts_);
+  return new SubmitReactor(context, &parts_, &submit_streams_);
+}
+
+size_t ComputeService::BeginShutdown() {
+  const size_t open = submit_streams_.open();
+  submit_streams_.BeginShutdown();
+  return open;
 }
 
 // Open to every caller, token or not (README "Security"): version, devices and limits.

@@ -7,6 +7,7 @@
 
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "server/service/service_parts.h"
+#include "server/service/submit_reactor.h"
 
 namespace gpucompute {
 
@@ -61,8 +62,14 @@ class ComputeService final : public v1::Compute::CallbackService {
       grpc::CallbackServerContext* context, const v1::UnregisterSharedMemoryRequest* request,
       v1::UnregisterSharedMemoryResponse* response) override;
 
+ // Shutdown has begun (before gRPC's own drain): open Submit streams stop reading and finish
+  // once their running jobs are answered; new ones are refused UNAVAILABLE. Returns the number
+  // of streams told to finish. Thread-safe.
+  size_t BeginShutdown();
+
  private:
   const ServiceParts parts_;
+  SubmitStreams submit_streams_;
 };
 
 }  // namespace gpucompute

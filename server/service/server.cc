@@ -166,6 +166,14 @@ void Server::Shutdown(absl::Duration grace) {
     SetHealth(health_server_.get(), false);  // probes see NOT_SERVING while calls drain
     health_closed_ = true;
   }
+  if (service_) {
+    // Open Submit streams would otherwise keep the drain below waiting until `grace` for
+    // clients that may never half-close: they stop reading now and finish UNAVAILABLE once
+    // their running jobs are answered.
+    if (const size_t streams = service_->BeginShutdown(); streams > 0) {
+      spdlog::info("shutting down: {} open Submit stream(s) finish after their running jobs", streams);
+    }
+  }
   if (server_) {
     // Stops accepting; waits for in-flight calls (whose results arrive through the scheduler,
     // which keeps running) until `grace`, then cancels the rest.

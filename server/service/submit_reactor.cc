@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -20,23 +21,88 @@ struct SubmitReactor::Job {
   InFlightSlot slot;           // one of the token's, while the job runs
 };
 
-SubmitReactor::SubmitReactor(grpc::CallbackServerContext* context, const ServiceParts* parts)
-    : context_(context), parts_(parts) {
+namespace {
+
+// The metrics' name of a job's operation.
+const char* OpName(v1::SubmitRequest::JobCase job) {
+  switch (job) {
+    case v1::SubmitRequest::kPeriodogram: return "periodogram";
+    case v1::SubmitRequest::kDense: return "dense";
+    case v1::SubmitRequest::kAssimilate: return "assimilate";
+    case v1::SubmitRequest::kEcho: return "echo";
+    case v1::SubmitRequest::JOB_NOT_SET: break;
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- SubmitStreams
+
+void SubmitStreams::BeginShutdown() {
+  std::vector<SubmitReactor*> open;
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    open.reserve(open_.size());
+    for (SubmitReactor* stream : open_) {
+      stream->Ref();  // not deleted while we reach it, even if it finishes meanwhile
+      open.push_back(stream);
+    }
+  }
+  // Unlocked: a stream's Drain may finish it, and its OnDone takes mu_ to leave open_.
+  for (SubmitReactor* stream : open) {
+    stream->Drain();
+    stream->Unref();
+  }
+}
+
+size_t SubmitStreams::open() const {
+  absl::MutexLock lock(&mu_);
+  return open_.size();
+}
+
+bool SubmitStreams::Add(SubmitReactor* stream) {
+  absl::MutexLock lock(&mu_);
+  if (shutting_down_) return false;
+  open_.insert(stream);
+  return true;
+}
+
+void SubmitStreams::Remove(SubmitReactor* stream) {
+  absl::MutexLock lock(&mu_);
+  open_.erase(stream);
+}
+
+// ---------------------------------------------------------------- SubmitReactor
+
+SubmitReactor::SubmitReactor(grpc::CallbackServerContext* context, const ServiceParts* parts,
+                             SubmitStreams* streams)
+    : context_(context), parts_(parts), streams_(streams) {
   auto caller = Authenticate(*context, parts->auth);
+  grpc::Status refused;
   if (!caller.ok()) {
+    refused = ToGrpcStatus(caller.status());
+  } else {
+    caller_ = *std::move(caller);
+    if (!streams_->Add(this)) {
+      refused = grpc::Status(grpc::StatusCode::UNAVAILABLE, kShuttingDownMessage);
+    }
+  }
+  if (!refused.ok()) {
     {
       absl::MutexLock lock(&mu_);
       finished_ = true;
     }
-    Finish(ToGrpcStatus(caller.status()));
+    Finish(refused);
     return;
   }
-  caller_ = *std::move(caller);
   Step();
 }
 
-bool SubmitReactor::Admit(Job* job, const char* op, const CallDone& done) {
-  job->op = op;
+SubmitReactor::~SubmitReactor() = default;
+
+bool SubmitReactor::Admit(Job* job, const CallDone& done) {
   auto slot = TokenAuthenticator::Enter(caller_.token);
   if (!slot.ok()) {
     done(slot.status(), JobTimings{});
@@ -44,6 +110,14 @@ bool SubmitReactor::Admit(Job* job, const char* op, const CallDone& done) {
   }
   job->slot = *std::move(slot);
   return true;
+}
+
+void SubmitReactor::Drain() {
+  {
+    absl::MutexLock lock(&mu_);
+    draining_ = true;
+  }
+  Step();
 }
 
 void SubmitReactor::OnReadDone(bool ok) {
@@ -56,6 +130,9 @@ void SubmitReactor::OnReadDone(bool ok) {
   {
     absl::MutexLock lock(&mu_);
     reading_ = false;
+    // A read still outstanding when a shutting-down stream finished: the job is not answered
+    // (the stream's UNAVAILABLE tells the client it was not run).
+    if (finished_) return;
     if (ok) {
       ++in_flight_;
     } else {
@@ -80,33 +157,42 @@ void SubmitReactor::Launch(std::unique_ptr<Job> owned) {
   const CallDone done = [this, job](const absl::Status& status, const JobTimings& timings) {
     JobDone(job, status, timings);
   };
+  job->op = OpName(r.job_case());
+  if (r.job_case() == v1::SubmitRequest::JOB_NOT_SET) {
+    done(absl::InvalidArgumentError(
+             "job: must be set to one of periodogram, dense, assimilate, echo"),
+         JobTimings{});
+    return;
+  }
+  bool draining = false;
+  {
+    absl::MutexLock lock(&mu_);
+    draining = draining_;
+  }
+  if (draining) {
+    // Read after shutdown began: not run, so that the client may send it elsewhere.
+    done(absl::UnavailableError(absl::StrCat(kShuttingDownMessage,
+                                             ": job not run; submit it to another server")),
+         JobTimings{});
+    return;
+  }
+  if (!Admit(job, done)) return;
   v1::SubmitResponse* out = &job->response;
   switch (r.job_case()) {
     case v1::SubmitRequest::kPeriodogram:
-      if (Admit(job, "periodogram", done)) {
-        RunPeriodogram(*parts_, r.periodogram(), out->mutable_periodogram(), std::move(call), done);
-      }
+      RunPeriodogram(*parts_, r.periodogram(), out->mutable_periodogram(), std::move(call), done);
       break;
     case v1::SubmitRequest::kDense:
-      if (Admit(job, "dense", done)) {
-        RunDense(*parts_, r.dense(), out->mutable_dense(), std::move(call), done);
-      }
+      RunDense(*parts_, r.dense(), out->mutable_dense(), std::move(call), done);
       break;
     case v1::SubmitRequest::kAssimilate:
-      if (Admit(job, "assimilate", done)) {
-        RunAssimilate(*parts_, r.assimilate(), out->mutable_assimilate(), std::move(call), done);
-      }
+      RunAssimilate(*parts_, r.assimilate(), out->mutable_assimilate(), std::move(call), done);
       break;
     case v1::SubmitRequest::kEcho:
-      if (Admit(job, "echo", done)) {
-        RunEcho(*parts_, r.echo(), out->mutable_echo(), std::move(call), done);
-      }
+      RunEcho(*parts_, r.echo(), out->mutable_echo(), std::move(call), done);
       break;
     case v1::SubmitRequest::JOB_NOT_SET:
-      done(absl::InvalidArgumentError(
-               "job: must be set to one of periodogram, dense, assimilate, echo"),
-           JobTimings{});
-      break;
+      break;  // answered above
   }
 }
 
@@ -154,6 +240,7 @@ void SubmitReactor::Step() {
   bool read = false;
   const v1::SubmitResponse* write = nullptr;
   bool finish = false;
+  grpc::Status status;
   const bool cancelled = cancelled_.load();
   {
     absl::MutexLock lock(&mu_);
@@ -163,7 +250,8 @@ void SubmitReactor::Step() {
       if (!reading_) reads_done_ = true;
       while (to_write_.size() > (writing_ ? 1u : 0u)) to_write_.pop_back();
     }
-    if (!reading_ && !reads_done_ && in_flight_ < parts_->limits.stream.max_jobs_in_flight) {
+    if (!reading_ && !reads_done_ && !draining_ &&
+        in_flight_ < parts_->limits.stream.max_jobs_in_flight) {
       reading_ = true;
       read = true;
     }
@@ -171,19 +259,27 @@ void SubmitReactor::Step() {
       writing_ = true;
       write = &to_write_.front()->response;
     }
-    if (reads_done_ && !reading_ && in_flight_ == 0 && !writing_ && to_write_.empty()) {
+    // Shutting down, the stream finishes without waiting for the client's next message: an
+    // outstanding read then ends with the call (OnReadDone after finished_).
+    const bool no_more_reads = (reads_done_ && !reading_) || draining_;
+    if (no_more_reads && in_flight_ == 0 && !writing_ && to_write_.empty()) {
       finished_ = true;
       finish = true;
+      if (cancelled) {
+        status = grpc::Status(grpc::StatusCode::CANCELLED, "Submit stream cancelled");
+      } else if (draining_ && !reads_done_) {
+        status = grpc::Status(grpc::StatusCode::UNAVAILABLE, kShuttingDownMessage);
+      }
     }
   }
   if (read) StartRead(&incoming_);
   if (write) StartWrite(write);
-  if (finish) {
-    Finish(cancelled ? grpc::Status(grpc::StatusCode::CANCELLED, "Submit stream cancelled")
-                     : grpc::Status::OK);
-  }
+  if (finish) Finish(status);
 }
 
-void SubmitReactor::OnDone() { delete this; }
+void SubmitReactor::OnDone() {
+  streams_->Remove(this);
+  Unref();
+}
 
 }  // namespace gpucompute

@@ -5,7 +5,15 @@
 // Cancelling the stream (or a failed write) cancels the jobs not yet dispatched; the stream
 // finishes once every started job has come back. On a server with tokens the stream needs a
 // valid one, and each job takes one of its in-flight slots (a job refused one is answered
-// RESOURCE_EXHAUSTED).
+// RESOURCE_EXHAUSTED; the open stream itself holds none).
+//
+// Shutdown (SubmitStreams::BeginShutdown, before gRPC's own drain): a stream reads no more
+// jobs; a job read after that is answered UNAVAILABLE without being run; the jobs already
+// running finish and their results are written; then the stream finishes with UNAVAILABLE
+// "server shutting down" (OK when the client had already half-closed and everything it sent
+// was answered), so that the client reconnects elsewhere. Every job the server read gets a
+// result; a job the client sent that the server never read gets none (the stream's status
+// says why, and the client libraries answer it for the caller).
 #pragma once
 
 #include <atomic>
@@ -16,6 +24,7 @@
 #include <grpcpp/support/server_callback.h>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "gpucompute/v1/compute.pb.h"
@@ -26,11 +35,42 @@
 
 namespace gpucompute {
 
+// The status a Submit stream finishes with when the server shuts down, and the message of a
+// job read after shutdown began.
+inline constexpr char kShuttingDownMessage[] = "server shutting down";
+
+class SubmitReactor;
+
+// The open Submit streams of one service, so that shutdown can tell each of them to finish.
+// Thread-safe.
+class SubmitStreams {
+ public:
+  SubmitStreams() = default;
+  SubmitStreams(const SubmitStreams&) = delete;
+  SubmitStreams& operator=(const SubmitStreams&) = delete;
+
+  // Tells every open stream to finish (see above), and makes streams opened from now on
+  // finish at once with UNAVAILABLE. Returns without waiting for them; gRPC's Shutdown does.
+  void BeginShutdown();
+  size_t open() const;  // streams open now
+
+ private:
+  friend class SubmitReactor;
+  bool Add(SubmitReactor* stream);  // false (not added) once shutting down
+  void Remove(SubmitReactor* stream);
+
+  mutable absl::Mutex mu_;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_set<SubmitReactor*> open_ ABSL_GUARDED_BY(mu_);
+};
+
 class SubmitReactor final
     : public grpc::ServerBidiReactor<v1::SubmitRequest, v1::SubmitResponse> {
  public:
-  // Starts reading at once; deletes itself when the call is done.
-  SubmitReactor(grpc::CallbackServerContext* context, const ServiceParts* parts);
+  // Starts reading at once; deletes itself when the call is done (and no BeginShutdown holds
+  // it). `streams` must outlive the call.
+  SubmitReactor(grpc::CallbackServerContext* context, const ServiceParts* parts,
+                SubmitStreams* streams);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -38,12 +78,22 @@ class SubmitReactor final
   void OnDone() override;
 
  private:
+  friend class SubmitStreams;
   struct Job;
 
+  ~SubmitReactor() override;
+  // The reactor is deleted when gRPC is done with it (OnDone) and BeginShutdown, which may
+  // reach it from another thread meanwhile, has let go of it.
+  void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void Unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+  void Drain();  // stop reading, finish once the running jobs are written
+
   void Launch(std::unique_ptr<Job> job);  // runs the job's operation; JobDone follows
-  // Names the job's operation and takes a slot of the caller's token for it; false (after
-  // `done` with RESOURCE_EXHAUSTED) when there is none.
-  bool Admit(Job* job, const char* op, const CallDone& done);
+  // Takes a slot of the caller's token for `job`; false (after `done` with RESOURCE_EXHAUSTED
+  // or UNAUTHENTICATED) when there is none.
+  bool Admit(Job* job, const CallDone& done);
   void JobDone(Job* job, const absl::Status& status, const JobTimings& timings);
   // Starts the next read or write and finishes the call when the state allows; the gRPC
   // calls are made after the lock is released.
@@ -51,14 +101,17 @@ class SubmitReactor final
 
   grpc::CallbackServerContext* const context_;
   const ServiceParts* const parts_;
+  SubmitStreams* const streams_;
   Caller caller_;  // authenticated once per stream
   std::atomic<bool> cancelled_{false};
+  std::atomic<int> refs_{1};  // gRPC's, until OnDone
   v1::SubmitRequest incoming_;  // the read buffer; only touched while a read is outstanding
 
   absl::Mutex mu_;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;       // launched, not yet done
   bool reading_ ABSL_GUARDED_BY(mu_) = false;    // a read is outstanding
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false; // the client half-closed, or the stream broke
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;   // the server is shutting down
   bool writing_ ABSL_GUARDED_BY(mu_) = false;    // to_write_.front() is being written
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<std::unique_ptr<Job>> to_write_ ABSL_GUARDED_BY(mu_);

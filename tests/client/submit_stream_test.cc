@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "client/cpp/periodogram_request_builder.h"
 #include "client/cpp/submit_stream.h"
@@ -56,16 +57,16 @@ TEST_F(SubmitStreamTest, ResultsArriveAsTheyFinishWithTheirOwnErrors) {
   v1::SubmitRequest slow;
   slow.set_id("slow");
   *slow.mutable_periodogram() = Periodogram(1000, 60000);
-  stream->Submit(slow);
+  EXPECT_TRUE(stream->Submit(slow).ok());
   v1::SubmitRequest fast;
   fast.set_id("fast");
   *fast.mutable_echo() = Echo("hello");
-  stream->Submit(fast);
+  EXPECT_TRUE(stream->Submit(fast).ok());
   v1::SubmitRequest bad;
   bad.set_id("bad");
   *bad.mutable_echo() = Echo("abc");
   bad.mutable_echo()->mutable_tensor()->set_dtype(v1::FLOAT32);  // 3 bytes are not a float32
-  stream->Submit(bad);
+  EXPECT_TRUE(stream->Submit(bad).ok());
   stream->Close();
   ASSERT_TRUE(stream->Wait().ok());
 
@@ -97,7 +98,7 @@ TEST_F(SubmitStreamTest, CancelEndsTheStream) {
     v1::SubmitRequest job;
     job.set_id(std::to_string(i));
     *job.mutable_periodogram() = Periodogram(1000, 60000);
-    stream->Submit(job);
+    EXPECT_TRUE(stream->Submit(job).ok());
   }
   stream->Cancel();
   EXPECT_EQ(stream->Wait().code(), absl::StatusCode::kCancelled);
@@ -119,6 +120,97 @@ TEST_F(SubmitStreamTest, EchoReturnsTheBytesOrOnlyTheirReceipt) {
   r = client_->Echo(discard);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->response.has_tensor());
+}
+
+TEST_F(SubmitStreamTest, SubmitAfterCloseIsRefused) {
+  auto stream = client_->OpenSubmitStream([](v1::SubmitResponse&&) {});
+  stream->Close();
+  v1::SubmitRequest job;
+  job.set_id("late");
+  *job.mutable_echo() = Echo("x");
+  EXPECT_EQ(stream->Submit(job).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(stream->Wait().ok());
+  EXPECT_EQ(stream->results_received(), 0);
+}
+
+// SIGTERM with a Submit stream open: the jobs the server has read finish and are written back,
+// the stream ends UNAVAILABLE "server shutting down" long before the grace period, the jobs
+// the server never read are answered by the client with that status, and the server exits 0.
+class SubmitStreamShutdownTest : public SubmitStreamTest {
+ protected:
+  static constexpr int kInFlight = 8;
+  static constexpr int64_t kSlowFrequencies = 3000000;  // x 1000 samples
+  // The first job runs ~3 s on the CPU backend; while it does, the next ones wait (up to 2 s)
+  // for a batch to fill, so that the server holds exactly kInFlight jobs (and reads no more)
+  // when the signal comes 0.5 s in.
+  void SetUp() override {
+    StartServer("gpucompute-submit-shutdown", "cpu",
+                {"--max_queue_delay_us=2000000", "--max_batch_size=64",
+                 absl::StrCat("--stream_max_jobs_in_flight=", kInFlight),
+                 "--shutdown_grace_s=60"});
+  }
+  void TearDown() override {
+    client_.reset();
+    server_.reset();  // stopped by the test
+  }
+};
+
+TEST_F(SubmitStreamShutdownTest, RunningJobsFinishAndTheStreamEndsUnavailable) {
+  constexpr int kJobs = 20;
+  Collected got;
+  auto stream = client_->OpenSubmitStream([&](v1::SubmitResponse&& r) {
+    absl::MutexLock lock(&got.mu);
+    got.results.push_back(std::move(r));
+  });
+  for (int i = 0; i < kJobs; ++i) {
+    v1::SubmitRequest job;
+    job.set_id(std::to_string(i));
+    *job.mutable_periodogram() = i == 0 ? Periodogram(1000, kSlowFrequencies) : Periodogram(200 + i, 500);
+    ASSERT_TRUE(stream->Submit(job).ok());
+  }
+  absl::SleepFor(absl::Milliseconds(500));  // the server reads kInFlight jobs, then waits
+  {
+    absl::MutexLock lock(&got.mu);
+    ASSERT_TRUE(got.results.empty()) << "a job finished before its batch's delay";
+  }
+  const absl::Time signalled = absl::Now();
+  absl::StatusOr<int> exit_code = server_->Stop(absl::Seconds(50));
+  ASSERT_TRUE(exit_code.ok()) << exit_code.status();
+  EXPECT_EQ(*exit_code, 0) << server_->log();
+  EXPECT_LT(absl::Now() - signalled, absl::Seconds(20)) << "the stream held the drain";
+  EXPECT_NE(server_->log().find("1 open Submit stream(s)"), std::string::npos) << server_->log();
+
+  const absl::Status end = stream->Wait();
+  EXPECT_EQ(end.code(), absl::StatusCode::kUnavailable) << end;
+  EXPECT_EQ(end.message(), "server shutting down");
+  absl::MutexLock lock(&got.mu);
+  ASSERT_EQ(got.results.size(), static_cast<size_t>(kJobs));
+  std::vector<int> seen(kJobs, 0);
+  int ok = 0;
+  for (const v1::SubmitResponse& r : got.results) {
+    const int id = std::stoi(r.id());
+    ASSERT_TRUE(id >= 0 && id < kJobs) << r.id();
+    ++seen[id];
+    if (r.code() == 0) {
+      ++ok;
+      ASSERT_EQ(r.periodogram().results_size(), 1) << r.id();
+      EXPECT_EQ(r.periodogram().results(0).power().shape(0), id == 0 ? kSlowFrequencies : 500);
+      EXPECT_LT(id, kInFlight) << "the server read a job after the signal and ran it";
+    } else {
+      EXPECT_EQ(r.code(), static_cast<int>(grpc::StatusCode::UNAVAILABLE)) << r.message();
+      EXPECT_NE(r.message().find("server shutting down"), std::string::npos) << r.message();
+      EXPECT_EQ(r.result_case(), v1::SubmitResponse::RESULT_NOT_SET);
+    }
+  }
+  EXPECT_EQ(seen, std::vector<int>(kJobs, 1));  // one result each, nothing lost
+  EXPECT_EQ(ok, kInFlight);
+  EXPECT_EQ(stream->results_received(), kInFlight);
+  // The stream is over: a late job is refused with its status (and gets no callback).
+  v1::SubmitRequest late;
+  late.set_id("late");
+  *late.mutable_echo() = Echo("x");
+  EXPECT_EQ(stream->Submit(late).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(got.results.size(), static_cast<size_t>(kJobs));
 }
 
 }  // namespace

@@ -12,6 +12,15 @@ once and reads the next only when one finishes, so ``submit`` blocks (HTTP/2 flo
 once the server has that many and the network buffers are full. A job that fails gets its
 own result with a non-OK code; the stream stays open. ``cancel()`` ends the stream and the
 server cancels the jobs it has not started.
+
+When the server shuts down (SIGTERM, a rolling update) it answers the jobs it has started and
+ends the stream with UNAVAILABLE; so does a broken connection. ``results()`` then yields, for
+each job submitted here that got no result, a ``JobResult`` with code UNAVAILABLE (the server
+did not run it, or its result was lost with the connection: submit it again, to another
+server) and ends without raising: every job gets exactly one result. Any other failure of the
+stream itself (CANCELLED, DEADLINE_EXCEEDED, UNAUTHENTICATED...) raises ``grpc.RpcError``
+after the same per-job results. ``code()`` and ``details()`` give the stream's own status once
+it has ended.
 """
 
 import dataclasses
@@ -63,9 +72,11 @@ class JobStream:
 
     def __init__(self, stub, timeout=None, metadata=None):
         self._requests = queue.Queue()
-        self._call = stub.Submit(self._request_iter(), timeout=timeout, metadata=metadata)
         self._closed = False
+        self._ended = False      # results() has seen the end of the call
+        self._unanswered = {}    # job id -> jobs submitted under it without a result yet
         self._lock = threading.Lock()
+        self._call = stub.Submit(self._request_iter(), timeout=timeout, metadata=metadata)
 
     def _request_iter(self):
         while True:
@@ -86,8 +97,12 @@ class JobStream:
         if timeout is not None:
             message.timeout_us = max(1, int(timeout * 1e6))
         with self._lock:
+            if self._ended or self._call.done():
+                raise RuntimeError(f"submit after the stream ended ({self._end_description()}); "
+                                   "open a new one")
             if self._closed:
                 raise RuntimeError("submit after close()")
+            self._unanswered[message.id] = self._unanswered.get(message.id, 0) + 1
             self._requests.put(message)
 
     def close(self):
@@ -104,14 +119,57 @@ class JobStream:
 
     def results(self):
         """Yields a ``JobResult`` per job as it arrives; ends when the server finishes the
-        stream (after ``close``). Raises ``grpc.RpcError`` if the stream itself fails."""
-        for r in self._call:
-            kind = r.WhichOneof("result")
-            yield JobResult(
-                id=r.id, code=_CODES.get(r.code, grpc.StatusCode.UNKNOWN), message=r.message,
-                response=getattr(r, kind) if kind else None,
-                timing=dict(queue_us=r.timing.queue_us, compute_us=r.timing.compute_us,
-                            total_us=r.timing.total_us, batch_requests=r.timing.batch_requests))
+        stream (after ``close``, or on shutdown: see the module's doc). When the stream fails,
+        each job without a result gets one with the stream's code; then UNAVAILABLE ends the
+        iteration and any other code raises ``grpc.RpcError``."""
+        error = None
+        try:
+            for r in self._call:
+                with self._lock:
+                    left = self._unanswered.get(r.id, 0)
+                    if left > 1:
+                        self._unanswered[r.id] = left - 1
+                    elif left == 1:
+                        del self._unanswered[r.id]
+                kind = r.WhichOneof("result")
+                yield JobResult(
+                    id=r.id, code=_CODES.get(r.code, grpc.StatusCode.UNKNOWN),
+                    message=r.message, response=getattr(r, kind) if kind else None,
+                    timing=dict(queue_us=r.timing.queue_us, compute_us=r.timing.compute_us,
+                                total_us=r.timing.total_us,
+                                batch_requests=r.timing.batch_requests))
+        except grpc.RpcError as e:
+            error = e
+        with self._lock:
+            self._ended = True
+            unanswered, self._unanswered = self._unanswered, {}
+            if not self._closed:
+                self._requests.put(_END)  # lets gRPC's request thread finish
+        if error is not None:
+            message = (f"no result: the stream ended with {error.code().name}: "
+                       f"{error.details()}")
+            for job_id, count in unanswered.items():
+                for _ in range(count):
+                    yield JobResult(id=job_id, code=error.code(), message=message,
+                                    response=None,
+                                    timing=dict(queue_us=0, compute_us=0, total_us=0,
+                                                batch_requests=0))
+            if error.code() != grpc.StatusCode.UNAVAILABLE:
+                raise error
+
+    def code(self):
+        """The stream's own status code (blocks until the stream has ended)."""
+        return self._call.code()
+
+    def details(self):
+        """The stream's own status message (blocks until the stream has ended)."""
+        return self._call.details()
+
+    def _end_description(self):
+        try:
+            return f"{self._call.code().name}: {self._call.details()}"
+        except Exception:  # noqa: BLE001 - only for a message
+            return "ended"
 
     def __enter__(self):
         return self
