@@ -50,4 +50,38 @@ struct FewRowsArgs {
 bool FewRowsFits(int rows, int64_t k, int64_t n, DenseType x_type, DenseType w_type);
 cudaError_t LaunchFewRows(const FewRowsArgs& args, cudaStream_t stream);
 
+// One whole layer on Hopper tensor cores (sm_90a: TMA, wgmma, thread-block clusters), for any
+// row count: y = act(LN?(x) . W + bias), x and W both f16 or both bf16, float accumulation.
+// LayerNorm is folded into the product's epilogue rather than applied to x first:
+//   LN(x)_i . W_:j = rstd_i (x_i . W_:j - mean_i colsum_j),
+// with mean_i and rstd_i from a small kernel that runs beside the product (launched first; the
+// product waits for it only before its epilogue) and colsum_j = sum_k W_kj of the stored
+// (rounded) weights, made at load time. So no normalised copy of x is written.
+// x: rows x k (ldx a multiple of 8, 16-byte aligned), W stored transposed (n rows of k, ldw a
+// multiple of 8), bias and colsum: n floats, y: rows x n (ldy even).
+struct TensorCoreArgs {
+  const void* x = nullptr;
+  int64_t ldx = 0;
+  const void* w = nullptr;
+  int64_t ldw = 0;
+  const float* bias = nullptr;
+  const float* colsum = nullptr;  // needed with layernorm
+  void* row_stats = nullptr;      // with layernorm: scratch of rows x 8 bytes (mean, rstd)
+  void* y = nullptr;
+  int64_t ldy = 0;
+  DenseType type = DenseType::kBF16;  // of x, W and y
+  int64_t rows = 0;
+  int64_t k = 0;
+  int64_t n = 0;
+  bool layernorm = false;
+  float eps = 1e-5f;
+  int act = 0;
+  int cluster = 2;  // CTAs sharing one W tile by TMA multicast (1 or 2)
+};
+// Whether `device` can run it (compute capability 9.0 exactly: the code is sm_90a) and the
+// arguments meet its layout rules (row_stats is not checked: the launch needs it with
+// layernorm and fails with cudaErrorInvalidValue without it).
+bool TensorCoreFits(int device, const TensorCoreArgs& args);
+cudaError_t LaunchTensorCore(const TensorCoreArgs& args, cudaStream_t stream);
+
 }  // namespace gpucompute::kernels

@@ -39,6 +39,8 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+int g_cluster = 0;  // --cluster=N: the tensor-core kernel's CTAs per cluster (0: default)
+
 struct Case {
   std::string name;
   ElementType dtype;
@@ -59,7 +61,12 @@ const char* DtypeLabel(ElementType t, bool tf32) {
 }
 
 const char* PathLabel(DensePath p) {
-  return p == DensePath::kFewRows ? "few_rows" : p == DensePath::kGemm ? "gemm" : "auto";
+  switch (p) {
+    case DensePath::kFewRows: return "few_rows";
+    case DensePath::kGemm: return "gemm";
+    case DensePath::kTensorCore: return "tensor_core";
+    default: return "auto";
+  }
 }
 
 ModelSpec MakeSpec(const Case& c) {
@@ -124,6 +131,7 @@ void Run(DeviceContext& dev, void* flush, size_t flush_bytes, const Case& c, int
   options.before = before->get();
   options.after = after->get();
   options.path = c.path;
+  options.tensor_core_cluster = g_cluster;
   StreamSlot* slot = dev.AcquireSlot();
   const cudaStream_t stream = slot->stream.get();
   std::vector<double> device_us, total_us;
@@ -319,6 +327,7 @@ int main(int argc, char** argv) {
     if (a == "--sweep") sweep = true;
     if (a.rfind("--only=", 0) == 0) only = a.substr(7);  // substring of a case's label
     if (a.rfind("--reps=", 0) == 0) reps_override = std::atoi(a.c_str() + 7);
+    if (a.rfind("--cluster=", 0) == 0) g_cluster = std::atoi(a.c_str() + 10);
   }
   spdlog::set_default_logger(spdlog::stderr_logger_mt("stderr"));  // stdout is JSON lines
   DeviceContext::Options o;
@@ -370,6 +379,18 @@ int main(int argc, char** argv) {
     for (DensePath p : {DensePath::kFewRows, DensePath::kGemm}) {
       cases.push_back(Case{"ln_linear_gelu", bf16, false, rows, {1024, 4096}, p});
     }
+  }
+  // The tensor-core kernel against cuBLASLt on the many-row shapes.
+  for (DensePath p : {DensePath::kGemm, DensePath::kTensorCore}) {
+    cases.push_back(Case{"ln_linear_gelu", bf16, false, 1024, {1024, 4096}, p});
+    cases.push_back(Case{"ln_linear_gelu", fp16, false, 1024, {1024, 4096}, p});
+    cases.push_back(Case{"ln_linear_gelu", bf16, false, 16384, {4096, 16384}, p});
+    cases.push_back(Case{"stack4", bf16, false, 1024, {1024, 4096, 1024, 4096, 1024}, p});
+    cases.push_back(Case{"ln_linear_gelu", bf16, false, 64, {1024, 4096}, p});
+    cases.push_back(Case{"ln_linear_gelu", bf16, false, 256, {1024, 4096}, p});
+    Case noln{"linear_gelu", bf16, false, 1024, {1024, 4096}, p};
+    noln.ln = false;
+    cases.push_back(noln);
   }
   for (DensePath p : {DensePath::kFewRows, DensePath::kGemm}) {
     cases.push_back(Case{"ln_linear_gelu", bf16, false, 1, {4096, 1024}, p});

@@ -89,7 +89,7 @@ absl::Status ValidateSpec(const ModelSpec& spec) {
 
 // Byte offsets of one layer's arrays inside the model's allocation.
 struct LayerOffsets {
-  size_t weight = 0, bias = 0, bias_model = 0;
+  size_t weight = 0, bias = 0, bias_model = 0, colsum = 0;
 };
 
 absl::StatusOr<std::unique_ptr<GemmPlan>> MakePlan(cublasLtHandle_t handle, const CudaLayer& L,
@@ -152,6 +152,27 @@ absl::StatusOr<std::unique_ptr<GemmPlan>> MakePlan(cublasLtHandle_t handle, cons
 // 8.0 vs 12.0 us, two rows 10.9 vs 11.4, three 15.9 vs 11.4).
 bool FewRowsPays(int64_t rows) { return rows <= 2; }
 
+// The tensor-core kernel's arguments for layer L over `rows` rows of `in` (null pointers:
+// filled in at launch; pool and model allocations are 256-byte aligned).
+kernels::TensorCoreArgs TensorCoreLayer(const CudaLayer& L, ElementType dtype, int64_t rows,
+                                        int64_t ldx, bool layernorm) {
+  kernels::TensorCoreArgs a;
+  a.ldx = ldx;
+  a.w = L.weight;
+  a.ldw = L.ldw;
+  a.bias = L.bias;
+  a.colsum = L.colsum;
+  a.ldy = L.ldy;
+  a.type = KernelType(dtype);
+  a.rows = rows;
+  a.k = L.in;
+  a.n = L.out;
+  a.layernorm = layernorm;
+  a.eps = L.eps;
+  a.act = static_cast<int>(L.activation);
+  return a;
+}
+
 }  // namespace
 
 // --- CudaDenseModel ---------------------------------------------------------------------------
@@ -204,6 +225,8 @@ absl::StatusOr<std::unique_ptr<CudaDenseModel>> UploadModel(DeviceContext& devic
     total = AlignUp(total + ldy * sizeof(float));
     o.bias_model = total;
     total = AlignUp(total + ldy * elem);
+    o.colsum = total;
+    total = AlignUp(total + ldy * sizeof(float));
     offsets.push_back(o);
   }
 
@@ -248,6 +271,20 @@ absl::StatusOr<std::unique_ptr<CudaDenseModel>> UploadModel(DeviceContext& devic
       }
     });
     CUDA_RETURN_IF_ERROR(cudaMemcpy(base + o.weight, host.data(), host.size(), cudaMemcpyHostToDevice));
+    // Column sums of the stored (rounded) weights, in double: the tensor-core kernel's
+    // LayerNorm fold subtracts mean_i x colsum_j from the raw product.
+    std::vector<float> colsum(static_cast<size_t>(ldy), 0.f);
+    ParallelFor(L.out, L.in * L.out, [&](int64_t begin, int64_t end) {
+      std::vector<double> w(static_cast<size_t>(L.in));
+      for (int64_t j = begin; j < end; ++j) {
+        ToDouble(spec.dtype, host.data() + static_cast<size_t>(j) * row_bytes, L.in, w.data());
+        double sum = 0;
+        for (double v : w) sum += v;
+        colsum[static_cast<size_t>(j)] = static_cast<float>(sum);
+      }
+    });
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(base + o.colsum, colsum.data(), colsum.size() * sizeof(float),
+                                    cudaMemcpyHostToDevice));
     // Bias: float32 and the dtype's rounding, both zero-padded.
     std::vector<float> bias(static_cast<size_t>(ldy), 0.f);
     for (int64_t j = 0; j < L.out && !L.bias.empty(); ++j) bias[j] = static_cast<float>(L.bias[j]);
@@ -268,6 +305,7 @@ absl::StatusOr<std::unique_ptr<CudaDenseModel>> UploadModel(DeviceContext& devic
     c.weight = base + o.weight;
     c.bias = reinterpret_cast<const float*>(base + o.bias);
     c.bias_model = base + o.bias_model;
+    c.colsum = reinterpret_cast<const float*>(base + o.colsum);
     model->layers_.push_back(c);
   }
   return model;
@@ -386,10 +424,13 @@ absl::StatusOr<PendingDense> EnqueueDense(DeviceContext& device, StreamSlot& slo
   // Which layers take which path, and the scratch they need.
   // A few-rows layer whose input type the kernel does not read (float64, or a 16-bit type
   // other than the model's) is normalised and converted first, like a GEMM layer's.
+  // A tensor-core layer reads its input raw (LayerNorm folded in) when the input is in the
+  // model's dtype with a 16-byte row stride; otherwise it is normalised and converted first.
   const DensePath forced = options ? options->path : DensePath::kAuto;
-  std::vector<bool> few(layers.size()), convert(layers.size());
+  std::vector<bool> few(layers.size()), tensor(layers.size()), convert(layers.size());
   size_t act_bytes = 0, xhat_bytes = 0;
   ElementType in_type = batch.input_dtype;
+  int64_t in_ld = k0;
   for (size_t l = 0; l < layers.size(); ++l) {
     const CudaLayer& L = layers[l];
     const int r = static_cast<int>(std::min<int64_t>(rows, 1 << 20));
@@ -397,15 +438,30 @@ absl::StatusOr<PendingDense> EnqueueDense(DeviceContext& device, StreamSlot& slo
     const bool fits = direct || kernels::FewRowsFits(r, L.in, L.out, KernelType(dtype), KernelType(dtype));
     few[l] = forced == DensePath::kFewRows ? fits
                                            : (forced == DensePath::kAuto && fits && FewRowsPays(rows));
-    convert[l] = few[l] ? !direct : (L.layernorm || in_type != dtype);
+    const bool tc_direct =
+        in_type == dtype &&
+        kernels::TensorCoreFits(device.device(), TensorCoreLayer(L, dtype, rows, in_ld, L.layernorm));
+    const bool tc_fits =
+        tc_direct || kernels::TensorCoreFits(device.device(),
+                                             TensorCoreLayer(L, dtype, rows, PaddedCols(L.in), false));
+    // kAuto never takes it: on the H200 it measured level with normalise + cuBLASLt where it
+    // does best (1024 x 1024 -> 4096 bf16: 23.7 vs 22.9-23.6 us across runs) and slower
+    // elsewhere (kernels/NOTES.md, "Dense", v8).
+    tensor[l] = !few[l] && tc_fits && forced == DensePath::kTensorCore;
+    convert[l] = few[l] ? !direct : tensor[l] ? !tc_direct : (L.layernorm || in_type != dtype);
     act_bytes = std::max(act_bytes, static_cast<size_t>(rows * L.ldy * elem));
     if (convert[l]) {
       xhat_bytes = std::max(xhat_bytes, static_cast<size_t>(rows * PaddedCols(L.in) * elem));
     }
     in_type = dtype;
+    in_ld = L.ldy;
   }
   if (forced == DensePath::kFewRows && std::find(few.begin(), few.end(), false) != few.end()) {
     return absl::InvalidArgumentError("dense batch: the few-rows path cannot take this batch");
+  }
+  if (forced == DensePath::kTensorCore &&
+      std::find(tensor.begin(), tensor.end(), false) != tensor.end()) {
+    return absl::InvalidArgumentError("dense batch: the tensor-core path cannot take this batch");
   }
 
   StreamScratch buffers(device.memory_pool(), stream);
@@ -418,6 +474,12 @@ absl::StatusOr<PendingDense> EnqueueDense(DeviceContext& device, StreamSlot& slo
   void* xhat = nullptr;
   if (xhat_bytes > 0) {
     ASSIGN_OR_RETURN(xhat, buffers.Get(xhat_bytes));
+  }
+  void* row_stats = nullptr;  // the tensor-core layers' LayerNorm statistics (mean, rstd)
+  for (size_t l = 0; l < layers.size(); ++l) {
+    if (tensor[l] && !convert[l] && layers[l].layernorm && row_stats == nullptr) {
+      ASSIGN_OR_RETURN(row_stats, buffers.Get(static_cast<size_t>(rows) * 2 * sizeof(float)));
+    }
   }
   {
     NVTX_RANGE("dense.copy_in");
@@ -466,6 +528,17 @@ absl::StatusOr<PendingDense> EnqueueDense(DeviceContext& device, StreamSlot& slo
       a.eps = L.eps;
       a.act = static_cast<int>(L.activation);
       CUDA_RETURN_IF_ERROR(kernels::LaunchFewRows(a, stream));
+      CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+    } else if (tensor[l]) {
+      kernels::TensorCoreArgs a = TensorCoreLayer(L, dtype, rows, ldx, layernorm);
+      a.x = in;
+      a.y = y;
+      a.row_stats = row_stats;
+      if (options && options->tensor_core_cluster > 0) a.cluster = options->tensor_core_cluster;
+      if (!kernels::TensorCoreFits(device.device(), a)) {
+        return absl::InternalError("dense batch: tensor-core layer arguments are misaligned");
+      }
+      CUDA_RETURN_IF_ERROR(kernels::LaunchTensorCore(a, stream));
       CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
     } else {
       ASSIGN_OR_RETURN(const GemmPlan* plan,

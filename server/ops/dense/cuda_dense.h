@@ -47,6 +47,8 @@ struct CudaLayer {
   // reads it with op T at the same speed as the natural layout (kernels/NOTES.md).
   const void* weight = nullptr;
   const float* bias = nullptr;       // ldy floats (padding zero)
+  const float* colsum = nullptr;     // ldy floats: sum over k of the stored W (the tensor-core
+                                     // kernel's LayerNorm fold)
   const void* bias_model = nullptr;  // the bias in the model's dtype (if cuBLASLt refuses f32)
 };
 
@@ -126,8 +128,10 @@ absl::Status CheckFitsOnDevice(DeviceContext& device, int64_t bytes);
 
 // How a batch's layers are computed. kAuto: per layer, the few-rows kernel where it measured
 // faster (FewRowsPays in cuda_dense.cc), normalise + cuBLASLt otherwise. kFewRows takes up to
-// kernels::kFewRowsMax rows (tests, benchmarks).
-enum class DensePath { kAuto, kFewRows, kGemm };
+// kernels::kFewRowsMax rows; kTensorCore (the hand-written Hopper kernel with LayerNorm
+// folded into its epilogue) only 16-bit models on compute capability 9.0, and is not yet
+// faster than kGemm anywhere (tests, benchmarks).
+enum class DensePath { kAuto, kFewRows, kGemm, kTensorCore };
 
 // Benchmark and test knobs: events recorded on the stream just before the first layer and just
 // after the last (device time of the layers alone), and a forced path.
@@ -135,6 +139,7 @@ struct EnqueueOptions {
   cudaEvent_t before = nullptr;
   cudaEvent_t after = nullptr;
   DensePath path = DensePath::kAuto;
+  int tensor_core_cluster = 0;  // CTAs per cluster of the tensor-core kernel; 0: its default
   // Called with the stream after the copy in and before `before` is recorded: a benchmark
   // enqueues its L2 flush here, so that the layers queue up behind it on the same engine.
   void (*before_layers)(cudaStream_t stream, void* arg) = nullptr;

@@ -342,6 +342,64 @@ TEST_F(DenseCuda, FewRowsSplits) {
   }
 }
 
+// The tensor-core kernel (compute capability 9.0, 16-bit models): tile edges in every
+// dimension (rows, k and outputs not multiples of 128 / 64 / 256), one and two CTAs per
+// cluster, raw model-typed input (LayerNorm folded into the epilogue) and float32 input
+// (normalised and converted first), every activation, stacks, and rows whose mean is 100x
+// their spread (the fold's cancellation).
+TEST_F(DenseCuda, TensorCore) {
+  kernels::TensorCoreArgs probe;
+  probe.type = kernels::DenseType::kBF16;
+  probe.rows = probe.k = probe.n = probe.ldx = probe.ldw = probe.ldy = 8;
+  if (!kernels::TensorCoreFits(device().device(), probe)) {
+    GTEST_SKIP() << "the tensor-core kernel needs a compute capability 9.0 GPU";
+  }
+  struct Case {
+    int64_t in, out, rows;
+    bool ln;
+    Activation act;
+  } cases[] = {{1024, 4096, 1024, true, Activation::kGeluTanh}, {64, 256, 128, true, Activation::kNone},
+               {100, 300, 129, true, Activation::kGeluErf},     {1000, 520, 300, false, Activation::kRelu},
+               {4096, 1024, 257, true, Activation::kSilu},      {8, 8, 3, true, Activation::kGeluTanh},
+               {136, 1000, 1, false, Activation::kNone},        {520, 24, 700, true, Activation::kGeluTanh}};
+  uint64_t seed = 500;
+  for (ElementType dtype : {ElementType::kBFloat16, ElementType::kFloat16}) {
+    for (const Case& c : cases) {
+      const ModelSpec spec = MakeSpec(dtype, false, {{c.in, c.out, c.ln, c.act}}, ++seed);
+      for (ElementType input : {dtype, ElementType::kFloat32}) {
+        const double rel = Check(spec, input, c.rows, DensePath::kTensorCore, seed);
+        EXPECT_TRUE(WithinTolerance(rel, Tolerance(dtype, false)))
+            << ElementName(dtype) << " " << c.in << "->" << c.out << " rows=" << c.rows << " ln=" << c.ln
+            << " " << ActivationName(c.act) << " input " << ElementName(input) << ": rel l2 " << rel;
+      }
+    }
+    // A stack: the later layers read the previous layer's padded output raw.
+    const ModelSpec stack = MakeSpec(dtype, false,
+                                     {{256, 520, true, Activation::kGeluTanh},
+                                      {520, 131, true, Activation::kSilu},
+                                      {131, 72, true, Activation::kNone}},
+                                     ++seed);
+    const double rel = Check(stack, dtype, 333, DensePath::kTensorCore, seed);
+    EXPECT_TRUE(WithinTolerance(rel, Tolerance(dtype, false))) << ElementName(dtype) << " stack: rel l2 " << rel;
+    // Rows with a common offset 100x their spread, model-typed input.
+    const ModelSpec offset_spec = MakeSpec(dtype, false, {{1024, 512, true, Activation::kNone}}, ++seed);
+    auto model = Load(offset_spec);
+    ASSERT_NE(model, nullptr);
+    std::vector<double> x = MakeInput(dtype, 200, 1024, seed);
+    for (double& v : x) v = RoundTo(dtype, 100.0 + v);
+    auto out = Run(model, dtype, {ToBytes(dtype, x)}, {200}, DensePath::kTensorCore);
+    ASSERT_TRUE(out.ok()) << out.status();
+    const double off_rel = RelL2(FromBytes(dtype, (*out)[0]), Reference(offset_spec, x, 200));
+    EXPECT_TRUE(WithinTolerance(off_rel, 1e-2)) << ElementName(dtype) << " offset rows: rel l2 " << off_rel;
+  }
+  // Float32 models are not the kernel's: a forced path says so.
+  const ModelSpec f32 = MakeSpec(ElementType::kFloat32, false, {{64, 64, true, Activation::kNone}}, ++seed);
+  auto model = Load(f32);
+  ASSERT_NE(model, nullptr);
+  auto out = Run(model, ElementType::kFloat32, {std::string(64 * 8 * 4, '\0')}, {8}, DensePath::kTensorCore);
+  EXPECT_TRUE(absl::IsInvalidArgument(out.status())) << out.status();
+}
+
 // cuBLASLt's GELU epilogue must be the tanh form: at float32 without TF32 the erf form would
 // miss the reference by ~1e-4 on O(1) pre-activations.
 TEST_F(DenseCuda, GemmGeluIsTanhForm) {

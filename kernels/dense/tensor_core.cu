@@ -1,0 +1,624 @@
+// A dense layer on Hopper's tensor cores: y = act(LN?(x) . W + bias) in one kernel (see
+// LaunchTensorCore in dense_kernels.cuh). Built for sm_90a only (wgmma, setmaxnreg).
+//
+// Shape of the work: one CTA per 128 x 256 tile of y, three warpgroups. Warpgroup 0 is the
+// producer: one thread issues TMA loads of 64-wide k slices of x (128 rows, 16 KiB) and of W^T
+// (256 rows, 32 KiB) into a ring of kStages shared-memory stages (128-byte swizzle), signalling
+// a "full" mbarrier per stage. Warpgroups 1 and 2 each own 64 rows of the tile: per stage they
+// issue four wgmma.m64n256k16 (float accumulators, 128 registers a thread); a stage is handed
+// back ("empty" mbarrier) once the wgmma reading it has completed. The LayerNorm's row
+// statistics come from a small kernel that runs beside this one (RowStatsKernel). With
+// cluster = 2 the two CTAs of a cluster own vertically adjacent tiles with the same W tile:
+// each loads half of it and multicasts it to both, halving W's traffic out of L2.
+//
+// Epilogue: per element act(rstd (acc - mean colsum_j) + bias_j), rounded and stored. The fold trades the exact
+// normalise-then-round of x for one float cancellation of mean x colsum against acc, which
+// keeps ~7 digits of the row mean's share (fine for 16-bit outputs unless |mean| / std
+// exceeds ~1e3, where the input's own rounding has already lost the spread).
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cudaTypedefs.h>
+
+#include "kernels/dense/activation.cuh"
+#include "kernels/dense/dense_kernels.cuh"
+
+namespace gpucompute::kernels {
+namespace {
+
+constexpr int kBM = 128;  // rows of x per CTA (two consumer warpgroups of 64)
+constexpr int kBN = 256;  // outputs per CTA
+constexpr int kBK = 64;   // k per stage: 128 bytes of 16-bit values, one swizzle row
+constexpr int kStages = 4;
+constexpr int kThreads = 384;
+constexpr int kATileBytes = kBM * kBK * 2;
+constexpr int kBTileBytes = kBN * kBK * 2;
+constexpr int kStageBytes = kATileBytes + kBTileBytes;
+
+struct Shared {
+  uint8_t a[kStages][kATileBytes];  // 1024-byte aligned (the 128-byte swizzle's atom)
+  uint8_t b[kStages][kBTileBytes];
+  uint64_t full[kStages];
+  uint64_t empty[kStages];
+  float mean[kBM];
+  float rstd[kBM];
+};
+constexpr size_t kSharedBytes = sizeof(Shared) + 1024;  // + alignment slack
+
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define GPUCOMPUTE_SM90A 1
+#endif
+
+__device__ __forceinline__ uint32_t SharedAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void BarrierInit(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(SharedAddress(bar)), "r"(count));
+}
+
+__device__ __forceinline__ void BarrierExpectBytes(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SharedAddress(bar)),
+               "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void BarrierArrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(SharedAddress(bar)) : "memory");
+}
+
+// Arrive on the barrier at the same offset in CTA `rank` of the cluster. Release at CTA scope
+// (the default) is enough: what is released is shared memory this thread has finished reading.
+// (release.cluster costs a MEMBAR.GPU per arrival: 11 % of the kernel's samples in ncu.)
+__device__ __forceinline__ void BarrierArriveRemote(uint64_t* bar, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(SharedAddress(bar)), "r"(rank));
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+
+__device__ __forceinline__ void BarrierWait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n"
+      "}\n" ::"r"(SharedAddress(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+// Wait whose arrivals may come from other CTAs of the cluster (release.cluster arrivals).
+__device__ __forceinline__ void BarrierWaitCluster(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n"
+      "}\n" ::"r"(SharedAddress(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+__device__ __forceinline__ void ClusterSync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+
+__device__ __forceinline__ uint32_t ClusterRank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+// TMA: the box at (c0 = k, c1 = row) of `map` into `dst`, completing bytes on `bar`; with a
+// mask, into the same offsets of every CTA in the mask (and their barriers).
+__device__ __forceinline__ void TmaLoad(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(
+          SharedAddress(dst)),
+      "l"(map), "r"(SharedAddress(bar)), "r"(c0), "r"(c1)
+      : "memory");
+}
+__device__ __forceinline__ void TmaLoadMulticast(const CUtensorMap* map, uint64_t* bar, void* dst, int c0,
+                                                 int c1, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
+      "{%3, %4}], [%2], %5;" ::"r"(SharedAddress(dst)),
+      "l"(map), "r"(SharedAddress(bar)), "r"(c0), "r"(c1), "h"(mask)
+      : "memory");
+}
+
+// wgmma shared-memory descriptor of a K-major tile with 128-byte swizzle: 8-row groups 1024
+// bytes apart (stride byte offset), leading byte offset unused.
+__device__ __forceinline__ uint64_t Descriptor(const void* tile) {
+  const uint64_t address = SharedAddress(tile);
+  return ((address & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+
+#define GPUCOMPUTE_WGMMA_M64N256K16(TYPE)                                                                      \
+  asm volatile(                                                                                                \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                            \
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " {"                                        \
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                 \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                       \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                        \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "                        \
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "                        \
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "                        \
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "            \
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"          \
+      "}, %128, %129, p, 1, 1, 0, 0;\n}\n"                                                                     \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),         \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),   \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),              \
+        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),              \
+        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),              \
+        "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),              \
+        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),              \
+        "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),              \
+        "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]),              \
+        "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),              \
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]),              \
+        "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]),              \
+        "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]),              \
+        "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]),              \
+        "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]),       \
+        "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]),       \
+        "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]),       \
+        "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])        \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+
+template <typename T>
+struct Mma;
+template <>
+struct Mma<__nv_bfloat16> {
+  __device__ __forceinline__ static void Run(float (&d)[128], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+#ifdef GPUCOMPUTE_SM90A
+    GPUCOMPUTE_WGMMA_M64N256K16("bf16");
+#endif
+  }
+  __device__ __forceinline__ static uint32_t Pack(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+  __device__ __forceinline__ static float Load(const void* p) {
+    return __bfloat162float(*static_cast<const __nv_bfloat16*>(p));
+  }
+};
+template <>
+struct Mma<__half> {
+  __device__ __forceinline__ static void Run(float (&d)[128], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+#ifdef GPUCOMPUTE_SM90A
+    GPUCOMPUTE_WGMMA_M64N256K16("f16");
+#endif
+  }
+  __device__ __forceinline__ static uint32_t Pack(float lo, float hi) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+  __device__ __forceinline__ static float Load(const void* p) { return __half2float(*static_cast<const __half*>(p)); }
+};
+#undef GPUCOMPUTE_WGMMA_M64N256K16
+
+// Adds a 16-byte chunk of 8 values into a row's shifted sums (sum of x - shift and of its
+// square); the masked form counts only the first `valid` of them.
+__device__ __forceinline__ void Widen(const uint4& raw, __nv_bfloat16, float (&v)[8]) {
+  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    v[2 * i] = __uint_as_float(w[i] << 16);
+    v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+__device__ __forceinline__ void Widen(const uint4& raw, __half, float (&v)[8]) {
+  const __half2* h = reinterpret_cast<const __half2*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __half22float2(h[i]);
+    v[2 * i] = f.x;
+    v[2 * i + 1] = f.y;
+  }
+}
+template <typename T>
+__device__ __forceinline__ void AddChunk(const uint4& raw, float shift, float& s1, float& s2) {
+  float v[8];
+  Widen(raw, T{}, v);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const float d = v[e] - shift;
+    s1 += d;
+    s2 = fmaf(d, d, s2);
+  }
+}
+template <typename T>
+__device__ __forceinline__ void AddChunkMasked(const uint4& raw, float shift, int valid, float& s1, float& s2) {
+  float v[8];
+  Widen(raw, T{}, v);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const float d = e < valid ? v[e] - shift : 0.f;
+    s1 += d;
+    s2 = fmaf(d, d, s2);
+  }
+}
+
+// LayerNorm statistics of every row, (mean, rstd) into row_stats: a warp per row, 16-byte
+// loads, sums of x - x_0 (shifted, so a large common offset costs no digits). Launched just
+// before TensorCoreKernel, which it lets start at once (launch_dependents) and which waits for
+// it only before its epilogue: the few CTAs of this kernel run on the SMs the product leaves
+// free, alongside its main loop. (Sums inside the product kernel cost 6-22 us on the
+// 1024 x 1024 -> 4096 layer: the x tiles' extra shared-memory reads compete with wgmma's.)
+template <typename T>
+__global__ void __launch_bounds__(512) RowStatsKernel(const T* __restrict__ x, int64_t ldx, int rows, int k,
+                                                      float eps, float2* __restrict__ row_stats) {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  const int lane = threadIdx.x % 32;
+  const int warps = static_cast<int>(gridDim.x * blockDim.x / 32);
+  const int chunks = k / 8;
+  for (int row = static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) / 32); row < rows; row += warps) {
+    const T* xr = x + static_cast<int64_t>(row) * ldx;
+    const float shift = static_cast<float>(xr[0]);
+    float s1 = 0.f, s2 = 0.f;
+    // Four 16-byte loads in flight per lane before any is used (k up to 1024 in one round).
+    for (int c0 = lane; c0 < chunks; c0 += 128) {
+      uint4 raw[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        raw[j] = c0 + 32 * j < chunks ? __ldg(reinterpret_cast<const uint4*>(xr) + c0 + 32 * j) : uint4{0, 0, 0, 0};
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if (c0 + 32 * j < chunks) AddChunk<T>(raw[j], shift, s1, s2);
+      }
+    }
+    for (int i = chunks * 8 + lane; i < k; i += 32) {
+      const float d = static_cast<float>(xr[i]) - shift;
+      s1 += d;
+      s2 = fmaf(d, d, s2);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+      s2 += __shfl_xor_sync(0xffffffffu, s2, o);
+    }
+    if (lane == 0) {
+      const float m1 = s1 / static_cast<float>(k);
+      const float var = fmaxf(s2 / static_cast<float>(k) - m1 * m1, 0.f);
+      row_stats[row] = make_float2(shift + m1, rsqrtf(var + eps));
+    }
+  }
+}
+
+// The accumulators staged as float rows (pitch padded by 8 floats: a warp's float2 writes of 8
+// rows x 32 bytes take the minimum two wavefronts).
+constexpr int kStagedPitch = kBN + 8;
+static_assert(kBM * kStagedPitch * 4 <= kStages * (kATileBytes + kBTileBytes), "staging fits the stages");
+
+template <typename T>
+struct EpilogueArgs {
+  const float* staged;
+  const float* mean;
+  const float* rstd;
+  const float* bias;
+  const float* colsum;
+  T* y;
+  int64_t ldy;
+  int rows, n, m0, n0;
+  bool layernorm;
+  int thread;  // 0..255 over the two consumer warpgroups
+};
+
+// The activation, with tanh by the hardware's approximation (max relative error 2^-10.7,
+// below the 16-bit outputs' rounding) instead of the ~20-instruction tanhf.
+template <int kAct>
+__device__ __forceinline__ float FastActivate(float v) {
+  if constexpr (kAct == dense::kActGeluTanh) {
+    float t;
+    const float u = 0.7978845608028654f * fmaf(0.044715f * v, v * v, v);
+    asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(u));
+    return 0.5f * v * (1.f + t);
+  } else {
+    return dense::Activate(kAct, v);
+  }
+}
+
+// y = act(rstd (acc - mean colsum) + bias) for the tile: each thread owns 8 consecutive
+// columns (a warp one row's 256) and walks 8 rows at a time; 16-byte stores where the row
+// allows them.
+template <typename T, int kAct>
+__device__ __forceinline__ void Epilogue(const EpilogueArgs<T>& e) {
+  const int c8 = (e.thread % 32) * 8;
+  const int col = e.n0 + c8;
+  if (col >= e.n) return;
+  const int width = min(8, e.n - col);
+  float b[8], cs[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    b[j] = j < width ? e.bias[col + j] : 0.f;
+    cs[j] = (e.layernorm && j < width) ? e.colsum[col + j] : 0.f;
+  }
+  const bool vector = width == 8 && (e.ldy % 8) == 0 && (reinterpret_cast<uintptr_t>(e.y) % 16) == 0;
+  for (int r = e.thread / 32; r < kBM; r += 8) {
+    const int row = e.m0 + r;
+    if (row >= e.rows) break;
+    const float4 lo = *reinterpret_cast<const float4*>(e.staged + r * kStagedPitch + c8);
+    const float4 hi = *reinterpret_cast<const float4*>(e.staged + r * kStagedPitch + c8 + 4);
+    float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    const float mean = e.layernorm ? e.mean[r] : 0.f;
+    const float rstd = e.layernorm ? e.rstd[r] : 1.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = FastActivate<kAct>(fmaf(rstd, fmaf(-mean, cs[j], v[j]), b[j]));
+    T* out = e.y + static_cast<int64_t>(row) * e.ldy + col;
+    if (vector) {
+      uint4 packed;
+      packed.x = Mma<T>::Pack(v[0], v[1]);
+      packed.y = Mma<T>::Pack(v[2], v[3]);
+      packed.z = Mma<T>::Pack(v[4], v[5]);
+      packed.w = Mma<T>::Pack(v[6], v[7]);
+      *reinterpret_cast<uint4*>(out) = packed;
+    } else {
+      for (int j = 0; j < width; ++j) {
+        const uint32_t packed = Mma<T>::Pack(v[j], 0.f);
+        out[j] = *reinterpret_cast<const T*>(&packed);
+      }
+    }
+  }
+}
+
+template <typename T, int kCluster>
+__global__ void __launch_bounds__(kThreads, 1)
+    TensorCoreKernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
+                     const T* __restrict__ x, int64_t ldx, const float* __restrict__ bias,
+                     const float* __restrict__ colsum, const float2* __restrict__ row_stats, T* __restrict__ y,
+                     int64_t ldy, int rows, int k, int n, int tiles_n, int layernorm, int act) {
+#ifdef GPUCOMPUTE_SM90A
+  extern __shared__ uint8_t raw_shared[];
+  Shared& s = *reinterpret_cast<Shared*>((reinterpret_cast<uintptr_t>(raw_shared) + 1023) & ~uintptr_t{1023});
+
+  // Tiles: clusters walk the n tiles of a pair of m tiles; the CTAs of a cluster share n0.
+  const uint32_t rank = kCluster > 1 ? ClusterRank() : 0;
+  const int cluster_id = static_cast<int>(blockIdx.x) / kCluster;
+  const int n0 = (cluster_id % tiles_n) * kBN;
+  const int m0 = ((cluster_id / tiles_n) * kCluster + static_cast<int>(rank)) * kBM;
+  const int k_tiles = (k + kBK - 1) / kBK;
+  const int warpgroup = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kStages; ++i) {
+      BarrierInit(&s.full[i], 1);
+      BarrierInit(&s.empty[i], kCluster * 8);  // lane 0 of every consumer warp of the cluster
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  if (kCluster > 1) {
+    ClusterSync();
+  } else {
+    __syncthreads();
+  }
+
+  if (warpgroup == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
+    // Thread 0 issues the loads of k slice `kt` into its stage once the stage is free.
+    auto issue = [&](int kt) {
+      const int st = kt % kStages;
+      if (kt >= kStages) {
+        if (kCluster > 1) {
+          BarrierWaitCluster(&s.empty[st], ((kt / kStages) + 1) & 1);
+        } else {
+          BarrierWait(&s.empty[st], ((kt / kStages) + 1) & 1);
+        }
+      }
+      BarrierExpectBytes(&s.full[st], kStageBytes);
+      TmaLoad(&x_map, &s.full[st], s.a[st], kt * kBK, m0);
+      if (kCluster > 1) {
+        // This CTA's half of the W tile, to both CTAs.
+        TmaLoadMulticast(&w_map, &s.full[st], s.b[st] + rank * (kBTileBytes / 2), kt * kBK,
+                         n0 + static_cast<int>(rank) * (kBN / 2), static_cast<uint16_t>((1u << kCluster) - 1));
+      } else {
+        TmaLoad(&w_map, &s.full[st], s.b[st], kt * kBK, n0);
+        TmaLoad(&w_map, &s.full[st], s.b[st] + kBTileBytes / 2, kt * kBK, n0 + kBN / 2);
+      }
+    };
+    if (threadIdx.x == 0) {
+      for (int kt = 0; kt < k_tiles; ++kt) issue(kt);
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
+    const int c = warpgroup - 1;  // which 64 rows
+    const int t = threadIdx.x % 128;
+    const int lane = t % 32, warp = t / 32;
+
+    float d[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) d[i] = 0.f;
+
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      const int st = kt % kStages;
+      BarrierWait(&s.full[st], (kt / kStages) & 1);
+      asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+      const uint64_t desc_a = Descriptor(s.a[st] + c * 64 * 128);
+      const uint64_t desc_b = Descriptor(s.b[st]);
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) {
+        // k16 slices are 32 bytes apart inside the swizzled 128-byte rows (address field +2).
+        Mma<T>::Run(d, desc_a + 2 * kk, desc_b + 2 * kk, (kt > 0 || kk > 0) ? 1 : 0);
+      }
+      asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+      // The previous stage's products are done: hand its buffers back (to both producers).
+      asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+      if (kt > 0 && lane == 0) {
+        uint64_t* empty = &s.empty[(kt - 1) % kStages];
+        if (kCluster == 1) {
+          BarrierArrive(empty);
+        } else {
+          for (int r = 0; r < kCluster; ++r) BarrierArriveRemote(empty, r);
+        }
+      }
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+
+    // Both consumer warpgroups are past their last products: the stage buffers are free (the
+    // producers load nothing after the last k slice), so the accumulators go there as float
+    // rows, and the output pass below reads them back row-wise for coalesced stores.
+    asm volatile("bar.sync 1, 256;" ::: "memory");
+    float* staged = reinterpret_cast<float*>(&s.a[0][0]);
+    {
+      // Accumulator layout of m64nNk16: d[4i + {0,1}] at (row lane/4, cols 8i + 2 (lane%4)
+      // + {0,1}), d[4i + {2,3}] eight rows below, in this warp's 16 rows.
+      const int r = c * 64 + warp * 16 + lane / 4;
+#pragma unroll
+      for (int i = 0; i < kBN / 8; ++i) {
+        const int col = 8 * i + 2 * (lane % 4);
+        *reinterpret_cast<float2*>(staged + r * kStagedPitch + col) = make_float2(d[4 * i], d[4 * i + 1]);
+        *reinterpret_cast<float2*>(staged + (r + 8) * kStagedPitch + col) = make_float2(d[4 * i + 2], d[4 * i + 3]);
+      }
+    }
+    if (layernorm) {
+      // The row statistics come from RowStatsKernel, which ran alongside the products (this
+      // kernel is its programmatic dependent): wait for it, then take this tile's rows.
+      asm volatile("griddepcontrol.wait;" ::: "memory");
+      const int r = static_cast<int>(threadIdx.x) - 128;
+      if (r < kBM) {
+        const float2 st = m0 + r < rows ? row_stats[m0 + r] : make_float2(0.f, 1.f);
+        s.mean[r] = st.x;
+        s.rstd[r] = st.y;
+      }
+    }
+    asm volatile("bar.sync 1, 256;" ::: "memory");
+    EpilogueArgs<T> e{staged, s.mean, s.rstd, bias, colsum, y, ldy, rows, n, m0, n0, layernorm != 0,
+                      static_cast<int>(threadIdx.x) - 128};
+    switch (act) {
+      case dense::kActGeluTanh: Epilogue<T, dense::kActGeluTanh>(e); break;
+      case dense::kActGeluErf: Epilogue<T, dense::kActGeluErf>(e); break;
+      case dense::kActRelu: Epilogue<T, dense::kActRelu>(e); break;
+      case dense::kActSilu: Epilogue<T, dense::kActSilu>(e); break;
+      default: Epilogue<T, dense::kActNone>(e); break;
+    }
+  }
+  // No CTA may leave while its partner can still multicast into it or arrive on its barriers.
+  if (kCluster > 1) ClusterSync();
+#endif
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 EncodeFunction() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult result{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &result) !=
+            cudaSuccess ||
+        result != cudaDriverEntryPointSuccess) {
+      f = nullptr;
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// A 2-D map over `rows` rows of `cols` 16-bit values (stride `ld` elements), boxes of
+// kBK x box_rows, 128-byte swizzle, zeros outside.
+cudaError_t EncodeMap(CUtensorMap* map, const void* base, DenseType type, int64_t rows, int64_t cols, int64_t ld,
+                      int box_rows) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = EncodeFunction();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
+  const cuuint32_t box[2] = {kBK, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = encode(map, type == DenseType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                            2, const_cast<void*>(base), dims, strides, box, element_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+template <typename T, int kCluster>
+cudaError_t LaunchTyped(const TensorCoreArgs& a, const CUtensorMap& x_map, const CUtensorMap& w_map,
+                        cudaStream_t stream) {
+  auto kernel = TensorCoreKernel<T, kCluster>;
+  int device = 0, sms = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) {
+    return e;
+  }
+  // The shared-memory opt-in is per device; set it once for each.
+  static std::once_flag once[64];
+  cudaError_t attr = cudaSuccess;
+  std::call_once(once[device & 63], [&] {
+    attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSharedBytes));
+  });
+  if (attr != cudaSuccess) return attr;
+  const int tiles_n = static_cast<int>((a.n + kBN - 1) / kBN);
+  const int tiles_m = static_cast<int>((a.rows + kBM * kCluster - 1) / (kBM * kCluster)) * kCluster;
+  const int ctas = tiles_n * tiles_m;
+  if (a.layernorm) {
+    // A warp per row, up to two CTAs per SM: ~1 us of DRAM latency before the product's CTAs
+    // take the SMs. (Four CTAs on the SMs the product leaves free were too slow: 29.9 us for
+    // the 1024-row layer, the product waiting on them.)
+    (void)ctas;
+    const int stats_ctas = static_cast<int>(std::min<int64_t>(2 * sms, (a.rows + 15) / 16));
+    RowStatsKernel<T><<<stats_ctas, 512, 0, stream>>>(static_cast<const T*>(a.x), a.ldx, static_cast<int>(a.rows),
+                                                      static_cast<int>(a.k), a.eps, static_cast<float2*>(a.row_stats));
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(ctas));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = kSharedBytes;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[2];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = kCluster;
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[1].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = a.layernorm ? 2 : 1;
+  return cudaLaunchKernelEx(&config, kernel, x_map, w_map, static_cast<const T*>(a.x), a.ldx, a.bias, a.colsum,
+                            static_cast<const float2*>(a.row_stats), static_cast<T*>(a.y), a.ldy,
+                            static_cast<int>(a.rows), static_cast<int>(a.k), static_cast<int>(a.n), tiles_n,
+                            a.layernorm ? 1 : 0, a.act);
+}
+
+bool Aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+}  // namespace
+
+bool TensorCoreFits(int device, const TensorCoreArgs& a) {
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    return false;
+  }
+  if (major != 9 || minor != 0 || EncodeFunction() == nullptr) return false;
+  if (a.type != DenseType::kBF16 && a.type != DenseType::kF16) return false;
+  if (a.cluster != 1 && a.cluster != 2) return false;
+  if (a.rows < 1 || a.k < 1 || a.n < 1 || a.rows > (int64_t{1} << 30) || a.k > (int64_t{1} << 30) ||
+      a.n > (int64_t{1} << 30)) {
+    return false;
+  }
+  if (a.layernorm && a.colsum == nullptr) return false;
+  return a.ldx % 8 == 0 && a.ldw % 8 == 0 && a.ldx >= a.k && a.ldw >= a.k && a.ldy % 2 == 0 && a.ldy >= a.n &&
+         Aligned(a.x, 16) && Aligned(a.w, 16) && Aligned(a.y, 4);
+}
+
+cudaError_t LaunchTensorCore(const TensorCoreArgs& a, cudaStream_t stream) {
+  if (a.layernorm && a.row_stats == nullptr) return cudaErrorInvalidValue;
+  CUtensorMap x_map, w_map;
+  if (cudaError_t e = EncodeMap(&x_map, a.x, a.type, a.rows, a.k, a.ldx, kBM); e != cudaSuccess) return e;
+  if (cudaError_t e = EncodeMap(&w_map, a.w, a.type, a.n, a.k, a.ldw, kBN / 2); e != cudaSuccess) return e;
+  const bool bf16 = a.type == DenseType::kBF16;
+  if (a.cluster == 2) {
+    return bf16 ? LaunchTyped<__nv_bfloat16, 2>(a, x_map, w_map, stream)
+                : LaunchTyped<__half, 2>(a, x_map, w_map, stream);
+  }
+  return bf16 ? LaunchTyped<__nv_bfloat16, 1>(a, x_map, w_map, stream)
+              : LaunchTyped<__half, 1>(a, x_map, w_map, stream);
+}
+
+}  // namespace gpucompute::kernels
