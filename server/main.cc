@@ -88,7 +88,8 @@ ABSL_FLAG(std::string, auth_token_file, "",
           "Every call but ServerInfo (and the health and reflection services) then needs "
           "metadata 'authorization: Bearer TOKEN'; NAME is the caller's identity");
 ABSL_FLAG(int, auth_default_max_in_flight, 64,
-          "calls (and Submit jobs) of one token running at once, for tokens that set none");
+          "calls (and Submit jobs) of one token running at once, for tokens that set none; every "
+          "call but ServerInfo and health counts, management calls included");
 ABSL_FLAG(int, health_port, -1,
           "plaintext port serving only grpc.health.v1 (for Kubernetes gRPC probes when the "
           "service port needs TLS or tokens); -1: off, 0 picks a free port");

@@ -39,12 +39,13 @@ struct Caller {
 };
 
 // The caller of `context`. With `auth` (a server with tokens) the call must carry a valid
-// bearer token, else UNAUTHENTICATED. Every handler but ServerInfo starts here.
+// bearer token, else UNAUTHENTICATED. Every handler but ServerInfo starts here (most through
+// AuthenticateAndEnter).
 absl::StatusOr<Caller> Authenticate(const grpc::CallbackServerContext& context,
                                     const TokenAuthenticator* auth);
 
 // Authenticate, then one of the token's in-flight slots (RESOURCE_EXHAUSTED when all are
-// taken): for calls that run a while (operations, Submit jobs, tensor and model transfers).
+// taken): every handler but ServerInfo and Submit (whose jobs take one each) starts here.
 // The slot is to be released before the call's reply is sent.
 absl::StatusOr<std::pair<Caller, InFlightSlot>> AuthenticateAndEnter(
     const grpc::CallbackServerContext& context, const TokenAuthenticator* auth);

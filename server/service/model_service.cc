@@ -1,5 +1,6 @@
 // The model-management handlers of ComputeService: LoadModel, UnloadModel, ListModels. Models
-// are shared by all callers: any valid token may load, unload and list them.
+// are shared by all callers: any valid token may load, unload and list them. Each call holds
+// one of its token's in-flight slots while it runs, released before the reply.
 #include <utility>
 
 #include "absl/time/clock.h"
@@ -20,9 +21,10 @@ grpc::ServerUnaryReactor* ComputeService::UnloadModel(grpc::CallbackServerContex
                                                       v1::UnloadModelResponse* /*response*/) {
   const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto caller = Authenticate(*context, parts_.auth);
+  auto admitted = AuthenticateAndEnter(*context, parts_.auth);
   const absl::Status status =
-      caller.ok() ? parts_.models->Unload(request->name()) : caller.status();
+      admitted.ok() ? parts_.models->Unload(request->name()) : admitted.status();
+  if (admitted.ok()) admitted->second.Release();
   RecordCallEnd(parts_.metrics, "unload_model", status, JobTimings{}, start);
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
@@ -32,11 +34,13 @@ grpc::ServerUnaryReactor* ComputeService::ListModels(grpc::CallbackServerContext
                                                      const v1::ListModelsRequest* /*request*/,
                                                      v1::ListModelsResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (auto caller = Authenticate(*context, parts_.auth); !caller.ok()) {
-    reactor->Finish(ToGrpcStatus(caller.status()));
+  auto admitted = AuthenticateAndEnter(*context, parts_.auth);
+  if (!admitted.ok()) {
+    reactor->Finish(ToGrpcStatus(admitted.status()));
     return reactor;
   }
   for (const dense::ModelInfo& info : parts_.models->List()) FillModelInfo(info, response->add_models());
+  admitted->second.Release();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -1,7 +1,8 @@
 // The resident-tensor and shared-memory handlers of ComputeService: CreateTensor, PutTensor,
 // GetTensor, DeleteTensor, ListTensors, RegisterSharedMemory, UnregisterSharedMemory. Every one
 // authenticates its caller and acts for it: a client sees and uses only its own tensors and
-// regions.
+// regions. Every one holds one of its token's in-flight slots while it runs (the streaming
+// ones until they finish), released before the reply.
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,13 @@ grpc::ServerUnaryReactor* Finished(grpc::CallbackServerContext* context, const a
   return reactor;
 }
 
+// Finishes a quick call: its slot goes back first, so that the caller's next call may take it.
+grpc::ServerUnaryReactor* Finished(grpc::CallbackServerContext* context, InFlightSlot& slot,
+                                   const absl::Status& status) {
+  slot.Release();
+  return Finished(context, status);
+}
+
 absl::Status Prefixed(absl::string_view field, const absl::Status& s) {
   if (s.ok()) return s;
   return absl::Status(s.code(), absl::StrCat(field, ": ", s.message()));
@@ -30,21 +38,22 @@ absl::Status Prefixed(absl::string_view field, const absl::Status& s) {
 grpc::ServerUnaryReactor* ComputeService::CreateTensor(grpc::CallbackServerContext* context,
                                                        const v1::CreateTensorRequest* request,
                                                        v1::TensorInfo* response) {
-  auto caller = Authenticate(*context, parts_.auth);
-  if (!caller.ok()) return Finished(context, caller.status());
+  auto admitted = AuthenticateAndEnter(*context, parts_.auth);
+  if (!admitted.ok()) return Finished(context, admitted.status());
+  auto& [caller, slot] = *admitted;
   if (DTypeSize(request->dtype()) == 0) {
-    return Finished(context, absl::InvalidArgumentError(absl::StrCat(
-                                 "dtype: must be set to a known dtype (got ",
-                                 static_cast<int>(request->dtype()), ")")));
+    return Finished(context, slot,
+                    absl::InvalidArgumentError(absl::StrCat("dtype: must be set to a known dtype (got ",
+                                                            static_cast<int>(request->dtype()), ")")));
   }
   TensorSpec spec;
   spec.dtype = request->dtype();
   spec.element_size = DTypeSize(request->dtype());
   spec.shape.assign(request->shape().begin(), request->shape().end());
-  auto created = parts_.tensors->Create(caller->id, std::move(spec));
-  if (!created.ok()) return Finished(context, created.status());
+  auto created = parts_.tensors->Create(caller.id, std::move(spec));
+  if (!created.ok()) return Finished(context, slot, created.status());
   FillTensorInfo(**created, parts_.tensors->Now(), response);
-  return Finished(context, absl::OkStatus());
+  return Finished(context, slot, absl::OkStatus());
 }
 
 grpc::ServerReadReactor<v1::PutTensorChunk>* ComputeService::PutTensor(
@@ -60,42 +69,47 @@ grpc::ServerWriteReactor<v1::TensorData>* ComputeService::GetTensor(
 grpc::ServerUnaryReactor* ComputeService::DeleteTensor(grpc::CallbackServerContext* context,
                                                        const v1::DeleteTensorRequest* request,
                                                        v1::DeleteTensorResponse* /*response*/) {
-  auto caller = Authenticate(*context, parts_.auth);
-  if (!caller.ok()) return Finished(context, caller.status());
-  return Finished(context, Prefixed("handle", parts_.tensors->Delete(caller->id, request->handle())));
+  auto admitted = AuthenticateAndEnter(*context, parts_.auth);
+  if (!admitted.ok()) return Finished(context, admitted.status());
+  auto& [caller, slot] = *admitted;
+  return Finished(context, slot,
+                  Prefixed("handle", parts_.tensors->Delete(caller.id, request->handle())));
 }
 
 grpc::ServerUnaryReactor* ComputeService::ListTensors(grpc::CallbackServerContext* context,
                                                       const v1::ListTensorsRequest* /*request*/,
                                                       v1::ListTensorsResponse* response) {
-  auto caller = Authenticate(*context, parts_.auth);
-  if (!caller.ok()) return Finished(context, caller.status());
+  auto admitted = AuthenticateAndEnter(*context, parts_.auth);
+  if (!admitted.ok()) return Finished(context, admitted.status());
+  auto& [caller, slot] = *admitted;
   const absl::Time now = parts_.tensors->Now();
   int64_t bytes = 0;
-  for (const auto& t : parts_.tensors->List(caller->id)) {
+  for (const auto& t : parts_.tensors->List(caller.id)) {
     FillTensorInfo(*t, now, response->add_tensors());
     bytes += t->bytes();
   }
   response->set_bytes(bytes);
-  return Finished(context, absl::OkStatus());
+  return Finished(context, slot, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* ComputeService::RegisterSharedMemory(
     grpc::CallbackServerContext* context, const v1::RegisterSharedMemoryRequest* request,
     v1::RegisterSharedMemoryResponse* /*response*/) {
-  auto caller = Authenticate(*context, parts_.auth);
-  if (!caller.ok()) return Finished(context, caller.status());
-  return Finished(context, parts_.shared_memory->Register(caller->id, request->name(),
-                                                          request->key(), request->offset(),
-                                                          request->byte_size()));
+  auto admitted = AuthenticateAndEnter(*context, parts_.auth);
+  if (!admitted.ok()) return Finished(context, admitted.status());
+  auto& [caller, slot] = *admitted;
+  return Finished(context, slot,
+                  parts_.shared_memory->Register(caller.id, request->name(), request->key(),
+                                                 request->offset(), request->byte_size()));
 }
 
 grpc::ServerUnaryReactor* ComputeService::UnregisterSharedMemory(
     grpc::CallbackServerContext* context, const v1::UnregisterSharedMemoryRequest* request,
     v1::UnregisterSharedMemoryResponse* /*response*/) {
-  auto caller = Authenticate(*context, parts_.auth);
-  if (!caller.ok()) return Finished(context, caller.status());
-  return Finished(context, parts_.shared_memory->Unregister(caller->id, request->name()));
+  auto admitted = AuthenticateAndEnter(*context, parts_.auth);
+  if (!admitted.ok()) return Finished(context, admitted.status());
+  auto& [caller, slot] = *admitted;
+  return Finished(context, slot, parts_.shared_memory->Unregister(caller.id, request->name()));
 }
 
 }  // namespace gpucompute

@@ -294,6 +294,95 @@ def test_in_flight_quota_per_token(token_server):
     channel.close()
 
 
+def _call_every_method(channel, metadata):
+    """{method name: status code} of one call of every Compute method (empty messages; a
+    Submit stream sends one Echo job, whose own code stands for the stream's)."""
+    service = compute_pb2.DESCRIPTOR.services_by_name["Compute"]
+    echo_job = compute_pb2.SubmitRequest(id="q", echo=compute_pb2.EchoRequest(
+        tensor=gpucompute.to_tensor(np.arange(2.0)))).SerializeToString()
+    codes = {}
+    for method in service.methods:
+        path = f"/{service.full_name}/{method.name}"
+        kw = dict(timeout=10, metadata=metadata)
+        if method.client_streaming and method.server_streaming:
+            def call():
+                (reply,) = list(channel.stream_stream(path)(iter([echo_job]), **kw))
+                result = compute_pb2.SubmitResponse.FromString(reply)
+                if result.code:
+                    raise _JobError(_CODES[result.code], result.message)
+        elif method.client_streaming:
+            call = lambda: channel.stream_unary(path)(iter([b""]), **kw)
+        elif method.server_streaming:
+            call = lambda: list(channel.unary_stream(path)(b"", **kw))
+        else:
+            call = lambda: channel.unary_unary(path)(b"", **kw)
+        try:
+            call()
+            codes[method.name] = (grpc.StatusCode.OK, "")
+        except (grpc.RpcError, _JobError) as e:
+            codes[method.name] = (e.code(), e.details())
+    return codes
+
+
+_CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+
+class _JobError(Exception):
+    """A Submit job's own failure, shaped like a grpc.RpcError."""
+    def __init__(self, code, details):
+        super().__init__(details)
+        self._code, self._details = code, details
+
+    def code(self):
+        return self._code
+
+    def details(self):
+        return self._details
+
+
+def test_every_method_but_server_info_counts_against_the_quota(token_server):
+    """With slow's only slot held, every call of slow (management ones included) is refused
+    RESOURCE_EXHAUSTED naming the quota; ServerInfo and health stay open; bob is unaffected."""
+    target, health_target = token_server
+    channel = grpc.insecure_channel(target)
+    stub = compute_pb2_grpc.ComputeStub(channel)
+    as_slow = [("authorization", f"Bearer {SLOW}")]
+    release, held = _hold_put_tensor(stub, SLOW)
+    try:
+        deadline = time.monotonic() + 20
+        echo = compute_pb2.EchoRequest(tensor=gpucompute.to_tensor(np.arange(2.0)))
+        while code_of(lambda: stub.Echo(echo, timeout=10, metadata=as_slow)) == grpc.StatusCode.OK:
+            assert time.monotonic() < deadline, "the held PutTensor never took slow's slot"
+            time.sleep(0.05)
+        codes = _call_every_method(channel, as_slow)
+        assert len(codes) >= 16
+        assert codes.pop("ServerInfo") == (grpc.StatusCode.OK, "")
+        for name, (code, details) in codes.items():
+            assert code == grpc.StatusCode.RESOURCE_EXHAUSTED, (name, code, details)
+            assert details == ('token "slow" has its limit of 1 calls in flight; '
+                               "retry when one finishes"), (name, details)
+        assert gpucompute.health(target) == "SERVING"
+        assert gpucompute.health(health_target) == "SERVING"
+        # Another token's management calls go through.
+        with gpucompute.Client(target, token=BOB, timeout=30) as bob:
+            assert bob.list_models() == [] and bob.list_tensors() == []
+    finally:
+        release.set()
+    held.result(timeout=30)
+    # Released: slow's calls run again (and each gives its slot back before replying).
+    with gpucompute.Client(target, token=SLOW, timeout=30) as slow:
+        for _ in range(3):
+            assert slow.list_models() == []
+            tensors = slow.list_tensors()  # the held PutTensor's, and maybe an earlier test's
+            assert tensors and all(t["owner"] == "slow" for t in tensors)
+        for t in tensors:
+            slow.delete_tensor(t["handle"])
+        assert slow.list_tensors() == []
+    codes = _call_every_method(channel, as_slow)
+    assert not any(code == grpc.StatusCode.RESOURCE_EXHAUSTED for code, _ in codes.values()), codes
+    channel.close()
+
+
 def test_cli_sends_the_token_from_a_file_or_the_environment(token_server, tmp_path):
     target, _ = token_server
     (tmp_path / "token").write_text(ALICE + "\n")
