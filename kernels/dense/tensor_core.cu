@@ -26,6 +26,7 @@
 
 #include "kernels/dense/activation.cuh"
 #include "kernels/dense/dense_kernels.cuh"
+#include "kernels/dense/element.cuh"
 
 namespace gpucompute::kernels {
 namespace {
@@ -173,6 +174,7 @@ __device__ __forceinline__ uint64_t Descriptor(const void* tile) {
         "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])        \
       : "l"(desc_a), "l"(desc_b), "r"(scale_d))
 
+// The product instruction per element type.
 template <typename T>
 struct Mma;
 template <>
@@ -182,13 +184,6 @@ struct Mma<__nv_bfloat16> {
     GPUCOMPUTE_WGMMA_M64N256K16("bf16");
 #endif
   }
-  __device__ __forceinline__ static uint32_t Pack(float lo, float hi) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
-  __device__ __forceinline__ static float Load(const void* p) {
-    return __bfloat162float(*static_cast<const __nv_bfloat16*>(p));
-  }
 };
 template <>
 struct Mma<__half> {
@@ -197,12 +192,14 @@ struct Mma<__half> {
     GPUCOMPUTE_WGMMA_M64N256K16("f16");
 #endif
   }
-  __device__ __forceinline__ static uint32_t Pack(float lo, float hi) {
-    const __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
-  __device__ __forceinline__ static float Load(const void* p) { return __half2float(*static_cast<const __half*>(p)); }
 };
+
+// Two values rounded to T, packed into 32 bits (lo first).
+template <typename T>
+__device__ __forceinline__ uint32_t Pack(float lo, float hi) {
+  const T v[2] = {dense_internal::FromFloat<T>(lo), dense_internal::FromFloat<T>(hi)};
+  return *reinterpret_cast<const uint32_t*>(v);
+}
 #undef GPUCOMPUTE_WGMMA_M64N256K16
 
 // Adds a 16-byte chunk of 8 values into a row's shifted sums (sum of x - shift and of its
@@ -356,14 +353,14 @@ __device__ __forceinline__ void Epilogue(const EpilogueArgs<T>& e) {
     T* out = e.y + static_cast<int64_t>(row) * e.ldy + col;
     if (vector) {
       uint4 packed;
-      packed.x = Mma<T>::Pack(v[0], v[1]);
-      packed.y = Mma<T>::Pack(v[2], v[3]);
-      packed.z = Mma<T>::Pack(v[4], v[5]);
-      packed.w = Mma<T>::Pack(v[6], v[7]);
+      packed.x = Pack<T>(v[0], v[1]);
+      packed.y = Pack<T>(v[2], v[3]);
+      packed.z = Pack<T>(v[4], v[5]);
+      packed.w = Pack<T>(v[6], v[7]);
       *reinterpret_cast<uint4*>(out) = packed;
     } else {
       for (int j = 0; j < width; ++j) {
-        const uint32_t packed = Mma<T>::Pack(v[j], 0.f);
+        const uint32_t packed = Pack<T>(v[j], 0.f);
         out[j] = *reinterpret_cast<const T*>(&packed);
       }
     }
