@@ -87,6 +87,13 @@ ABSL_FLAG(std::string, auth_token_file, "",
           "starting with # ignored; names and tokens unique; tokens 16+ printable characters). "
           "Every call but ServerInfo (and the health and reflection services) then needs "
           "metadata 'authorization: Bearer TOKEN'; NAME is the caller's identity");
+ABSL_FLAG(double, auth_token_reload_s, 5,
+          "check --auth_token_file this often (s) and reload it when its modification time, size "
+          "or inode changed (SIGHUP reloads it at once); a file that does not parse is logged and "
+          "the tokens in use stay; 0: only on SIGHUP");
+ABSL_FLAG(int, tls_reload_s, 60,
+          "re-read --tls_cert_file, --tls_key_file and --tls_client_ca_file this often (s); new "
+          "handshakes use new contents (replace the files atomically); 0: read once at start-up");
 ABSL_FLAG(int, auth_default_max_in_flight, 64,
           "calls (and Submit jobs) of one token running at once, for tokens that set none; every "
           "call but ServerInfo and health counts, management calls included");
@@ -147,6 +154,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);  // reload the token file
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   gpucompute::ServerConfig config;
@@ -202,6 +210,9 @@ int main(int argc, char** argv) {
   config.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
   config.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
   config.auth_default_max_in_flight = std::max(1, absl::GetFlag(FLAGS_auth_default_max_in_flight));
+  config.auth_token_reload_interval =
+      absl::Seconds(std::max(0.0, absl::GetFlag(FLAGS_auth_token_reload_s)));
+  config.tls.reload_interval_s = std::max(0, absl::GetFlag(FLAGS_tls_reload_s));
   config.health_port = std::max(-1, absl::GetFlag(FLAGS_health_port));
 
   for (const std::string& arg : absl::GetFlag(FLAGS_grpc_arg)) {
@@ -223,7 +234,14 @@ int main(int argc, char** argv) {
   WritePortFile(absl::GetFlag(FLAGS_port_file), (*server)->port());
 
   int sig = 0;
-  sigwait(&signals, &sig);
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    if (absl::GetFlag(FLAGS_auth_token_file).empty()) {
+      spdlog::info("SIGHUP: no --auth_token_file to reload");
+    } else {
+      spdlog::info("SIGHUP: reloading the token file");
+      (void)(*server)->ReloadTokens();  // logs the outcome
+    }
+  }
   spdlog::info("received {}: stopping (draining in-flight work)", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   (*server)->Shutdown(absl::Seconds(std::max(0.0, absl::GetFlag(FLAGS_shutdown_grace_s))));
   server->reset();

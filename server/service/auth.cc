@@ -108,39 +108,113 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view secret) {
   return diff == 0;
 }
 
-TokenAuthenticator::TokenAuthenticator(std::vector<TokenSpec> specs) {
-  for (TokenSpec& spec : specs) {
-    auto token = std::make_unique<Token>();
-    token->name_ = std::move(spec.name);
-    token->secret_ = std::move(spec.token);
-    token->max_in_flight_ = spec.max_in_flight;
-    tokens_.push_back(std::move(token));
-  }
-}
-
 absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::FromText(
     absl::string_view text, int default_max_in_flight) {
   auto specs = ParseTokenFile(text, default_max_in_flight);
   if (!specs.ok()) return specs.status();
-  return std::unique_ptr<TokenAuthenticator>(new TokenAuthenticator(*std::move(specs)));
+  std::unique_ptr<TokenAuthenticator> auth(new TokenAuthenticator("", default_max_in_flight));
+  auth->Install(*std::move(specs));
+  return auth;
 }
 
 absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::FromFile(
     const std::string& path, int default_max_in_flight) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  if (!in || !(text << in.rdbuf())) {
-    return absl::InvalidArgumentError(absl::StrCat("token file ", path, ": cannot be read"));
-  }
-  auto authenticator = FromText(text.str(), default_max_in_flight);
-  if (!authenticator.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("token file ", path, ": ", authenticator.status().message()));
-  }
-  return authenticator;
+  std::unique_ptr<TokenAuthenticator> auth(new TokenAuthenticator(path, default_max_in_flight));
+  auto loaded = auth->Reload();
+  if (!loaded.ok()) return loaded.status();
+  return auth;
 }
 
-absl::StatusOr<const TokenAuthenticator::Token*> TokenAuthenticator::Authenticate(
+bool TokenAuthenticator::FileChanged() const {
+  if (path_.empty()) return false;
+  const FileStamp now = StatFile(path_);
+  absl::MutexLock lock(&mu_);
+  return now != stamp_;
+}
+
+absl::StatusOr<TokenAuthenticator::ReloadResult> TokenAuthenticator::Reload() {
+  if (path_.empty()) {
+    return absl::FailedPreconditionError("the tokens did not come from a file");
+  }
+  absl::MutexLock reload(&reload_mu_);
+  // Stamp first, then read: a change while reading makes FileChanged() true again.
+  {
+    const FileStamp stamp = StatFile(path_);
+    absl::MutexLock lock(&mu_);
+    stamp_ = stamp;
+  }
+  std::ifstream in(path_, std::ios::binary);
+  std::ostringstream text;
+  if (!in || !(text << in.rdbuf())) {
+    return absl::InvalidArgumentError(absl::StrCat("token file ", path_, ": cannot be read"));
+  }
+  auto specs = ParseTokenFile(text.str(), default_max_in_flight_);
+  if (!specs.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("token file ", path_, ": ", specs.status().message()));
+  }
+  return Install(*std::move(specs));
+}
+
+absl::StatusOr<TokenAuthenticator::ReloadResult> TokenAuthenticator::ReloadFromText(
+    absl::string_view text) {
+  absl::MutexLock reload(&reload_mu_);
+  auto specs = ParseTokenFile(text, default_max_in_flight_);
+  if (!specs.ok()) return specs.status();
+  return Install(*std::move(specs));
+}
+
+TokenAuthenticator::ReloadResult TokenAuthenticator::Install(std::vector<TokenSpec> specs) {
+  ReloadResult result;
+  std::vector<std::shared_ptr<Token>> old;
+  {
+    absl::MutexLock lock(&mu_);
+    old = tokens_;
+  }
+  std::vector<std::shared_ptr<Token>> next;
+  next.reserve(specs.size());
+  std::vector<bool> reused(old.size(), false);
+  for (TokenSpec& spec : specs) {
+    std::shared_ptr<Token> token;
+    for (size_t i = 0; i < old.size(); ++i) {
+      if (!reused[i] && old[i]->name_ == spec.name && old[i]->secret_ == spec.token) {
+        token = old[i];
+        reused[i] = true;
+        break;
+      }
+    }
+    if (token != nullptr) {
+      ++result.kept;
+    } else {
+      token = std::make_shared<Token>();
+      token->name_ = std::move(spec.name);
+      token->secret_ = std::move(spec.token);
+      ++result.added;
+    }
+    token->max_in_flight_.store(spec.max_in_flight, std::memory_order_relaxed);
+    next.push_back(std::move(token));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    tokens_ = std::move(next);
+  }
+  // After the swap: a call that authenticated with a dropped token just before it is refused
+  // when it asks for its slot.
+  for (size_t i = 0; i < old.size(); ++i) {
+    if (!reused[i]) {
+      old[i]->revoked_.store(true, std::memory_order_release);
+      ++result.removed;
+    }
+  }
+  return result;
+}
+
+size_t TokenAuthenticator::size() const {
+  absl::MutexLock lock(&mu_);
+  return tokens_.size();
+}
+
+absl::StatusOr<TokenAuthenticator::TokenRef> TokenAuthenticator::Authenticate(
     std::optional<absl::string_view> authorization) const {
   if (!authorization.has_value()) {
     return absl::UnauthenticatedError(
@@ -153,23 +227,30 @@ absl::StatusOr<const TokenAuthenticator::Token*> TokenAuthenticator::Authenticat
         "the authorization metadata is not a bearer token (expected \"Bearer <token>\")");
   }
   const absl::string_view presented = absl::StripLeadingAsciiWhitespace(value.substr(blank));
-  const Token* found = nullptr;
+  TokenRef found;
+  absl::ReaderMutexLock lock(&mu_);
   for (const auto& token : tokens_) {
-    if (ConstantTimeEquals(presented, token->secret_)) found = token.get();
+    if (ConstantTimeEquals(presented, token->secret_)) found = token;
   }
   if (found == nullptr) return absl::UnauthenticatedError("invalid bearer token");
   return found;
 }
 
-absl::StatusOr<InFlightSlot> TokenAuthenticator::Enter(const Token* token) {
+absl::StatusOr<InFlightSlot> TokenAuthenticator::Enter(const TokenRef& token) {
   if (token == nullptr) return InFlightSlot();
-  if (token->in_flight_.fetch_add(1, std::memory_order_acq_rel) >= token->max_in_flight_) {
-    token->in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+  if (token->revoked()) {
+    return absl::UnauthenticatedError(
+        "bearer token revoked (the server's token file no longer lists it)");
+  }
+  std::atomic<int>& in_flight = token->counter_->in_flight;
+  const int limit = token->max_in_flight();
+  if (in_flight.fetch_add(1, std::memory_order_acq_rel) >= limit) {
+    in_flight.fetch_sub(1, std::memory_order_acq_rel);
     return absl::ResourceExhaustedError(
-        absl::StrCat("token \"", token->name_, "\" has its limit of ", token->max_in_flight_,
+        absl::StrCat("token \"", token->name_, "\" has its limit of ", limit,
                      " calls in flight; retry when one finishes"));
   }
-  return InFlightSlot(&token->in_flight_);
+  return InFlightSlot(token->counter_);
 }
 
 }  // namespace gpucompute

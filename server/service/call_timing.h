@@ -35,7 +35,7 @@ std::string CallerId(const grpc::CallbackServerContext& context);
 struct Caller {
   std::string id;  // owner of resident tensors and regions, tensor quotas: the token's name
                    // on a server with tokens, else CallerId
-  const TokenAuthenticator::Token* token = nullptr;  // null on a server without tokens
+  TokenAuthenticator::TokenRef token;  // null on a server without tokens
 };
 
 // The caller of `context`. With `auth` (a server with tokens) the call must carry a valid

@@ -2,7 +2,11 @@
 #include "server/service/credentials.h"
 
 #include <fstream>
+#include <memory>
 #include <sstream>
+
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -11,8 +15,9 @@
 namespace gpucompute {
 namespace {
 
-// The contents of PEM file `path` given as --`flag`.
-absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag) {
+// The contents of PEM file `path` given as --`flag`, which must hold a block of `kind`
+// ("CERTIFICATE", or "PRIVATE KEY" for any key type's).
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag, const char* kind) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
   if (!in || !(text << in.rdbuf())) {
@@ -20,6 +25,12 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag) {
   }
   if (!absl::StrContains(text.str(), "-----BEGIN ")) {
     return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path, ": not PEM (no -----BEGIN line)"));
+  }
+  const bool key = absl::string_view(kind) == "PRIVATE KEY";
+  if (key ? !absl::StrContains(text.str(), "PRIVATE KEY-----")
+          : !absl::StrContains(text.str(), absl::StrCat("-----BEGIN ", kind, "-----"))) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path, ": holds no ",
+                                                   key ? "private key" : "certificate"));
   }
   return text.str();
 }
@@ -37,17 +48,34 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(c
   if (files.cert_file.empty() || files.key_file.empty()) {
     return absl::InvalidArgumentError("--tls_cert_file and --tls_key_file must be set together");
   }
+  auto cert = ReadPem(files.cert_file, "tls_cert_file", "CERTIFICATE");
+  if (!cert.ok()) return cert.status();
+  auto key = ReadPem(files.key_file, "tls_key_file", "PRIVATE KEY");
+  if (!key.ok()) return key.status();
+  if (files.reload_interval_s > 0) {
+    if (!files.client_ca_file.empty()) {
+      if (auto ca = ReadPem(files.client_ca_file, "tls_client_ca_file", "CERTIFICATE"); !ca.ok()) return ca.status();
+    }
+    auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+        files.key_file, files.cert_file, files.client_ca_file,
+        static_cast<unsigned int>(files.reload_interval_s));
+    grpc::experimental::TlsServerCredentialsOptions options(provider);
+    options.watch_identity_key_cert_pairs();
+    if (!files.client_ca_file.empty()) {
+      options.watch_root_certs();
+      options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    } else {
+      options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    }
+    return grpc::experimental::TlsServerCredentials(options);
+  }
   grpc::SslServerCredentialsOptions options;
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  auto cert = ReadPem(files.cert_file, "tls_cert_file");
-  if (!cert.ok()) return cert.status();
-  auto key = ReadPem(files.key_file, "tls_key_file");
-  if (!key.ok()) return key.status();
   pair.cert_chain = *std::move(cert);
   pair.private_key = *std::move(key);
   options.pem_key_cert_pairs.push_back(std::move(pair));
   if (!files.client_ca_file.empty()) {
-    auto ca = ReadPem(files.client_ca_file, "tls_client_ca_file");
+    auto ca = ReadPem(files.client_ca_file, "tls_client_ca_file", "CERTIFICATE");
     if (!ca.ok()) return ca.status();
     options.pem_root_certs = *std::move(ca);
     options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
@@ -55,6 +83,24 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(c
     options.client_certificate_request = GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
   }
   return grpc::SslServerCredentials(options);
+}
+
+absl::Status CheckTlsFiles(const TlsFiles& files) {
+  if (!files.enabled()) return absl::OkStatus();
+  if (auto cert = ReadPem(files.cert_file, "tls_cert_file", "CERTIFICATE"); !cert.ok()) {
+    return cert.status();
+  }
+  if (auto key = ReadPem(files.key_file, "tls_key_file", "PRIVATE KEY"); !key.ok()) return key.status();
+  if (!files.client_ca_file.empty()) {
+    if (auto ca = ReadPem(files.client_ca_file, "tls_client_ca_file", "CERTIFICATE"); !ca.ok()) {
+      return ca.status();
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<FileStamp> StampTlsFiles(const TlsFiles& files) {
+  return {StatFile(files.cert_file), StatFile(files.key_file), StatFile(files.client_ca_file)};
 }
 
 const char* TlsModeName(const TlsFiles& files) {

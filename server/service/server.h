@@ -6,6 +6,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_server.h"
@@ -77,6 +79,9 @@ struct ServerConfig {
   TlsFiles tls;
   std::string auth_token_file;
   int auth_default_max_in_flight = 64;
+  // How often the token file's modification time, size and inode are checked; a change
+  // reloads it (ReloadTokens). Zero: only ReloadTokens (SIGHUP) reloads it.
+  absl::Duration auth_token_reload_interval = absl::Seconds(5);
   int health_port = -1;
 };
 
@@ -102,6 +107,12 @@ class Server {
   // has begun (which sets NOT_SERVING). Serving is refused for good once a GPU is lost.
   void SetServing(bool serving);
 
+  // Reads the token file again (main.cc on SIGHUP; the watcher thread when the file changes):
+  // tokens it drops are revoked, new ones work at once; on any error (logged, and counted in
+  // gpucompute_auth_token_reloads_total{result="error"}) the tokens stay as they were.
+  // FAILED_PRECONDITION without a token file. Thread-safe.
+  absl::Status ReloadTokens();
+
   // Stops accepting calls, lets in-flight calls finish (cancelling those still running after
   // `grace`), drains the scheduler and releases the devices. Idempotent.
   void Shutdown(absl::Duration grace = absl::Seconds(30));
@@ -123,6 +134,11 @@ class Server {
   std::unique_ptr<TensorStore> tensors_;
   std::unique_ptr<SharedMemoryRegistry> shared_memory_;
   std::unique_ptr<TokenAuthenticator> auth_;  // null: no tokens
+  metrics::Family<metrics::Counter>* token_reloads_ = nullptr;  // by result
+  // Threads that check the token file (every auth_token_reload_interval) and the TLS files
+  // (every tls.reload_interval_s, to log what gRPC's own watcher will pick up).
+  absl::Notification stop_watchers_;
+  std::vector<std::thread> watchers_;
   std::unique_ptr<ComputeService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::Server> health_server_;  // the health port; stopped last

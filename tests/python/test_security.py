@@ -1,5 +1,6 @@
 """Security against live servers: TLS, mutual TLS, bearer tokens and their in-flight quotas,
-the plaintext health port, and `gpucompute health`.
+reloading the token file and the certificates, the plaintext health port, and
+`gpucompute health`.
 
 Run by CTest as `python_security` with $GPUCOMPUTE_SERVER, $GPUCOMPUTE_CLI and $GPUCOMPUTE_LOAD
 set. The CA and certificates are made at test time with the `openssl` CLI in a temporary
@@ -11,6 +12,7 @@ refuse.
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import threading
 import time
@@ -98,9 +100,11 @@ def code_of(fn):
 # ---------------------------------------------------------------------------------- TLS
 
 
-def test_tls_needs_the_ca(tmp_path, pki):
+@pytest.mark.parametrize("reload", ["--tls_reload_s=0", "--tls_reload_s=60"],
+                         ids=["read-once", "file-watcher"])
+def test_tls_needs_the_ca(tmp_path, pki, reload):
     with run_server(tmp_path, f"--tls_cert_file={pki / 'server.crt'}",
-                    f"--tls_key_file={pki / 'server.key'}") as target:
+                    f"--tls_key_file={pki / 'server.key'}", reload) as target:
         with gpucompute.Client(localhost(target), root_certificates=pki / "ca.crt",
                                timeout=30) as c:
             assert c.server_info()["backend"]
@@ -124,10 +128,12 @@ def test_tls_needs_the_ca(tmp_path, pki):
         assert bad.returncode != 0
 
 
-def test_mutual_tls_refuses_clients_without_a_certificate_of_its_ca(tmp_path, pki):
+@pytest.mark.parametrize("reload", ["--tls_reload_s=0", "--tls_reload_s=60"],
+                         ids=["read-once", "file-watcher"])
+def test_mutual_tls_refuses_clients_without_a_certificate_of_its_ca(tmp_path, pki, reload):
     with run_server(tmp_path, f"--tls_cert_file={pki / 'server.crt'}",
                     f"--tls_key_file={pki / 'server.key'}",
-                    f"--tls_client_ca_file={pki / 'ca.crt'}") as target:
+                    f"--tls_client_ca_file={pki / 'ca.crt'}", reload) as target:
         addr = localhost(target)
         with gpucompute.Client(addr, root_certificates=pki / "ca.crt",
                                private_key=pki / "client.key",
@@ -425,6 +431,214 @@ def test_load_tester_speaks_tls_and_tokens(tmp_path, pki):
         assert "UNAUTHENTICATED" in out, out
 
 
+# ---------------------------------------------------------------------------------- reload
+
+CAROL = "carol-token-0123456789abcdef"
+
+
+def _wait_for_log(tmp, text, start=0, timeout=20):
+    """Waits until server.log in `tmp`, from byte `start`, holds `text`; returns the log."""
+    deadline = time.monotonic() + timeout
+    while True:
+        log = (tmp / "server.log").read_text(errors="replace")
+        if text in log[start:]:
+            return log
+        assert time.monotonic() < deadline, f"{text!r} not logged:\n{log[-3000:]}"
+        time.sleep(0.05)
+
+
+def _replace(path, text):
+    """Replaces `path` atomically (a new file renamed over it), as Kubernetes does."""
+    tmp = path.with_name(path.name + ".new")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _metric(target_metrics_port, series):
+    import urllib.request
+    text = urllib.request.urlopen(f"http://127.0.0.1:{target_metrics_port}/metrics",
+                                  timeout=10).read().decode()
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[-1])
+    raise AssertionError(f"{series} not in /metrics")
+
+
+def _server_pid(tmp):
+    """The pid of the gpucompute-server run_server started in `tmp` (by its --port_file)."""
+    flag = f"--port_file={tmp / 'port'}".encode()
+    pids = []
+    for entry in pathlib.Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and flag in (entry / "cmdline").read_bytes().split(b"\0"):
+                pids.append(int(entry.name))
+        except OSError:
+            pass
+    assert len(pids) == 1, pids
+    return pids[0]
+
+
+def test_sighup_reloads_the_token_file(tmp_path):
+    tokens = tmp_path / "tokens"
+    tokens.write_text(TOKEN_FILE)
+    with run_server(tmp_path, f"--auth_token_file={tokens}", "--auth_token_reload_s=0",
+                    "--metrics_port=0", f"--metrics_port_file={tmp_path / 'mport'}") as target:
+        mport = int((tmp_path / "mport").read_text())
+        pid = _server_pid(tmp_path)
+        channel = grpc.insecure_channel(target)
+        stub = compute_pb2_grpc.ComputeStub(channel)
+        alice = gpucompute.Client(target, token=ALICE, timeout=30)
+        carol = gpucompute.Client(target, token=CAROL, timeout=30)
+        slow = gpucompute.Client(target, token=SLOW, timeout=30)
+        assert np.array_equal(alice.echo(np.arange(2.0)), np.arange(2.0))
+        assert code_of(carol.list_models) == grpc.StatusCode.UNAUTHENTICATED
+        alice_stream = alice.stream(timeout=60)
+        # slow's only slot is held across the reloads: a kept token keeps its count.
+        release, held = _hold_put_tensor(stub, SLOW)
+        try:
+            deadline = time.monotonic() + 20
+            while code_of(lambda: slow.echo(np.arange(2.0))) == grpc.StatusCode.OK:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+
+            # 1. alice removed, carol added, bob's limit changed, slow kept (limit 1).
+            start = len((tmp_path / "server.log").read_text())
+            tokens.write_text(f"bob {BOB} 4\ncarol {CAROL}\nslow {SLOW} 1\n")
+            os.kill(pid, signal.SIGHUP)
+            _wait_for_log(tmp_path, "reloaded: 3 tokens (1 added, 1 removed, 2 kept)", start)
+            with pytest.raises(grpc.RpcError) as e:
+                alice.echo(np.arange(2.0))
+            assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            assert e.value.details() == "invalid bearer token"
+            assert carol.list_models() == []
+            with gpucompute.Client(target, token=BOB, timeout=30) as bob:
+                assert np.array_equal(bob.echo(np.arange(2.0)), np.arange(2.0))
+            with pytest.raises(grpc.RpcError) as e:
+                slow.echo(np.arange(2.0))
+            assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # still held
+            # alice's stream, opened before, gets no new job run.
+            alice_stream.submit("after", compute_pb2.EchoRequest(
+                tensor=gpucompute.to_tensor(np.arange(2.0))))
+            alice_stream.close()
+            (r,) = list(alice_stream.results())
+            assert r.code == grpc.StatusCode.UNAUTHENTICATED and "revoked" in r.message, r
+
+            # 2. A bad file changes nothing; the error names the line, never a token.
+            start = len((tmp_path / "server.log").read_text())
+            tokens.write_text(f"carol {CAROL}\nmallory short\n")
+            os.kill(pid, signal.SIGHUP)
+            log = _wait_for_log(tmp_path, "token file not reloaded", start)
+            assert f"token file {tokens}: line 2: " in log[start:]
+            assert CAROL not in log and BOB not in log
+            # 3. So does a file that is gone.
+            tokens.unlink()
+            os.kill(pid, signal.SIGHUP)
+            log = _wait_for_log(tmp_path, "cannot be read", start)
+            assert carol.list_models() == []
+            assert code_of(lambda: alice.echo(np.arange(2.0))) == grpc.StatusCode.UNAUTHENTICATED
+
+            # 4. slow's limit raised to 2: its second call runs beside the held one.
+            start = len(log)
+            tokens.write_text(f"carol {CAROL}\nslow {SLOW} 2\n")
+            os.kill(pid, signal.SIGHUP)
+            _wait_for_log(tmp_path, "reloaded: 2 tokens (0 added, 1 removed, 2 kept)", start)
+            assert np.array_equal(slow.echo(np.arange(2.0)), np.arange(2.0))
+        finally:
+            release.set()
+        held.result(timeout=30)
+        assert _metric(mport, 'gpucompute_auth_token_reloads_total{result="ok"}') == 2
+        assert _metric(mport, 'gpucompute_auth_token_reloads_total{result="error"}') == 2
+        for c in (alice, carol, slow):
+            c.close()
+        channel.close()
+
+
+def test_a_changed_token_file_is_reloaded_without_a_signal(tmp_path):
+    tokens = tmp_path / "tokens"
+    tokens.write_text(TOKEN_FILE)
+    with run_server(tmp_path, f"--auth_token_file={tokens}", "--auth_token_reload_s=0.2") as target:
+        with gpucompute.Client(target, token=ALICE, timeout=30) as alice, \
+                gpucompute.Client(target, token=CAROL, timeout=30) as carol:
+            assert alice.list_models() == []
+            _replace(tokens, f"carol {CAROL}\n")
+            deadline = time.monotonic() + 20
+            while code_of(carol.list_models) != grpc.StatusCode.OK:
+                assert time.monotonic() < deadline, "the new token file was never read"
+                time.sleep(0.1)
+            assert code_of(alice.list_models) == grpc.StatusCode.UNAUTHENTICATED
+            # A broken replacement is logged once and changes nothing.
+            _replace(tokens, "carol\n")
+            _wait_for_log(tmp_path, "token file not reloaded")
+            time.sleep(0.5)
+            assert carol.list_models() == []
+            log = (tmp_path / "server.log").read_text()
+            assert log.count("token file not reloaded") == 1, log[-2000:]
+
+
+def test_tls_certificates_are_reloaded(tmp_path, pki):
+    """The server's certificate and the client CA are replaced on disk; new connections see
+    the new ones without a restart; a broken certificate file keeps the last good one."""
+    tls = tmp_path / "tls"
+    tls.mkdir()
+    for name in ("server.crt", "server.key", "ca.crt"):
+        (tls / name).write_bytes((pki / name).read_bytes())
+    # A second server identity from another CA (made here: the module's PKI is shared).
+    _ca(tmp_path, "ca2")
+    _cert(tmp_path, "ca2", "server2", "serverAuth")
+    with run_server(tmp_path, f"--tls_cert_file={tls / 'server.crt'}",
+                    f"--tls_key_file={tls / 'server.key'}",
+                    f"--tls_client_ca_file={tls / 'ca.crt'}", "--tls_reload_s=1") as target:
+        addr = localhost(target)
+
+        def code_with(root, key, chain):
+            with gpucompute.Client(addr, root_certificates=root, private_key=key,
+                                   certificate_chain=chain, timeout=5) as c:
+                return code_of(c.server_info)
+
+        client = (pki / "client.key", pki / "client.crt")
+        intruder = (pki / "intruder.key", pki / "intruder.crt")
+        assert code_with(pki / "ca.crt", *client) == grpc.StatusCode.OK
+        assert code_with(tmp_path / "ca2.crt", *client) == grpc.StatusCode.UNAVAILABLE
+        assert code_with(pki / "ca.crt", *intruder) == grpc.StatusCode.UNAVAILABLE
+        # An open channel made before the rotation keeps working through it.
+        kept = gpucompute.Client(addr, root_certificates=pki / "ca.crt",
+                                 private_key=client[0], certificate_chain=client[1], timeout=10)
+        assert kept.server_info()["backend"]
+
+        # New identity (key first, then certificate) and a client CA that trusts other_ca.
+        _replace(tls / "server.key", (tmp_path / "server2.key").read_text())
+        _replace(tls / "server.crt", (tmp_path / "server2.crt").read_text())
+        _replace(tls / "ca.crt", (pki / "other_ca.crt").read_text())
+        deadline = time.monotonic() + 30
+        while code_with(tmp_path / "ca2.crt", *intruder) != grpc.StatusCode.OK:
+            assert time.monotonic() < deadline, "the new certificates were never used"
+            time.sleep(0.2)
+        assert code_with(pki / "ca.crt", *intruder) == grpc.StatusCode.UNAVAILABLE  # old server CA
+        assert code_with(tmp_path / "ca2.crt", *client) == grpc.StatusCode.UNAVAILABLE  # old client CA
+        assert kept.server_info()["backend"]
+        kept.close()
+
+        new_server = (tmp_path / "ca2.crt", *intruder)
+        # A certificate file that is gone leaves the last one in use.
+        (tls / "server.crt").unlink()
+        time.sleep(3)  # several refresh intervals
+        assert code_with(*new_server) == grpc.StatusCode.OK
+        # One that is not PEM is logged; gRPC 1.51 presents it, so new handshakes fail
+        # (README "Security") until a good one is back, without a restart.
+        start = len((tmp_path / "server.log").read_text())
+        _replace(tls / "server.crt", "not a certificate\n")
+        _wait_for_log(tmp_path, "TLS files changed, but --tls_cert_file", start)
+        deadline = time.monotonic() + 30
+        while code_with(*new_server) == grpc.StatusCode.OK:
+            assert time.monotonic() < deadline, "the broken certificate was never picked up"
+            time.sleep(0.2)
+        _replace(tls / "server.crt", (tmp_path / "server2.crt").read_text())
+        deadline = time.monotonic() + 30
+        while code_with(*new_server) != grpc.StatusCode.OK:
+            assert time.monotonic() < deadline, "the good certificate was never picked up again"
+            time.sleep(0.2)
+
+
 # ---------------------------------------------------------------------------------- health
 
 
@@ -471,3 +685,9 @@ def test_bad_security_flags_fail_start_up(tmp_path, pki):
                                                    f"--tls_client_ca_file={pki / 'ca.crt'}")
     assert "not PEM" in _start_fails(tmp_path, f"--tls_cert_file={bad}",
                                      f"--tls_key_file={pki / 'server.key'}")
+    # PEM, but not of its kind: a key given as the certificate, a certificate as the key.
+    assert "--tls_cert_file" in _start_fails(tmp_path, f"--tls_cert_file={pki / 'server.key'}",
+                                             f"--tls_key_file={pki / 'server.key'}")
+    assert "holds no private key" in _start_fails(tmp_path,
+                                                  f"--tls_cert_file={pki / 'server.crt'}",
+                                                  f"--tls_key_file={pki / 'server.crt'}")

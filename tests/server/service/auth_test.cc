@@ -1,6 +1,7 @@
 // Token files, bearer-token checks and in-flight quotas (server/service/auth.h).
 #include "server/service/auth.h"
 
+#include <cstdio>
 #include <fstream>
 #include <string>
 
@@ -123,8 +124,8 @@ TEST_F(Authenticator, RefusesMissingMalformedAndUnknownTokens) {
 }
 
 TEST_F(Authenticator, BoundsEachTokensCallsInFlight) {
-  const TokenAuthenticator::Token* alice = *auth_->Authenticate(absl::StrCat("Bearer ", kAlice));
-  const TokenAuthenticator::Token* bob = *auth_->Authenticate(absl::StrCat("Bearer ", kBob));
+  const TokenAuthenticator::TokenRef alice = *auth_->Authenticate(absl::StrCat("Bearer ", kAlice));
+  const TokenAuthenticator::TokenRef bob = *auth_->Authenticate(absl::StrCat("Bearer ", kBob));
   auto first = TokenAuthenticator::Enter(alice);
   auto second = TokenAuthenticator::Enter(alice);
   ASSERT_TRUE(first.ok() && second.ok());
@@ -163,6 +164,116 @@ TEST(TokenFile, ReadFailuresNameTheFile) {
   auto bad = TokenAuthenticator::FromFile(path, 64);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr(path + ": line 2: "));
+}
+
+constexpr char kCarol[] = "carol-0123456789abcdef";
+
+TEST_F(Authenticator, AReloadKeepsTheSlotsOfKeptTokensAndTheirNewLimits) {
+  const auto alice = *auth_->Authenticate(absl::StrCat("Bearer ", kAlice));
+  auto first = TokenAuthenticator::Enter(alice);
+  auto second = TokenAuthenticator::Enter(alice);
+  ASSERT_TRUE(first.ok() && second.ok());
+  // alice stays with the same secret and limit 2: her two calls still count.
+  auto result = auth_->ReloadFromText(absl::StrCat("alice ", kAlice, " 2\nbob ", kBob, "\n"));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->kept, 2);
+  EXPECT_EQ(result->added, 0);
+  EXPECT_EQ(result->removed, 0);
+  const auto again = *auth_->Authenticate(absl::StrCat("Bearer ", kAlice));
+  EXPECT_EQ(again, alice);  // the same token, not a fresh one with an empty count
+  EXPECT_EQ(TokenAuthenticator::Enter(again).status().code(), absl::StatusCode::kResourceExhausted);
+  // A new limit applies at once.
+  ASSERT_TRUE(auth_->ReloadFromText(absl::StrCat("alice ", kAlice, " 3\nbob ", kBob, "\n")).ok());
+  EXPECT_EQ(alice->max_in_flight(), 3);
+  auto third = TokenAuthenticator::Enter(alice);
+  EXPECT_TRUE(third.ok());
+  EXPECT_EQ(alice->in_flight(), 3);
+}
+
+TEST_F(Authenticator, AReloadRevokesDroppedTokensAndAddsNewOnes) {
+  const auto alice = *auth_->Authenticate(absl::StrCat("Bearer ", kAlice));
+  auto held = TokenAuthenticator::Enter(alice);
+  ASSERT_TRUE(held.ok());
+  // alice is dropped, carol added; bob's secret changes (a new token under the old name).
+  const std::string bob2 = "bob-new-0123456789abcdef";
+  auto result = auth_->ReloadFromText(absl::StrCat("carol ", kCarol, "\nbob ", bob2, " 5\n"));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->added, 2);
+  EXPECT_EQ(result->removed, 2);
+  EXPECT_EQ(result->kept, 0);
+  EXPECT_EQ(auth_->size(), 2u);
+  for (const std::string& gone : {std::string(kAlice), std::string(kBob)}) {
+    auto s = auth_->Authenticate(absl::StrCat("Bearer ", gone));
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kUnauthenticated);
+    EXPECT_EQ(s.status().message(), "invalid bearer token");
+  }
+  // A call that authenticated before the reload gets no new slot.
+  EXPECT_TRUE(alice->revoked());
+  auto late = TokenAuthenticator::Enter(alice);
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(std::string(late.status().message()), HasSubstr("revoked"));
+  // The slot it held is given back safely, even after its token is gone.
+  held->Release();
+  EXPECT_EQ(alice->in_flight(), 0);
+  auto carol = auth_->Authenticate(absl::StrCat("Bearer ", kCarol));
+  ASSERT_TRUE(carol.ok());
+  EXPECT_EQ((*carol)->name(), "carol");
+  EXPECT_EQ((*carol)->max_in_flight(), 64);
+  auto bob = auth_->Authenticate(absl::StrCat("Bearer ", bob2));
+  ASSERT_TRUE(bob.ok());
+  EXPECT_EQ((*bob)->max_in_flight(), 5);
+  EXPECT_FALSE((*bob)->revoked());
+}
+
+TEST_F(Authenticator, ABadReloadChangesNothing) {
+  for (const std::string bad : {absl::StrCat("alice ", kAlice, "\nbob short\n"),
+                                std::string("# empty\n"), absl::StrCat("carol ", kCarol, " 0\n")}) {
+    auto result = auth_->ReloadFromText(bad);
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(result.status().message()), Not(HasSubstr(kAlice)));
+    EXPECT_EQ(auth_->size(), 2u);
+    auto alice = auth_->Authenticate(absl::StrCat("Bearer ", kAlice));
+    ASSERT_TRUE(alice.ok()) << bad;
+    EXPECT_FALSE((*alice)->revoked());
+    EXPECT_EQ((*alice)->max_in_flight(), 2);
+    EXPECT_FALSE(auth_->Authenticate(absl::StrCat("Bearer ", kCarol)).ok());
+  }
+  EXPECT_EQ(auth_->Reload().status().code(), absl::StatusCode::kFailedPrecondition);  // no file
+  EXPECT_FALSE(auth_->FileChanged());
+}
+
+TEST(TokenFile, ReloadReadsTheFileAgainWhenItChanges) {
+  const std::string path = ::testing::TempDir() + "/auth_test_reload_tokens";
+  std::ofstream(path) << "alice " << kAlice << "\n";
+  auto auth = TokenAuthenticator::FromFile(path, 64);
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  EXPECT_FALSE((*auth)->FileChanged());
+  // Replaced the way Kubernetes replaces a Secret's files: a new file renamed over the old.
+  const std::string next = path + ".next";
+  std::ofstream(next) << "alice " << kAlice << "\ncarol " << kCarol << "\n";
+  ASSERT_EQ(std::rename(next.c_str(), path.c_str()), 0);
+  EXPECT_TRUE((*auth)->FileChanged());
+  auto result = (*auth)->Reload();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->added, 1);
+  EXPECT_EQ(result->kept, 1);
+  EXPECT_FALSE((*auth)->FileChanged());
+  EXPECT_TRUE((*auth)->Authenticate(absl::StrCat("Bearer ", kCarol)).ok());
+  // A broken file is noticed once (then it is the file last read) and keeps the tokens.
+  std::ofstream(next) << "carol\n";
+  ASSERT_EQ(std::rename(next.c_str(), path.c_str()), 0);
+  EXPECT_TRUE((*auth)->FileChanged());
+  auto bad = (*auth)->Reload();
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr(path + ": line 1: "));
+  EXPECT_FALSE((*auth)->FileChanged());
+  EXPECT_TRUE((*auth)->Authenticate(absl::StrCat("Bearer ", kCarol)).ok());
+  // So is a file that went away.
+  ASSERT_EQ(std::remove(path.c_str()), 0);
+  EXPECT_TRUE((*auth)->FileChanged());
+  auto gone = (*auth)->Reload();
+  EXPECT_THAT(std::string(gone.status().message()), HasSubstr("cannot be read"));
+  EXPECT_FALSE((*auth)->FileChanged());
+  EXPECT_EQ((*auth)->size(), 2u);
 }
 
 }  // namespace
