@@ -134,20 +134,20 @@ TEST_F(SubmitStreamTest, SubmitAfterCloseIsRefused) {
 }
 
 // SIGTERM with a Submit stream open: the jobs the server has read finish and are written back,
-// the stream ends UNAVAILABLE "server shutting down" long before the grace period, the jobs
+// the stream ends UNAVAILABLE "server shutting down" long before the grace period (300 s), the jobs
 // the server never read are answered by the client with that status, and the server exits 0.
 class SubmitStreamShutdownTest : public SubmitStreamTest {
  protected:
   static constexpr int kInFlight = 8;
-  static constexpr int64_t kSlowFrequencies = 3000000;  // x 1000 samples
-  // The first job runs ~3 s on the CPU backend; while it does, the next ones wait (up to 2 s)
+  static constexpr int64_t kSlowFrequencies = 3000000;  // x 1000 samples, on one CPU thread
+  // The first job runs ~3 s on one CPU thread; while it does, the next ones wait (up to 2 s)
   // for a batch to fill, so that the server holds exactly kInFlight jobs (and reads no more)
   // when the signal comes 0.5 s in.
   void SetUp() override {
     StartServer("gpucompute-submit-shutdown", "cpu",
-                {"--max_queue_delay_us=2000000", "--max_batch_size=64",
+                {"--max_queue_delay_us=2000000", "--max_batch_size=64", "--cpu_threads=1",
                  absl::StrCat("--stream_max_jobs_in_flight=", kInFlight),
-                 "--shutdown_grace_s=60"});
+                 "--shutdown_grace_s=300"});
   }
   void TearDown() override {
     client_.reset();
@@ -174,10 +174,10 @@ TEST_F(SubmitStreamShutdownTest, RunningJobsFinishAndTheStreamEndsUnavailable) {
     ASSERT_TRUE(got.results.empty()) << "a job finished before its batch's delay";
   }
   const absl::Time signalled = absl::Now();
-  absl::StatusOr<int> exit_code = server_->Stop(absl::Seconds(50));
+  absl::StatusOr<int> exit_code = server_->Stop(absl::Seconds(150));
   ASSERT_TRUE(exit_code.ok()) << exit_code.status();
   EXPECT_EQ(*exit_code, 0) << server_->log();
-  EXPECT_LT(absl::Now() - signalled, absl::Seconds(20)) << "the stream held the drain";
+  EXPECT_LT(absl::Now() - signalled, absl::Seconds(120)) << "the stream held the drain";
   EXPECT_NE(server_->log().find("1 open Submit stream(s)"), std::string::npos) << server_->log();
 
   const absl::Status end = stream->Wait();
