@@ -438,16 +438,16 @@ absl::StatusOr<PendingDense> EnqueueDense(DeviceContext& device, StreamSlot& slo
     const bool fits = direct || kernels::FewRowsFits(r, L.in, L.out, KernelType(dtype), KernelType(dtype));
     few[l] = forced == DensePath::kFewRows ? fits
                                            : (forced == DensePath::kAuto && fits && FewRowsPays(rows));
+    // kAuto never takes the tensor-core kernel (so its checks stay off the hot path): on the
+    // H200 it measured level with normalise + cuBLASLt where it does best (1024 x 1024 -> 4096
+    // bf16: 23.7 vs 22.9-23.6 us across runs) and slower elsewhere (kernels/NOTES.md, v8).
+    const bool try_tc = forced == DensePath::kTensorCore && !few[l];
     const bool tc_direct =
-        in_type == dtype &&
+        try_tc && in_type == dtype &&
         kernels::TensorCoreFits(device.device(), TensorCoreLayer(L, dtype, rows, in_ld, L.layernorm));
-    const bool tc_fits =
-        tc_direct || kernels::TensorCoreFits(device.device(),
-                                             TensorCoreLayer(L, dtype, rows, PaddedCols(L.in), false));
-    // kAuto never takes it: on the H200 it measured level with normalise + cuBLASLt where it
-    // does best (1024 x 1024 -> 4096 bf16: 23.7 vs 22.9-23.6 us across runs) and slower
-    // elsewhere (kernels/NOTES.md, "Dense", v8).
-    tensor[l] = !few[l] && tc_fits && forced == DensePath::kTensorCore;
+    tensor[l] = tc_direct || (try_tc && kernels::TensorCoreFits(
+                                            device.device(),
+                                            TensorCoreLayer(L, dtype, rows, PaddedCols(L.in), false)));
     convert[l] = few[l] ? !direct : tensor[l] ? !tc_direct : (L.layernorm || in_type != dtype);
     act_bytes = std::max(act_bytes, static_cast<size_t>(rows * L.ldy * elem));
     if (convert[l]) {
