@@ -1,9 +1,13 @@
 // gpucompute-server: flags, logging, signal handling; the server itself is server/service.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -11,8 +15,13 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "server/common/version.h"
+#include "server/front/front_server.h"
+#include "server/front/request_route.h"
+#include "server/runtime/backend.h"
 #include "server/service/server.h"
 #include "spdlog/spdlog.h"
 
@@ -115,6 +124,16 @@ ABSL_FLAG(int64_t, grpc_memory_quota_bytes, 0,
 ABSL_FLAG(int, max_concurrent_streams, 1024, "concurrent calls per client connection");
 ABSL_FLAG(double, shutdown_grace_s, 30,
           "on SIGTERM, how long in-flight calls may take to finish before they are cancelled (s)");
+ABSL_FLAG(int, workers, 0,
+          "worker mode: this process only routes calls (and does TLS, tokens, health, metrics) "
+          "to this many worker processes, each a gpucompute-server of its own, so that a sticky "
+          "CUDA error ends one worker (which is restarted) while the other GPUs keep serving; "
+          "-1: one worker per visible GPU; worker i gets GPU i (mod the GPUs visible); 0: one "
+          "process for all GPUs");
+ABSL_FLAG(std::string, worker_socket_dir, "",
+          "worker mode: directory for the workers' Unix sockets (created 0700; default a new "
+          "one under $TMPDIR or /tmp)");
+ABSL_FLAG(int, worker_index, -1, "INTERNAL: set by the worker-mode front on its workers");
 ABSL_FLAG(int, inject_sticky_fault_device, -1,
           "TESTS ONLY: GPU index that runs a trapping kernel (a sticky fault) after "
           "--inject_sticky_fault_after_batches of its batches; -1: never");
@@ -139,6 +158,102 @@ void WritePortFile(const std::string& path, int port) {
   const std::string tmp = path + ".tmp";
   std::ofstream(tmp) << port << "\n";
   std::rename(tmp.c_str(), path.c_str());
+}
+
+// The CUDA_VISIBLE_DEVICES value of each of `count` GPUs: the entries of the front's own
+// CUDA_VISIBLE_DEVICES when it is set, else their indices.
+std::vector<std::string> VisibleDeviceIds(int count) {
+  std::vector<std::string> ids;
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr) {
+    for (absl::string_view id : absl::StrSplit(visible, ',', absl::SkipEmpty())) ids.emplace_back(id);
+  }
+  if (static_cast<int>(ids.size()) < count) {
+    ids.clear();
+    for (int i = 0; i < count; ++i) ids.push_back(absl::StrCat(i));
+  }
+  ids.resize(count);
+  return ids;
+}
+
+// Worker mode's front (--workers): starts the workers, proxies calls to them until SIGTERM.
+int RunFront(int argc, char** argv, const gpucompute::ServerConfig& server_config,
+             sigset_t signals) {
+  namespace front = gpucompute::front;
+  front::FrontConfig config;
+  config.address = server_config.address;
+  config.tls = server_config.tls;
+  config.auth_token_file = server_config.auth_token_file;
+  config.auth_default_max_in_flight = server_config.auth_default_max_in_flight;
+  config.auth_token_reload_interval = server_config.auth_token_reload_interval;
+  config.health_port = server_config.health_port;
+  config.metrics_port = server_config.metrics_port;
+  config.max_request_bytes = server_config.limits.max_request_bytes;
+  config.max_concurrent_streams = server_config.max_concurrent_streams;
+  config.grpc_memory_quota_bytes = server_config.grpc_memory_quota_bytes;
+  config.grpc_args = server_config.grpc_args;
+
+  const std::string backend = absl::GetFlag(FLAGS_backend);
+  const int gpus = backend == "cpu" ? 0 : gpucompute::VisibleCudaDeviceCount();
+  int workers = absl::GetFlag(FLAGS_workers);
+  if (workers < 0) {
+    if (gpus == 0) {
+      spdlog::critical("--workers=-1 (one per GPU) but no GPU is visible; give a number of "
+                       "workers for the CPU backend");
+      return 1;
+    }
+    workers = gpus;
+  }
+  const std::vector<std::string> ids = VisibleDeviceIds(gpus);
+  front::WorkerPoolOptions& pool = config.workers;
+  pool.workers = workers;
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) {
+    spdlog::critical("cannot find the server's own binary (/proc/self/exe)");
+    return 1;
+  }
+  pool.executable.assign(exe, static_cast<size_t>(n));
+  pool.base_args.assign(argv + 1, argv + argc);
+  for (int i = 0; i < workers; ++i) {
+    pool.devices.push_back(gpus > 0 ? ids[i % gpus] : "");
+    config.device_index_of_worker.push_back(gpus > 0 ? i % gpus : -1);
+  }
+  pool.stop_grace = absl::Seconds(std::max(0.0, absl::GetFlag(FLAGS_shutdown_grace_s))) + absl::Seconds(5);
+  pool.inject_fault_worker = absl::GetFlag(FLAGS_inject_sticky_fault_device);
+  pool.inject_fault_after_batches = absl::GetFlag(FLAGS_inject_sticky_fault_after_batches);
+  pool.socket_dir = absl::GetFlag(FLAGS_worker_socket_dir);
+  if (pool.socket_dir.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp", "/gpucompute-workers-XXXXXX");
+    if (mkdtemp(pattern.data()) == nullptr) {
+      spdlog::critical("cannot create a directory for the workers' sockets ({}): {}", pattern,
+                       std::strerror(errno));
+      return 1;
+    }
+    pool.socket_dir = pattern;
+  }
+
+  auto server = front::FrontServer::Start(std::move(config));
+  if (!server.ok()) {
+    spdlog::critical("could not start: {}", server.status().ToString());
+    return 1;
+  }
+  WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), (*server)->metrics_port());
+  WritePortFile(absl::GetFlag(FLAGS_health_port_file), (*server)->health_port());
+  WritePortFile(absl::GetFlag(FLAGS_port_file), (*server)->port());
+  int sig = 0;
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    if (absl::GetFlag(FLAGS_auth_token_file).empty()) {
+      spdlog::info("SIGHUP: no --auth_token_file to reload");
+    } else {
+      spdlog::info("SIGHUP: reloading the token file");
+      (void)(*server)->ReloadTokens();
+    }
+  }
+  spdlog::info("received {}: stopping (draining in-flight work)", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  (*server)->Shutdown(absl::Seconds(std::max(0.0, absl::GetFlag(FLAGS_shutdown_grace_s))));
+  server->reset();
+  return 0;
 }
 
 }  // namespace
@@ -223,6 +338,17 @@ int main(int argc, char** argv) {
     }
     config.grpc_args.emplace_back(arg.substr(0, eq), arg.substr(eq + 1));
   }
+  if (absl::GetFlag(FLAGS_workers) != 0) return RunFront(argc, argv, config, signals);
+
+  // A worker of the worker-mode front: its handles name it, its log lines too; it ends with
+  // the front, and exits after a device fault so that the front starts a fresh process.
+  const int worker_index = absl::GetFlag(FLAGS_worker_index);
+  if (worker_index >= 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() == 1) return 1;  // the front is already gone
+    config.tensors.handle_prefix = gpucompute::front::HandlePrefix(worker_index);
+    spdlog::set_pattern(absl::StrCat("[%Y-%m-%d %H:%M:%S.%e] [worker ", worker_index, "] [%^%l%$] %v"));
+  }
   auto server = gpucompute::Server::Start(config);
   if (!server.ok()) {
     spdlog::critical("could not start: {}", server.status().ToString());
@@ -234,7 +360,25 @@ int main(int argc, char** argv) {
   WritePortFile(absl::GetFlag(FLAGS_port_file), (*server)->port());
 
   int sig = 0;
-  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+  while (true) {
+    if (worker_index >= 0) {
+      // Also watch for a lost GPU: nothing more can run in this process.
+      const timespec tick{0, 50 * 1000 * 1000};
+      sig = sigtimedwait(&signals, nullptr, &tick);
+      if (sig < 0) {
+        if ((*server)->device_lost()) {
+          spdlog::critical("a device fault ended CUDA in this worker: exiting so that the front "
+                           "starts a new one");
+          (*server)->Shutdown(absl::Seconds(2));
+          server->reset();
+          return 3;
+        }
+        continue;
+      }
+    } else if (sigwait(&signals, &sig) != 0) {
+      break;
+    }
+    if (sig != SIGHUP) break;
     if (absl::GetFlag(FLAGS_auth_token_file).empty()) {
       spdlog::info("SIGHUP: no --auth_token_file to reload");
     } else {

@@ -23,6 +23,11 @@ constexpr size_t kHttpThreads = 2;
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& host, int port,
                                                                     const Registry* registry) {
+  return Start(host, port, [registry] { return registry->Expose(); });
+}
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
+    const std::string& host, int port, std::function<std::string()> expose) {
   std::unique_ptr<MetricsServer> s(new MetricsServer());
   s->http_ = std::make_unique<httplib::Server>();
   httplib::Server& http = *s->http_;
@@ -35,8 +40,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
   });
   http.set_read_timeout(5, 0);
   http.set_write_timeout(5, 0);
-  http.Get("/metrics", [registry](const httplib::Request&, httplib::Response& res) {
-    res.set_content(registry->Expose(), kExpositionContentType);
+  http.Get("/metrics", [expose = std::move(expose)](const httplib::Request&, httplib::Response& res) {
+    res.set_content(expose(), kExpositionContentType);
   });
   http.Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("gpucompute: Prometheus metrics at /metrics\n", "text/plain");

@@ -2,6 +2,7 @@
 // GET /metrics with a Registry's text exposition (and GET / with a pointer to it).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,6 +24,10 @@ class MetricsServer {
   // address cannot be bound.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& host, int port,
                                                              const Registry* registry);
+  // The same, serving what `expose` returns at each scrape (it runs on the endpoint's threads;
+  // what it captures must outlive the server).
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& host, int port,
+                                                             std::function<std::string()> expose);
   ~MetricsServer();  // Stop()
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;

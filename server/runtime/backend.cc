@@ -10,11 +10,13 @@
 
 namespace gpucompute {
 
-bool CudaDeviceAvailable() {
+bool CudaDeviceAvailable() { return VisibleCudaDeviceCount() > 0; }
+
+int VisibleCudaDeviceCount() {
 #if defined(GPUCOMPUTE_WITH_CUDA)
-  return CudaBackend::DeviceCount() > 0;
+  return CudaBackend::DeviceCount();
 #else
-  return false;
+  return 0;
 #endif
 }
 

@@ -129,5 +129,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
 
 // True when this build includes the CUDA backend and at least one device is visible.
 bool CudaDeviceAvailable();
+// GPUs visible to this process (0 without a CUDA build or driver). Creates no context.
+int VisibleCudaDeviceCount();
 
 }  // namespace gpucompute

@@ -176,8 +176,9 @@ std::string TensorStore::NewHandle() const {
       std::abort();
     }
   }
-  return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(bits), sizeof(bits)));
+  return absl::StrCat(options_.handle_prefix,
+                      absl::BytesToHexString(
+                          absl::string_view(reinterpret_cast<const char*>(bits), sizeof(bits))));
 }
 
 absl::Status TensorStore::CheckQuota(absl::string_view owner, int64_t bytes, int count) const {

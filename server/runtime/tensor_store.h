@@ -42,6 +42,9 @@ struct TensorStoreOptions {
   absl::Duration sweep_interval = absl::Seconds(1);
   // The time source (tests inject a fake clock); default absl::Now.
   std::function<absl::Time()> clock;
+  // Put before every handle: a worker of the worker-mode front marks its handles ("w3-") so
+  // that the front sends calls naming them back to it.
+  std::string handle_prefix;
 };
 
 // What a tensor is: its wire dtype (a gpucompute.v1.DType value, not interpreted here), the

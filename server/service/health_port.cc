@@ -11,6 +11,25 @@
 
 namespace gpucompute {
 
+std::string HostOfAddress(const std::string& address) {
+  if (absl::StartsWith(address, "unix:")) return "127.0.0.1";
+  if (!address.empty() && address.front() == '[') {
+    const size_t close = address.find(']');
+    if (close != std::string::npos) return address.substr(1, close - 1);
+  }
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) return "0.0.0.0";
+  return address.substr(0, colon);
+}
+
+void SetHealth(grpc::Server* server, bool serving) {
+  if (server == nullptr) return;
+  if (auto* health = server->GetHealthCheckService()) {
+    health->SetServingStatus(serving);
+    health->SetServingStatus("gpucompute.v1.Compute", serving);
+  }
+}
+
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartHealthServer(const std::string& host, int port,
                                                                 int* bound_port) {
   grpc::EnableDefaultHealthCheckService(true);

@@ -20,29 +20,6 @@
 #include "spdlog/spdlog.h"
 
 namespace gpucompute {
-namespace {
-
-// The host part of a gRPC listening address ("0.0.0.0:50051" -> "0.0.0.0", "[::]:50051" ->
-// "::"): the metrics endpoint listens on the same interfaces as the service.
-std::string HostOf(const std::string& address) {
-  if (!address.empty() && address.front() == '[') {
-    const size_t close = address.find(']');
-    if (close != std::string::npos) return address.substr(1, close - 1);
-  }
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0) return "0.0.0.0";
-  return address.substr(0, colon);
-}
-
-void SetHealth(grpc::Server* server, bool serving) {
-  if (server == nullptr) return;
-  if (auto* health = server->GetHealthCheckService()) {
-    health->SetServingStatus(serving);
-    health->SetServingStatus("gpucompute.v1.Compute", serving);
-  }
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   std::unique_ptr<Server> s(new Server());
@@ -55,13 +32,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   }
   s->registry_ = std::make_unique<metrics::Registry>();
   s->metrics_ = std::make_unique<metrics::ServerMetrics>(s->registry_.get());
-  s->token_reloads_ = &s->registry_->AddCounter(
-      "gpucompute_auth_token_reloads_total",
-      "reloads of the token file (SIGHUP or a change seen), by result (ok, error)", {"result"});
-  if (s->auth_) {
-    s->token_reloads_->WithLabels({"ok"});
-    s->token_reloads_->WithLabels({"error"});
-  }
   s->completions_ = std::make_unique<CompletionQueue>(config.completion_threads);
   BackendOptions backend_options = config.backend;
   // A lost GPU cannot come back in this process: health turns NOT_SERVING so that the
@@ -135,12 +105,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     return absl::UnavailableError(absl::StrCat("could not listen on ", config.address));
   }
   if (config.health_port >= 0) {
-    ASSIGN_OR_RETURN(s->health_server_, StartHealthServer(HostOf(config.address),
+    ASSIGN_OR_RETURN(s->health_server_, StartHealthServer(HostOfAddress(config.address),
                                                           config.health_port, &s->health_port_));
   }
   s->SetServing(true);
   if (config.metrics_port >= 0) {
-    ASSIGN_OR_RETURN(s->metrics_server_, metrics::MetricsServer::Start(HostOf(config.address),
+    ASSIGN_OR_RETURN(s->metrics_server_, metrics::MetricsServer::Start(HostOfAddress(config.address),
                                                                       config.metrics_port,
                                                                       s->registry_.get()));
   }
@@ -150,33 +120,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     spdlog::warn("bearer tokens over plaintext: use TLS unless a proxy encrypts the traffic");
   }
   if (s->health_server_) spdlog::info("health checks (plaintext) on port {}", s->health_port_);
-  if (s->auth_ && config.auth_token_reload_interval > absl::ZeroDuration()) {
-    s->watchers_.emplace_back([server = s.get(), every = config.auth_token_reload_interval] {
-      while (!server->stop_watchers_.WaitForNotificationWithTimeout(every)) {
-        if (server->auth_->FileChanged()) (void)server->ReloadTokens();
-      }
-    });
-  }
-  if (config.tls.enabled() && config.tls.reload_interval_s > 0) {
-    spdlog::info("TLS files are re-read every {} s", config.tls.reload_interval_s);
-    s->watchers_.emplace_back([server = s.get(), files = config.tls] {
-      std::vector<FileStamp> seen = StampTlsFiles(files);
-      while (!server->stop_watchers_.WaitForNotificationWithTimeout(
-          absl::Seconds(files.reload_interval_s))) {
-        std::vector<FileStamp> now = StampTlsFiles(files);
-        if (now == seen) continue;
-        seen = std::move(now);
-        if (absl::Status checked = CheckTlsFiles(files); !checked.ok()) {
-          spdlog::error("TLS files changed, but {}: new handshakes fail until it is fixed "
-                        "(a file that cannot be read leaves the previous one in use)",
-                        std::string(checked.message()));
-        } else {
-          spdlog::info("TLS files changed: new handshakes use them within {} s",
-                       files.reload_interval_s);
-        }
-      }
-    });
-  }
+  s->security_ = std::make_unique<SecurityWatch>(s->auth_.get(), s->registry_.get(),
+                                                 config.auth_token_reload_interval, config.tls);
   return s;
 }
 
@@ -191,26 +136,14 @@ void Server::SetServing(bool serving) {
 }
 
 absl::Status Server::ReloadTokens() {
-  if (!auth_) return absl::FailedPreconditionError("no token file (--auth_token_file)");
-  auto result = auth_->Reload();
-  if (!result.ok()) {
-    token_reloads_->WithLabels({"error"}).Increment();
-    spdlog::error("token file not reloaded, the {} tokens in use stay: {}", auth_->size(),
-                  std::string(result.status().message()));
-    return result.status();
-  }
-  token_reloads_->WithLabels({"ok"}).Increment();
-  spdlog::info("token file {} reloaded: {} tokens ({} added, {} removed, {} kept)", auth_->path(),
-               auth_->size(), result->added, result->removed, result->kept);
-  return absl::OkStatus();
+  return security_ ? security_->ReloadTokens()
+                   : absl::FailedPreconditionError("no token file (--auth_token_file)");
 }
 
 void Server::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
-  stop_watchers_.Notify();
-  for (std::thread& watcher : watchers_) watcher.join();
-  watchers_.clear();
+  if (security_) security_->Stop();
   // Start() may have failed half-way: every member can be null here.
   {
     absl::MutexLock lock(&health_mu_);

@@ -28,6 +28,7 @@
 #include "server/service/auth.h"
 #include "server/service/compute_service.h"
 #include "server/service/credentials.h"
+#include "server/service/security_watch.h"
 #include "server/service/limits.h"
 
 namespace gpucompute {
@@ -106,6 +107,9 @@ class Server {
   // port's), overall and for "gpucompute.v1.Compute". Thread-safe; no effect once Shutdown
   // has begun (which sets NOT_SERVING). Serving is refused for good once a GPU is lost.
   void SetServing(bool serving);
+  // True once a GPU was lost (a sticky CUDA error): nothing runs on any GPU of this process
+  // again. A worker of the worker-mode front exits then, to be replaced.
+  bool device_lost() const { return device_lost_.load(); }
 
   // Reads the token file again (main.cc on SIGHUP; the watcher thread when the file changes):
   // tokens it drops are revoked, new ones work at once; on any error (logged, and counted in
@@ -134,11 +138,7 @@ class Server {
   std::unique_ptr<TensorStore> tensors_;
   std::unique_ptr<SharedMemoryRegistry> shared_memory_;
   std::unique_ptr<TokenAuthenticator> auth_;  // null: no tokens
-  metrics::Family<metrics::Counter>* token_reloads_ = nullptr;  // by result
-  // Threads that check the token file (every auth_token_reload_interval) and the TLS files
-  // (every tls.reload_interval_s, to log what gRPC's own watcher will pick up).
-  absl::Notification stop_watchers_;
-  std::vector<std::thread> watchers_;
+  std::unique_ptr<SecurityWatch> security_;   // token reloads, TLS file checks
   std::unique_ptr<ComputeService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::Server> health_server_;  // the health port; stopped last

@@ -1,0 +1,177 @@
+// The worker-mode front's assembly (see front_server.h).
+#include "server/front/front_server.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/common/status_macros.h"
+#include "server/front/worker_metrics.h"
+#include "server/service/health_port.h"
+#include "spdlog/spdlog.h"
+
+namespace gpucompute::front {
+
+absl::StatusOr<std::unique_ptr<FrontServer>> FrontServer::Start(FrontConfig config) {
+  std::unique_ptr<FrontServer> s(new FrontServer());
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   MakeServerCredentials(config.tls));
+  if (!config.auth_token_file.empty()) {
+    ASSIGN_OR_RETURN(s->auth_, TokenAuthenticator::FromFile(config.auth_token_file,
+                                                            config.auth_default_max_in_flight));
+  }
+  s->registry_ = std::make_unique<metrics::Registry>();
+  auto& calls = s->registry_->AddCounter(
+      "gpucompute_front_calls_total",
+      "calls the worker-mode front answered, by method and gRPC status code", {"method", "code"});
+
+  // Health follows the workers: SERVING while any serves.
+  FrontServer* front = s.get();
+  ASSIGN_OR_RETURN(std::unique_ptr<WorkerPool> pool,
+                   WorkerPool::Start(config.workers, [front] { front->UpdateHealth(); }));
+  {
+    absl::MutexLock lock(&s->health_mu_);  // UpdateHealth reads it from the pool's threads
+    s->pool_ = std::move(pool);
+  }
+  s->registry_->AddCallback(
+      metrics::MetricType::kGauge, "gpucompute_worker_up",
+      "1 while the worker process (one per GPU) serves; 0 while it starts, after a fault, or "
+      "while it is restarted", {"worker", "gpu"}, [front] {
+        std::vector<metrics::Sample> out;
+        for (const WorkerSnapshot& w : front->pool_->Snapshot()) {
+          out.push_back({{absl::StrCat(w.index), w.device}, w.state == WorkerState::kServing ? 1.0 : 0.0});
+        }
+        return out;
+      });
+  s->registry_->AddCallback(
+      metrics::MetricType::kCounter, "gpucompute_worker_restarts_total",
+      "times the worker process was started again after it exited", {"worker"}, [front] {
+        std::vector<metrics::Sample> out;
+        for (const WorkerSnapshot& w : front->pool_->Snapshot()) {
+          out.push_back({{absl::StrCat(w.index)}, static_cast<double>(w.restarts)});
+        }
+        return out;
+      });
+  s->registry_->AddCallback(
+      metrics::MetricType::kGauge, "gpucompute_worker_calls_in_flight",
+      "calls the front has routed to the worker that have not ended", {"worker"}, [front] {
+        std::vector<metrics::Sample> out;
+        for (const WorkerSnapshot& w : front->pool_->Snapshot()) {
+          out.push_back({{absl::StrCat(w.index)}, static_cast<double>(w.in_flight)});
+        }
+        return out;
+      });
+
+  ProxyParts parts;
+  parts.pool = s->pool_.get();
+  parts.auth = s->auth_.get();
+  parts.device_index_of_worker = config.device_index_of_worker;
+  parts.calls = &calls;
+  s->proxy_ = std::make_unique<ProxyService>(std::move(parts));
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config.address, credentials, &s->port_);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(config.max_request_bytes, INT32_MAX)));
+  builder.SetMaxSendMessageSize(-1);  // the workers bound their replies
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, std::max(1, config.max_concurrent_streams));
+  int64_t quota_bytes = config.grpc_memory_quota_bytes;
+  if (quota_bytes <= 0) quota_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / 2;
+  grpc::ResourceQuota quota("gpucompute-front");
+  quota.Resize(static_cast<size_t>(quota_bytes));
+  builder.SetResourceQuota(quota);
+  for (const auto& [key, value] : config.grpc_args) {
+    if (int number = 0; absl::SimpleAtoi(value, &number)) {
+      builder.AddChannelArgument(key, number);
+    } else {
+      builder.AddChannelArgument(key, value);
+    }
+  }
+  builder.RegisterCallbackGenericService(s->proxy_.get());
+  s->server_ = builder.BuildAndStart();
+  if (!s->server_ || s->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("could not listen on ", config.address));
+  }
+  if (config.health_port >= 0) {
+    ASSIGN_OR_RETURN(s->health_server_, StartHealthServer(HostOfAddress(config.address),
+                                                          config.health_port, &s->health_port_));
+  }
+  s->UpdateHealth();
+  s->security_ = std::make_unique<SecurityWatch>(s->auth_.get(), s->registry_.get(),
+                                                 config.auth_token_reload_interval, config.tls);
+  if (config.metrics_port >= 0) {
+    ASSIGN_OR_RETURN(s->metrics_server_,
+                     metrics::MetricsServer::Start(HostOfAddress(config.address), config.metrics_port,
+                                                   [front] { return front->Expose(); }));
+  }
+  spdlog::info("gpucompute front listening on {} (port {}, {}, {} tokens), {} workers",
+               config.address, s->port_, TlsModeName(config.tls), s->auth_ ? s->auth_->size() : 0,
+               s->pool_->size());
+  if (s->health_server_) spdlog::info("health checks (plaintext) on port {}", s->health_port_);
+  return s;
+}
+
+FrontServer::~FrontServer() { Shutdown(absl::Seconds(5)); }
+
+void FrontServer::UpdateHealth() {
+  absl::MutexLock lock(&health_mu_);
+  if (health_closed_) return;
+  const bool serving = pool_ != nullptr && pool_->AnyServing();
+  SetHealth(server_.get(), serving);
+  SetHealth(health_server_.get(), serving);
+}
+
+std::string FrontServer::Expose() const {
+  std::vector<std::pair<std::string, std::string>> workers;
+  for (const WorkerSnapshot& w : pool_->Snapshot()) {
+    if (w.state != WorkerState::kServing) continue;
+    workers.emplace_back(absl::StrCat(w.index), ScrapeWorker(w.metrics_port));
+  }
+  return registry_->Expose() + MergeWorkerExpositions(workers);
+}
+
+absl::Status FrontServer::ReloadTokens() {
+  return security_ ? security_->ReloadTokens()
+                   : absl::FailedPreconditionError("no token file (--auth_token_file)");
+}
+
+void FrontServer::Shutdown(absl::Duration grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (security_) security_->Stop();
+  {
+    absl::MutexLock lock(&health_mu_);
+    SetHealth(server_.get(), false);
+    SetHealth(health_server_.get(), false);
+    health_closed_ = true;
+  }
+  const auto deadline = std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace);
+  std::thread drain;
+  if (server_) drain = std::thread([this, deadline] { server_->Shutdown(deadline); });
+  // The calls accepted before the listener closed pick their worker first; then the workers
+  // drain (their SIGTERM handling ends open Submit streams after their running jobs).
+  absl::SleepFor(absl::Milliseconds(50));
+  const absl::Time routed_by = absl::Now() + absl::Seconds(2);
+  while (proxy_ && proxy_->unrouted() > 0 && absl::Now() < routed_by) absl::SleepFor(absl::Milliseconds(5));
+  if (pool_) pool_->BeginStop();
+  if (drain.joinable()) drain.join();
+  if (pool_) pool_->Stop();
+  if (health_server_) health_server_->Shutdown(std::chrono::system_clock::now());
+  if (metrics_server_) metrics_server_->Stop();
+  server_.reset();
+  health_server_.reset();
+  proxy_.reset();
+  metrics_server_.reset();
+  pool_.reset();
+  if (port_ != 0) spdlog::info("gpucompute front stopped");
+}
+
+}  // namespace gpucompute::front

@@ -1,0 +1,79 @@
+// Worker mode (--workers, README "Several GPUs"): the process clients talk to. It owns the
+// listening port (TLS, tokens and quotas, health, metrics) and a pool of worker processes,
+// one per GPU, and proxies every call to them (proxy_service.h). A sticky CUDA error ends
+// only its worker's process: the front routes around it and starts a new one, so the other
+// GPUs keep serving.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <grpcpp/server.h>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/front/proxy_service.h"
+#include "server/front/worker_pool.h"
+#include "server/metrics/metrics.h"
+#include "server/metrics/metrics_server.h"
+#include "server/service/auth.h"
+#include "server/service/credentials.h"
+#include "server/service/security_watch.h"
+
+namespace gpucompute::front {
+
+struct FrontConfig {
+  std::string address = "0.0.0.0:50051";
+  TlsFiles tls;
+  std::string auth_token_file;
+  int auth_default_max_in_flight = 64;
+  absl::Duration auth_token_reload_interval = absl::Seconds(5);
+  int health_port = -1;   // as ServerConfig
+  int metrics_port = -1;  // as ServerConfig; workers' metrics are merged in
+  int64_t max_request_bytes = int64_t{1} << 30;
+  int max_concurrent_streams = 1024;
+  int64_t grpc_memory_quota_bytes = 0;  // 0: half the host's memory
+  std::vector<std::pair<std::string, std::string>> grpc_args;
+  WorkerPoolOptions workers;
+  std::vector<int> device_index_of_worker;  // the front's GPU index of each worker; -1: none
+};
+
+class FrontServer {
+ public:
+  // Starts the workers (waiting until they serve), then listens.
+  static absl::StatusOr<std::unique_ptr<FrontServer>> Start(FrontConfig config);
+  ~FrontServer();  // Shutdown() with a short grace period if still running
+
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
+  int health_port() const { return health_port_; }
+  absl::Status ReloadTokens();
+
+  // Stops accepting calls; the calls accepted are routed, then the workers get SIGTERM (they
+  // finish their calls and end open Submit streams); waits up to `grace` for everything.
+  void Shutdown(absl::Duration grace = absl::Seconds(30));
+
+ private:
+  FrontServer() = default;
+  void UpdateHealth();
+  std::string Expose() const;
+
+  std::unique_ptr<metrics::Registry> registry_;
+  std::unique_ptr<TokenAuthenticator> auth_;
+  std::unique_ptr<SecurityWatch> security_;
+  std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<ProxyService> proxy_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> health_server_;
+  std::unique_ptr<metrics::MetricsServer> metrics_server_;
+  int port_ = 0;
+  int health_port_ = 0;
+  absl::Mutex health_mu_;
+  bool health_closed_ ABSL_GUARDED_BY(health_mu_) = false;
+  bool shut_down_ = false;
+};
+
+}  // namespace gpucompute::front
