@@ -267,7 +267,7 @@ void WorkerPool::OnHealth(int worker, int incarnation, int status) {
   {
     absl::MutexLock lock(&mu_);
     Worker& w = *workers_[worker];
-    if (w.incarnation != incarnation || w.state == WorkerState::kDown) return;
+    if (w.incarnation != incarnation || w.state == WorkerState::kDown || stopping_) return;
     if (status == 1 && w.state == WorkerState::kStarting) {
       w.state = WorkerState::kServing;
       w.message.clear();
@@ -481,6 +481,8 @@ void WorkerPool::BeginStop() {
   absl::MutexLock lock(&mu_);
   stopping_ = true;
   for (const auto& w : workers_) {
+    // A health Watch is a call in flight: the worker's drain would wait for it.
+    if (w->watch != nullptr) w->watch->Cancel();
     if (w->pid > 0) kill(w->pid, SIGTERM);
   }
 }

@@ -465,12 +465,14 @@ def _metric(target_metrics_port, series):
 
 
 def _server_pid(tmp):
-    """The pid of the gpucompute-server run_server started in `tmp` (by its --port_file)."""
+    """The pid of the gpucompute-server run_server started in `tmp` (by its --port_file; in
+    worker mode its workers have the same flags, and a --worker_index of their own)."""
     flag = f"--port_file={tmp / 'port'}".encode()
     pids = []
     for entry in pathlib.Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and flag in (entry / "cmdline").read_bytes().split(b"\0"):
+            args = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
+            if flag in args and not any(a.startswith(b"--worker_index=") for a in args):
                 pids.append(int(entry.name))
         except OSError:
             pass

@@ -1,0 +1,215 @@
+"""Worker mode (--workers, README "Several GPUs"): the front proxies every call to worker
+processes, one per GPU (here CPU-backend workers). What only this mode has: calls spread over
+the workers, handles that name their worker, models on every worker, and a worker that dies
+(as after a sticky CUDA error) failing only its own calls while the others keep serving and the
+front starts it again. The whole client suite also runs against a worker-mode server
+(CTest python_client_workers)."""
+
+import os
+import signal
+import threading
+import time
+import urllib.request
+
+import grpc
+import numpy as np
+import pytest
+
+import gpucompute
+from conftest import STARTUP_TIMEOUT_S, run_server
+from series_util import assert_power_close, astropy_power
+
+WORKERS = 2
+
+
+def health(target):
+    """grpc.health.v1 Check by hand: 1 SERVING, 2 NOT_SERVING."""
+    with grpc.insecure_channel(target) as channel:
+        check = channel.unary_unary("/grpc.health.v1.Health/Check",
+                                    request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        reply = check(b"", timeout=10)
+    return reply[1] if len(reply) >= 2 and reply[0] == 0x08 else 0
+
+
+@pytest.fixture(scope="module")
+def front(tmp_path_factory):
+    """(client, target, metrics port) of a server with two workers."""
+    if os.environ.get("GPUCOMPUTE_TARGET"):
+        pytest.skip("needs a server started by the tests")
+    tmp = tmp_path_factory.mktemp("workers")
+    metrics_file = tmp / "metrics_port"
+    with run_server(tmp, f"--workers={WORKERS}", "--cpu_threads=1", "--metrics_port=0",
+                    f"--metrics_port_file={metrics_file}") as target:
+        with gpucompute.Client(target, timeout=60.0) as c:
+            c.wait_for_ready(timeout=STARTUP_TIMEOUT_S)
+            yield c, target, int(metrics_file.read_text())
+
+
+def workers(client):
+    return client.server_info()["workers"]
+
+
+def wait_until_all_serve(client, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ws = workers(client)
+        if len(ws) == WORKERS and all(w["state"] == "serving" for w in ws):
+            return ws
+        time.sleep(0.05)
+    pytest.fail(f"workers not all serving after {timeout} s: {workers(client)}")
+
+
+def series(rng, n=300):
+    t = np.sort(rng.uniform(0, 50, n))
+    y = np.sin(2 * np.pi * 0.3 * t) + 0.2 * rng.standard_normal(n)
+    return t, y
+
+
+def test_server_info_lists_the_workers(front):
+    client, _, _ = front
+    ws = wait_until_all_serve(client)
+    assert [w["index"] for w in ws] == list(range(WORKERS))
+    assert all(int(w["pid"]) > 0 for w in ws)
+    assert len({w["pid"] for w in ws}) == WORKERS
+
+
+def test_calls_spread_over_the_workers_and_match_astropy(front, rng):
+    client, _, metrics_port = front
+    before = {w: scrape_worker(metrics_port, w) for w in range(WORKERS)}
+    f = np.linspace(0.05, 1.0, 400)
+    results, errors = [], []
+
+    def call():
+        try:
+            t, y = series(np.random.default_rng(rng.integers(1 << 62)))
+            results.append((client.lombscargle(t, y, frequency=f)[1], astropy_power(t, y, None, f)))
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=call) for _ in range(32)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    for ours, ref in results:
+        assert_power_close(ours, ref, rtol_of_max=1e-9)
+    after = {w: scrape_worker(metrics_port, w) for w in range(WORKERS)}
+    served = [after[w] - before[w] for w in range(WORKERS)]
+    assert sum(served) == 32 and all(n > 0 for n in served), served
+
+
+def sample(metrics_port, series):
+    """The value of `series` (name and labels as exposed) in the front's /metrics; 0 if absent."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line[len(series) + 1:])
+    return 0.0
+
+
+def scrape_worker(metrics_port, worker):
+    """Periodograms worker `worker` has answered (its series, merged by the front)."""
+    return sample(metrics_port, f'gpucompute_request_success_total{{worker="{worker}",op="periodogram"}}')
+
+
+def test_handles_name_their_worker_and_calls_follow_them(front, rng):
+    client, _, _ = front
+    x = rng.standard_normal((5, 7)).astype(np.float32)
+    handle = client.put_tensor(x)
+    assert handle.handle[0] == "w" and handle.handle[1:].split("-")[0].isdigit(), handle
+    # Used as an input: the call goes to the worker that holds it (any other answers NOT_FOUND).
+    for _ in range(6):
+        np.testing.assert_array_equal(client.echo(handle), x)
+    np.testing.assert_array_equal(client.get_tensor(handle), x)
+    listed = [t["handle"] for t in client.list_tensors()]
+    assert handle.handle in listed
+    client.delete_tensor(handle)
+    assert handle.handle not in [t["handle"] for t in client.list_tensors()]
+
+
+def test_tensors_of_two_workers_in_one_request_are_refused(front, rng):
+    client, _, _ = front
+    handle = client.put_tensor(rng.standard_normal(4).astype(np.float32))
+    owner = int(handle.handle[1:].split("-")[0])
+    other = f"w{(owner + 1) % WORKERS}-{'0' * 32}"
+    t = gpucompute.TensorHandle(handle=other, dtype=handle.dtype, shape=handle.shape, nbytes=handle.nbytes)
+    with pytest.raises(grpc.RpcError) as e:
+        client.lombscargle(handle, t, frequency=np.array([0.1, 0.2]))
+    assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "different workers" in e.value.details()
+    client.delete_tensor(handle)
+
+
+def test_models_load_on_every_worker(front, rng):
+    client, _, _ = front
+    w = rng.standard_normal((6, 5)).astype(np.float32)
+    b = rng.standard_normal(5).astype(np.float32)
+    client.load_model("every-worker", [dict(weight=w, bias=b, layernorm=False, activation="relu")],
+                      dtype="float32")
+    try:
+        assert [m["name"] for m in client.list_models()].count("every-worker") == 1
+        x = rng.standard_normal((3, 6)).astype(np.float32)
+        for _ in range(8):  # least-loaded routing visits both workers
+            np.testing.assert_allclose(client.dense("every-worker", x), np.maximum(x @ w + b, 0),
+                                       rtol=1e-5, atol=1e-6)
+    finally:
+        client.unload_model("every-worker")
+    assert "every-worker" not in [m["name"] for m in client.list_models()]
+    with pytest.raises(grpc.RpcError) as e:
+        client.dense("every-worker", np.zeros((1, 6), np.float32))
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_a_dead_worker_fails_only_its_calls_and_is_started_again(front, rng):
+    client, target, metrics_port = front
+    ws = wait_until_all_serve(client)
+    w = rng.standard_normal((4, 3)).astype(np.float32)
+    client.load_model("survivor", [dict(weight=w, bias=np.zeros(3, np.float32), layernorm=False,
+                                        activation="none")], dtype="float32")
+    victim = ws[1]
+    restarts = victim["restarts"]
+    # A long call on each worker: the victim's fails UNAVAILABLE naming it; the other's succeeds.
+    t, y = series(rng, 4000)
+    f = np.linspace(0.01, 2.0, 100_000)
+    outcomes = []
+
+    def slow():
+        try:
+            client.lombscargle(t, y, frequency=f)
+            outcomes.append("OK")
+        except grpc.RpcError as e:
+            outcomes.append((e.code(), e.details()))
+
+    threads = [threading.Thread(target=slow) for _ in range(2)]
+    for th in threads:
+        th.start()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and sum(int(x["callsInFlight"]) for x in workers(client)) < 2:
+        time.sleep(0.01)
+    os.kill(int(victim["pid"]), signal.SIGKILL)  # what a sticky CUDA error does to a worker
+    # A crash is seen when its connection drops (a device fault earlier: the worker's health
+    # turns NOT_SERVING first); from then on the other worker serves every call, and health
+    # stays SERVING.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and workers(client)[1]["state"] == "serving":
+        time.sleep(0.005)
+    assert health(target) == 1
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    for _ in range(10):
+        np.testing.assert_allclose(client.dense("survivor", x), x @ w, rtol=1e-5, atol=1e-6)
+        assert health(target) == 1
+    for th in threads:
+        th.join()
+    assert "OK" in outcomes, outcomes
+    failed = [o for o in outcomes if o != "OK"]
+    assert len(failed) == 1 and failed[0][0] == grpc.StatusCode.UNAVAILABLE, outcomes
+    # Started again; it holds no model until one is loaded again (the other worker still does).
+    ws = wait_until_all_serve(client)
+    assert ws[1]["restarts"] == restarts + 1 and ws[1]["pid"] != victim["pid"]
+    restarts_metric = sample(metrics_port, f'gpucompute_worker_restarts_total{{worker="{victim["index"]}"}}')
+    assert restarts_metric == restarts + 1
+    for _ in range(6):
+        np.testing.assert_allclose(client.dense("survivor", x), x @ w, rtol=1e-5, atol=1e-6)
+    client.unload_model("survivor")
