@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Issue 6 on the GPU machine, from a device bundle (see README, "GPU machine"):
-#   source .device/env.sh; tests/bench/production_gpu.sh faults|multigpu|soak [seconds]
+#   source .device/env.sh; tests/bench/production_gpu.sh faults|workers|multigpu|soak [seconds]
 # faults:   fault_injection_check.py: GPU out of memory on one GPU; a sticky fault on one GPU
 #           of one (CUDA_VISIBLE_DEVICES=0) and, with two GPUs, on the second of two.
+# workers:  worker mode (--workers=-1): a sticky fault on one GPU's worker (fault_injection_check.py
+#           workers), then the periodogram throughput through the front with one GPU and two.
 # multigpu: gpucompute-load on a compute-bound periodogram workload against a server that sees
 #           one GPU, then two; JSON lines and the ratio.
 # soak:     soak.py for the given seconds (default 600) on the GPUs it sees.
@@ -24,6 +26,25 @@ case "$what" in
       CUDA_VISIBLE_DEVICES=0,1 python3 tests/python/gpu/fault_injection_check.py "$bin/gpucompute-server" \
         "$out/faults.jsonl" sticky || status=1
     fi
+    ;;
+  workers)
+    # Worker mode (--workers=-1): a sticky fault on the last GPU ends only its worker process.
+    CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((gpus - 1))) python3 tests/python/gpu/fault_injection_check.py \
+      "$bin/gpucompute-server" "$out/workers-faults.jsonl" workers || status=1
+    # Throughput through the front: one GPU (one worker), then two, as in multigpu.
+    for visible in 0 0,1; do
+      [ "$visible" = 0,1 ] && [ "$gpus" -lt 2 ] && break
+      rm -f /tmp/mg.port
+      CUDA_VISIBLE_DEVICES=$visible gpucompute-server --workers=-1 --address=127.0.0.1:0 \
+        --port_file=/tmp/mg.port --backend=cuda --log_level=warn >> "$out/workers_server.log" 2>&1 &
+      spid=$!
+      for _ in $(seq 1 600); do [ -s /tmp/mg.port ] && break; sleep 0.1; done
+      gpucompute-load --target "127.0.0.1:$(cat /tmp/mg.port)" --op periodogram --samples 16384 \
+        --frequencies 65536 --series 1 --dtype float64 --concurrency 64 --channels 8 \
+        --duration 20s --warmup 3s --json /dev/stdout 2> "$out/workers_load.err" \
+        | sed "s/^{/{\"workers\":true,\"visible_gpus\":\"$visible\",/" | tee -a "$out/workers-multigpu.jsonl"
+      kill -TERM $spid; wait $spid
+    done
     ;;
   multigpu)
     # Compute-bound: one float64 series of 16,384 samples x 65,536 frequencies per request

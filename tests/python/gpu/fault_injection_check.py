@@ -178,6 +178,75 @@ def check_sticky_fault(binary):
            log_tail=open(log).read()[-1500:] if status != 0 else "")
 
 
+def check_sticky_fault_workers(binary):
+    """Worker mode (--workers=-1, one process per GPU): a sticky fault on the last GPU ends only
+    its worker. Its batch fails UNAVAILABLE; every call after that is served by the other GPU
+    (health stays SERVING); the front starts the worker again and the GPU serves again."""
+    import threading
+
+    gpus = len(os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(","))
+    faulty = gpus - 1
+    proc, target, metrics_port, log = start_server(
+        binary, "--workers=-1", f"--inject_sticky_fault_device={faulty}",
+        "--inject_sticky_fault_after_batches=5")
+    client = gpucompute.Client(target, timeout=60)
+    info = client.server_info()
+    record("workers_start", len(info["workers"]) == gpus and
+           all(w["state"] == "serving" for w in info["workers"]),
+           workers=[{k: w[k] for k in ("index", "state", "device", "pid")} for w in info["workers"]])
+    codes, healths, lock = [], [], threading.Lock()
+    stop = time.monotonic() + 20
+
+    def caller(seed):
+        rng = np.random.default_rng(seed)
+        while time.monotonic() < stop:
+            code, details = code_of(lambda: small_request(client, rng))
+            with lock:
+                codes.append((time.monotonic(), code, details[:200]))
+
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(8)]
+    for th in threads:
+        th.start()
+    restarted_at = None
+    saw_faulted = False
+    while time.monotonic() < stop:
+        healths.append(health(target))
+        ws = client.server_info()["workers"]
+        state = ws[faulty]["state"]
+        saw_faulted |= state != "serving"
+        if saw_faulted and state == "serving" and ws[faulty]["restarts"] >= 1 and restarted_at is None:
+            restarted_at = time.monotonic()
+        time.sleep(0.05)
+    for th in threads:
+        th.join()
+    failures = [c for c in codes if c[1] != "OK"]
+    record("workers_sticky_fault_fails_only_its_calls_unavailable",
+           len(failures) >= 1 and all(c[1] == "UNAVAILABLE" for c in failures) and
+           len(failures) <= 16, calls=len(codes), failures=len(failures),
+           first_failures=[c[1:] for c in failures[:3]])
+    last_failure = max((c[0] for c in failures), default=0)
+    ok_after = sum(1 for c in codes if c[0] > last_failure and c[1] == "OK")
+    record("workers_other_gpu_keeps_serving", ok_after > 100 and gpus >= 2 or gpus == 1,
+           calls_ok_after_last_failure=ok_after, gpus=gpus)
+    record("workers_health_stays_serving", gpus == 1 or all(h == 1 for h in healths),
+           samples=len(healths), not_serving=sum(1 for h in healths if h != 1))
+    info = client.server_info()
+    w = info["workers"][faulty]
+    record("workers_faulty_worker_restarted_and_serving",
+           restarted_at is not None and w["state"] == "serving" and w["restarts"] >= 1,
+           worker={k: w[k] for k in ("index", "state", "restarts", "device", "pid")},
+           devices=[{k: d[k] for k in ("index", "healthy")} for d in info["devices"]])
+    rng = np.random.default_rng(9)
+    code, details = code_of(lambda: [small_request(client, rng) for _ in range(20)])
+    record("workers_all_gpus_serve_after_restart", code == "OK", code=code, details=details[:300])
+    up = metric(metrics_port, "gpucompute_worker_restarts_total", f'worker="{faulty}"')
+    record("workers_restart_metric", up is not None and up >= 1, restarts=up)
+    client.close()
+    status = stop_server(proc)
+    record("workers_server_stops_on_sigterm", status == 0, exit=status,
+           log_tail=open(log).read()[-1500:] if status != 0 else "")
+
+
 def main():
     binary, out_path = sys.argv[1], sys.argv[2]
     which = sys.argv[3] if len(sys.argv) > 3 else "all"
@@ -185,6 +254,8 @@ def main():
         check_out_of_memory(binary)
     if which in ("all", "sticky"):
         check_sticky_fault(binary)
+    if which in ("all", "workers"):
+        check_sticky_fault_workers(binary)
     with open(out_path, "a") as f:
         f.write("\n".join(out_lines) + "\n")
     print(f"fault injection: {failures} failed check(s)")
