@@ -42,7 +42,8 @@ case "$what" in
       gpucompute-load --target "127.0.0.1:$(cat /tmp/mg.port)" --op periodogram --samples 16384 \
         --frequencies 65536 --series 1 --dtype float64 --concurrency 64 --channels 8 \
         --duration 20s --warmup 3s --json /dev/stdout 2> "$out/workers_load.err" \
-        | sed "s/^{/{\"workers\":true,\"visible_gpus\":\"$visible\",/" | tee -a "$out/workers-multigpu.jsonl"
+        | grep '^{' | sed "s/^{/{\"workers\":true,\"visible_gpus\":\"$visible\",/" \
+        | tee -a "$out/workers-multigpu.jsonl"
       kill -TERM $spid; wait $spid
     done
     ;;
