@@ -48,14 +48,10 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(c
   if (files.cert_file.empty() || files.key_file.empty()) {
     return absl::InvalidArgumentError("--tls_cert_file and --tls_key_file must be set together");
   }
-  auto cert = ReadPem(files.cert_file, "tls_cert_file", "CERTIFICATE");
-  if (!cert.ok()) return cert.status();
-  auto key = ReadPem(files.key_file, "tls_key_file", "PRIVATE KEY");
-  if (!key.ok()) return key.status();
   if (files.reload_interval_s > 0) {
-    if (!files.client_ca_file.empty()) {
-      if (auto ca = ReadPem(files.client_ca_file, "tls_client_ca_file", "CERTIFICATE"); !ca.ok()) return ca.status();
-    }
+    // gRPC's watcher reads the files itself; they are checked here all the same, so that a
+    // bad file fails at start-up as it does without reloading.
+    if (absl::Status checked = CheckTlsFiles(files); !checked.ok()) return checked;
     auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
         files.key_file, files.cert_file, files.client_ca_file,
         static_cast<unsigned int>(files.reload_interval_s));
@@ -69,6 +65,10 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(c
     }
     return grpc::experimental::TlsServerCredentials(options);
   }
+  auto cert = ReadPem(files.cert_file, "tls_cert_file", "CERTIFICATE");
+  if (!cert.ok()) return cert.status();
+  auto key = ReadPem(files.key_file, "tls_key_file", "PRIVATE KEY");
+  if (!key.ok()) return key.status();
   grpc::SslServerCredentialsOptions options;
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
   pair.cert_chain = *std::move(cert);
