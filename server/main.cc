@@ -160,6 +160,54 @@ void WritePortFile(const std::string& path, int port) {
   std::rename(tmp.c_str(), path.c_str());
 }
 
+// Runs a started server (the one-process Server or the worker-mode front) until SIGTERM or
+// SIGINT, reloading the token file on SIGHUP, then drains it. With `device_lost` (a worker of
+// the front) it also ends, with code 3, once that says the GPU is lost, so that the front
+// starts a new worker.
+template <typename S>
+int Serve(absl::StatusOr<std::unique_ptr<S>> server, sigset_t signals,
+          bool (*device_lost)(const S&)) {
+  if (!server.ok()) {
+    spdlog::critical("could not start: {}", server.status().ToString());
+    return 1;
+  }
+  WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), (*server)->metrics_port());
+  WritePortFile(absl::GetFlag(FLAGS_health_port_file), (*server)->health_port());
+  // Last: whoever waits for the port file finds the other port files already there.
+  WritePortFile(absl::GetFlag(FLAGS_port_file), (*server)->port());
+
+  int sig = 0;
+  while (true) {
+    if (device_lost != nullptr) {
+      const timespec tick{0, 50 * 1000 * 1000};
+      sig = sigtimedwait(&signals, nullptr, &tick);
+      if (sig < 0) {
+        if (device_lost(**server)) {
+          spdlog::critical("a device fault ended CUDA in this worker: exiting so that the front "
+                           "starts a new one");
+          (*server)->Shutdown(absl::Seconds(2));
+          server->reset();
+          return 3;
+        }
+        continue;
+      }
+    } else if (sigwait(&signals, &sig) != 0) {
+      break;
+    }
+    if (sig != SIGHUP) break;
+    if (absl::GetFlag(FLAGS_auth_token_file).empty()) {
+      spdlog::info("SIGHUP: no --auth_token_file to reload");
+    } else {
+      spdlog::info("SIGHUP: reloading the token file");
+      (void)(*server)->ReloadTokens();  // logs the outcome
+    }
+  }
+  spdlog::info("received {}: stopping (draining in-flight work)", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  (*server)->Shutdown(absl::Seconds(std::max(0.0, absl::GetFlag(FLAGS_shutdown_grace_s))));
+  server->reset();
+  return 0;
+}
+
 // The CUDA_VISIBLE_DEVICES value of each of `count` GPUs: the entries of the front's own
 // CUDA_VISIBLE_DEVICES when it is set, else their indices.
 std::vector<std::string> VisibleDeviceIds(int count) {
@@ -233,27 +281,7 @@ int RunFront(int argc, char** argv, const gpucompute::ServerConfig& server_confi
     pool.socket_dir = pattern;
   }
 
-  auto server = front::FrontServer::Start(std::move(config));
-  if (!server.ok()) {
-    spdlog::critical("could not start: {}", server.status().ToString());
-    return 1;
-  }
-  WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), (*server)->metrics_port());
-  WritePortFile(absl::GetFlag(FLAGS_health_port_file), (*server)->health_port());
-  WritePortFile(absl::GetFlag(FLAGS_port_file), (*server)->port());
-  int sig = 0;
-  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
-    if (absl::GetFlag(FLAGS_auth_token_file).empty()) {
-      spdlog::info("SIGHUP: no --auth_token_file to reload");
-    } else {
-      spdlog::info("SIGHUP: reloading the token file");
-      (void)(*server)->ReloadTokens();
-    }
-  }
-  spdlog::info("received {}: stopping (draining in-flight work)", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-  (*server)->Shutdown(absl::Seconds(std::max(0.0, absl::GetFlag(FLAGS_shutdown_grace_s))));
-  server->reset();
-  return 0;
+  return Serve<front::FrontServer>(front::FrontServer::Start(std::move(config)), signals, nullptr);
 }
 
 }  // namespace
@@ -349,45 +377,7 @@ int main(int argc, char** argv) {
     config.tensors.handle_prefix = gpucompute::front::HandlePrefix(worker_index);
     spdlog::set_pattern(absl::StrCat("[%Y-%m-%d %H:%M:%S.%e] [worker ", worker_index, "] [%^%l%$] %v"));
   }
-  auto server = gpucompute::Server::Start(config);
-  if (!server.ok()) {
-    spdlog::critical("could not start: {}", server.status().ToString());
-    return 1;
-  }
-  WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), (*server)->metrics_port());
-  WritePortFile(absl::GetFlag(FLAGS_health_port_file), (*server)->health_port());
-  // Last: whoever waits for the port file finds the other port files already there.
-  WritePortFile(absl::GetFlag(FLAGS_port_file), (*server)->port());
-
-  int sig = 0;
-  while (true) {
-    if (worker_index >= 0) {
-      // Also watch for a lost GPU: nothing more can run in this process.
-      const timespec tick{0, 50 * 1000 * 1000};
-      sig = sigtimedwait(&signals, nullptr, &tick);
-      if (sig < 0) {
-        if ((*server)->device_lost()) {
-          spdlog::critical("a device fault ended CUDA in this worker: exiting so that the front "
-                           "starts a new one");
-          (*server)->Shutdown(absl::Seconds(2));
-          server->reset();
-          return 3;
-        }
-        continue;
-      }
-    } else if (sigwait(&signals, &sig) != 0) {
-      break;
-    }
-    if (sig != SIGHUP) break;
-    if (absl::GetFlag(FLAGS_auth_token_file).empty()) {
-      spdlog::info("SIGHUP: no --auth_token_file to reload");
-    } else {
-      spdlog::info("SIGHUP: reloading the token file");
-      (void)(*server)->ReloadTokens();  // logs the outcome
-    }
-  }
-  spdlog::info("received {}: stopping (draining in-flight work)", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-  (*server)->Shutdown(absl::Seconds(std::max(0.0, absl::GetFlag(FLAGS_shutdown_grace_s))));
-  server->reset();
-  return 0;
+  bool (*device_lost)(const gpucompute::Server&) = nullptr;
+  if (worker_index >= 0) device_lost = [](const gpucompute::Server& s) { return s.device_lost(); };
+  return Serve(gpucompute::Server::Start(config), signals, device_lost);
 }

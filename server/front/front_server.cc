@@ -1,21 +1,19 @@
 // The worker-mode front's assembly (see front_server.h).
 #include "server/front/front_server.h"
 
-#include <unistd.h>
 
 #include <chrono>
 #include <thread>
 
 #include <grpcpp/health_check_service_interface.h>
-#include <grpcpp/resource_quota.h>
 #include <grpcpp/server_builder.h>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/common/status_macros.h"
 #include "server/front/worker_metrics.h"
 #include "server/service/health_port.h"
+#include "server/service/listener.h"
 #include "spdlog/spdlog.h"
 
 namespace gpucompute::front {
@@ -79,22 +77,16 @@ absl::StatusOr<std::unique_ptr<FrontServer>> FrontServer::Start(FrontConfig conf
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(config.address, credentials, &s->port_);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(config.max_request_bytes, INT32_MAX)));
-  builder.SetMaxSendMessageSize(-1);  // the workers bound their replies
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, std::max(1, config.max_concurrent_streams));
-  int64_t quota_bytes = config.grpc_memory_quota_bytes;
-  if (quota_bytes <= 0) quota_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / 2;
-  grpc::ResourceQuota quota("gpucompute-front");
-  quota.Resize(static_cast<size_t>(quota_bytes));
-  builder.SetResourceQuota(quota);
-  for (const auto& [key, value] : config.grpc_args) {
-    if (int number = 0; absl::SimpleAtoi(value, &number)) {
-      builder.AddChannelArgument(key, number);
-    } else {
-      builder.AddChannelArgument(key, value);
-    }
-  }
+  ListenerOptions listener;
+  listener.address = config.address;
+  listener.credentials = credentials;
+  listener.max_receive_bytes = config.max_request_bytes;
+  listener.max_send_bytes = -1;  // the workers bound their replies
+  listener.max_concurrent_streams = config.max_concurrent_streams;
+  listener.memory_quota_bytes = config.grpc_memory_quota_bytes;
+  listener.quota_name = "gpucompute-front";
+  listener.grpc_args = config.grpc_args;
+  AddListener(builder, listener, &s->port_);
   builder.RegisterCallbackGenericService(s->proxy_.get());
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0) {

@@ -1,22 +1,20 @@
 // Server assembly (see server.h).
 #include "server/service/server.h"
 
-#include <unistd.h>
 
 #include <chrono>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
-#include <grpcpp/resource_quota.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
 #include "server/runtime/runtime_metrics.h"
 #include "server/service/health_port.h"
+#include "server/service/listener.h"
 #include "spdlog/spdlog.h"
 
 namespace gpucompute {
@@ -81,24 +79,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(config.address, credentials, &s->port_);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(config.limits.max_request_bytes, INT32_MAX)));
-  builder.SetMaxSendMessageSize(static_cast<int>(std::min<int64_t>(config.limits.max_response_bytes, INT32_MAX)));
-  // Bounds what clients can make gRPC allocate: per connection by the number of concurrent
-  // calls, in all by the quota.
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, std::max(1, config.max_concurrent_streams));
-  int64_t quota_bytes = config.grpc_memory_quota_bytes;
-  if (quota_bytes <= 0) quota_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / 2;
-  grpc::ResourceQuota quota("gpucompute-server");
-  quota.Resize(static_cast<size_t>(quota_bytes));
-  builder.SetResourceQuota(quota);
-  for (const auto& [key, value] : config.grpc_args) {
-    if (int number = 0; absl::SimpleAtoi(value, &number)) {
-      builder.AddChannelArgument(key, number);
-    } else {
-      builder.AddChannelArgument(key, value);
-    }
-  }
+  ListenerOptions listener;
+  listener.address = config.address;
+  listener.credentials = credentials;
+  listener.max_receive_bytes = config.limits.max_request_bytes;
+  listener.max_send_bytes = config.limits.max_response_bytes;
+  listener.max_concurrent_streams = config.max_concurrent_streams;
+  listener.memory_quota_bytes = config.grpc_memory_quota_bytes;
+  listener.quota_name = "gpucompute-server";
+  listener.grpc_args = config.grpc_args;
+  AddListener(builder, listener, &s->port_);
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0) {

@@ -1,0 +1,37 @@
+// The service port's gRPC settings (see listener.h).
+#include "server/service/listener.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+
+#include <grpcpp/resource_quota.h>
+
+#include "absl/strings/numbers.h"
+
+namespace gpucompute {
+
+void AddListener(grpc::ServerBuilder& builder, const ListenerOptions& o, int* port) {
+  builder.AddListeningPort(o.address, o.credentials, port);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(o.max_receive_bytes, INT32_MAX)));
+  builder.SetMaxSendMessageSize(
+      o.max_send_bytes < 0 ? -1 : static_cast<int>(std::min<int64_t>(o.max_send_bytes, INT32_MAX)));
+  // Bounds what clients can make gRPC allocate: per connection by the number of concurrent
+  // calls, in all by the quota.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, std::max(1, o.max_concurrent_streams));
+  int64_t quota_bytes = o.memory_quota_bytes;
+  if (quota_bytes <= 0) quota_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / 2;
+  grpc::ResourceQuota quota(o.quota_name);
+  quota.Resize(static_cast<size_t>(quota_bytes));
+  builder.SetResourceQuota(quota);
+  for (const auto& [key, value] : o.grpc_args) {
+    if (int number = 0; absl::SimpleAtoi(value, &number)) {
+      builder.AddChannelArgument(key, number);
+    } else {
+      builder.AddChannelArgument(key, value);
+    }
+  }
+}
+
+}  // namespace gpucompute

@@ -1,0 +1,34 @@
+// The service port's gRPC settings, one place for the one-process server and the worker-mode
+// front: message limits, concurrent calls per connection, gRPC's memory quota, extra channel
+// arguments.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+
+namespace gpucompute {
+
+struct ListenerOptions {
+  std::string address;
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  int64_t max_receive_bytes = int64_t{1} << 30;
+  int64_t max_send_bytes = -1;  // -1: no limit
+  int max_concurrent_streams = 1024;
+  // Memory gRPC may hold for calls (a ResourceQuota); 0: half the host's physical memory.
+  int64_t memory_quota_bytes = 0;
+  std::string quota_name = "gpucompute";
+  // KEY, VALUE; a value that parses as an integer is passed as one.
+  std::vector<std::pair<std::string, std::string>> grpc_args;
+};
+
+// Adds the listening port (the bound port goes to *port once the server is built) and the
+// settings to `builder`.
+void AddListener(grpc::ServerBuilder& builder, const ListenerOptions& options, int* port);
+
+}  // namespace gpucompute
