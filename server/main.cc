@@ -373,7 +373,10 @@ int main(int argc, char** argv) {
   const int worker_index = absl::GetFlag(FLAGS_worker_index);
   if (worker_index >= 0) {
     prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() == 1) return 1;  // the front is already gone
+    const char* front = std::getenv(gpucompute::front::kFrontPidVariable);
+    if (front == nullptr || std::atoll(front) != static_cast<long long>(getppid())) {
+      return 1;  // the front is already gone (or this was not started by one)
+    }
     config.tensors.handle_prefix = gpucompute::front::HandlePrefix(worker_index);
     spdlog::set_pattern(absl::StrCat("[%Y-%m-%d %H:%M:%S.%e] [worker ", worker_index, "] [%^%l%$] %v"));
   }

@@ -88,13 +88,19 @@ absl::StatusOr<std::unique_ptr<FrontServer>> FrontServer::Start(FrontConfig conf
   listener.grpc_args = config.grpc_args;
   AddListener(builder, listener, &s->port_);
   builder.RegisterCallbackGenericService(s->proxy_.get());
-  s->server_ = builder.BuildAndStart();
-  if (!s->server_ || s->port_ == 0) {
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || s->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("could not listen on ", config.address));
   }
+  std::unique_ptr<grpc::Server> health_server;
   if (config.health_port >= 0) {
-    ASSIGN_OR_RETURN(s->health_server_, StartHealthServer(HostOfAddress(config.address),
-                                                          config.health_port, &s->health_port_));
+    ASSIGN_OR_RETURN(health_server, StartHealthServer(HostOfAddress(config.address),
+                                                      config.health_port, &s->health_port_));
+  }
+  {
+    absl::MutexLock lock(&s->health_mu_);  // UpdateHealth reads them from the pool's threads
+    s->server_ = std::move(server);
+    s->health_server_ = std::move(health_server);
   }
   s->UpdateHealth();
   s->security_ = std::make_unique<SecurityWatch>(s->auth_.get(), s->registry_.get(),

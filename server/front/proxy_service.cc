@@ -27,12 +27,27 @@
 namespace gpucompute::front {
 namespace {
 
-using Actions = std::vector<std::function<void()>>;
+// What a reaction does once it has released the ProxyCall's mutex: the reactor operations
+// first, then the upstream holds it gives back. Giving back the last hold of an Upstream lets
+// its OnDone run (on another thread), which may finish and delete the ProxyCall: nothing of
+// it may be touched after that.
+struct Actions {
+  std::vector<std::function<void()>> ops;
+  std::vector<std::function<void()>> releases;
+  void push_back(std::function<void()> op) { ops.push_back(std::move(op)); }
+  void release(std::function<void()> op) { releases.push_back(std::move(op)); }
+};
 
 void Run(Actions& actions) {
-  for (auto& a : actions) a();
-  actions.clear();
+  for (auto& a : actions.ops) a();
+  for (auto& a : actions.releases) a();
+  actions.ops.clear();
+  actions.releases.clear();
 }
+
+// Cancelling an Upstream is done under the ProxyCall's mutex: while the target still has its
+// Upstream (UpDone, which needs the mutex, has not run), the object is alive, and TryCancel
+// runs no reaction inline.
 
 // Methods whose client sends a stream (the rest send exactly one message).
 bool ClientStreams(Method m) {
@@ -153,6 +168,8 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
   void ForwardLocked(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseWritesLocked(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeReleaseLocked(Target& t, Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CancelUpstreamsLocked(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReadDownLocked(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void QueueDownLocked(grpc::ByteBuffer message, Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeCompleteLocked(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CompleteLocked(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -183,6 +200,7 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
   bool down_writing_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ByteBuffer down_write_;  // the downstream write's buffer
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_after_drain_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;  // the outcome is decided
   bool finish_sent_ ABSL_GUARDED_BY(mu_) = false;  // Finish (or StartWriteAndFinish) started
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
@@ -229,6 +247,12 @@ void ProxyCall::OnReadDone(bool ok) {
     down_reading_ = false;
     if (finishing_) {
       // nothing: the call is ending
+    } else if (!routed_ && !ok && (cancelled_ || context_->IsCancelled())) {
+      // Nothing reached a worker. A client that cancelled sees no status; one whose call the
+      // front's shutdown ended may retry elsewhere.
+      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                "the call ended before its request arrived (cancelled, or the "
+                                "server is shutting down)"), actions);
     } else if (!routed_) {
       if (ok) first_ = down_in_;
       RouteLocked(ok, actions);
@@ -258,10 +282,7 @@ void ProxyCall::RouteLocked(bool have_first, Actions& actions) {
       if (!slot.ok()) {
         QueueDownLocked(SubmitErrorReply(facts.job_id, ToGrpcStatus(slot.status())), actions);
         routed_ = false;  // route on the next job
-        if (!down_reading_) {
-          down_reading_ = true;
-          actions.push_back([this] { StartRead(&down_in_); });
-        }
+        ReadDownLocked(actions);
         return;
       }
       job_slots_.push_back(*std::move(slot));
@@ -297,8 +318,8 @@ absl::StatusOr<int> ProxyCall::ChooseWorker(const RequestFacts& facts) {
   WorkerPool& pool = *shared_->parts.pool;
   // Named tensors decide: they live on one worker.
   std::set<int> holders;
-  for (const std::string& h : facts.handles) {
-    if (int w = WorkerOfHandle(h); w >= 0 && w < pool.size()) holders.insert(w);
+  for (int w : facts.handle_workers) {
+    if (w < pool.size()) holders.insert(w);
   }
   if (holders.size() > 1) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -378,8 +399,7 @@ void ProxyCall::ForwardLocked(Actions& actions) {
     if (!slot.ok()) {
       const RequestFacts facts = InspectRequest(method_, message);
       QueueDownLocked(SubmitErrorReply(facts.job_id, ToGrpcStatus(slot.status())), actions);
-      down_reading_ = true;
-      actions.push_back([this] { StartRead(&down_in_); });
+      ReadDownLocked(actions);
       return;
     }
     job_slots_.push_back(*std::move(slot));
@@ -415,7 +435,31 @@ void ProxyCall::MaybeReleaseLocked(Target& t, Actions& actions) {
   t.writes_closed = true;
   t.released = true;
   Upstream* up = t.up;
-  actions.push_back([up] { up->Release(); });
+  actions.release([up] { up->Release(); });
+}
+
+void ProxyCall::CancelUpstreamsLocked(Actions& actions) {
+  for (Target& t : targets_) {
+    Upstream* up = t.up;
+    if (up == nullptr || t.released) continue;  // released: its call is ending by itself
+    up->Cancel();
+    if (t.read_paused) {  // its read ends (cancelled), so that the call can end
+      t.read_paused = false;
+      actions.push_back([up] { up->ReadNext(); });
+    }
+  }
+}
+
+// The next downstream read, unless replies the front made itself (Submit jobs refused) are
+// piling up: then OnWriteDone reads once they drain.
+void ProxyCall::ReadDownLocked(Actions& actions) {
+  if (down_reading_ || finishing_ || down_half_closed_) return;
+  if (down_out_.size() >= 8) {
+    read_after_drain_ = true;
+    return;
+  }
+  down_reading_ = true;
+  actions.push_back([this] { StartRead(&down_in_); });
 }
 
 void ProxyCall::UpWriteDone(int index, bool ok) {
@@ -431,11 +475,7 @@ void ProxyCall::UpWriteDone(int index, bool ok) {
       actions.push_back([up] { up->CloseWrites(); });
     }
     MaybeReleaseLocked(t, actions);
-    if (--writes_in_flight_ == 0 && ClientStreams(method_) && !down_half_closed_ && !finishing_ &&
-        !down_reading_) {
-      down_reading_ = true;
-      actions.push_back([this] { StartRead(&down_in_); });
-    }
+    if (--writes_in_flight_ == 0 && ClientStreams(method_)) ReadDownLocked(actions);
   }
   Run(actions);
 }
@@ -511,9 +551,7 @@ void ProxyCall::OnWriteDone(bool ok) {
       // The client is gone: cancel the workers' calls; the call ends when they have.
       cancelled_ = true;
       down_out_.clear();
-      for (Target& t : targets_) {
-        if (Upstream* up = t.up) actions.push_back([up] { up->Cancel(); });
-      }
+      CancelUpstreamsLocked(actions);
     } else if (!down_out_.empty()) {
       down_writing_ = true;
       down_write_ = std::move(down_out_.front());
@@ -528,6 +566,10 @@ void ProxyCall::OnWriteDone(bool ok) {
           actions.push_back([up] { up->ReadNext(); });
         }
       }
+    }
+    if (read_after_drain_ && down_out_.size() < 8) {
+      read_after_drain_ = false;
+      ReadDownLocked(actions);
     }
     if (finishing_ && !finish_sent_ && !down_writing_) {  // a Finish waiting for the writes
       finish_sent_ = true;
@@ -544,15 +586,7 @@ void ProxyCall::OnCancel() {
   {
     absl::MutexLock lock(&mu_);
     cancelled_ = true;
-    for (Target& t : targets_) {
-      Upstream* up = t.up;
-      if (up == nullptr) continue;
-      actions.push_back([up] { up->Cancel(); });
-      if (t.read_paused) {  // its read ends (cancelled), so that the call can end
-        t.read_paused = false;
-        actions.push_back([up] { up->ReadNext(); });
-      }
-    }
+    CancelUpstreamsLocked(actions);
   }
   Run(actions);
 }

@@ -1,6 +1,7 @@
 // Request inspection for the front (see request_route.h).
 #include "server/front/request_route.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
@@ -28,6 +29,19 @@ constexpr char kComputePrefix[] = "/gpucompute.v1.Compute/";
 constexpr uint32_t kLongestKey = 4096;
 // Nesting the walk follows at most (the API nests four deep).
 constexpr int kDeepest = 16;
+// Handles kept in RequestFacts: a request may repeat a handle field millions of times.
+constexpr size_t kMostHandles = 64;
+
+void AddHandle(RequestFacts* facts, std::string handle) {
+  const int worker = WorkerOfHandle(handle);
+  // Two workers already decide (a request's tensors must come from one).
+  if (worker >= 0 && facts->handle_workers.size() < 2 &&
+      std::find(facts->handle_workers.begin(), facts->handle_workers.end(), worker) ==
+          facts->handle_workers.end()) {
+    facts->handle_workers.push_back(worker);
+  }
+  if (facts->handles.size() < kMostHandles) facts->handles.push_back(std::move(handle));
+}
 
 struct MethodEntry {
   const char* name;
@@ -113,7 +127,7 @@ bool Walk(CodedInputStream* in, const Descriptor* type, int depth, RequestFacts*
       }
       if (key != nullptr) {
         if (!ReadKey(in, key)) return false;
-        if (!handle.empty()) facts->handles.push_back(std::move(handle));
+        if (!handle.empty()) AddHandle(facts, std::move(handle));
         continue;
       }
     }

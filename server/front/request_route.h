@@ -48,7 +48,8 @@ Fanout FanoutOf(Method method);
 
 // What one request message says about placement.
 struct RequestFacts {
-  std::vector<std::string> handles;  // resident tensors it names (inputs, PutTensor's target)
+  std::vector<std::string> handles;  // resident tensors it names (the first 64 of them)
+  std::vector<int> handle_workers;   // the workers their prefixes name (distinct; at most 2)
   bool keeps_output = false;         // an OutputPlacement with keep: the result stays resident
   std::string model;                 // Dense (also inside a Submit job)
   std::string job_id;                // Submit: the job's id

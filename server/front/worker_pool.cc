@@ -210,6 +210,9 @@ absl::Status WorkerPool::Spawn(Worker& w) {
            std::string("--auth_token_file="),
            // Every call of the front to this worker shares its few connections.
            std::string("--max_concurrent_streams=1000000"),
+           // The front's transport settings are for its clients' connections (some, like a
+           // maximum connection age, would cut the front's own calls to the worker).
+           std::string("--grpc_arg="),
        }) {
     args.push_back(std::move(flag));
   }
@@ -222,6 +225,8 @@ absl::Status WorkerPool::Spawn(Worker& w) {
     if (std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) env.emplace_back(*e);
   }
   if (!w.device.empty()) env.push_back(absl::StrCat("CUDA_VISIBLE_DEVICES=", w.device));
+  // The worker checks it is still the front's child (it ends with the front: PDEATHSIG).
+  env.push_back(absl::StrCat(kFrontPidVariable, "=", getpid()));
   std::vector<char*> argv, envp;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -230,10 +235,17 @@ absl::Status WorkerPool::Spawn(Worker& w) {
 
   unlink(w.socket_path.c_str());
   unlink(w.metrics_port_file.c_str());
+  // A process group of its own: a terminal's Ctrl-C or a service manager's SIGTERM to the
+  // front's group reaches the front alone, which then stops the workers in order.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);
   pid_t pid = 0;
-  if (int err = posix_spawn(&pid, options_.executable.c_str(), nullptr, nullptr, argv.data(),
-                            envp.data());
-      err != 0) {
+  const int err = posix_spawn(&pid, options_.executable.c_str(), nullptr, &attributes, argv.data(),
+                              envp.data());
+  posix_spawnattr_destroy(&attributes);
+  if (err != 0) {
     return absl::InternalError(absl::StrCat("cannot start worker ", w.index, ": ", std::strerror(err)));
   }
   w.pid = pid;
@@ -293,13 +305,9 @@ void WorkerPool::OnWatchEnded(int worker, int incarnation) {
     --watches_;
     Worker& w = *workers_[worker];
     if (w.incarnation != incarnation) return;
+    // A watch can end without the worker being at fault (its connection was reset): the
+    // monitor starts another; a worker that died is seen exiting.
     w.watch = nullptr;
-    if (w.state == WorkerState::kServing && !stopping_) {
-      w.state = WorkerState::kFaulted;
-      w.message = "lost contact with it; it is being restarted";
-      w.changed_at = absl::Now();
-      changed = true;
-    }
   }
   if (changed) Changed();
 }
@@ -355,7 +363,8 @@ void WorkerPool::Monitor() {
                         w.index, w.pid, absl::FormatDuration(kFaultedExitGrace));
           kill(w.pid, SIGKILL);
           w.changed_at = now;
-        } else if (w.pid > 0 && w.watch == nullptr && w.state == WorkerState::kStarting) {
+        } else if (w.pid > 0 && w.watch == nullptr &&
+                   (w.state == WorkerState::kStarting || w.state == WorkerState::kServing)) {
           ++watches_;
           w.watch = new HealthWatch(this, w.index, w.incarnation, w.stubs.front().get());
         }
@@ -521,9 +530,11 @@ void WorkerPool::Stop() {
     for (auto& w : workers_) {
       if (w->watch != nullptr) w->watch->Cancel();
     }
-    // The watches' OnDone touch the pool: wait for them.
+    // The watches' OnDone touch the pool: wait for them (a cancelled call ends promptly).
     auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return watches_ == 0; };
-    mu_.AwaitWithTimeout(absl::Condition(&none), absl::Seconds(10));
+    while (!mu_.AwaitWithTimeout(absl::Condition(&none), absl::Seconds(10))) {
+      spdlog::warn("waiting for {} worker health watch(es) to end", watches_);
+    }
   }
   if (!stop_monitor_.HasBeenNotified()) stop_monitor_.Notify();
   if (monitor_.joinable()) monitor_.join();

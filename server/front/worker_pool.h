@@ -27,6 +27,9 @@
 
 namespace gpucompute::front {
 
+// The environment variable that tells a worker its front's pid.
+inline constexpr char kFrontPidVariable[] = "GPUCOMPUTE_FRONT_PID";
+
 struct WorkerPoolOptions {
   std::string executable;               // the server binary (the front's own)
   std::vector<std::string> base_args;   // the front's arguments; the pool appends its own
