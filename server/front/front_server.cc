@@ -33,12 +33,9 @@ absl::StatusOr<std::unique_ptr<FrontServer>> FrontServer::Start(FrontConfig conf
 
   // Health follows the workers: SERVING while any serves.
   FrontServer* front = s.get();
-  ASSIGN_OR_RETURN(std::unique_ptr<WorkerPool> pool,
-                   WorkerPool::Start(config.workers, [front] { front->UpdateHealth(); }));
-  {
-    absl::MutexLock lock(&s->health_mu_);  // UpdateHealth reads it from the pool's threads
-    s->pool_ = std::move(pool);
-  }
+  ASSIGN_OR_RETURN(s->pool_, WorkerPool::Start(config.workers, [front](const WorkerPool& pool) {
+                     front->health_.Set(pool.AnyServing());
+                   }));
   s->registry_->AddCallback(
       metrics::MetricType::kGauge, "gpucompute_worker_up",
       "1 while the worker process (one per GPU) serves; 0 while it starts, after a fault, or "
@@ -88,21 +85,16 @@ absl::StatusOr<std::unique_ptr<FrontServer>> FrontServer::Start(FrontConfig conf
   listener.grpc_args = config.grpc_args;
   AddListener(builder, listener, &s->port_);
   builder.RegisterCallbackGenericService(s->proxy_.get());
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || s->port_ == 0) {
+  s->server_ = builder.BuildAndStart();
+  if (!s->server_ || s->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("could not listen on ", config.address));
   }
-  std::unique_ptr<grpc::Server> health_server;
   if (config.health_port >= 0) {
-    ASSIGN_OR_RETURN(health_server, StartHealthServer(HostOfAddress(config.address),
-                                                      config.health_port, &s->health_port_));
+    ASSIGN_OR_RETURN(s->health_server_, StartHealthServer(HostOfAddress(config.address),
+                                                          config.health_port, &s->health_port_));
   }
-  {
-    absl::MutexLock lock(&s->health_mu_);  // UpdateHealth reads them from the pool's threads
-    s->server_ = std::move(server);
-    s->health_server_ = std::move(health_server);
-  }
-  s->UpdateHealth();
+  s->health_.Attach(s->server_.get(), s->health_server_.get());
+  s->health_.Set(s->pool_->AnyServing());
   s->security_ = std::make_unique<SecurityWatch>(s->auth_.get(), s->registry_.get(),
                                                  config.auth_token_reload_interval, config.tls);
   if (config.metrics_port >= 0) {
@@ -118,14 +110,6 @@ absl::StatusOr<std::unique_ptr<FrontServer>> FrontServer::Start(FrontConfig conf
 }
 
 FrontServer::~FrontServer() { Shutdown(absl::Seconds(5)); }
-
-void FrontServer::UpdateHealth() {
-  absl::MutexLock lock(&health_mu_);
-  if (health_closed_) return;
-  const bool serving = pool_ != nullptr && pool_->AnyServing();
-  SetHealth(server_.get(), serving);
-  SetHealth(health_server_.get(), serving);
-}
 
 std::string FrontServer::Expose() const {
   std::vector<std::pair<std::string, std::string>> workers;
@@ -145,12 +129,7 @@ void FrontServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
   if (security_) security_->Stop();
-  {
-    absl::MutexLock lock(&health_mu_);
-    SetHealth(server_.get(), false);
-    SetHealth(health_server_.get(), false);
-    health_closed_ = true;
-  }
+  health_.Close();
   const auto deadline = std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace);
   std::thread drain;
   if (server_) drain = std::thread([this, deadline] { server_->Shutdown(deadline); });

@@ -13,7 +13,6 @@
 #include <grpcpp/server.h>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/front/proxy_service.h"
 #include "server/front/worker_pool.h"
@@ -21,6 +20,7 @@
 #include "server/metrics/metrics_server.h"
 #include "server/service/auth.h"
 #include "server/service/credentials.h"
+#include "server/service/health_port.h"
 #include "server/service/security_watch.h"
 
 namespace gpucompute::front {
@@ -58,7 +58,6 @@ class FrontServer {
 
  private:
   FrontServer() = default;
-  void UpdateHealth();
   std::string Expose() const;
 
   std::unique_ptr<metrics::Registry> registry_;
@@ -69,10 +68,9 @@ class FrontServer {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::Server> health_server_;
   std::unique_ptr<metrics::MetricsServer> metrics_server_;
+  HealthStatus health_;  // SERVING while any worker serves; closed when Shutdown begins
   int port_ = 0;
   int health_port_ = 0;
-  absl::Mutex health_mu_;
-  bool health_closed_ ABSL_GUARDED_BY(health_mu_) = false;
   bool shut_down_ = false;
 };
 

@@ -49,6 +49,10 @@ void Run(Actions& actions) {
 // Upstream (UpDone, which needs the mutex, has not run), the object is alive, and TryCancel
 // runs no reaction inline.
 
+// Replies queued for the client before the front stops reading (a worker's stream) or
+// taking requests (Submit jobs it refuses itself): HTTP/2 flow control then holds the sender.
+constexpr size_t kMostQueuedReplies = 8;
+
 // Methods whose client sends a stream (the rest send exactly one message).
 bool ClientStreams(Method m) {
   return m == Method::kLoadModel || m == Method::kPutTensor || m == Method::kSubmit ||
@@ -170,6 +174,10 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
   void MaybeReleaseLocked(Target& t, Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CancelUpstreamsLocked(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReadDownLocked(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True while an upstream write of the current request message is outstanding.
+  bool WritingUpLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return std::any_of(targets_.begin(), targets_.end(), [](const Target& t) { return t.write_pending; });
+  }
   void QueueDownLocked(grpc::ByteBuffer message, Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeCompleteLocked(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CompleteLocked(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -195,7 +203,6 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
   grpc::ByteBuffer first_;  // the first request message: written once, before routing
   bool down_reading_ ABSL_GUARDED_BY(mu_) = false;
   bool down_half_closed_ ABSL_GUARDED_BY(mu_) = false;
-  int writes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // upstream writes of the current message
   std::deque<grpc::ByteBuffer> down_out_ ABSL_GUARDED_BY(mu_);
   bool down_writing_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ByteBuffer down_write_;  // the downstream write's buffer
@@ -204,7 +211,9 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;  // the outcome is decided
   bool finish_sent_ ABSL_GUARDED_BY(mu_) = false;  // Finish (or StartWriteAndFinish) started
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
-  std::string name_for_undo_ ABSL_GUARDED_BY(mu_);
+  // The name an UnloadModel or RegisterSharedMemory request gives (what the front records
+  // as unloaded, or undoes when a registration half-fails).
+  std::string request_name_ ABSL_GUARDED_BY(mu_);
 };
 
 void Upstream::OnWriteDone(bool ok) { call_->UpWriteDone(target_, ok); }
@@ -308,7 +317,7 @@ void ProxyCall::RouteLocked(bool have_first, Actions& actions) {
       return;
     }
     if ((method_ == Method::kUnloadModel || method_ == Method::kRegisterSharedMemory) && have_first) {
-      name_for_undo_ = NameInRequest(first_);
+      request_name_ = NameInRequest(first_);
     }
   }
   StartTargetsLocked(have_first, actions);
@@ -383,10 +392,6 @@ void ProxyCall::StartTargetsLocked(bool have_first, Actions& actions) {
       up->Begin(stub.get(), method, have_first ? &first_ : nullptr, last);
     });
   }
-  if (have_first) writes_in_flight_ = 0;
-  for (Target& t : targets_) {
-    if (t.write_pending) ++writes_in_flight_;
-  }
   if (std::all_of(targets_.begin(), targets_.end(), [](const Target& t) { return t.done; })) {
     MaybeCompleteLocked(actions);
   }
@@ -404,15 +409,13 @@ void ProxyCall::ForwardLocked(Actions& actions) {
     }
     job_slots_.push_back(*std::move(slot));
   }
-  writes_in_flight_ = 0;
   for (Target& t : targets_) {
     if (t.up == nullptr || t.writes_closed || t.reads_ended) continue;
     t.write_pending = true;
-    ++writes_in_flight_;
     Upstream* up = t.up;
     actions.push_back([up, message] { up->Write(message); });
   }
-  if (writes_in_flight_ == 0 && !finishing_) {
+  if (!WritingUpLocked() && !finishing_) {
     // Every worker call has ended: read no further; the call completes with their status.
     MaybeCompleteLocked(actions);
   }
@@ -454,7 +457,7 @@ void ProxyCall::CancelUpstreamsLocked(Actions& actions) {
 // piling up: then OnWriteDone reads once they drain.
 void ProxyCall::ReadDownLocked(Actions& actions) {
   if (down_reading_ || finishing_ || down_half_closed_) return;
-  if (down_out_.size() >= 8) {
+  if (down_out_.size() >= kMostQueuedReplies) {
     read_after_drain_ = true;
     return;
   }
@@ -475,7 +478,7 @@ void ProxyCall::UpWriteDone(int index, bool ok) {
       actions.push_back([up] { up->CloseWrites(); });
     }
     MaybeReleaseLocked(t, actions);
-    if (--writes_in_flight_ == 0 && ClientStreams(method_)) ReadDownLocked(actions);
+    if (!WritingUpLocked() && ClientStreams(method_)) ReadDownLocked(actions);
   }
   Run(actions);
 }
@@ -492,7 +495,7 @@ void ProxyCall::UpRead(int index, bool ok, grpc::ByteBuffer* message) {
       if (method_ == Method::kSubmit && !job_slots_.empty()) job_slots_.pop_front();  // a job ended
       QueueDownLocked(std::move(*message), actions);
       *message = grpc::ByteBuffer();
-      if (down_out_.size() < 8) {
+      if (down_out_.size() < kMostQueuedReplies) {
         Upstream* up = t.up;
         actions.push_back([up] { up->ReadNext(); });
       } else {
@@ -558,7 +561,7 @@ void ProxyCall::OnWriteDone(bool ok) {
       down_out_.pop_front();
       actions.push_back([this] { StartWrite(&down_write_); });
     }
-    if (down_out_.size() < 8) {
+    if (down_out_.size() < kMostQueuedReplies) {
       for (Target& t : targets_) {
         if (t.read_paused && t.up != nullptr) {
           t.read_paused = false;
@@ -567,7 +570,7 @@ void ProxyCall::OnWriteDone(bool ok) {
         }
       }
     }
-    if (read_after_drain_ && down_out_.size() < 8) {
+    if (read_after_drain_ && down_out_.size() < kMostQueuedReplies) {
       read_after_drain_ = false;
       ReadDownLocked(actions);
     }
@@ -626,7 +629,7 @@ void ProxyCall::CompleteLocked(Actions& actions) {
                                     shared_->parts.device_index_of_worker);
   // What the workers now hold, and undoing a half-done LoadModel / RegisterSharedMemory.
   if (method_ == Method::kLoadModel || method_ == Method::kRegisterSharedMemory) {
-    std::string name = name_for_undo_;
+    std::string name = request_name_;
     std::vector<int> succeeded;
     for (const Target& t : targets_) {
       if (!t.status.ok() || t.replies.empty()) continue;
@@ -639,7 +642,7 @@ void ProxyCall::CompleteLocked(Actions& actions) {
       actions.push_back([this, succeeded, name] { Undo(succeeded, name); });
     }
   } else if (method_ == Method::kUnloadModel && merged.status.ok()) {
-    for (const Target& t : targets_) pool.RemoveModel(t.worker, name_for_undo_);
+    for (const Target& t : targets_) pool.RemoveModel(t.worker, request_name_);
   }
   FinishLocked(merged.status, actions, merged.has_message ? &merged.message : nullptr);
 }

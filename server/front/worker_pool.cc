@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "server/common/health_wire.h"
 #include "spdlog/spdlog.h"
 
 extern char** environ;
@@ -42,15 +43,13 @@ std::string DescribeExit(int status) {
   return "stopped";
 }
 
-// The serving status in a grpc.health.v1.HealthCheckResponse (field 1, an enum): 0 unknown,
-// 1 SERVING, 2 NOT_SERVING, 3 SERVICE_UNKNOWN.
+// The serving status in a grpc.health.v1.HealthCheckResponse.
 int HealthStatusOf(const grpc::ByteBuffer& buffer) {
   std::vector<grpc::Slice> slices;
   if (!buffer.Dump(&slices).ok()) return 0;
   std::string bytes;
   for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  if (bytes.size() >= 2 && bytes[0] == 0x08) return static_cast<unsigned char>(bytes[1]);
-  return 0;
+  return DecodeHealthStatus(bytes);
 }
 
 }  // namespace
@@ -90,8 +89,9 @@ class WorkerPool::HealthWatch : public grpc::ClientBidiReactor<grpc::ByteBuffer,
   HealthWatch(WorkerPool* pool, int worker, int incarnation, grpc::GenericStub* stub)
       : pool_(pool), worker_(worker), incarnation_(incarnation) {
     context_.set_wait_for_ready(true);
-    grpc::Slice empty("", 0);
-    request_ = grpc::ByteBuffer(&empty, 1);  // HealthCheckRequest{service: ""}
+    const std::string overall = EncodeHealthCheckRequest("");  // the overall status
+    grpc::Slice slice(overall);
+    request_ = grpc::ByteBuffer(&slice, 1);
     stub->PrepareBidiStreamingCall(&context_, kHealthWatch, grpc::StubOptions(), this);
     StartWriteLast(&request_, grpc::WriteOptions());
     StartRead(&response_);
@@ -118,11 +118,11 @@ class WorkerPool::HealthWatch : public grpc::ClientBidiReactor<grpc::ByteBuffer,
   grpc::ByteBuffer response_;
 };
 
-WorkerPool::WorkerPool(WorkerPoolOptions options, std::function<void()> on_change)
+WorkerPool::WorkerPool(WorkerPoolOptions options, std::function<void(const WorkerPool&)> on_change)
     : options_(std::move(options)), on_change_(std::move(on_change)) {}
 
-absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(WorkerPoolOptions options,
-                                                              std::function<void()> on_change) {
+absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(
+    WorkerPoolOptions options, std::function<void(const WorkerPool&)> on_change) {
   if (options.workers < 1) return absl::InvalidArgumentError("--workers: at least 1");
   if (options.socket_dir.empty()) return absl::InvalidArgumentError("no socket directory");
   if (mkdir(options.socket_dir.c_str(), 0700) != 0 && errno != EEXIST) {
@@ -280,13 +280,13 @@ void WorkerPool::OnHealth(int worker, int incarnation, int status) {
     absl::MutexLock lock(&mu_);
     Worker& w = *workers_[worker];
     if (w.incarnation != incarnation || w.state == WorkerState::kDown || stopping_) return;
-    if (status == 1 && w.state == WorkerState::kStarting) {
+    if (status == kHealthServing && w.state == WorkerState::kStarting) {
       w.state = WorkerState::kServing;
       w.message.clear();
       w.changed_at = absl::Now();
       changed = true;
       spdlog::info("worker {} serving (pid {})", w.index, w.pid);
-    } else if (status != 1 && w.state == WorkerState::kServing) {
+    } else if (status != kHealthServing && w.state == WorkerState::kServing) {
       w.state = WorkerState::kFaulted;
       w.message = "its health turned NOT_SERVING (a device fault); it is being restarted";
       w.changed_at = absl::Now();
@@ -313,7 +313,7 @@ void WorkerPool::OnWatchEnded(int worker, int incarnation) {
 }
 
 void WorkerPool::Changed() {
-  if (on_change_) on_change_();
+  if (on_change_) on_change_(*this);
 }
 
 void WorkerPool::Monitor() {
@@ -444,11 +444,6 @@ void WorkerPool::AddModel(int worker, int incarnation, const std::string& name) 
 void WorkerPool::RemoveModel(int worker, const std::string& name) {
   absl::MutexLock lock(&mu_);
   workers_[worker]->models.erase(name);
-}
-
-bool WorkerPool::HasModel(int worker, const std::string& name) const {
-  absl::ReaderMutexLock lock(&mu_);
-  return workers_[worker]->models.contains(name);
 }
 
 bool WorkerPool::AnyHasModel(const std::string& name) const {

@@ -69,11 +69,10 @@ struct WorkerSnapshot {
 class WorkerPool {
  public:
   // Spawns every worker and waits until each serves (or options.start_timeout passes):
-  // UNAVAILABLE when none does. `on_change` runs (on the pool's threads) after any worker's
-  // state changed; it must not call back into the pool under a lock of its own that the
-  // pool's callers hold.
-  static absl::StatusOr<std::unique_ptr<WorkerPool>> Start(WorkerPoolOptions options,
-                                                          std::function<void()> on_change);
+  // UNAVAILABLE when none does. `on_change` runs (on the pool's threads) with the pool after
+  // any worker's state changed; it must not hold a lock that the pool's callers hold.
+  static absl::StatusOr<std::unique_ptr<WorkerPool>> Start(
+      WorkerPoolOptions options, std::function<void(const WorkerPool&)> on_change);
   ~WorkerPool();  // Stop()
 
   int size() const { return static_cast<int>(workers_.size()); }
@@ -97,7 +96,6 @@ class WorkerPool {
   // Models each worker holds (LoadModel/UnloadModel through the front).
   void AddModel(int worker, int incarnation, const std::string& name);
   void RemoveModel(int worker, const std::string& name);
-  bool HasModel(int worker, const std::string& name) const;
   bool AnyHasModel(const std::string& name) const;
 
   std::vector<WorkerSnapshot> Snapshot() const;
@@ -116,7 +114,7 @@ class WorkerPool {
   struct Worker;
   class HealthWatch;
 
-  explicit WorkerPool(WorkerPoolOptions options, std::function<void()> on_change);
+  explicit WorkerPool(WorkerPoolOptions options, std::function<void(const WorkerPool&)> on_change);
   absl::Status Spawn(Worker& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Monitor();
   void OnHealth(int worker, int incarnation, int status);
@@ -124,7 +122,7 @@ class WorkerPool {
   void Changed();
 
   const WorkerPoolOptions options_;
-  const std::function<void()> on_change_;
+  const std::function<void(const WorkerPool&)> on_change_;
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Worker>> workers_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

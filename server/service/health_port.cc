@@ -22,12 +22,41 @@ std::string HostOfAddress(const std::string& address) {
   return address.substr(0, colon);
 }
 
+namespace {
+
 void SetHealth(grpc::Server* server, bool serving) {
   if (server == nullptr) return;
   if (auto* health = server->GetHealthCheckService()) {
     health->SetServingStatus(serving);
     health->SetServingStatus("gpucompute.v1.Compute", serving);
   }
+}
+
+}  // namespace
+
+void HealthStatus::Attach(grpc::Server* server, grpc::Server* health_server) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return;
+  server_ = server;
+  health_server_ = health_server;
+  SetHealth(server_, serving_);
+  SetHealth(health_server_, serving_);
+}
+
+void HealthStatus::Set(bool serving) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return;
+  serving_ = serving;
+  SetHealth(server_, serving);
+  SetHealth(health_server_, serving);
+}
+
+void HealthStatus::Close() {
+  absl::MutexLock lock(&mu_);
+  SetHealth(server_, false);
+  SetHealth(health_server_, false);
+  server_ = health_server_ = nullptr;
+  closed_ = true;
 }
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartHealthServer(const std::string& host, int port,

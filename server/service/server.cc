@@ -98,6 +98,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     ASSIGN_OR_RETURN(s->health_server_, StartHealthServer(HostOfAddress(config.address),
                                                           config.health_port, &s->health_port_));
   }
+  s->health_.Attach(s->server_.get(), s->health_server_.get());
   s->SetServing(true);
   if (config.metrics_port >= 0) {
     ASSIGN_OR_RETURN(s->metrics_server_, metrics::MetricsServer::Start(HostOfAddress(config.address),
@@ -118,11 +119,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
 Server::~Server() { Shutdown(absl::Seconds(5)); }
 
 void Server::SetServing(bool serving) {
-  absl::MutexLock lock(&health_mu_);
-  if (health_closed_) return;
-  serving = serving && !device_lost_.load();  // a lost GPU never comes back in this process
-  SetHealth(server_.get(), serving);
-  SetHealth(health_server_.get(), serving);
+  health_.Set(serving && !device_lost_.load());  // a lost GPU never comes back in this process
 }
 
 absl::Status Server::ReloadTokens() {
@@ -135,12 +132,7 @@ void Server::Shutdown(absl::Duration grace) {
   shut_down_ = true;
   if (security_) security_->Stop();
   // Start() may have failed half-way: every member can be null here.
-  {
-    absl::MutexLock lock(&health_mu_);
-    SetHealth(server_.get(), false);
-    SetHealth(health_server_.get(), false);  // probes see NOT_SERVING while calls drain
-    health_closed_ = true;
-  }
+  health_.Close();  // probes see NOT_SERVING while calls drain
   if (service_) {
     // Open Submit streams would otherwise keep the drain below waiting until `grace` for
     // clients that may never half-close: they stop reading now and finish UNAVAILABLE once

@@ -28,6 +28,7 @@
 #include "server/service/auth.h"
 #include "server/service/compute_service.h"
 #include "server/service/credentials.h"
+#include "server/service/health_port.h"
 #include "server/service/security_watch.h"
 #include "server/service/limits.h"
 
@@ -145,8 +146,7 @@ class Server {
   std::unique_ptr<metrics::MetricsServer> metrics_server_;  // stopped first
   int port_ = 0;
   int health_port_ = 0;
-  absl::Mutex health_mu_;
-  bool health_closed_ ABSL_GUARDED_BY(health_mu_) = false;  // Shutdown has begun
+  HealthStatus health_;  // of server_ and health_server_; closed when Shutdown begins
   std::string backend_name_;
   bool shut_down_ = false;
   std::atomic<bool> device_lost_{false};  // set by the backend's unhealthy-device listener
