@@ -259,25 +259,39 @@ def _hold_put_tensor(stub, token):
     return release, future
 
 
+def _hold_the_only_slot(stub, token, probe):
+    """Holds a PutTensor of `token` (max_in_flight 1) open until it has the token's slot, seen
+    by `probe()` (another call of the token) raising RESOURCE_EXHAUSTED; returns (event,
+    future) as _hold_put_tensor. The held call and a probe race for the slot (a server may
+    admit concurrent calls in any order): when the probe wins, the held call is refused and
+    opened again."""
+    deadline = time.monotonic() + 20
+    release, held = _hold_put_tensor(stub, token)
+    while True:
+        try:
+            probe()
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e
+            assert "has its limit of 1 calls in flight" in e.details(), e.details()
+            if not held.done():
+                return release, held
+        if held.done():  # refused: a probe had the slot
+            assert held.exception().code() == grpc.StatusCode.RESOURCE_EXHAUSTED, held.exception()
+            release.set()
+            release, held = _hold_put_tensor(stub, token)
+        assert time.monotonic() < deadline, "the held PutTensor never took the token's slot"
+        time.sleep(0.05)
+
+
 def test_in_flight_quota_per_token(token_server):
     target, _ = token_server
     channel = grpc.insecure_channel(target)
     stub = compute_pb2_grpc.ComputeStub(channel)
     slow = gpucompute.Client(target, token=SLOW, timeout=30)
     bob = gpucompute.Client(target, token=BOB, timeout=30)
-    release, held = _hold_put_tensor(stub, SLOW)
+    # Once the server has the held call, slow's (max_in_flight 1) next call is refused.
+    release, held = _hold_the_only_slot(stub, SLOW, lambda: slow.echo(np.arange(2.0)))
     try:
-        # Once the server has the held call, slow's (max_in_flight 1) next call is refused.
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                slow.echo(np.arange(2.0))
-            except grpc.RpcError as e:
-                assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e
-                assert 'token "slow"' in e.details() and "limit of 1" in e.details(), e.details()
-                break
-            assert time.monotonic() < deadline, "the held PutTensor never took slow's slot"
-            time.sleep(0.05)
         # A Submit job of slow is refused on its own; the stream goes on.
         with slow.stream(timeout=30) as s:
             s.submit("j", compute_pb2.EchoRequest(tensor=gpucompute.to_tensor(np.arange(2.0))))
@@ -353,13 +367,10 @@ def test_every_method_but_server_info_counts_against_the_quota(token_server):
     channel = grpc.insecure_channel(target)
     stub = compute_pb2_grpc.ComputeStub(channel)
     as_slow = [("authorization", f"Bearer {SLOW}")]
-    release, held = _hold_put_tensor(stub, SLOW)
+    echo = compute_pb2.EchoRequest(tensor=gpucompute.to_tensor(np.arange(2.0)))
+    release, held = _hold_the_only_slot(
+        stub, SLOW, lambda: stub.Echo(echo, timeout=10, metadata=as_slow))
     try:
-        deadline = time.monotonic() + 20
-        echo = compute_pb2.EchoRequest(tensor=gpucompute.to_tensor(np.arange(2.0)))
-        while code_of(lambda: stub.Echo(echo, timeout=10, metadata=as_slow)) == grpc.StatusCode.OK:
-            assert time.monotonic() < deadline, "the held PutTensor never took slow's slot"
-            time.sleep(0.05)
         codes = _call_every_method(channel, as_slow)
         assert len(codes) >= 16
         assert codes.pop("ServerInfo") == (grpc.StatusCode.OK, "")
@@ -496,13 +507,8 @@ def test_sighup_reloads_the_token_file(tmp_path):
         assert code_of(carol.list_models) == grpc.StatusCode.UNAUTHENTICATED
         alice_stream = alice.stream(timeout=60)
         # slow's only slot is held across the reloads: a kept token keeps its count.
-        release, held = _hold_put_tensor(stub, SLOW)
+        release, held = _hold_the_only_slot(stub, SLOW, lambda: slow.echo(np.arange(2.0)))
         try:
-            deadline = time.monotonic() + 20
-            while code_of(lambda: slow.echo(np.arange(2.0))) == grpc.StatusCode.OK:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-
             # 1. alice removed, carol added, bob's limit changed, slow kept (limit 1).
             start = len((tmp_path / "server.log").read_text())
             tokens.write_text(f"bob {BOB} 4\ncarol {CAROL}\nslow {SLOW} 1\n")
