@@ -109,6 +109,7 @@ class Upstream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::By
   void Cancel() { context_.TryCancel(); }
 
   void OnWriteDone(bool ok) override;
+  void OnWritesDoneDone(bool ok) override;
   void OnReadDone(bool ok) override;
   void OnDone(const grpc::Status& status) override;
 
@@ -141,6 +142,7 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
 
   // Reactions of the upstream calls.
   void UpWriteDone(int t, bool ok);
+  void UpWritesDone(int t);
   void UpRead(int t, bool ok, grpc::ByteBuffer* message);
   void UpDone(int t, const grpc::Status& status, std::multimap<std::string, std::string> trailers);
 
@@ -150,6 +152,9 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
     int incarnation = 0;
     Upstream* up = nullptr;       // null once its OnDone ran
     bool write_pending = false;
+    // A WritesDone started by the ProxyCall (not by Begin) and not yet reacted to: like a
+    // pending write, it keeps the hold, so that the Upstream outlives the call that starts it.
+    bool close_pending = false;
     bool writes_closed = false;   // WritesDone sent, or nothing more will be written
     bool reads_ended = false;
     bool released = false;        // its hold removed
@@ -217,6 +222,7 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
 };
 
 void Upstream::OnWriteDone(bool ok) { call_->UpWriteDone(target_, ok); }
+void Upstream::OnWritesDoneDone(bool /*ok*/) { call_->UpWritesDone(target_); }
 void Upstream::OnReadDone(bool ok) { call_->UpRead(target_, ok, &read_); }
 void Upstream::OnDone(const grpc::Status& status) {
   std::multimap<std::string, std::string> trailers;
@@ -427,14 +433,17 @@ void ProxyCall::CloseWritesLocked(Actions& actions) {
     if (t.write_pending) continue;  // closed when that write completes
     t.writes_closed = true;
     Upstream* up = t.up;
-    if (!t.reads_ended) actions.push_back([up] { up->CloseWrites(); });
+    if (!t.reads_ended) {
+      t.close_pending = true;
+      actions.push_back([up] { up->CloseWrites(); });
+    }
     MaybeReleaseLocked(t, actions);
   }
 }
 
 void ProxyCall::MaybeReleaseLocked(Target& t, Actions& actions) {
   if (t.released || t.up == nullptr) return;
-  if (!t.reads_ended || t.write_pending) return;
+  if (!t.reads_ended || t.write_pending || t.close_pending) return;
   t.writes_closed = true;
   t.released = true;
   Upstream* up = t.up;
@@ -474,11 +483,23 @@ void ProxyCall::UpWriteDone(int index, bool ok) {
     if (!ok) t.writes_closed = true;  // the worker's side has ended; its status will tell
     if (down_half_closed_ && !t.writes_closed && !t.reads_ended) {
       t.writes_closed = true;
+      t.close_pending = true;
       Upstream* up = t.up;
       actions.push_back([up] { up->CloseWrites(); });
     }
     MaybeReleaseLocked(t, actions);
     if (!WritingUpLocked() && ClientStreams(method_)) ReadDownLocked(actions);
+  }
+  Run(actions);
+}
+
+void ProxyCall::UpWritesDone(int index) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    Target& t = targets_[index];
+    t.close_pending = false;
+    MaybeReleaseLocked(t, actions);
   }
   Run(actions);
 }

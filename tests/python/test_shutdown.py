@@ -2,12 +2,13 @@
 
 A server is loaded by unary callers and a Submit stream; SIGTERM arrives mid-load. Every call
 the server had accepted must finish OK with its own correct result; calls made after the
-signal may only be refused with UNAVAILABLE; the server must exit 0. Open Submit streams stop
-reading on SIGTERM: the jobs they had read finish and are written back, a job read afterwards
-is answered UNAVAILABLE without being run, and the stream ends UNAVAILABLE "server shutting
-down" well before the grace period; the client answers the jobs the server never read with
-UNAVAILABLE, so that every job has exactly one result. Runs on whatever backend the suite uses
-(CPU in CI, CUDA on the GPU machine).
+signal may only be refused with UNAVAILABLE (or CANCELLED by gRPC core, for a call it had
+received but not yet handed to a handler: grpc/grpc#41785); the server must exit 0. Open
+Submit streams stop reading on SIGTERM: the jobs they had read finish and are written back, a
+job read afterwards is answered UNAVAILABLE without being run, and the stream ends UNAVAILABLE
+"server shutting down" well before the grace period; the client answers the jobs the server
+never read with UNAVAILABLE, so that every job has exactly one result. Runs on whatever
+backend the suite uses (CPU in CI, CUDA on the GPU machine).
 """
 import os
 import signal
@@ -100,7 +101,11 @@ def test_sigterm_under_load_loses_no_accepted_request(tmp_path):
     codes = {}
     for _, code, _ in outcomes:
         codes[code] = codes.get(code, 0) + 1
-    assert set(codes) <= {"OK", "UNAVAILABLE"}, codes
+    # gRPC core ends a call it had received but not yet handed to a handler with CANCELLED
+    # when the server shuts down (grpc/grpc#41785): seen under CI load for calls sent as the
+    # signal came; such a call never ran. Any other call is OK or refused UNAVAILABLE, and
+    # every call sent well before the signal is OK (below).
+    assert set(codes) <= {"OK", "UNAVAILABLE", "CANCELLED"}, codes
     assert all(correct for _, _, correct in outcomes), "a caller got another caller's result"
     before = [o for o in outcomes if o[0] < signalled - 0.5]
     assert before and all(code == "OK" for _, code, _ in before), codes

@@ -153,6 +153,57 @@ def test_models_load_on_every_worker(front, rng):
     assert e.value.code() == grpc.StatusCode.NOT_FOUND
 
 
+def test_malformed_uploads_racing_the_workers_replies_leave_the_front_serving(front, rng):
+    """LoadModel streams that the workers refuse part-way, from several threads at once: each
+    worker's early INVALID_ARGUMENT races the front's forwarding of the rest of the stream and
+    its WritesDone to the other worker (the front once freed an upstream call while it still
+    had a WritesDone to start on it, and crashed)."""
+    client, target, _ = front
+    from gpucompute.v1 import compute_pb2, compute_pb2_grpc, tensor_pb2
+    w = np.arange(12, dtype="<f4").tobytes()
+
+    def header(name):
+        return compute_pb2.LoadModelChunk(header=compute_pb2.ModelHeader(
+            name=name, dtype=tensor_pb2.FLOAT32, layers=[compute_pb2.LayerHeader(
+                weight=compute_pb2.TensorHeader(dtype=tensor_pb2.FLOAT32, shape=[4, 3]))]))
+
+    def chunk(offset, data):
+        return compute_pb2.LoadModelChunk(chunk=compute_pb2.TensorChunk(
+            layer=0, tensor=compute_pb2.LAYER_TENSOR_WEIGHT, offset=offset, data=data))
+
+    codes = {}
+    lock = threading.Lock()
+    stop = time.monotonic() + 4.0
+
+    def sender(i):
+        with grpc.insecure_channel(target) as channel:
+            stub = compute_pb2_grpc.ComputeStub(channel)
+            n = 0
+            while time.monotonic() < stop:
+                n += 1
+                name = f"race-{i}-{n}"
+                for messages in ([header(name), chunk(0, w[:16]), chunk(20, w[20:])],
+                                 [header(name), chunk(0, w), chunk(48, b"\0\0\0\0")],
+                                 [header(name), chunk(0, w[:40])]):
+                    try:
+                        stub.LoadModel(iter(messages), timeout=30)
+                        code = grpc.StatusCode.OK
+                    except grpc.RpcError as e:
+                        code = e.code()
+                    with lock:
+                        codes[code] = codes.get(code, 0) + 1
+
+    threads = [threading.Thread(target=sender, args=(i,)) for i in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert set(codes) == {grpc.StatusCode.INVALID_ARGUMENT}, codes
+    assert not [m for m in client.list_models() if m["name"].startswith("race-")]
+    assert [w["restarts"] for w in wait_until_all_serve(client)] == [0] * WORKERS
+    np.testing.assert_array_equal(client.echo(np.arange(3.0)), np.arange(3.0))
+
+
 def test_a_dead_worker_fails_only_its_calls_and_is_started_again(front, rng):
     client, target, metrics_port = front
     ws = wait_until_all_serve(client)
