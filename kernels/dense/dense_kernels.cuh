@@ -76,12 +76,20 @@ struct TensorCoreArgs {
   bool layernorm = false;
   float eps = 1e-5f;
   int act = 0;
-  int cluster = 2;  // CTAs sharing one W tile by TMA multicast (1 or 2)
+  // CTAs sharing one W tile by TMA multicast: 1, 2, or 0 for the kernel's choice (2 over
+  // several waves of tiles, where multicast measured faster; 1 on one wave, where it did not).
+  int cluster = 0;
 };
 // Whether `device` can run it (compute capability 9.0 exactly: the code is sm_90a) and the
 // arguments meet its layout rules (row_stats is not checked: the launch needs it with
 // layernorm and fails with cudaErrorInvalidValue without it).
 bool TensorCoreFits(int device, const TensorCoreArgs& args);
 cudaError_t LaunchTensorCore(const TensorCoreArgs& args, cudaStream_t stream);
+// Whether the kernel is expected to beat normalise + cuBLASLt for these arguments (it fits, and
+// see kernels/NOTES.md, "Dense" v9): with LayerNorm folded in, on one nearly full wave of
+// tiles (between 3/4 of the SMs and all of them) at least 8 tiles (2048 outputs) wide.
+// Without LayerNorm, on fewer tiles, or over several waves (it is not persistent), cuBLASLt
+// measured faster.
+bool TensorCorePays(int device, const TensorCoreArgs& args);
 
 }  // namespace gpucompute::kernels

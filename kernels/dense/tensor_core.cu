@@ -238,8 +238,21 @@ __device__ __forceinline__ void AddChunk(const uint4& raw, float shift, float& s
 // it only before its epilogue: the few CTAs of this kernel run on the SMs the product leaves
 // free, alongside its main loop. (Sums inside the product kernel cost 6-22 us on the
 // 1024 x 1024 -> 4096 layer: the x tiles' extra shared-memory reads compete with wgmma's.)
+// Register budgets: the product kernel is allocated kProductRegs a thread (its producer
+// warpgroup gives registers to the consumers with setmaxnreg), which leaves room on each SM for
+// one statistics CTA of kStatsThreads threads at kStatsRegs: the statistics run beside the
+// product instead of holding its CTAs back (at 168 registers a product CTA took the whole
+// register file, so the SMs that ran a statistics CTA started their tile ~2 us late).
+constexpr int kProductRegs = 160;
+constexpr int kProducerRegs = 40;
+constexpr int kConsumerRegs = 216;
+constexpr int kStatsThreads = 128;
+constexpr int kStatsRegs = 32;
+static_assert(kThreads * kProductRegs + kStatsThreads * kStatsRegs <= 65536, "one stats CTA fits beside");
+static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * kProductRegs, "setmaxnreg budget");
+
 template <typename T>
-__global__ void __launch_bounds__(512) RowStatsKernel(const T* __restrict__ x, int64_t ldx, int rows, int k,
+__global__ void __maxnreg__(kStatsRegs) RowStatsKernel(const T* __restrict__ x, int64_t ldx, int rows, int k,
                                                       float eps, float2* __restrict__ row_stats) {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   const int lane = threadIdx.x % 32;
@@ -356,7 +369,7 @@ __device__ __forceinline__ void Epilogue(const EpilogueArgs<T>& e) {
 }
 
 template <typename T, int kCluster>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __maxnreg__(kProductRegs)
     TensorCoreKernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
                      const float* __restrict__ bias,
                      const float* __restrict__ colsum, const float2* __restrict__ row_stats, T* __restrict__ y,
@@ -387,7 +400,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   if (warpgroup == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegs));
     // Thread 0 issues the loads of k slice `kt` into its stage once the stage is free.
     auto issue = [&](int kt) {
       const int st = kt % kStages;
@@ -413,7 +426,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int kt = 0; kt < k_tiles; ++kt) issue(kt);
     }
   } else {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegs));
     const int c = warpgroup - 1;  // which 64 rows
     const int t = threadIdx.x % 128;
     const int lane = t % 32, warp = t / 32;
@@ -535,17 +548,29 @@ cudaError_t LaunchTyped(const TensorCoreArgs& a, const CUtensorMap& x_map, const
   cudaError_t attr = cudaSuccess;
   std::call_once(once[device & 63], [&] {
     attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSharedBytes));
+    // The statistics kernel asks for the product's shared-memory carveout: an SM configured
+    // for a smaller one (the default for a kernel without shared memory) must drain before a
+    // product CTA can start there.
+    if (attr == cudaSuccess) {
+      attr = cudaFuncSetAttribute(RowStatsKernel<T>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  cudaSharedmemCarveoutMaxShared);
+    }
   });
   if (attr != cudaSuccess) return attr;
   const int tiles_n = static_cast<int>((a.n + kBN - 1) / kBN);
   const int tiles_m = static_cast<int>((a.rows + kBM * kCluster - 1) / (kBM * kCluster)) * kCluster;
   const int ctas = tiles_n * tiles_m;
   if (a.layernorm) {
-    // A warp per row, up to two CTAs per SM: ~1 us of DRAM latency before the product's CTAs
-    // take the SMs. (Four CTAs on the SMs the product leaves free were too slow: 29.9 us for
+    // A warp per row. When the product is one wave, at most one CTA per SM, each beside a
+    // product CTA (see kProductRegs); over several waves, up to four per SM (a later wave
+    // waits for the statistics anyway: the 16384-row layer took 4.19 ms with one per SM,
+    // 3.3 with more). (Four CTAs on the SMs the product leaves free were too slow: 29.9 us for
     // the 1024-row layer, the product waiting on them.)
-    const int stats_ctas = static_cast<int>(std::min<int64_t>(2 * sms, (a.rows + 15) / 16));
-    RowStatsKernel<T><<<stats_ctas, 512, 0, stream>>>(static_cast<const T*>(a.x), a.ldx, static_cast<int>(a.rows),
+    const int per_sm = ctas > sms ? 4 : 1;
+    const int rows_per_cta = kStatsThreads / 32;
+    const int stats_ctas =
+        static_cast<int>(std::min<int64_t>(int64_t{per_sm} * sms, (a.rows + rows_per_cta - 1) / rows_per_cta));
+    RowStatsKernel<T><<<stats_ctas, kStatsThreads, 0, stream>>>(static_cast<const T*>(a.x), a.ldx, static_cast<int>(a.rows),
                                                       static_cast<int>(a.k), a.eps, static_cast<float2*>(a.row_stats));
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
@@ -581,7 +606,7 @@ bool TensorCoreFits(int device, const TensorCoreArgs& a) {
   }
   if (major != 9 || minor != 0 || EncodeFunction() == nullptr) return false;
   if (a.type != DenseType::kBF16 && a.type != DenseType::kF16) return false;
-  if (a.cluster != 1 && a.cluster != 2) return false;
+  if (a.cluster < 0 || a.cluster > 2) return false;
   if (a.rows < 1 || a.k < 1 || a.n < 1 || a.rows > (int64_t{1} << 30) || a.k > (int64_t{1} << 30) ||
       a.n > (int64_t{1} << 30)) {
     return false;
@@ -591,13 +616,34 @@ bool TensorCoreFits(int device, const TensorCoreArgs& a) {
          Aligned(a.x, 16) && Aligned(a.w, 16) && Aligned(a.y, 4);
 }
 
+bool TensorCorePays(int device, const TensorCoreArgs& a) {
+  if (!a.layernorm || a.cluster == 2 || !TensorCoreFits(device, a)) return false;
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return false;
+  // With fewer than 8 column tiles the statistics (rows x k reads) no longer hide under the
+  // product (rows x n x k).
+  const int64_t tiles_n = (a.n + kBN - 1) / kBN;
+  const int64_t tiles = ((a.rows + kBM - 1) / kBM) * tiles_n;
+  return tiles_n >= 8 && 4 * tiles >= 3 * int64_t{sms} && tiles <= sms;
+}
+
 cudaError_t LaunchTensorCore(const TensorCoreArgs& a, cudaStream_t stream) {
   if (a.layernorm && a.row_stats == nullptr) return cudaErrorInvalidValue;
   CUtensorMap x_map, w_map;
   if (cudaError_t e = EncodeMap(&x_map, a.x, a.type, a.rows, a.k, a.ldx, kBM); e != cudaSuccess) return e;
   if (cudaError_t e = EncodeMap(&w_map, a.w, a.type, a.n, a.k, a.ldw, kBN / 2); e != cudaSuccess) return e;
   const bool bf16 = a.type == DenseType::kBF16;
-  if (a.cluster == 2) {
+  int cluster = a.cluster;
+  if (cluster == 0) {
+    int device = 0, sms = 0;
+    if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+    if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) {
+      return e;
+    }
+    const int64_t tiles = ((a.rows + kBM - 1) / kBM) * ((a.n + kBN - 1) / kBN);
+    cluster = tiles > sms ? 2 : 1;
+  }
+  if (cluster == 2) {
     return bf16 ? LaunchTyped<__nv_bfloat16, 2>(a, x_map, w_map, stream)
                 : LaunchTyped<__half, 2>(a, x_map, w_map, stream);
   }

@@ -438,13 +438,16 @@ absl::StatusOr<PendingDense> EnqueueDense(DeviceContext& device, StreamSlot& slo
     const bool fits = direct || kernels::FewRowsFits(r, L.in, L.out, KernelType(dtype), KernelType(dtype));
     few[l] = forced == DensePath::kFewRows ? fits
                                            : (forced == DensePath::kAuto && fits && FewRowsPays(rows));
-    // kAuto never takes the tensor-core kernel (so its checks stay off the hot path): on the
-    // H200 it measured level with normalise + cuBLASLt where it does best (1024 x 1024 -> 4096
-    // bf16: 23.7 vs 22.9-23.6 us across runs) and slower elsewhere (kernels/NOTES.md, v8).
+    // kAuto takes the tensor-core kernel where it folds this layer's LayerNorm into one
+    // nearly full wave of tiles (e.g. 1024 x 1024 -> 4096 bf16), the only place it measured
+    // faster than normalise + cuBLASLt (kernels/NOTES.md, "Dense" v9).
     const bool try_tc = forced == DensePath::kTensorCore && !few[l];
+    const bool auto_tc = forced == DensePath::kAuto && !few[l] && L.layernorm && in_type == dtype &&
+                         (dtype == ElementType::kBFloat16 || dtype == ElementType::kFloat16) &&
+                         kernels::TensorCorePays(device.device(), TensorCoreLayer(L, dtype, rows, in_ld, true));
     const bool tc_direct =
-        try_tc && in_type == dtype &&
-        kernels::TensorCoreFits(device.device(), TensorCoreLayer(L, dtype, rows, in_ld, L.layernorm));
+        auto_tc || (try_tc && in_type == dtype &&
+                    kernels::TensorCoreFits(device.device(), TensorCoreLayer(L, dtype, rows, in_ld, L.layernorm)));
     tensor[l] = tc_direct || (try_tc && kernels::TensorCoreFits(
                                             device.device(),
                                             TensorCoreLayer(L, dtype, rows, PaddedCols(L.in), false)));

@@ -144,7 +144,7 @@ class DenseCuda : public ::gpucompute::testing::SharedDeviceTest {
   absl::StatusOr<std::vector<Output>> Run(std::shared_ptr<const LoadedModel> model,
                                           ElementType input, const std::vector<std::string>& inputs,
                                           const std::vector<int64_t>& rows_each,
-                                          DensePath path = DensePath::kAuto) {
+                                          DensePath path = DensePath::kAuto, int cluster = 0) {
     Batch batch;
     batch.model = model;
     batch.input_dtype = input;
@@ -161,6 +161,7 @@ class DenseCuda : public ::gpucompute::testing::SharedDeviceTest {
     std::memset(slot->staging_out.data(), 0xff, slot->staging_out.capacity());
     EnqueueOptions options;
     options.path = path;
+    options.tensor_core_cluster = cluster;
     auto pending = EnqueueDense(device(), *slot, batch, &options);
     const cudaError_t err = cudaStreamSynchronize(slot->stream.get());
     absl::StatusOr<std::vector<Output>> out;
@@ -177,11 +178,11 @@ class DenseCuda : public ::gpucompute::testing::SharedDeviceTest {
 
   // One request of `rows` rows; checks against the reference; returns the relative error.
   double Check(const ModelSpec& spec, ElementType input, int64_t rows, DensePath path,
-               uint64_t seed = 1) {
+               uint64_t seed = 1, int cluster = 0) {
     auto model = Load(spec);
     if (!model) return std::nan("");
     const std::vector<double> x = MakeInput(input, rows, spec.in_features(), seed);
-    auto out = Run(model, input, {ToBytes(input, x)}, {rows}, path);
+    auto out = Run(model, input, {ToBytes(input, x)}, {rows}, path, cluster);
     EXPECT_TRUE(out.ok()) << out.status();
     if (!out.ok()) return std::nan("");
     EXPECT_EQ(out->size(), 1u);
@@ -367,10 +368,15 @@ TEST_F(DenseCuda, TensorCore) {
     for (const Case& c : cases) {
       const ModelSpec spec = MakeSpec(dtype, false, {{c.in, c.out, c.ln, c.act}}, ++seed);
       for (ElementType input : {dtype, ElementType::kFloat32}) {
-        const double rel = Check(spec, input, c.rows, DensePath::kTensorCore, seed);
-        EXPECT_TRUE(WithinTolerance(rel, Tolerance(dtype, false)))
-            << ElementName(dtype) << " " << c.in << "->" << c.out << " rows=" << c.rows << " ln=" << c.ln
-            << " " << ActivationName(c.act) << " input " << ElementName(input) << ": rel l2 " << rel;
+        // Each case with the kernel's own choice of cluster (one CTA on these shapes) and
+        // with pairs of CTAs sharing the W tile by multicast.
+        for (int cluster : {0, 2}) {
+          const double rel = Check(spec, input, c.rows, DensePath::kTensorCore, seed, cluster);
+          EXPECT_TRUE(WithinTolerance(rel, Tolerance(dtype, false)))
+              << ElementName(dtype) << " " << c.in << "->" << c.out << " rows=" << c.rows << " ln=" << c.ln
+              << " " << ActivationName(c.act) << " input " << ElementName(input) << " cluster " << cluster
+              << ": rel l2 " << rel;
+        }
       }
     }
     // A stack: the later layers read the previous layer's padded output raw.
@@ -391,6 +397,36 @@ TEST_F(DenseCuda, TensorCore) {
     ASSERT_TRUE(out.ok()) << out.status();
     const double off_rel = RelL2(FromBytes(dtype, (*out)[0]), Reference(offset_spec, x, 200));
     EXPECT_TRUE(WithinTolerance(off_rel, 1e-2)) << ElementName(dtype) << " offset rows: rel l2 " << off_rel;
+  }
+  // kAuto takes the kernel on one nearly full wave of at least 8 column tiles with LayerNorm
+  // folded in (on the H200, 1000 x 1024 -> 4096: 8 x 16 = 128 tiles), and nowhere else.
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device().device()), cudaSuccess);
+  kernels::TensorCoreArgs wave = probe;
+  wave.layernorm = true;
+  static const float kColsum[1] = {0.f};
+  wave.colsum = kColsum;  // checked for presence only
+  wave.k = wave.ldx = wave.ldw = 1024;
+  wave.n = wave.ldy = 256 * 16;
+  wave.rows = 128 * (sms / 16);  // 16 x (sms / 16) tiles: more than 3/4 of the SMs
+  EXPECT_EQ(kernels::TensorCorePays(device().device(), wave), sms >= 64);
+  kernels::TensorCoreArgs other = wave;
+  other.layernorm = false;
+  EXPECT_FALSE(kernels::TensorCorePays(device().device(), other));
+  other = wave;
+  other.rows = 64;
+  EXPECT_FALSE(kernels::TensorCorePays(device().device(), other));
+  other = wave;
+  other.rows = 16384;
+  EXPECT_FALSE(kernels::TensorCorePays(device().device(), other));
+  other = wave;
+  other.n = other.ldy = 256 * 4;
+  other.rows = 128 * 32;
+  EXPECT_FALSE(kernels::TensorCorePays(device().device(), other));
+  for (ElementType dtype : {ElementType::kBFloat16, ElementType::kFloat16}) {
+    const ModelSpec spec = MakeSpec(dtype, false, {{1024, 4096, true, Activation::kGeluTanh}}, ++seed);
+    const double rel = Check(spec, dtype, 1000, DensePath::kAuto, seed);
+    EXPECT_TRUE(WithinTolerance(rel, Tolerance(dtype, false))) << ElementName(dtype) << " auto: rel l2 " << rel;
   }
   // Float32 models are not the kernel's: a forced path says so.
   const ModelSpec f32 = MakeSpec(ElementType::kFloat32, false, {{64, 64, true, Activation::kNone}}, ++seed);
