@@ -188,7 +188,9 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
   void CompleteLocked(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishLocked(const grpc::Status& status, Actions& actions,
                     const grpc::ByteBuffer* last = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Undo(const std::vector<int>& workers, const std::string& name);
+  // Touches nothing of the call: it may run after the call is finished and freed.
+  static void Undo(WorkerPool& pool, Method method, const std::string& caller, const std::vector<int>& workers,
+                   const std::string& name);
   grpc::Status WorkerLost(int worker, const grpc::Status& status) const;
 
   ProxyService::Shared* const shared_;
@@ -465,7 +467,9 @@ void ProxyCall::CancelUpstreamsLocked(Actions& actions) {
 // The next downstream read, unless replies the front made itself (Submit jobs refused) are
 // piling up: then OnWriteDone reads once they drain.
 void ProxyCall::ReadDownLocked(Actions& actions) {
-  if (down_reading_ || finishing_ || down_half_closed_) return;
+  // Not once the client is gone: the call ends with the workers' calls, and a read started
+  // after a Finish that another thread decided meanwhile would have nothing to do.
+  if (down_reading_ || finishing_ || down_half_closed_ || cancelled_) return;
   if (down_out_.size() >= kMostQueuedReplies) {
     read_after_drain_ = true;
     return;
@@ -660,7 +664,9 @@ void ProxyCall::CompleteLocked(Actions& actions) {
     if (merged.status.ok() && method_ == Method::kLoadModel) {
       for (const Target& t : targets_) pool.AddModel(t.worker, t.incarnation, name);
     } else if (!merged.status.ok() && !succeeded.empty() && !name.empty()) {
-      actions.push_back([this, succeeded, name] { Undo(succeeded, name); });
+      actions.push_back([pool = &pool, method = method_, caller = caller_.id, succeeded, name] {
+        Undo(*pool, method, caller, succeeded, name);
+      });
     }
   } else if (method_ == Method::kUnloadModel && merged.status.ok()) {
     for (const Target& t : targets_) pool.RemoveModel(t.worker, request_name_);
@@ -671,9 +677,8 @@ void ProxyCall::CompleteLocked(Actions& actions) {
 // Unloads a model (or unregisters a region) on the workers where it succeeded while another
 // failed, so that nothing is half-loaded. Fire and forget: a worker that fails this too keeps
 // the copy until it is unloaded by name.
-void ProxyCall::Undo(const std::vector<int>& workers, const std::string& name) {
-  WorkerPool& pool = *shared_->parts.pool;
-  const std::string caller = caller_.id;
+void ProxyCall::Undo(WorkerPool& pool, Method method, const std::string& caller, const std::vector<int>& workers,
+                     const std::string& name) {
   for (int w : workers) {
     std::shared_ptr<grpc::GenericStub> stub = pool.Stub(w);
     if (stub == nullptr) continue;
@@ -684,17 +689,17 @@ void ProxyCall::Undo(const std::vector<int>& workers, const std::string& name) {
     };
     auto* u = new Undoing;
     u->stub = stub;
-    u->request = UndoRequest(method_, name);
+    u->request = UndoRequest(method, name);
     u->context.AddMetadata(kClientIdKey, caller);
     u->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    stub->UnaryCall(&u->context, UndoMethod(method_), grpc::StubOptions(), &u->request,
+    stub->UnaryCall(&u->context, UndoMethod(method), grpc::StubOptions(), &u->request,
                     &u->response, [u, w, name](grpc::Status s) {
                       if (!s.ok()) {
                         spdlog::warn("could not undo \"{}\" on worker {}: {}", name, w, s.error_message());
                       }
                       delete u;
                     });
-    if (method_ == Method::kLoadModel) pool.RemoveModel(w, name);
+    if (method == Method::kLoadModel) pool.RemoveModel(w, name);
   }
 }
 
