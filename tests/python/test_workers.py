@@ -224,12 +224,20 @@ def test_a_dead_worker_fails_only_its_calls_and_is_started_again(front, rng):
         except grpc.RpcError as e:
             outcomes.append((e.code(), e.details()))
 
+    def in_flight():  # per worker, from /metrics (scraping it routes no call to a worker)
+        return [sample(metrics_port, f'gpucompute_worker_calls_in_flight{{worker="{i}"}}')
+                for i in range(WORKERS)]
+
+    # One call, then the other once the first is routed: least-loaded routing sends it to the
+    # other worker. (Polling ServerInfo meanwhile would not do: it is a call to every worker,
+    # and its counts, taken worker by worker, could tip the second call onto the busy one.)
     threads = [threading.Thread(target=slow) for _ in range(2)]
-    for th in threads:
+    for n, th in enumerate(threads):
         th.start()
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and sum(int(x["callsInFlight"]) for x in workers(client)) < 2:
-        time.sleep(0.01)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and sum(v >= 1 for v in in_flight()) < n + 1:
+            time.sleep(0.01)
+    assert all(v >= 1 for v in in_flight()), in_flight()
     os.kill(int(victim["pid"]), signal.SIGKILL)  # what a sticky CUDA error does to a worker
     # A crash is seen when its connection drops (a device fault earlier: the worker's health
     # turns NOT_SERVING first); from then on the other worker serves every call, and health
