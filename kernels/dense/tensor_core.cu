@@ -235,14 +235,15 @@ __device__ __forceinline__ void AddChunk(const uint4& raw, float shift, float& s
 // LayerNorm statistics of every row, (mean, rstd) into row_stats: a warp per row, 16-byte
 // loads, sums of x - x_0 (shifted, so a large common offset costs no digits). Launched just
 // before TensorCoreKernel, which it lets start at once (launch_dependents) and which waits for
-// it only before its epilogue: the few CTAs of this kernel run on the SMs the product leaves
-// free, alongside its main loop. (Sums inside the product kernel cost 6-22 us on the
-// 1024 x 1024 -> 4096 layer: the x tiles' extra shared-memory reads compete with wgmma's.)
+// it only before its epilogue: on one wave its CTAs, one per SM, run beside the product's.
+// (Sums inside the product kernel cost 6-22 us on the 1024 x 1024 -> 4096 layer: the x tiles'
+// extra shared-memory reads compete with wgmma's.)
 // Register budgets: the product kernel is allocated kProductRegs a thread (its producer
 // warpgroup gives registers to the consumers with setmaxnreg), which leaves room on each SM for
-// one statistics CTA of kStatsThreads threads at kStatsRegs: the statistics run beside the
-// product instead of holding its CTAs back (at 168 registers a product CTA took the whole
-// register file, so the SMs that ran a statistics CTA started their tile ~2 us late).
+// one statistics CTA of kStatsThreads threads at kStatsRegs (at 168 registers a product CTA
+// took the whole register file). With the statistics kernel's shared-memory carveout (set at
+// launch) the two share the SM: LayerNorm costs ~1.5 us over the bare product instead of ~4.3
+// (kernels/NOTES.md, "Dense" v9).
 constexpr int kProductRegs = 160;
 constexpr int kProducerRegs = 40;
 constexpr int kConsumerRegs = 216;
@@ -562,10 +563,10 @@ cudaError_t LaunchTyped(const TensorCoreArgs& a, const CUtensorMap& x_map, const
   const int ctas = tiles_n * tiles_m;
   if (a.layernorm) {
     // A warp per row. When the product is one wave, at most one CTA per SM, each beside a
-    // product CTA (see kProductRegs); over several waves, up to four per SM (a later wave
-    // waits for the statistics anyway: the 16384-row layer took 4.19 ms with one per SM,
-    // 3.3 with more). (Four CTAs on the SMs the product leaves free were too slow: 29.9 us for
-    // the 1024-row layer, the product waiting on them.)
+    // product CTA (see kProductRegs); over several waves up to four per SM, so that a large x
+    // is read by enough warps (they delay only the first wave's CTAs on their SMs). (Four
+    // CTAs on the SMs the product leaves free were too slow: 29.9 us for the 1024-row layer,
+    // the product waiting on them.)
     const int per_sm = ctas > sms ? 4 : 1;
     const int rows_per_cta = kStatsThreads / 32;
     const int stats_ctas =
