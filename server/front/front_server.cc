@@ -83,17 +83,12 @@ absl::StatusOr<std::unique_ptr<FrontServer>> FrontServer::Start(FrontConfig conf
   listener.memory_quota_bytes = config.grpc_memory_quota_bytes;
   listener.quota_name = "gpucompute-front";
   listener.grpc_args = config.grpc_args;
-  AddListener(builder, listener, &s->port_);
   builder.RegisterCallbackGenericService(s->proxy_.get());
-  s->server_ = builder.BuildAndStart();
-  if (!s->server_ || s->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("could not listen on ", config.address));
-  }
-  if (config.health_port >= 0) {
-    ASSIGN_OR_RETURN(s->health_server_, StartHealthServer(HostOfAddress(config.address),
-                                                          config.health_port, &s->health_port_));
-  }
-  s->health_.Attach(s->server_.get(), s->health_server_.get());
+  ASSIGN_OR_RETURN(Listening listening, StartListening(builder, listener, config.health_port, s->health_));
+  s->server_ = std::move(listening.server);
+  s->port_ = listening.port;
+  s->health_server_ = std::move(listening.health_server);
+  s->health_port_ = listening.health_port;
   s->health_.Set(s->pool_->AnyServing());
   s->security_ = std::make_unique<SecurityWatch>(s->auth_.get(), s->registry_.get(),
                                                  config.auth_token_reload_interval, config.tls);

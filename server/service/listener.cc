@@ -8,7 +8,10 @@
 
 #include <grpcpp/resource_quota.h>
 
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 
 namespace gpucompute {
 
@@ -32,6 +35,22 @@ void AddListener(grpc::ServerBuilder& builder, const ListenerOptions& o, int* po
       builder.AddChannelArgument(key, value);
     }
   }
+}
+
+absl::StatusOr<Listening> StartListening(grpc::ServerBuilder& builder, const ListenerOptions& options,
+                                         int health_port, HealthStatus& health) {
+  Listening l;
+  AddListener(builder, options, &l.port);
+  l.server = builder.BuildAndStart();
+  if (!l.server || l.port == 0) {
+    return absl::UnavailableError(absl::StrCat("could not listen on ", options.address));
+  }
+  if (health_port >= 0) {
+    ASSIGN_OR_RETURN(l.health_server, StartHealthServer(HostOfAddress(options.address), health_port,
+                                                        &l.health_port));
+  }
+  health.Attach(l.server.get(), l.health_server.get());
+  return l;
 }
 
 }  // namespace gpucompute

@@ -10,7 +10,11 @@
 #include <vector>
 
 #include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
+
+#include "absl/status/statusor.h"
+#include "server/service/health_port.h"
 
 namespace gpucompute {
 
@@ -30,5 +34,20 @@ struct ListenerOptions {
 // Adds the listening port (the bound port goes to *port once the server is built) and the
 // settings to `builder`.
 void AddListener(grpc::ServerBuilder& builder, const ListenerOptions& options, int* port);
+
+// What StartListening started: the service's server and, with a health port, the plaintext
+// health server beside it (null otherwise), with their bound ports.
+struct Listening {
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+  std::unique_ptr<grpc::Server> health_server;
+  int health_port = 0;
+};
+
+// Builds and starts `builder` (the caller has registered its services) with AddListener's port
+// and settings; with health_port >= 0 (0: any free port) starts the health server on the
+// address's host too; attaches both to `health`. UNAVAILABLE when the address cannot be bound.
+absl::StatusOr<Listening> StartListening(grpc::ServerBuilder& builder, const ListenerOptions& options,
+                                         int health_port, HealthStatus& health);
 
 }  // namespace gpucompute

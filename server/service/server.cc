@@ -88,17 +88,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   listener.memory_quota_bytes = config.grpc_memory_quota_bytes;
   listener.quota_name = "gpucompute-server";
   listener.grpc_args = config.grpc_args;
-  AddListener(builder, listener, &s->port_);
   builder.RegisterService(s->service_.get());
-  s->server_ = builder.BuildAndStart();
-  if (!s->server_ || s->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("could not listen on ", config.address));
-  }
-  if (config.health_port >= 0) {
-    ASSIGN_OR_RETURN(s->health_server_, StartHealthServer(HostOfAddress(config.address),
-                                                          config.health_port, &s->health_port_));
-  }
-  s->health_.Attach(s->server_.get(), s->health_server_.get());
+  ASSIGN_OR_RETURN(Listening listening, StartListening(builder, listener, config.health_port, s->health_));
+  s->server_ = std::move(listening.server);
+  s->port_ = listening.port;
+  s->health_server_ = std::move(listening.health_server);
+  s->health_port_ = listening.health_port;
   s->SetServing(true);
   if (config.metrics_port >= 0) {
     ASSIGN_OR_RETURN(s->metrics_server_, metrics::MetricsServer::Start(HostOfAddress(config.address),

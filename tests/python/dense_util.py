@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 
+from gpucompute.v1 import compute_pb2, tensor_pb2
+
 try:
     from scipy.special import erf
 except ImportError:  # the GPU machine may lack SciPy: the same function, element by element
@@ -97,3 +99,16 @@ def random_stack(rng, sizes, activations, layernorms, **kwargs):
     return [random_layer(rng, sizes[i], sizes[i + 1], activation=activations[i],
                          layernorm=layernorms[i], **kwargs)
             for i in range(len(sizes) - 1)]
+
+
+def upload_header(name, n_in=4, n_out=3):
+    """The header message of a LoadModel stream by hand: one float32 layer, n_in x n_out."""
+    return compute_pb2.LoadModelChunk(header=compute_pb2.ModelHeader(
+        name=name, dtype=tensor_pb2.FLOAT32, layers=[compute_pb2.LayerHeader(
+            weight=compute_pb2.TensorHeader(dtype=tensor_pb2.FLOAT32, shape=[n_in, n_out]))]))
+
+
+def upload_chunk(offset, data, layer=0):
+    """A weight chunk message of a LoadModel stream by hand."""
+    return compute_pb2.LoadModelChunk(chunk=compute_pb2.TensorChunk(
+        layer=layer, tensor=compute_pb2.LAYER_TENSOR_WEIGHT, offset=offset, data=data))

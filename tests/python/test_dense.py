@@ -17,7 +17,8 @@ import pytest
 import gpucompute
 from rpc_util import expect_rpc_error
 from conftest import client_of_server
-from dense_util import ACTIVATION_FNS, TOLERANCES, check, random_layer, random_stack, reference
+from dense_util import (ACTIVATION_FNS, TOLERANCES, check, random_layer, random_stack, reference,
+                        upload_chunk, upload_header)
 from gpucompute.v1 import compute_pb2, tensor_pb2
 
 ACTIVATIONS = sorted(ACTIVATION_FNS)
@@ -338,30 +339,19 @@ def _raw_load(client, messages):
     return client.stub.LoadModel(iter(messages), timeout=30)
 
 
-def _header(name, n_in=4, n_out=3):
-    return compute_pb2.LoadModelChunk(header=compute_pb2.ModelHeader(
-        name=name, dtype=tensor_pb2.FLOAT32, layers=[compute_pb2.LayerHeader(
-            weight=compute_pb2.TensorHeader(dtype=tensor_pb2.FLOAT32, shape=[n_in, n_out]))]))
-
-
-def _chunk(offset, data, layer=0):
-    return compute_pb2.LoadModelChunk(chunk=compute_pb2.TensorChunk(
-        layer=layer, tensor=compute_pb2.LAYER_TENSOR_WEIGHT, offset=offset, data=data))
-
-
 @pytest.mark.parametrize("case", ["missing_bytes", "extra_bytes", "gap", "header_twice",
                                   "chunk_first", "no_header", "bad_layer"])
 def test_malformed_upload_stream(client, good, case):
     name = _unique("stream")
     w = np.arange(12, dtype="<f4").tobytes()
     messages = {
-        "missing_bytes": [_header(name), _chunk(0, w[:40])],
-        "extra_bytes": [_header(name), _chunk(0, w), _chunk(48, b"\0\0\0\0")],
-        "gap": [_header(name), _chunk(0, w[:16]), _chunk(20, w[20:])],
-        "header_twice": [_header(name), _chunk(0, w), _header(name)],
-        "chunk_first": [_chunk(0, w), _header(name)],
+        "missing_bytes": [upload_header(name), upload_chunk(0, w[:40])],
+        "extra_bytes": [upload_header(name), upload_chunk(0, w), upload_chunk(48, b"\0\0\0\0")],
+        "gap": [upload_header(name), upload_chunk(0, w[:16]), upload_chunk(20, w[20:])],
+        "header_twice": [upload_header(name), upload_chunk(0, w), upload_header(name)],
+        "chunk_first": [upload_chunk(0, w), upload_header(name)],
         "no_header": [],
-        "bad_layer": [_header(name), _chunk(0, w), _chunk(0, w, layer=1)],
+        "bad_layer": [upload_header(name), upload_chunk(0, w), upload_chunk(0, w, layer=1)],
     }[case]
     expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT, lambda: _raw_load(client, messages))
     assert name not in {m["name"] for m in client.list_models()}
@@ -373,8 +363,8 @@ def test_raw_upload_stream(client, models, rng):
     name = _unique("raw")
     w = rng.standard_normal((4, 3)).astype("<f4")
     data = w.tobytes()
-    info = _raw_load(client, [_header(name), _chunk(0, data[:5]), _chunk(5, data[5:30]),
-                              _chunk(30, data[30:])])
+    info = _raw_load(client, [upload_header(name), upload_chunk(0, data[:5]), upload_chunk(5, data[5:30]),
+                              upload_chunk(30, data[30:])])
     models.names.append(name)
     assert info.name == name and info.layers[0].in_features == 4
     x = rng.standard_normal((2, 4))

@@ -17,6 +17,8 @@ import pytest
 
 import gpucompute
 from conftest import STARTUP_TIMEOUT_S, run_server
+from dense_util import upload_chunk, upload_header
+from gpucompute.v1 import compute_pb2_grpc
 from series_util import assert_power_close, astropy_power
 
 WORKERS = 2
@@ -159,18 +161,7 @@ def test_malformed_uploads_racing_the_workers_replies_leave_the_front_serving(fr
     its WritesDone to the other worker (the front once freed an upstream call while it still
     had a WritesDone to start on it, and crashed)."""
     client, target, _ = front
-    from gpucompute.v1 import compute_pb2, compute_pb2_grpc, tensor_pb2
     w = np.arange(12, dtype="<f4").tobytes()
-
-    def header(name):
-        return compute_pb2.LoadModelChunk(header=compute_pb2.ModelHeader(
-            name=name, dtype=tensor_pb2.FLOAT32, layers=[compute_pb2.LayerHeader(
-                weight=compute_pb2.TensorHeader(dtype=tensor_pb2.FLOAT32, shape=[4, 3]))]))
-
-    def chunk(offset, data):
-        return compute_pb2.LoadModelChunk(chunk=compute_pb2.TensorChunk(
-            layer=0, tensor=compute_pb2.LAYER_TENSOR_WEIGHT, offset=offset, data=data))
-
     codes = {}
     lock = threading.Lock()
     stop = time.monotonic() + 4.0
@@ -182,9 +173,10 @@ def test_malformed_uploads_racing_the_workers_replies_leave_the_front_serving(fr
             while time.monotonic() < stop:
                 n += 1
                 name = f"race-{i}-{n}"
-                for messages in ([header(name), chunk(0, w[:16]), chunk(20, w[20:])],
-                                 [header(name), chunk(0, w), chunk(48, b"\0\0\0\0")],
-                                 [header(name), chunk(0, w[:40])]):
+                head = upload_header(name)
+                for messages in ([head, upload_chunk(0, w[:16]), upload_chunk(20, w[20:])],
+                                 [head, upload_chunk(0, w), upload_chunk(48, b"\0\0\0\0")],
+                                 [head, upload_chunk(0, w[:40])]):
                     try:
                         stub.LoadModel(iter(messages), timeout=30)
                         code = grpc.StatusCode.OK
