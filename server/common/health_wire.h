@@ -11,6 +11,11 @@ namespace gpucompute {
 // HealthCheckResponse.status values.
 inline constexpr int kHealthServing = 1;
 
+// The service name whose status only gpucompute sets (HealthStatus in server/service): unlike
+// the overall status "", which gRPC's default health service reports SERVING from the moment
+// a server starts, it is unknown until the server attaches its status.
+inline constexpr char kComputeHealthService[] = "gpucompute.v1.Compute";
+
 // HealthCheckRequest{service}: field 1, length-delimited (empty: the overall status).
 inline std::string EncodeHealthCheckRequest(const std::string& service) {
   std::string out;

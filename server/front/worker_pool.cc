@@ -89,8 +89,13 @@ class WorkerPool::HealthWatch : public grpc::ClientBidiReactor<grpc::ByteBuffer,
   HealthWatch(WorkerPool* pool, int worker, int incarnation, grpc::GenericStub* stub)
       : pool_(pool), worker_(worker), incarnation_(incarnation) {
     context_.set_wait_for_ready(true);
-    const std::string overall = EncodeHealthCheckRequest("");  // the overall status
-    grpc::Slice slice(overall);
+    // The named service, not the overall status: gRPC reports "" SERVING from the moment the
+    // worker's server starts, before the worker has attached its own (NOT_SERVING until it is
+    // ready), and a watch that saw that SERVING then NOT_SERVING took the worker for faulted at
+    // start-up (a CI run on 2 busy cores: "could not start ... worker 0 its health turned
+    // NOT_SERVING").
+    const std::string named = EncodeHealthCheckRequest(kComputeHealthService);
+    grpc::Slice slice(named);
     request_ = grpc::ByteBuffer(&slice, 1);
     stub->PrepareBidiStreamingCall(&context_, kHealthWatch, grpc::StubOptions(), this);
     StartWriteLast(&request_, grpc::WriteOptions());

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/health_wire.h"
 
 namespace gpucompute {
 
@@ -28,7 +29,7 @@ void SetHealth(grpc::Server* server, bool serving) {
   if (server == nullptr) return;
   if (auto* health = server->GetHealthCheckService()) {
     health->SetServingStatus(serving);
-    health->SetServingStatus("gpucompute.v1.Compute", serving);
+    health->SetServingStatus(kComputeHealthService, serving);
   }
 }
 

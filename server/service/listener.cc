@@ -45,6 +45,9 @@ absl::StatusOr<Listening> StartListening(grpc::ServerBuilder& builder, const Lis
   if (!l.server || l.port == 0) {
     return absl::UnavailableError(absl::StrCat("could not listen on ", options.address));
   }
+  // The service port's status at once (gRPC's default reports "" SERVING from the start),
+  // then the health port's.
+  health.Attach(l.server.get(), nullptr);
   if (health_port >= 0) {
     ASSIGN_OR_RETURN(l.health_server, StartHealthServer(HostOfAddress(options.address), health_port,
                                                         &l.health_port));
