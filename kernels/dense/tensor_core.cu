@@ -543,15 +543,14 @@ cudaError_t EncodeMap(CUtensorMap* map, const void* base, DenseType type, int64_
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+// y's 128 x 256 tiles: one CTA each.
+int64_t Tiles(const TensorCoreArgs& a) { return ((a.rows + kBM - 1) / kBM) * ((a.n + kBN - 1) / kBN); }
+
+// `device` is the current device, with `sms` multiprocessors.
 template <typename T, int kCluster>
-cudaError_t LaunchTyped(const TensorCoreArgs& a, const CUtensorMap& x_map, const CUtensorMap& w_map,
-                        cudaStream_t stream) {
+cudaError_t LaunchTyped(const TensorCoreArgs& a, const CUtensorMap& x_map, const CUtensorMap& w_map, int device,
+                        int sms, cudaStream_t stream) {
   auto kernel = TensorCoreKernel<T, kCluster>;
-  int device = 0, sms = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) {
-    return e;
-  }
   // The shared-memory opt-in is per device; set it once for each.
   static std::once_flag once[64];
   cudaError_t attr = cudaSuccess;
@@ -631,9 +630,8 @@ bool TensorCorePays(int device, const TensorCoreArgs& a) {
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return false;
   // With fewer than 8 column tiles the statistics (rows x k reads) no longer hide under the
   // product (rows x n x k).
-  const int64_t tiles_n = (a.n + kBN - 1) / kBN;
-  const int64_t tiles = ((a.rows + kBM - 1) / kBM) * tiles_n;
-  return tiles_n >= 8 && 4 * tiles >= 3 * int64_t{sms} && tiles <= sms;
+  const int64_t tiles = Tiles(a);
+  return (a.n + kBN - 1) / kBN >= 8 && 4 * tiles >= 3 * int64_t{sms} && tiles <= sms;
 }
 
 cudaError_t LaunchTensorCore(const TensorCoreArgs& a, cudaStream_t stream) {
@@ -641,23 +639,19 @@ cudaError_t LaunchTensorCore(const TensorCoreArgs& a, cudaStream_t stream) {
   CUtensorMap x_map, w_map;
   if (cudaError_t e = EncodeMap(&x_map, a.x, a.type, a.rows, a.k, a.ldx, kBM); e != cudaSuccess) return e;
   if (cudaError_t e = EncodeMap(&w_map, a.w, a.type, a.n, a.k, a.ldw, kBN / 2); e != cudaSuccess) return e;
+  int device = 0, sms = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) {
+    return e;
+  }
   const bool bf16 = a.type == DenseType::kBF16;
-  int cluster = a.cluster;
-  if (cluster == 0) {
-    int device = 0, sms = 0;
-    if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-    if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) {
-      return e;
-    }
-    const int64_t tiles = ((a.rows + kBM - 1) / kBM) * ((a.n + kBN - 1) / kBN);
-    cluster = tiles > sms ? 2 : 1;
-  }
+  const int cluster = a.cluster != 0 ? a.cluster : Tiles(a) > sms ? 2 : 1;
   if (cluster == 2) {
-    return bf16 ? LaunchTyped<__nv_bfloat16, 2>(a, x_map, w_map, stream)
-                : LaunchTyped<__half, 2>(a, x_map, w_map, stream);
+    return bf16 ? LaunchTyped<__nv_bfloat16, 2>(a, x_map, w_map, device, sms, stream)
+                : LaunchTyped<__half, 2>(a, x_map, w_map, device, sms, stream);
   }
-  return bf16 ? LaunchTyped<__nv_bfloat16, 1>(a, x_map, w_map, stream)
-              : LaunchTyped<__half, 1>(a, x_map, w_map, stream);
+  return bf16 ? LaunchTyped<__nv_bfloat16, 1>(a, x_map, w_map, device, sms, stream)
+              : LaunchTyped<__half, 1>(a, x_map, w_map, device, sms, stream);
 }
 
 }  // namespace gpucompute::kernels

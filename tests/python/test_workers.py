@@ -192,7 +192,7 @@ def test_malformed_uploads_racing_the_workers_replies_leave_the_front_serving(fr
         th.join(60)
     assert set(codes) == {grpc.StatusCode.INVALID_ARGUMENT}, codes
     assert not [m for m in client.list_models() if m["name"].startswith("race-")]
-    assert [w["restarts"] for w in wait_until_all_serve(client)] == [0] * WORKERS
+    assert [x["restarts"] for x in wait_until_all_serve(client)] == [0] * WORKERS
     np.testing.assert_array_equal(client.echo(np.arange(3.0)), np.arange(3.0))
 
 
