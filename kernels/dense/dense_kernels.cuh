@@ -81,8 +81,9 @@ struct TensorCoreArgs {
   int cluster = 0;
 };
 // Whether `device` can run it (compute capability 9.0 exactly: the code is sm_90a) and the
-// arguments meet its layout rules (row_stats is not checked: the launch needs it with
-// layernorm and fails with cudaErrorInvalidValue without it).
+// arguments meet its layout rules: x, W and y 16-byte aligned with row strides of whole 16
+// bytes (TMA reads x and W and writes y). row_stats is not checked: the launch needs it with
+// layernorm and fails with cudaErrorInvalidValue without it.
 bool TensorCoreFits(int device, const TensorCoreArgs& args);
 cudaError_t LaunchTensorCore(const TensorCoreArgs& args, cudaStream_t stream);
 // Whether the kernel is expected to beat normalise + cuBLASLt for these arguments (it fits, and

@@ -11,7 +11,9 @@
 // cluster = 2 the two CTAs of a cluster own vertically adjacent tiles with the same W tile:
 // each loads half of it and multicasts it to both, halving W's traffic out of L2.
 //
-// Epilogue: per element act(rstd (acc - mean colsum_j) + bias_j), rounded and stored. The
+// Epilogue: per element act(rstd (acc - mean colsum_j) + bias_j), computed from the
+// accumulators in registers, rounded into 64 x 64 boxes in the freed stage buffers and stored
+// by TMA, box by box, so that one box's stores run while the next is computed. The
 // fold trades the exact normalise-then-round of x for one float cancellation of mean x colsum against acc, which
 // keeps ~7 digits of the row mean's share (fine for 16-bit outputs unless |mean| / std
 // exceeds ~1e3, where the input's own rounding has already lost the spread).
@@ -45,8 +47,8 @@ struct Shared {
   uint8_t b[kStages][kBTileBytes];
   uint64_t full[kStages];
   uint64_t empty[kStages];
-  float mean[kBM];
-  float rstd[kBM];
+  float bias[kBN];    // the tile's columns (zero past n)
+  float colsum[kBN];  // zero without LayerNorm
 };
 constexpr size_t kSharedBytes = sizeof(Shared) + 1024;  // + alignment slack
 
@@ -244,7 +246,10 @@ __device__ __forceinline__ void AddChunk(const uint4& raw, float shift, float& s
 // before TensorCoreKernel, which it lets start at once (launch_dependents) and which waits for
 // it only before its epilogue: on one wave its CTAs, one per SM, run beside the product's.
 // (Sums inside the product kernel cost 6-22 us on the 1024 x 1024 -> 4096 layer: the x tiles'
-// extra shared-memory reads compete with wgmma's.)
+// extra shared-memory reads compete with wgmma's; from global memory in the producer's spare
+// warps they took 34-58k cycles: kernels/NOTES.md, "Dense" v11.) Starting ahead of the
+// product, it also asks L2 for the product's first k slices of W (`w_first_bytes` of each of
+// its n rows), which the product's first loads would otherwise wait for from DRAM.
 // Register budgets: the product kernel is allocated kProductRegs a thread (its producer
 // warpgroup gives registers to the consumers with setmaxnreg), which leaves room on each SM for
 // one statistics CTA of kStatsThreads threads at kStatsRegs (at 168 registers a product CTA
@@ -261,8 +266,15 @@ static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * kProductRe
 
 template <typename T>
 __global__ void __maxnreg__(kStatsRegs) RowStatsKernel(const T* __restrict__ x, int64_t ldx, int rows, int k,
-                                                      float eps, float2* __restrict__ row_stats) {
+                                                      float eps, float2* __restrict__ row_stats, const T* w,
+                                                      int64_t ldw, int n, int w_first_bytes) {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  for (int row = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); w_first_bytes > 0 && row < n;
+       row += static_cast<int>(gridDim.x * blockDim.x)) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w + static_cast<int64_t>(row) * ldw),
+                 "r"(w_first_bytes)
+                 : "memory");
+  }
   const int lane = threadIdx.x % 32;
   const int warps = static_cast<int>(gridDim.x * blockDim.x / 32);
   const int chunks = k / 8;
@@ -300,25 +312,6 @@ __global__ void __maxnreg__(kStatsRegs) RowStatsKernel(const T* __restrict__ x, 
   }
 }
 
-// The accumulators staged as float rows (pitch padded by 8 floats: a warp's float2 writes of 8
-// rows x 32 bytes take the minimum two wavefronts).
-constexpr int kStagedPitch = kBN + 8;
-static_assert(kBM * kStagedPitch * 4 <= kStages * (kATileBytes + kBTileBytes), "staging fits the stages");
-
-template <typename T>
-struct EpilogueArgs {
-  const float* staged;
-  const float* mean;
-  const float* rstd;
-  const float* bias;
-  const float* colsum;
-  T* y;
-  int64_t ldy;
-  int rows, n, m0, n0;
-  bool layernorm;
-  int thread;  // 0..255 over the two consumer warpgroups
-};
-
 // The activation, with tanh by the hardware's approximation (max relative error 2^-10.7,
 // below the 16-bit outputs' rounding) instead of the ~20-instruction tanhf; GELU in five
 // float instructions and the tanh.
@@ -334,58 +327,87 @@ __device__ __forceinline__ float FastActivate(float v) {
   }
 }
 
-// y = act(rstd (acc - mean colsum) + bias) for the tile: each thread owns 8 consecutive
-// columns (a warp one row's 256) and walks 8 rows at a time; 16-byte stores where the row
-// allows them.
+// The output goes out in boxes of 64 rows x 64 columns (8 KiB), a consumer warpgroup's rows
+// times a quarter of the tile's columns, laid out as TMA's 128-byte swizzle wants them (16-byte
+// chunk j of row r at chunk j ^ (r % 8)).
+constexpr int kOutBoxCols = 64;
+constexpr int kOutBoxes = kBN / kOutBoxCols;
+constexpr int kOutBoxBytes = 64 * kOutBoxCols * 2;
+static_assert(2 * kOutBoxes * kOutBoxBytes <= kStages * kATileBytes, "both warpgroups' boxes fit the A stages");
+
+// What a consumer thread needs to write its share of the tile. The m64n256 accumulator layout
+// gives it rows `row` and `row + 8` of its warpgroup's 64 and, in each 8-column group i,
+// columns 8 i + 2 quad and + 1: d[4 i + 2 h + {0, 1}] for row + 8 h.
+struct TileOutput {
+  const CUtensorMap* y_map;
+  uint8_t* boxes;                   // this warpgroup's kOutBoxes boxes
+  const float* bias;                // the tile's columns' parameters, in shared memory
+  const float* colsum;
+  float mean[2], rstd[2];  // of the two rows (0 and 1 without LayerNorm)
+  int row, quad;
+  int t;           // thread in the warpgroup
+  int warpgroup;   // which consumer warpgroup (0, 1): named barrier 2 or 3
+  int col0, row0;  // where the warpgroup's first box goes in y
+  int boxes_in_y;  // boxes with columns inside y (none when the rows are outside)
+};
+
+// The tile, box by box: act(rstd (acc - mean colsum) + bias) of the box's accumulators
+// rounded into shared memory (a warp's 32 four-byte writes cover 8 rows x 16 bytes, which the
+// swizzle puts on 32 different banks), then stored by one thread while the warpgroup goes on
+// to the next box. Straight-line code (the accumulators are registers): ncu finds its
+// ~1,500 instructions, run once per CTA, waiting on instruction fetch much of the time, but a
+// loop over boxes that moves the next box's accumulators down each pass measured slower
+// (kernels/NOTES.md, "Dense" v11).
 template <typename T, int kAct>
-__device__ __forceinline__ void Epilogue(const EpilogueArgs<T>& e) {
-  const int c8 = (e.thread % 32) * 8;
-  const int col = e.n0 + c8;
-  if (col >= e.n) return;
-  const int width = min(8, e.n - col);
-  float b[8], cs[8];
+__device__ __forceinline__ void StoreTile(const float (&d)[128], const TileOutput& o) {
+  const uint32_t swizzle = static_cast<uint32_t>(o.row % 8);  // the same for row + 8
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    b[j] = j < width ? e.bias[col + j] : 0.f;
-    cs[j] = (e.layernorm && j < width) ? e.colsum[col + j] : 0.f;
-  }
-  const bool vector = width == 8 && (e.ldy % 8) == 0 && (reinterpret_cast<uintptr_t>(e.y) % 16) == 0;
-  for (int r = e.thread / 32; r < kBM; r += 8) {
-    const int row = e.m0 + r;
-    if (row >= e.rows) break;
-    const float4 lo = *reinterpret_cast<const float4*>(e.staged + r * kStagedPitch + c8);
-    const float4 hi = *reinterpret_cast<const float4*>(e.staged + r * kStagedPitch + c8 + 4);
-    float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    const float mean = e.layernorm ? e.mean[r] : 0.f;
-    const float rstd = e.layernorm ? e.rstd[r] : 1.f;
+  for (int box = 0; box < kOutBoxes; ++box) {
+    uint8_t* base = o.boxes + box * kOutBoxBytes;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = FastActivate<kAct>(fmaf(rstd, fmaf(-mean, cs[j], v[j]), b[j]));
-    T* out = e.y + static_cast<int64_t>(row) * e.ldy + col;
-    if (vector) {
-      uint4 packed;
-      packed.x = Pack<T>(v[0], v[1]);
-      packed.y = Pack<T>(v[2], v[3]);
-      packed.z = Pack<T>(v[4], v[5]);
-      packed.w = Pack<T>(v[6], v[7]);
-      *reinterpret_cast<uint4*>(out) = packed;
-    } else {
-      for (int j = 0; j < width; ++j) {
-        const uint32_t packed = Pack<T>(v[j], 0.f);
-        out[j] = *reinterpret_cast<const T*>(&packed);
+    for (int g = 0; g < kOutBoxCols / 8; ++g) {
+      const int i = box * (kOutBoxCols / 8) + g;  // the 8-column group
+      const int col = 8 * i + 2 * o.quad;
+      const float2 b = *reinterpret_cast<const float2*>(o.bias + col);
+      const float2 cs = *reinterpret_cast<const float2*>(o.colsum + col);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float v0 = FastActivate<kAct>(fmaf(o.rstd[h], fmaf(-o.mean[h], cs.x, d[4 * i + 2 * h]), b.x));
+        const float v1 = FastActivate<kAct>(fmaf(o.rstd[h], fmaf(-o.mean[h], cs.y, d[4 * i + 2 * h + 1]), b.y));
+        *reinterpret_cast<uint32_t*>(base + (o.row + 8 * h) * 128 + ((g ^ swizzle) << 4) + o.quad * 4) =
+            Pack<T>(v0, v1);
       }
     }
+    // The writes above, made visible to the TMA unit, from all 128 threads.
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    // (Immediate barrier ids: a register id makes ptxas reserve all 16 barriers.)
+    if (o.warpgroup == 0) {
+      asm volatile("bar.sync 2, 128;" ::: "memory");
+    } else {
+      asm volatile("bar.sync 3, 128;" ::: "memory");
+    }
+    if (o.t == 0 && box < o.boxes_in_y) {
+      asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(o.y_map),
+                   "r"(SharedAddress(base)), "r"(o.col0 + box * kOutBoxCols), "r"(o.row0)
+                   : "memory");
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    }
   }
+  // Shared memory may be released once the stores have read it; their writes complete on their own.
+  if (o.t == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 }
 
 template <typename T, int kCluster>
 __global__ void __maxnreg__(kProductRegs)
     TensorCoreKernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
-                     const float* __restrict__ bias,
-                     const float* __restrict__ colsum, const float2* __restrict__ row_stats, T* __restrict__ y,
-                     int64_t ldy, int rows, int k, int n, int tiles_n, int layernorm, int act) {
+                     const __grid_constant__ CUtensorMap y_map, const float* __restrict__ bias,
+                     const float* __restrict__ colsum, const float2* __restrict__ row_stats, int rows, int k,
+                     int n, int tiles_n, int layernorm, int act) {
 #ifdef GPUCOMPUTE_SM90A
   extern __shared__ uint8_t raw_shared[];
-  Shared& s = *reinterpret_cast<Shared*>((reinterpret_cast<uintptr_t>(raw_shared) + 1023) & ~uintptr_t{1023});
+  // Aligned by pointer arithmetic on the shared array, not through an integer, so that the
+  // compiler keeps knowing these are shared-memory addresses (LDS/STS, not generic accesses).
+  Shared& s = *reinterpret_cast<Shared*>(raw_shared + ((1024 - (SharedAddress(raw_shared) & 1023)) & 1023));
 
   // Tiles: clusters walk the n tiles of a pair of m tiles; the CTAs of a cluster share n0.
   const uint32_t rank = kCluster > 1 ? ClusterRank() : 0;
@@ -396,6 +418,10 @@ __global__ void __maxnreg__(kProductRegs)
   const int warpgroup = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
+    // The maps' descriptors, fetched while the barriers are set up.
+    asm volatile("prefetch.tensormap [%0];" ::"l"(&x_map) : "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(&w_map) : "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(&y_map) : "memory");
     for (int i = 0; i < kStages; ++i) {
       BarrierInit(&s.full[i], 1);
       BarrierInit(&s.empty[i], kCluster * 8);  // lane 0 of every consumer warp of the cluster
@@ -439,6 +465,13 @@ __global__ void __maxnreg__(kProductRegs)
     const int c = warpgroup - 1;  // which 64 rows
     const int t = threadIdx.x % 128;
     const int lane = t % 32, warp = t / 32;
+    {
+      // The tile's column parameters, while the first loads are in flight.
+      const int j = static_cast<int>(threadIdx.x) - 128;
+      const int col = n0 + j;
+      s.bias[j] = col < n ? bias[col] : 0.f;
+      s.colsum[j] = layernorm && col < n ? colsum[col] : 0.f;
+    }
 
     float d[128];
 #pragma unroll
@@ -470,41 +503,31 @@ __global__ void __maxnreg__(kProductRegs)
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 
     // Both consumer warpgroups are past their last products: the stage buffers are free (the
-    // producers load nothing after the last k slice), so the accumulators go there as float
-    // rows, and the output pass below reads them back row-wise for coalesced stores.
+    // producers load nothing after the last k slice) for the output boxes.
     asm volatile("bar.sync 1, 256;" ::: "memory");
-    float* staged = reinterpret_cast<float*>(&s.a[0][0]);
-    {
-      // Accumulator layout of m64nNk16: d[4i + {0,1}] at (row lane/4, cols 8i + 2 (lane%4)
-      // + {0,1}), d[4i + {2,3}] eight rows below, in this warp's 16 rows.
-      const int r = c * 64 + warp * 16 + lane / 4;
-#pragma unroll
-      for (int i = 0; i < kBN / 8; ++i) {
-        const int col = 8 * i + 2 * (lane % 4);
-        *reinterpret_cast<float2*>(staged + r * kStagedPitch + col) = make_float2(d[4 * i], d[4 * i + 1]);
-        *reinterpret_cast<float2*>(staged + (r + 8) * kStagedPitch + col) = make_float2(d[4 * i + 2], d[4 * i + 3]);
-      }
-    }
+    TileOutput o{&y_map, &s.a[0][0] + c * kOutBoxes * kOutBoxBytes, s.bias, s.colsum, {0.f, 0.f}, {1.f, 1.f},
+                 warp * 16 + lane / 4, lane % 4, t, c, n0, m0 + c * 64, 0};
+    if (m0 + c * 64 < rows) o.boxes_in_y = min(kOutBoxes, (n - n0 + kOutBoxCols - 1) / kOutBoxCols);
     if (layernorm) {
       // The row statistics come from RowStatsKernel, which ran alongside the products (this
-      // kernel is its programmatic dependent): wait for it, then take this tile's rows.
+      // kernel is its programmatic dependent): wait for it, then take this thread's two rows.
       asm volatile("griddepcontrol.wait;" ::: "memory");
-      const int r = static_cast<int>(threadIdx.x) - 128;
-      if (r < kBM) {
-        const float2 st = m0 + r < rows ? row_stats[m0 + r] : make_float2(0.f, 1.f);
-        s.mean[r] = st.x;
-        s.rstd[r] = st.y;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = o.row0 + o.row + 8 * h;
+        if (row < rows) {
+          const float2 st = row_stats[row];
+          o.mean[h] = st.x;
+          o.rstd[h] = st.y;
+        }
       }
     }
-    asm volatile("bar.sync 1, 256;" ::: "memory");
-    EpilogueArgs<T> e{staged, s.mean, s.rstd, bias, colsum, y, ldy, rows, n, m0, n0, layernorm != 0,
-                      static_cast<int>(threadIdx.x) - 128};
     switch (act) {
-      case dense::kActGeluTanh: Epilogue<T, dense::kActGeluTanh>(e); break;
-      case dense::kActGeluErf: Epilogue<T, dense::kActGeluErf>(e); break;
-      case dense::kActRelu: Epilogue<T, dense::kActRelu>(e); break;
-      case dense::kActSilu: Epilogue<T, dense::kActSilu>(e); break;
-      default: Epilogue<T, dense::kActNone>(e); break;
+      case dense::kActGeluTanh: StoreTile<T, dense::kActGeluTanh>(d, o); break;
+      case dense::kActGeluErf: StoreTile<T, dense::kActGeluErf>(d, o); break;
+      case dense::kActRelu: StoreTile<T, dense::kActRelu>(d, o); break;
+      case dense::kActSilu: StoreTile<T, dense::kActSilu>(d, o); break;
+      default: StoreTile<T, dense::kActNone>(d, o); break;
     }
   }
   // No CTA may leave while its partner can still multicast into it or arrive on its barriers.
@@ -527,7 +550,7 @@ PFN_cuTensorMapEncodeTiled_v12000 EncodeFunction() {
 }
 
 // A 2-D map over `rows` rows of `cols` 16-bit values (stride `ld` elements), boxes of
-// kBK x box_rows, 128-byte swizzle, zeros outside.
+// kBK x box_rows, 128-byte swizzle; loads read zeros outside, stores write nothing there.
 cudaError_t EncodeMap(CUtensorMap* map, const void* base, DenseType type, int64_t rows, int64_t cols, int64_t ld,
                       int box_rows) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = EncodeFunction();
@@ -548,8 +571,8 @@ int64_t Tiles(const TensorCoreArgs& a) { return ((a.rows + kBM - 1) / kBM) * ((a
 
 // `device` is the current device, with `sms` multiprocessors.
 template <typename T, int kCluster>
-cudaError_t LaunchTyped(const TensorCoreArgs& a, const CUtensorMap& x_map, const CUtensorMap& w_map, int device,
-                        int sms, cudaStream_t stream) {
+cudaError_t LaunchTyped(const TensorCoreArgs& a, const CUtensorMap& x_map, const CUtensorMap& w_map,
+                        const CUtensorMap& y_map, int device, int sms, cudaStream_t stream) {
   auto kernel = TensorCoreKernel<T, kCluster>;
   // The shared-memory opt-in is per device; set it once for each.
   static std::once_flag once[64];
@@ -578,8 +601,11 @@ cudaError_t LaunchTyped(const TensorCoreArgs& a, const CUtensorMap& x_map, const
     const int rows_per_cta = kStatsThreads / 32;
     const int stats_ctas =
         static_cast<int>(std::min<int64_t>(int64_t{per_sm} * sms, (a.rows + rows_per_cta - 1) / rows_per_cta));
-    RowStatsKernel<T><<<stats_ctas, kStatsThreads, 0, stream>>>(static_cast<const T*>(a.x), a.ldx, static_cast<int>(a.rows),
-                                                      static_cast<int>(a.k), a.eps, static_cast<float2*>(a.row_stats));
+    // The first kStages slices of each W row, in whole 16-byte units (rows are 16-byte aligned).
+    const int w_first_bytes = static_cast<int>(std::min<int64_t>(a.k, kStages * kBK) * 2) / 16 * 16;
+    RowStatsKernel<T><<<stats_ctas, kStatsThreads, 0, stream>>>(
+        static_cast<const T*>(a.x), a.ldx, static_cast<int>(a.rows), static_cast<int>(a.k), a.eps,
+        static_cast<float2*>(a.row_stats), static_cast<const T*>(a.w), a.ldw, static_cast<int>(a.n), w_first_bytes);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   cudaLaunchConfig_t config{};
@@ -596,9 +622,8 @@ cudaError_t LaunchTyped(const TensorCoreArgs& a, const CUtensorMap& x_map, const
   attribute[1].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attribute;
   config.numAttrs = a.layernorm ? 2 : 1;
-  return cudaLaunchKernelEx(&config, kernel, x_map, w_map, a.bias, a.colsum,
-                            static_cast<const float2*>(a.row_stats), static_cast<T*>(a.y), a.ldy,
-                            static_cast<int>(a.rows), static_cast<int>(a.k), static_cast<int>(a.n), tiles_n,
+  return cudaLaunchKernelEx(&config, kernel, x_map, w_map, y_map, a.bias, a.colsum,
+                            static_cast<const float2*>(a.row_stats), static_cast<int>(a.rows), static_cast<int>(a.k), static_cast<int>(a.n), tiles_n,
                             a.layernorm ? 1 : 0, a.act);
 }
 
@@ -620,8 +645,8 @@ bool TensorCoreFits(int device, const TensorCoreArgs& a) {
     return false;
   }
   if (a.layernorm && a.colsum == nullptr) return false;
-  return a.ldx % 8 == 0 && a.ldw % 8 == 0 && a.ldx >= a.k && a.ldw >= a.k && a.ldy % 2 == 0 && a.ldy >= a.n &&
-         Aligned(a.x, 16) && Aligned(a.w, 16) && Aligned(a.y, 4);
+  return a.ldx % 8 == 0 && a.ldw % 8 == 0 && a.ldx >= a.k && a.ldw >= a.k && a.ldy % 8 == 0 && a.ldy >= a.n &&
+         Aligned(a.x, 16) && Aligned(a.w, 16) && Aligned(a.y, 16);
 }
 
 bool TensorCorePays(int device, const TensorCoreArgs& a) {
@@ -636,9 +661,10 @@ bool TensorCorePays(int device, const TensorCoreArgs& a) {
 
 cudaError_t LaunchTensorCore(const TensorCoreArgs& a, cudaStream_t stream) {
   if (a.layernorm && a.row_stats == nullptr) return cudaErrorInvalidValue;
-  CUtensorMap x_map, w_map;
+  CUtensorMap x_map, w_map, y_map;
   if (cudaError_t e = EncodeMap(&x_map, a.x, a.type, a.rows, a.k, a.ldx, kBM); e != cudaSuccess) return e;
   if (cudaError_t e = EncodeMap(&w_map, a.w, a.type, a.n, a.k, a.ldw, kBN / 2); e != cudaSuccess) return e;
+  if (cudaError_t e = EncodeMap(&y_map, a.y, a.type, a.rows, a.n, a.ldy, 64); e != cudaSuccess) return e;
   int device = 0, sms = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) {
@@ -647,11 +673,11 @@ cudaError_t LaunchTensorCore(const TensorCoreArgs& a, cudaStream_t stream) {
   const bool bf16 = a.type == DenseType::kBF16;
   const int cluster = a.cluster != 0 ? a.cluster : Tiles(a) > sms ? 2 : 1;
   if (cluster == 2) {
-    return bf16 ? LaunchTyped<__nv_bfloat16, 2>(a, x_map, w_map, device, sms, stream)
-                : LaunchTyped<__half, 2>(a, x_map, w_map, device, sms, stream);
+    return bf16 ? LaunchTyped<__nv_bfloat16, 2>(a, x_map, w_map, y_map, device, sms, stream)
+                : LaunchTyped<__half, 2>(a, x_map, w_map, y_map, device, sms, stream);
   }
-  return bf16 ? LaunchTyped<__nv_bfloat16, 1>(a, x_map, w_map, device, sms, stream)
-              : LaunchTyped<__half, 1>(a, x_map, w_map, device, sms, stream);
+  return bf16 ? LaunchTyped<__nv_bfloat16, 1>(a, x_map, w_map, y_map, device, sms, stream)
+              : LaunchTyped<__half, 1>(a, x_map, w_map, y_map, device, sms, stream);
 }
 
 }  // namespace gpucompute::kernels
