@@ -351,29 +351,47 @@ struct TileOutput {
   int boxes_in_y;  // boxes with columns inside y (none when the rows are outside)
 };
 
+constexpr int kPerBox = 4 * (kOutBoxCols / 8);  // a thread's accumulators in one box
+
+// Box kBox's accumulators, d[kPerBox kBox ..], into a (compile-time indices keep both in
+// registers; picking two boxes at once spilled).
+template <int kBox>
+__device__ __forceinline__ void BoxAccumulators(const float (&d)[128], float (&a)[kPerBox]) {
+#pragma unroll
+  for (int j = 0; j < kPerBox; ++j) a[j] = d[kBox * kPerBox + j];
+}
+
 // The tile, box by box: act(rstd (acc - mean colsum) + bias) of the box's accumulators
 // rounded into shared memory (a warp's 32 four-byte writes cover 8 rows x 16 bytes, which the
 // swizzle puts on 32 different banks), then stored by one thread while the warpgroup goes on
-// to the next box. Straight-line code (the accumulators are registers): ncu finds its
-// ~1,500 instructions, run once per CTA, waiting on instruction fetch much of the time, but a
-// loop over boxes that moves the next box's accumulators down each pass measured slower
-// (kernels/NOTES.md, "Dense" v11).
+// to the next box. A loop over the boxes, not straight-line code over all 128 accumulators:
+// that was ~1,500 instructions run once per CTA, fast while the previous launch had left them
+// in the instruction caches (19.4 us) but 24.5 us with them cold (ncu, or after other kernels:
+// the cuBLASLt layers of a stack); this loop measured 19.9-20.1 us and 17-18 us cold
+// (kernels/NOTES.md, "Dense" v11 and v12).
 template <typename T, int kAct>
 __device__ __forceinline__ void StoreTile(const float (&d)[128], const TileOutput& o) {
+  static_assert(kOutBoxes == 4, "a case per box");
   const uint32_t swizzle = static_cast<uint32_t>(o.row % 8);  // the same for row + 8
-#pragma unroll
+#pragma unroll 1
   for (int box = 0; box < kOutBoxes; ++box) {
+    float a[kPerBox];
+    switch (box) {
+      case 0: BoxAccumulators<0>(d, a); break;
+      case 1: BoxAccumulators<1>(d, a); break;
+      case 2: BoxAccumulators<2>(d, a); break;
+      default: BoxAccumulators<3>(d, a); break;
+    }
     uint8_t* base = o.boxes + box * kOutBoxBytes;
 #pragma unroll
     for (int g = 0; g < kOutBoxCols / 8; ++g) {
-      const int i = box * (kOutBoxCols / 8) + g;  // the 8-column group
-      const int col = 8 * i + 2 * o.quad;
+      const int col = box * kOutBoxCols + 8 * g + 2 * o.quad;
       const float2 b = *reinterpret_cast<const float2*>(o.bias + col);
       const float2 cs = *reinterpret_cast<const float2*>(o.colsum + col);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const float v0 = FastActivate<kAct>(fmaf(o.rstd[h], fmaf(-o.mean[h], cs.x, d[4 * i + 2 * h]), b.x));
-        const float v1 = FastActivate<kAct>(fmaf(o.rstd[h], fmaf(-o.mean[h], cs.y, d[4 * i + 2 * h + 1]), b.y));
+        const float v0 = FastActivate<kAct>(fmaf(o.rstd[h], fmaf(-o.mean[h], cs.x, a[4 * g + 2 * h]), b.x));
+        const float v1 = FastActivate<kAct>(fmaf(o.rstd[h], fmaf(-o.mean[h], cs.y, a[4 * g + 2 * h + 1]), b.y));
         *reinterpret_cast<uint32_t*>(base + (o.row + 8 * h) * 128 + ((g ^ swizzle) << 4) + o.quad * 4) =
             Pack<T>(v0, v1);
       }

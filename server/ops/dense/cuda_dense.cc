@@ -440,13 +440,9 @@ absl::StatusOr<PendingDense> EnqueueDense(DeviceContext& device, StreamSlot& slo
                                            : (forced == DensePath::kAuto && fits && FewRowsPays(rows));
     // kAuto takes the tensor-core kernel where it folds this layer's LayerNorm into one
     // nearly full wave of tiles (e.g. 1024 x 1024 -> 4096 bf16), the only place it measured
-    // faster than normalise + cuBLASLt (kernels/NOTES.md, "Dense" v9), and only for the model's
-    // last layer: since its TMA-store epilogue (v11) the layer after it measured ~4.5 us slower,
-    // more than the kernel saves (1024-row stack of 4: 97.8 us against 94.2 without it; cause
-    // not found, NOTES "Dense" v11).
+    // faster than normalise + cuBLASLt (kernels/NOTES.md, "Dense" v9).
     const bool try_tc = forced == DensePath::kTensorCore && !few[l];
-    const bool auto_tc = forced == DensePath::kAuto && !few[l] && l + 1 == layers.size() && L.layernorm &&
-                         in_type == dtype &&
+    const bool auto_tc = forced == DensePath::kAuto && !few[l] && L.layernorm && in_type == dtype &&
                          (dtype == ElementType::kBFloat16 || dtype == ElementType::kFloat16) &&
                          kernels::TensorCorePays(device.device(), TensorCoreLayer(L, dtype, rows, in_ld, true));
     const bool tc_direct =
