@@ -13,7 +13,8 @@
 //
 // Epilogue: per element act(rstd (acc - mean colsum_j) + bias_j), computed from the
 // accumulators in registers, rounded into 64 x 64 boxes in the freed stage buffers and stored
-// by TMA, box by box, so that one box's stores run while the next is computed. The
+// by TMA (each warp its 16 rows), box by box, so that one box's stores run while the next is
+// computed. The
 // fold trades the exact normalise-then-round of x for one float cancellation of mean x colsum against acc, which
 // keeps ~7 digits of the row mean's share (fine for 16-bit outputs unless |mean| / std
 // exceeds ~1e3, where the input's own rounding has already lost the spread).
@@ -333,6 +334,9 @@ __device__ __forceinline__ float FastActivate(float v) {
 constexpr int kOutBoxCols = 64;
 constexpr int kOutBoxes = kBN / kOutBoxCols;
 constexpr int kOutBoxBytes = 64 * kOutBoxCols * 2;
+// A warp's rows of a box (the accumulator layout gives each warp 16 rows), stored by TMA as one
+// 16 x 64 box (2 KiB, 1024-byte aligned as the swizzle needs).
+constexpr int kOutSlabRows = 16;
 static_assert(2 * kOutBoxes * kOutBoxBytes <= kStages * kATileBytes, "both warpgroups' boxes fit the A stages");
 
 // What a consumer thread needs to write its share of the tile. The m64n256 accumulator layout
@@ -346,9 +350,9 @@ struct TileOutput {
   float mean[2], rstd[2];  // of the two rows (0 and 1 without LayerNorm)
   int row, quad;
   int t;           // thread in the warpgroup
-  int warpgroup;   // which consumer warpgroup (0, 1): named barrier 2 or 3
   int col0, row0;  // where the warpgroup's first box goes in y
-  int boxes_in_y;  // boxes with columns inside y (none when the rows are outside)
+  int boxes_in_y;  // boxes with columns inside y
+  int rows_in_y;   // rows of y from row0 on
 };
 
 constexpr int kPerBox = 4 * (kOutBoxCols / 8);  // a thread's accumulators in one box
@@ -363,8 +367,8 @@ __device__ __forceinline__ void BoxAccumulators(const float (&d)[128], float (&a
 
 // The tile, box by box: act(rstd (acc - mean colsum) + bias) of the box's accumulators
 // rounded into shared memory (a warp's 32 four-byte writes cover 8 rows x 16 bytes, which the
-// swizzle puts on 32 different banks), then stored by one thread while the warpgroup goes on
-// to the next box. A loop over the boxes, not straight-line code over all 128 accumulators:
+// swizzle puts on 32 different banks), each warp's 16 rows then stored by one of its threads
+// while the warp goes on to the next box. A loop over the boxes, not straight-line code over all 128 accumulators:
 // that was ~1,500 instructions run once per CTA, fast while the previous launch had left them
 // in the instruction caches (19.4 us) but 24.5 us with them cold (ncu, or after other kernels:
 // the cuBLASLt layers of a stack); this loop measured 19.9-20.1 us and 17-18 us cold
@@ -396,23 +400,20 @@ __device__ __forceinline__ void StoreTile(const float (&d)[128], const TileOutpu
             Pack<T>(v0, v1);
       }
     }
-    // The writes above, made visible to the TMA unit, from all 128 threads.
+    // Each warp wrote its own 16 rows of the box: made visible to the TMA unit, they go out
+    // as one store by the warp's lane 0, with no wait for the warpgroup's other warps.
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    // (Immediate barrier ids: a register id makes ptxas reserve all 16 barriers.)
-    if (o.warpgroup == 0) {
-      asm volatile("bar.sync 2, 128;" ::: "memory");
-    } else {
-      asm volatile("bar.sync 3, 128;" ::: "memory");
-    }
-    if (o.t == 0 && box < o.boxes_in_y) {
+    __syncwarp();
+    const int slab = (o.t / 32) * kOutSlabRows;
+    if (o.t % 32 == 0 && box < o.boxes_in_y && slab < o.rows_in_y) {
       asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(o.y_map),
-                   "r"(SharedAddress(base)), "r"(o.col0 + box * kOutBoxCols), "r"(o.row0)
+                   "r"(SharedAddress(base + slab * 128)), "r"(o.col0 + box * kOutBoxCols), "r"(o.row0 + slab)
                    : "memory");
       asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     }
   }
   // Shared memory may be released once the stores have read it; their writes complete on their own.
-  if (o.t == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+  if (o.t % 32 == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 }
 
 template <typename T, int kCluster>
@@ -524,8 +525,8 @@ __global__ void __maxnreg__(kProductRegs)
     // producers load nothing after the last k slice) for the output boxes.
     asm volatile("bar.sync 1, 256;" ::: "memory");
     TileOutput o{&y_map, &s.a[0][0] + c * kOutBoxes * kOutBoxBytes, s.bias, s.colsum, {0.f, 0.f}, {1.f, 1.f},
-                 warp * 16 + lane / 4, lane % 4, t, c, n0, m0 + c * 64, 0};
-    if (m0 + c * 64 < rows) o.boxes_in_y = min(kOutBoxes, (n - n0 + kOutBoxCols - 1) / kOutBoxCols);
+                 warp * 16 + lane / 4, lane % 4, t, n0, m0 + c * 64,
+                 min(kOutBoxes, (n - n0 + kOutBoxCols - 1) / kOutBoxCols), rows - (m0 + c * 64)};
     if (layernorm) {
       // The row statistics come from RowStatsKernel, which ran alongside the products (this
       // kernel is its programmatic dependent): wait for it, then take this thread's two rows.
@@ -682,7 +683,7 @@ cudaError_t LaunchTensorCore(const TensorCoreArgs& a, cudaStream_t stream) {
   CUtensorMap x_map, w_map, y_map;
   if (cudaError_t e = EncodeMap(&x_map, a.x, a.type, a.rows, a.k, a.ldx, kBM); e != cudaSuccess) return e;
   if (cudaError_t e = EncodeMap(&w_map, a.w, a.type, a.n, a.k, a.ldw, kBN / 2); e != cudaSuccess) return e;
-  if (cudaError_t e = EncodeMap(&y_map, a.y, a.type, a.rows, a.n, a.ldy, 64); e != cudaSuccess) return e;
+  if (cudaError_t e = EncodeMap(&y_map, a.y, a.type, a.rows, a.n, a.ldy, kOutSlabRows); e != cudaSuccess) return e;
   int device = 0, sms = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) {
