@@ -14,10 +14,10 @@
 // Epilogue: per element act(rstd (acc - mean colsum_j) + bias_j), computed from the
 // accumulators in registers, rounded into 64 x 64 boxes in the freed stage buffers and stored
 // by TMA (each warp its 16 rows), box by box, so that one box's stores run while the next is
-// computed. The
-// fold trades the exact normalise-then-round of x for one float cancellation of mean x colsum against acc, which
-// keeps ~7 digits of the row mean's share (fine for 16-bit outputs unless |mean| / std
-// exceeds ~1e3, where the input's own rounding has already lost the spread).
+// computed. The fold trades the exact normalise-then-round of x for one float cancellation of
+// mean x colsum against acc, which keeps ~7 digits of the row mean's share (fine for 16-bit
+// outputs unless |mean| / std exceeds ~1e3, where the input's own rounding has already lost
+// the spread).
 #include <algorithm>
 #include <cstdint>
 #include <mutex>

@@ -355,6 +355,13 @@ TEST_F(DenseCuda, TensorCore) {
   if (!kernels::TensorCoreFits(device().device(), probe)) {
     GTEST_SKIP() << "the tensor-core kernel needs a compute capability 9.0 GPU";
   }
+  // TMA writes y: its rows must be whole 16 bytes and its base 16-byte aligned.
+  kernels::TensorCoreArgs unaligned = probe;
+  unaligned.ldy = 12;
+  EXPECT_FALSE(kernels::TensorCoreFits(device().device(), unaligned));
+  unaligned = probe;
+  unaligned.y = reinterpret_cast<void*>(uintptr_t{8});
+  EXPECT_FALSE(kernels::TensorCoreFits(device().device(), unaligned));
   struct Case {
     int64_t in, out, rows;
     bool ln;
