@@ -214,27 +214,10 @@ __device__ __forceinline__ uint32_t Pack<__half>(float lo, float hi) {
 
 // Adds a 16-byte chunk of 8 values into a row's shifted sums (sum of x - shift and of its
 // square).
-__device__ __forceinline__ void Widen(const uint4& raw, __nv_bfloat16, float (&v)[8]) {
-  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    v[2 * i] = __uint_as_float(w[i] << 16);
-    v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-__device__ __forceinline__ void Widen(const uint4& raw, __half, float (&v)[8]) {
-  const __half2* h = reinterpret_cast<const __half2*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __half22float2(h[i]);
-    v[2 * i] = f.x;
-    v[2 * i + 1] = f.y;
-  }
-}
 template <typename T>
 __device__ __forceinline__ void AddChunk(const uint4& raw, float shift, float& s1, float& s2) {
   float v[8];
-  Widen(raw, T{}, v);
+  dense_internal::Unpack<T>(raw, v);
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
     const float d = v[e] - shift;
@@ -368,11 +351,11 @@ __device__ __forceinline__ void BoxAccumulators(const float (&d)[128], float (&a
 // The tile, box by box: act(rstd (acc - mean colsum) + bias) of the box's accumulators
 // rounded into shared memory (a warp's 32 four-byte writes cover 8 rows x 16 bytes, which the
 // swizzle puts on 32 different banks), each warp's 16 rows then stored by one of its threads
-// while the warp goes on to the next box. A loop over the boxes, not straight-line code over all 128 accumulators:
-// that was ~1,500 instructions run once per CTA, fast while the previous launch had left them
-// in the instruction caches (19.4 us) but 24.5 us with them cold (ncu, or after other kernels:
-// the cuBLASLt layers of a stack); this loop measured 19.9-20.1 us and 17-18 us cold
-// (kernels/NOTES.md, "Dense" v11 and v12).
+// while the warp goes on to the next box. A loop over the boxes, not straight-line code over
+// all 128 accumulators: that was ~1,500 instructions run once per CTA, fast while the previous
+// launch had left them in the instruction caches (19.4 us) but 24.5 us with them cold (ncu, or
+// after other kernels: the cuBLASLt layers of a stack); this loop measured 19.8-19.9 us warm
+// and 16.8-17.7 us cold (kernels/NOTES.md, "Dense" v11 and v12).
 template <typename T, int kAct>
 __device__ __forceinline__ void StoreTile(const float (&d)[128], const TileOutput& o) {
   static_assert(kOutBoxes == 4, "a case per box");
