@@ -5,10 +5,11 @@
 // over a contiguous 1/S of k) share a group of O outputs when k is long or the outputs are few;
 // a block of 8 warps holds 8 / S groups. A lane owns XC <= 8 16-byte chunks of each of its
 // weight rows (chunks lane, lane + 32, ...) and issues all of them as the kernel starts, then
-// loads the matching chunks of the (few) input rows, raw, into registers (L1/L2 hits: every
-// warp reads the same rows). LayerNorm works on x minus the row's first element; with 16-bit
-// weights its centring folds into the end (nothing waits for the mean), with float32 weights
-// the mean is reduced first. Sums go over the warp by shuffles and over the S warps through
+// loads the matching chunks of the (few) input rows, raw, into registers (every warp reads the
+// same rows: one row straight from L1/L2, more rows through a copy in shared memory made once
+// per block), and the bias of the output it will write. LayerNorm works on x minus the row's
+// first element; with 16-bit weights its centring folds into the end (nothing waits for the
+// mean), with float32 weights the mean is reduced first. Sums go over the warp by shuffles and over the S warps through
 // shared memory; bias, activation and rounding are fused into the store.
 // (Measured slower, kernels/NOTES.md: one output per warp; four; re-reading the inputs from L1
 // instead of holding them; input loads ahead of the weights; W in its natural in x out layout
@@ -77,6 +78,10 @@ Split ChooseSplit(int rows, int64_t k, int64_t n, int e, int x_bytes) {
   return {s, xc, o};
 }
 
+// Whether a block copies its R input rows into shared memory once (see FewRowsKernel).
+template <int R>
+inline constexpr bool kStageInputs = R > 1;
+
 // E consecutive inputs, kept raw (16-bit inputs take half the registers of floats).
 template <typename Tx, int E>
 struct alignas(16) XChunk {
@@ -138,14 +143,39 @@ __global__ void __launch_bounds__(kThreads) FewRowsKernel(FewRowsArgs a, int spl
                                       : make_uint4(0, 0, 0, 0);
     }
   }
-  // The inputs next, all of this lane's chunks, held raw in registers (L1/L2 hits after the
-  // first warps: every warp reads the same rows) and shared by the warp's O outputs.
+  // The bias of the output this lane may write (lane o R + r of the group's first warp), so
+  // that the store does not wait on one more cold read after the sums. (Taking the weights'
+  // sums from the column sums made at load time instead of adding them up here measured
+  // 0.3 us slower for one row: ptxas scheduled the kernel differently.)
+  const bool writer = part == 0 && lane < O * R && j0 + lane / R < a.n;
+  const float bias = writer ? a.bias[j0 + lane / R] : 0.f;
+
+  // The inputs next, all of this lane's chunks, held raw in registers and shared by the warp's
+  // O outputs. Every warp needs the same rows: one row is read straight from global memory (L2
+  // hits after the first warps; a copy through shared memory measured 0.25 us slower), more
+  // rows are first copied once per block into shared memory (the chunks of all S parts, zeros
+  // beyond k), one L2 read per block instead of per warp (2 rows -0.5 us, 4 rows -1.5 us).
   const Tx* x = static_cast<const Tx*>(a.x);
+  extern __shared__ uint4 x_shared[];
+  auto* xs = reinterpret_cast<XChunk<Tx, E>*>(x_shared);
+  const int row_chunks = split * 32 * XC;
   XChunk<Tx, E> xv[R][XC];
+  if constexpr (kStageInputs<R>) {
+    for (int i = threadIdx.x; i < R * row_chunks; i += kThreads) {
+      const int r = i / row_chunks, c = i - r * row_chunks;
+      xs[i] = LoadChunk<Tx, E>(x + r * a.ldx, c * E, k, x_vec);
+    }
+    __syncthreads();
 #pragma unroll
-  for (int r = 0; r < R; ++r)
+    for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int u = 0; u < XC; ++u) xv[r][u] = LoadChunk<Tx, E>(x + r * a.ldx, (first + 32 * u) * E, k, x_vec);
+      for (int u = 0; u < XC; ++u) xv[r][u] = xs[r * row_chunks + first + 32 * u];
+  } else {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int u = 0; u < XC; ++u) xv[r][u] = LoadChunk<Tx, E>(x + r * a.ldx, (first + 32 * u) * E, k, x_vec);
+  }
 
   // Sums over the S warps of an output group (their partials meet in shared memory).
   auto group_sum = [&](float (&v)[kSums], int count) {
@@ -185,7 +215,9 @@ __global__ void __launch_bounds__(kThreads) FewRowsKernel(FewRowsArgs a, int spl
   for (int r = 0; r < R; ++r) shift[r] = d[r] = 0.f;
   if (a.layernorm) {
 #pragma unroll
-    for (int r = 0; r < R; ++r) shift[r] = ToFloat(x[r * a.ldx]);
+    for (int r = 0; r < R; ++r) {
+      shift[r] = ToFloat(kStageInputs<R> ? xs[r * row_chunks].v[0] : x[r * a.ldx]);
+    }
   }
   if (a.layernorm && !kFold) {
     float sums[kSums];
@@ -236,11 +268,10 @@ __global__ void __launch_bounds__(kThreads) FewRowsKernel(FewRowsArgs a, int spl
   }
   group_sum(acc, !a.layernorm ? kDots : (kFold ? kSums : kDots + R));
 
-  if (part != 0 || lane >= O * R) return;
+  if (!writer) return;
   // Lane o R + r writes output j0 + o of row r.
   const int o = lane / R, r = lane % R;
   const int64_t j = j0 + o;
-  if (j >= a.n) return;
   float dot = 0.f, ss = 0.f, sx = 0.f, sw = 0.f;  // ss, sx, sw: LayerNorm only
 #pragma unroll
   for (int i = 0; i < kDots; ++i)
@@ -263,7 +294,7 @@ __global__ void __launch_bounds__(kThreads) FewRowsKernel(FewRowsArgs a, int spl
   }
   const float rstd = a.layernorm ? 1.f / sqrtf(var + a.eps) : 1.f;
   Tw* y = static_cast<Tw*>(a.y);
-  y[r * a.ldy + j] = FromFloat<Tw>(dense::Activate<float>(a.act, dot * rstd + a.bias[j]));
+  y[r * a.ldy + j] = FromFloat<Tw>(dense::Activate<float>(a.act, dot * rstd + bias));
 }
 
 template <typename Tx, typename Tw, int R, int XC>
@@ -273,13 +304,15 @@ cudaError_t LaunchChunks(const FewRowsArgs& a, Split s, bool x_vec, cudaStream_t
   if constexpr (InputFits(R, XC, kVec<Tw>, sizeof(Tx))) {
     const int per_block = (kWarps / s.s) * s.o;
     const unsigned blocks = static_cast<unsigned>((a.n + per_block - 1) / per_block);
+    // The block's copy of the input rows: R x S x 32 x XC chunks, <= 32 KiB (InputFits).
+    const size_t x_bytes = kStageInputs<R> ? sizeof(XChunk<Tx, kVec<Tw>>) * R * s.s * 32 * XC : 0;
     if constexpr (R == 1) {
       if (s.o == 2) {
-        FewRowsKernel<Tx, Tw, R, XC, 2><<<blocks, kThreads, 0, stream>>>(a, s.s, x_vec);
+        FewRowsKernel<Tx, Tw, R, XC, 2><<<blocks, kThreads, x_bytes, stream>>>(a, s.s, x_vec);
         return cudaPeekAtLastError();
       }
     }
-    FewRowsKernel<Tx, Tw, R, XC, 1><<<blocks, kThreads, 0, stream>>>(a, s.s, x_vec);
+    FewRowsKernel<Tx, Tw, R, XC, 1><<<blocks, kThreads, x_bytes, stream>>>(a, s.s, x_vec);
     return cudaPeekAtLastError();
   } else {
     return cudaErrorInvalidValue;

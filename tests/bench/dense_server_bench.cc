@@ -1,12 +1,16 @@
 // Dense inference through the server on loopback: many concurrent one-row requests on one
 // model, with dynamic batching on and off, in the same run. Closed loop: each caller sends its
 // next request when the previous one returns. JSON lines out.
+// The transport's ceiling (Echo of the same input row, same client) is measured first.
 //   dense_server_bench [--backend=cuda] [--seconds=3] [--concurrency=256] [--in=1024]
-//                      [--out=4096] [--layers=1] [--dtype=bfloat16]
+//                      [--out=4096] [--layers=1] [--dtype=bfloat16] [--channels=16]
+//                      [--client=callback|sync] [--no-echo]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -15,6 +19,8 @@
 #include <grpcpp/create_channel.h>
 
 #include "absl/strings/numbers.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
@@ -37,6 +43,8 @@ struct Options {
   int layers = 1;
   std::string dtype = "bfloat16";
   int channels = 16;
+  std::string client = "callback";  // or "sync": a thread per caller
+  bool echo = true;                  // measure the Echo ceiling first
 };
 
 Options Parse(int argc, char** argv) {
@@ -52,6 +60,8 @@ Options Parse(int argc, char** argv) {
     else if (key == "--layers") (void)absl::SimpleAtoi(value, &o.layers);
     else if (key == "--dtype") o.dtype = value;
     else if (key == "--channels") (void)absl::SimpleAtoi(value, &o.channels);
+    else if (key == "--client" && (value == "callback" || value == "sync")) o.client = value;
+    else if (key == "--no-echo") o.echo = false;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       std::exit(2);
@@ -114,7 +124,141 @@ void LoadModel(v1::Compute::Stub& stub, const Options& o) {
   }
 }
 
-void Run(const Options& o, bool batching) {
+// What one closed-loop load measured.
+struct LoadResult {
+  double requests_per_s = 0;
+  std::vector<double> latencies_us;  // sorted
+  int64_t errors = 0;
+  double Percentile(double p) const {
+    return latencies_us.empty() ? 0.0
+                                : latencies_us[std::min(latencies_us.size() - 1,
+                                                        static_cast<size_t>(p * latencies_us.size()))];
+  }
+};
+
+// Starts one call: `start(ctx, done)` issues an asynchronous call that runs `done(status)` when
+// it ends (the gRPC callback API).
+using StartCall = std::function<void(grpc::ClientContext*, std::function<void(grpc::Status)>)>;
+
+// `concurrency` closed-loop callers, each sending its next call when the previous one
+// returns; warm-up for 0.5 s, then `seconds` measured. `before`/`after` run at the edges of
+// the measured window. Callback client: a few gRPC threads carry all callers, so the client
+// does not need a thread per caller (the synchronous client, --client=sync, does).
+LoadResult CallbackLoad(const Options& o, const StartCall& start, const std::function<void()>& before,
+                        const std::function<void()>& after) {
+  struct Caller {
+    std::unique_ptr<grpc::ClientContext> ctx;
+    Clock::time_point t0;
+    std::vector<double> latencies;
+    int64_t errors = 0;
+  };
+  std::vector<Caller> callers(o.concurrency);
+  std::atomic<bool> measuring{false}, stop{false};
+  absl::Mutex mu;
+  int running = 0;
+  std::function<void(Caller&)> issue = [&](Caller& c) {
+    c.ctx = std::make_unique<grpc::ClientContext>();
+    c.ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    c.t0 = Clock::now();
+    start(c.ctx.get(), [&, cp = &c](grpc::Status s) {
+      const double us = std::chrono::duration<double, std::micro>(Clock::now() - cp->t0).count();
+      if (measuring.load()) {
+        if (s.ok()) cp->latencies.push_back(us);
+        else ++cp->errors;
+      }
+      if (!stop.load()) {
+        issue(*cp);
+        return;
+      }
+      absl::MutexLock lock(&mu);
+      --running;
+    });
+  };
+  {
+    absl::MutexLock lock(&mu);
+    running = o.concurrency;
+  }
+  for (Caller& c : callers) issue(c);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // warm-up, excluded
+  before();
+  measuring = true;
+  const auto t0 = Clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));
+  measuring = false;
+  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  after();
+  stop = true;
+  {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(+[](int* n) { return *n == 0; }, &running));
+  }
+  LoadResult r;
+  for (Caller& c : callers) {
+    r.latencies_us.insert(r.latencies_us.end(), c.latencies.begin(), c.latencies.end());
+    r.errors += c.errors;
+  }
+  std::sort(r.latencies_us.begin(), r.latencies_us.end());
+  r.requests_per_s = r.latencies_us.size() / elapsed;
+  return r;
+}
+
+// The same load from one thread per caller, each blocking on its call.
+LoadResult SyncLoad(const Options& o, const StartCall& start, const std::function<void()>& before,
+                    const std::function<void()>& after) {
+  std::atomic<bool> measuring{false}, stop{false};
+  std::vector<std::vector<double>> latencies(o.concurrency);
+  std::atomic<int64_t> errors{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < o.concurrency; ++i) {
+    threads.emplace_back([&, i] {
+      while (!stop.load()) {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+        absl::Notification done;
+        grpc::Status status;
+        const auto t0 = Clock::now();
+        start(&ctx, [&](grpc::Status s) {
+          status = std::move(s);
+          done.Notify();
+        });
+        done.WaitForNotification();
+        const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+        if (!measuring.load()) continue;
+        if (!status.ok()) errors.fetch_add(1);
+        else latencies[i].push_back(us);
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // warm-up, excluded
+  before();
+  measuring = true;
+  const auto t0 = Clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));
+  measuring = false;
+  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  after();
+  stop = true;
+  for (auto& th : threads) th.join();
+  LoadResult r;
+  for (auto& l : latencies) r.latencies_us.insert(r.latencies_us.end(), l.begin(), l.end());
+  std::sort(r.latencies_us.begin(), r.latencies_us.end());
+  r.requests_per_s = r.latencies_us.size() / elapsed;
+  r.errors = errors.load();
+  return r;
+}
+
+LoadResult Load(const Options& o, const StartCall& start, const std::function<void()>& before = [] {},
+                const std::function<void()>& after = [] {}) {
+  return o.client == "sync" ? SyncLoad(o, start, before, after) : CallbackLoad(o, start, before, after);
+}
+
+// Starts a server (batching on or off) with `o.channels` client channels to it.
+struct Fixture {
+  std::unique_ptr<Server> server;
+  std::vector<std::unique_ptr<v1::Compute::Stub>> stubs;
+};
+
+Fixture Start(const Options& o, bool batching) {
   ServerConfig c;
   c.address = "127.0.0.1:0";
   c.backend.kind = o.backend;
@@ -126,78 +270,81 @@ void Run(const Options& o, bool batching) {
     std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
     std::exit(1);
   }
-  const std::string target = absl::StrCat("127.0.0.1:", (*server)->port());
-  std::vector<std::unique_ptr<v1::Compute::Stub>> stubs;
+  Fixture f{std::move(*server), {}};
+  const std::string target = absl::StrCat("127.0.0.1:", f.server->port());
   for (int i = 0; i < o.channels; ++i) {
     grpc::ChannelArguments args;
     args.SetInt("grpc.channel_id", i);  // distinct channels, distinct connections
-    stubs.push_back(v1::Compute::NewStub(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args)));
+    f.stubs.push_back(v1::Compute::NewStub(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args)));
   }
-  LoadModel(*stubs[0], o);
+  return f;
+}
 
-  v1::DenseRequest request;
-  request.set_model("bench");
-  v1::Tensor* t = request.mutable_input();
-  t->set_dtype(v1::FLOAT32);
-  t->add_shape(1);
-  t->add_shape(o.in);
+// A random input row of `o.in` float32 values (converted on the GPU).
+v1::Tensor InputRow(const Options& o) {
+  v1::Tensor t;
+  t.set_dtype(v1::FLOAT32);
+  t.add_shape(1);
+  t.add_shape(o.in);
   std::vector<float> x(o.in);
   std::mt19937 rng(2);
   std::normal_distribution<float> g(0, 1);
   for (float& v : x) v = g(rng);
-  t->set_data(std::string(reinterpret_cast<const char*>(x.data()), x.size() * 4));
+  t.set_data(std::string(reinterpret_cast<const char*>(x.data()), x.size() * 4));
+  return t;
+}
 
-  std::atomic<bool> measuring{false}, stop{false};
-  std::atomic<int64_t> errors{0};
-  std::vector<std::vector<double>> latencies(o.concurrency);
-  std::vector<std::thread> callers;
-  for (int i = 0; i < o.concurrency; ++i) {
-    callers.emplace_back([&, i] {
-      v1::Compute::Stub& stub = *stubs[i % stubs.size()];
-      while (!stop.load()) {
-        grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-        v1::DenseResponse resp;
-        const auto t0 = Clock::now();
-        const grpc::Status s = stub.Dense(&ctx, request, &resp);
-        const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-        if (!measuring.load()) continue;
-        if (!s.ok()) errors.fetch_add(1);
-        else latencies[i].push_back(us);
-      }
-    });
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // warm-up, excluded
-  v1::ServerInfoResponse before;
-  {
+void MeasureDense(const Options& o, bool batching) {
+  Fixture f = Start(o, batching);
+  LoadModel(*f.stubs[0], o);
+  v1::DenseRequest request;
+  request.set_model("bench");
+  *request.mutable_input() = InputRow(o);
+
+  // Each caller keeps its response; the callback client's callers are told apart by context.
+  std::atomic<uint64_t> next{0};
+  const StartCall start = [&](grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
+    auto resp = std::make_shared<v1::DenseResponse>();
+    v1::Compute::Stub& stub = *f.stubs[next.fetch_add(1) % f.stubs.size()];
+    stub.async()->Dense(ctx, &request, resp.get(),
+                        [resp, done = std::move(done)](grpc::Status s) { done(std::move(s)); });
+  };
+  v1::ServerInfoResponse info_before, info_after;
+  auto info = [&](v1::ServerInfoResponse* out) {
     grpc::ClientContext ctx;
-    stubs[0]->ServerInfo(&ctx, {}, &before);
-  }
-  measuring = true;
-  const auto t0 = Clock::now();
-  std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));
-  measuring = false;
-  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-  v1::ServerInfoResponse after;
-  {
-    grpc::ClientContext ctx;
-    stubs[0]->ServerInfo(&ctx, {}, &after);
-  }
-  stop = true;
-  for (auto& th : callers) th.join();
-  std::vector<double> all;
-  for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
-  std::sort(all.begin(), all.end());
-  auto pct = [&](double p) { return all.empty() ? 0.0 : all[std::min(all.size() - 1, static_cast<size_t>(p * all.size()))]; };
-  const int64_t requests = after.dense_batching().requests() - before.dense_batching().requests();
-  const int64_t batches = after.dense_batching().batches() - before.dense_batching().batches();
+    f.stubs[0]->ServerInfo(&ctx, {}, out);
+  };
+  const LoadResult r = Load(o, start, [&] { info(&info_before); }, [&] { info(&info_after); });
+  const int64_t requests = info_after.dense_batching().requests() - info_before.dense_batching().requests();
+  const int64_t batches = info_after.dense_batching().batches() - info_before.dense_batching().batches();
   std::printf("%s\n", absl::StrFormat(
-      R"({"what":"dense server one-row throughput","backend":"%s","batching":%s,"concurrency":%d,"in":%d,"out":%d,"layers":%d,"dtype":"%s","requests_per_s":%.0f,"p50_us":%.0f,"p99_us":%.0f,"mean_batch":%.1f,"largest_batch":%d,"errors":%d})",
-      (*server)->backend_name(), batching ? "true" : "false", o.concurrency, o.in, o.out, o.layers, o.dtype,
-      all.size() / elapsed, pct(0.5), pct(0.99), batches ? double(requests) / batches : 0.0,
-      after.dense_batching().largest_batch(), errors.load()).c_str());
+      R"({"what":"dense server one-row throughput","backend":"%s","client":"%s","batching":%s,"concurrency":%d,"in":%d,"out":%d,"layers":%d,"dtype":"%s","requests_per_s":%.0f,"p50_us":%.0f,"p99_us":%.0f,"mean_batch":%.1f,"largest_batch":%d,"errors":%d})",
+      f.server->backend_name(), o.client, batching ? "true" : "false", o.concurrency, o.in, o.out, o.layers, o.dtype,
+      r.requests_per_s, r.Percentile(0.5), r.Percentile(0.99), batches ? double(requests) / batches : 0.0,
+      info_after.dense_batching().largest_batch(), r.errors).c_str());
   std::fflush(stdout);
-  (*server)->Shutdown();
+  f.server->Shutdown();
+}
+
+// The transport's ceiling for the same calls: Echo with the same input row, the same client
+// and concurrency, returning nothing (a Dense reply is as small).
+void MeasureEcho(const Options& o) {
+  Fixture f = Start(o, true);
+  v1::EchoRequest request;
+  *request.mutable_tensor() = InputRow(o);
+  request.set_discard(true);
+  std::atomic<uint64_t> next{0};
+  const StartCall start = [&](grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
+    auto resp = std::make_shared<v1::EchoResponse>();
+    v1::Compute::Stub& stub = *f.stubs[next.fetch_add(1) % f.stubs.size()];
+    stub.async()->Echo(ctx, &request, resp.get(), [resp, done = std::move(done)](grpc::Status s) { done(std::move(s)); });
+  };
+  const LoadResult r = Load(o, start);
+  std::printf("%s\n", absl::StrFormat(
+      R"({"what":"echo one-row ceiling","client":"%s","concurrency":%d,"in":%d,"requests_per_s":%.0f,"p50_us":%.0f,"p99_us":%.0f,"errors":%d})",
+      o.client, o.concurrency, o.in, r.requests_per_s, r.Percentile(0.5), r.Percentile(0.99), r.errors).c_str());
+  std::fflush(stdout);
+  f.server->Shutdown();
 }
 
 }  // namespace
@@ -206,7 +353,8 @@ void Run(const Options& o, bool batching) {
 int main(int argc, char** argv) {
   const gpucompute::Options o = gpucompute::Parse(argc, argv);
   spdlog::set_level(spdlog::level::warn);  // stdout carries the JSON lines
-  gpucompute::Run(o, /*batching=*/false);
-  gpucompute::Run(o, /*batching=*/true);
+  if (o.echo) gpucompute::MeasureEcho(o);
+  gpucompute::MeasureDense(o, /*batching=*/false);
+  gpucompute::MeasureDense(o, /*batching=*/true);
   return 0;
 }

@@ -78,9 +78,12 @@ if [ "$only" = all ] || [ "$only" = periodogram ]; then
 fi
 if [ "$only" = all ] || [ "$only" = dense ]; then
   dense_bench "$@" 2>>"$out/bench.err" | tee "$out/dense_bench.jsonl"
-  # Batching on vs off: an 8 MiB layer and a 4-layer stack (transport-bound when batched), and
-  # a 2 GiB stack of 8 layers 8192 <-> 16384 (one unbatched row costs ~0.5 ms of weight reads).
-  for shape in "--layers=1" "--layers=4" "--in=8192 --out=16384 --layers=8 --seconds=5"; do
+  # Batching on vs off, 256 callback-client callers, by model size: an 8 MiB layer and a
+  # 32 MiB 4-layer stack (transport-bound: the first run also measures the Echo ceiling of the
+  # same calls), 512 MiB and 2 GiB stacks of 8192 <-> 16384 layers (one unbatched row costs
+  # ~0.13 / ~0.5 ms of weight reads). The 8 MiB layer once more with a thread per caller.
+  for shape in "--layers=1" "--layers=1 --client=sync --no-echo" "--layers=4 --no-echo" \
+      "--in=8192 --out=16384 --layers=2 --no-echo" "--in=8192 --out=16384 --layers=8 --seconds=5 --no-echo"; do
     # shellcheck disable=SC2086
     dense_server_bench --backend=cuda --seconds=3 --concurrency=256 $shape 2>>"$out/bench.err" \
       | tee -a "$out/dense_server_bench.jsonl"
