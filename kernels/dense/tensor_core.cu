@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <mutex>
+#include <set>
 
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -576,20 +577,26 @@ template <typename T, int kCluster>
 cudaError_t LaunchTyped(const TensorCoreArgs& a, const CUtensorMap& x_map, const CUtensorMap& w_map,
                         const CUtensorMap& y_map, int device, int sms, cudaStream_t stream) {
   auto kernel = TensorCoreKernel<T, kCluster>;
-  // The shared-memory opt-in is per device; set it once for each.
-  static std::once_flag once[64];
-  cudaError_t attr = cudaSuccess;
-  std::call_once(once[device & 63], [&] {
-    attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSharedBytes));
-    // The statistics kernel asks for the product's shared-memory carveout: an SM configured
-    // for a smaller one (the default for a kernel without shared memory) must drain before a
-    // product CTA can start there.
-    if (attr == cudaSuccess) {
-      attr = cudaFuncSetAttribute(RowStatsKernel<T>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                  cudaSharedmemCarveoutMaxShared);
+  // The shared-memory opt-in is per device: set it on each device's first launch (again after
+  // a failure, which is returned).
+  {
+    static std::mutex mu;
+    static std::set<int> ready;  // devices whose attributes are set
+    std::lock_guard<std::mutex> lock(mu);
+    if (ready.count(device) == 0) {
+      cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(kSharedBytes));
+      // The statistics kernel asks for the product's shared-memory carveout: an SM configured
+      // for a smaller one (the default for a kernel without shared memory) must drain before a
+      // product CTA can start there.
+      if (attr == cudaSuccess) {
+        attr = cudaFuncSetAttribute(RowStatsKernel<T>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared);
+      }
+      if (attr != cudaSuccess) return attr;
+      ready.insert(device);
     }
-  });
-  if (attr != cudaSuccess) return attr;
+  }
   const int tiles_n = static_cast<int>((a.n + kBN - 1) / kBN);
   const int tiles_m = static_cast<int>((a.rows + kBM * kCluster - 1) / (kBM * kCluster)) * kCluster;
   const int ctas = tiles_n * tiles_m;

@@ -136,14 +136,28 @@ struct LoadResult {
   }
 };
 
+// Warm-up for 0.5 s (excluded), then `o.seconds` with `measuring` set; `before`/`after` run at
+// the edges of the measured window. Returns its length in seconds.
+double MeasuredWindow(const Options& o, std::atomic<bool>& measuring, const std::function<void()>& before,
+                      const std::function<void()>& after) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  before();
+  measuring = true;
+  const auto t0 = Clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));
+  measuring = false;
+  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  after();
+  return elapsed;
+}
+
 // Starts one call: `start(ctx, done)` issues an asynchronous call that runs `done(status)` when
 // it ends (the gRPC callback API).
 using StartCall = std::function<void(grpc::ClientContext*, std::function<void(grpc::Status)>)>;
 
 // `concurrency` closed-loop callers, each sending its next call when the previous one
-// returns; warm-up for 0.5 s, then `seconds` measured. `before`/`after` run at the edges of
-// the measured window. Callback client: a few gRPC threads carry all callers, so the client
-// does not need a thread per caller (the synchronous client, --client=sync, does).
+// returns, over MeasuredWindow. A few gRPC threads carry all callers, each starting its next call from
+// the previous one's completion (--client=sync instead blocks a thread per caller).
 LoadResult CallbackLoad(const Options& o, const StartCall& start, const std::function<void()>& before,
                         const std::function<void()>& after) {
   struct Caller {
@@ -179,14 +193,7 @@ LoadResult CallbackLoad(const Options& o, const StartCall& start, const std::fun
     running = o.concurrency;
   }
   for (Caller& c : callers) issue(c);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // warm-up, excluded
-  before();
-  measuring = true;
-  const auto t0 = Clock::now();
-  std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));
-  measuring = false;
-  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-  after();
+  const double elapsed = MeasuredWindow(o, measuring, before, after);
   stop = true;
   {
     absl::MutexLock lock(&mu);
@@ -229,14 +236,7 @@ LoadResult SyncLoad(const Options& o, const StartCall& start, const std::functio
       }
     });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // warm-up, excluded
-  before();
-  measuring = true;
-  const auto t0 = Clock::now();
-  std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));
-  measuring = false;
-  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-  after();
+  const double elapsed = MeasuredWindow(o, measuring, before, after);
   stop = true;
   for (auto& th : threads) th.join();
   LoadResult r;
