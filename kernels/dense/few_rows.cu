@@ -9,11 +9,14 @@
 // same rows: one row straight from L1/L2, more rows through a copy in shared memory made once
 // per block), and the bias of the output it will write. LayerNorm works on x minus the row's
 // first element; with 16-bit weights its centring folds into the end (nothing waits for the
-// mean), with float32 weights the mean is reduced first. Sums go over the warp by shuffles and over the S warps through
-// shared memory; bias, activation and rounding are fused into the store.
+// mean), with float32 weights the mean is reduced first. Sums go over the warp by shuffles and
+// over the S warps through shared memory; bias, activation and rounding are fused into the
+// store.
 // (Measured slower, kernels/NOTES.md: one output per warp; four; re-reading the inputs from L1
 // instead of holding them; input loads ahead of the weights; W in its natural in x out layout
-// with rows staged in shared memory; k split over clusters.)
+// with rows staged in shared memory; k split over clusters; blocks of 4 warps; the weights'
+// sums taken from load-time column sums; the weights under an L2 evict_first policy; inputs
+// only as whole vectors in their own instantiation.)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
