@@ -632,8 +632,8 @@ cudaError_t LaunchTyped(const TensorCoreArgs& a, const CUtensorMap& x_map, const
   config.attrs = attribute;
   config.numAttrs = a.layernorm ? 2 : 1;
   return cudaLaunchKernelEx(&config, kernel, x_map, w_map, y_map, a.bias, a.colsum,
-                            static_cast<const float2*>(a.row_stats), static_cast<int>(a.rows), static_cast<int>(a.k), static_cast<int>(a.n), tiles_n,
-                            a.layernorm ? 1 : 0, a.act);
+                            static_cast<const float2*>(a.row_stats), static_cast<int>(a.rows),
+                            static_cast<int>(a.k), static_cast<int>(a.n), tiles_n, a.layernorm ? 1 : 0, a.act);
 }
 
 bool Aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }

@@ -136,6 +136,16 @@ struct LoadResult {
   }
 };
 
+// The result of a window of `elapsed` seconds from each caller's latencies.
+LoadResult Summarize(const std::vector<std::vector<double>>& latencies, int64_t errors, double elapsed) {
+  LoadResult r;
+  for (const auto& l : latencies) r.latencies_us.insert(r.latencies_us.end(), l.begin(), l.end());
+  std::sort(r.latencies_us.begin(), r.latencies_us.end());
+  r.requests_per_s = r.latencies_us.size() / elapsed;
+  r.errors = errors;
+  return r;
+}
+
 // Warm-up for 0.5 s (excluded), then `o.seconds` with `measuring` set; `before`/`after` run at
 // the edges of the measured window. Returns its length in seconds.
 double MeasuredWindow(const Options& o, std::atomic<bool>& measuring, const std::function<void()>& before,
@@ -199,14 +209,13 @@ LoadResult CallbackLoad(const Options& o, const StartCall& start, const std::fun
     absl::MutexLock lock(&mu);
     mu.Await(absl::Condition(+[](int* n) { return *n == 0; }, &running));
   }
-  LoadResult r;
+  std::vector<std::vector<double>> latencies;
+  int64_t errors = 0;
   for (Caller& c : callers) {
-    r.latencies_us.insert(r.latencies_us.end(), c.latencies.begin(), c.latencies.end());
-    r.errors += c.errors;
+    latencies.push_back(std::move(c.latencies));
+    errors += c.errors;
   }
-  std::sort(r.latencies_us.begin(), r.latencies_us.end());
-  r.requests_per_s = r.latencies_us.size() / elapsed;
-  return r;
+  return Summarize(latencies, errors, elapsed);
 }
 
 // The same load from one thread per caller, each blocking on its call.
@@ -239,12 +248,7 @@ LoadResult SyncLoad(const Options& o, const StartCall& start, const std::functio
   const double elapsed = MeasuredWindow(o, measuring, before, after);
   stop = true;
   for (auto& th : threads) th.join();
-  LoadResult r;
-  for (auto& l : latencies) r.latencies_us.insert(r.latencies_us.end(), l.begin(), l.end());
-  std::sort(r.latencies_us.begin(), r.latencies_us.end());
-  r.requests_per_s = r.latencies_us.size() / elapsed;
-  r.errors = errors.load();
-  return r;
+  return Summarize(latencies, errors.load(), elapsed);
 }
 
 LoadResult Load(const Options& o, const StartCall& start, const std::function<void()>& before = [] {},
@@ -280,6 +284,19 @@ Fixture Start(const Options& o, bool batching) {
   return f;
 }
 
+// Starts each call on the fixture's next channel in turn with a response of its own, kept until
+// the call ends: `issue(async_stub, ctx, response, done)` makes the call.
+template <typename Response, typename Issue>
+StartCall OverChannels(Fixture& f, Issue issue) {
+  auto next = std::make_shared<std::atomic<uint64_t>>(0);
+  return [&f, next, issue](grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
+    auto response = std::make_shared<Response>();
+    v1::Compute::Stub& stub = *f.stubs[next->fetch_add(1) % f.stubs.size()];
+    issue(stub.async(), ctx, response.get(),
+          [response, done = std::move(done)](grpc::Status s) { done(std::move(s)); });
+  };
+}
+
 // A random input row of `o.in` float32 values (converted on the GPU).
 v1::Tensor InputRow(const Options& o) {
   v1::Tensor t;
@@ -301,14 +318,10 @@ void MeasureDense(const Options& o, bool batching) {
   request.set_model("bench");
   *request.mutable_input() = InputRow(o);
 
-  // Each caller keeps its response; the callback client's callers are told apart by context.
-  std::atomic<uint64_t> next{0};
-  const StartCall start = [&](grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
-    auto resp = std::make_shared<v1::DenseResponse>();
-    v1::Compute::Stub& stub = *f.stubs[next.fetch_add(1) % f.stubs.size()];
-    stub.async()->Dense(ctx, &request, resp.get(),
-                        [resp, done = std::move(done)](grpc::Status s) { done(std::move(s)); });
-  };
+  const StartCall start =
+      OverChannels<v1::DenseResponse>(f, [&](auto* async, auto* ctx, auto* response, auto done) {
+        async->Dense(ctx, &request, response, std::move(done));
+      });
   v1::ServerInfoResponse info_before, info_after;
   auto info = [&](v1::ServerInfoResponse* out) {
     grpc::ClientContext ctx;
@@ -327,18 +340,17 @@ void MeasureDense(const Options& o, bool batching) {
 }
 
 // The transport's ceiling for the same calls: Echo with the same input row, the same client
-// and concurrency, returning nothing (a Dense reply is as small).
+// and concurrency, returning nothing (a Dense reply also carries the output row: 8 KiB for
+// 4096 bf16 outputs, so the ceiling is slightly generous).
 void MeasureEcho(const Options& o) {
   Fixture f = Start(o, true);
   v1::EchoRequest request;
   *request.mutable_tensor() = InputRow(o);
   request.set_discard(true);
-  std::atomic<uint64_t> next{0};
-  const StartCall start = [&](grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
-    auto resp = std::make_shared<v1::EchoResponse>();
-    v1::Compute::Stub& stub = *f.stubs[next.fetch_add(1) % f.stubs.size()];
-    stub.async()->Echo(ctx, &request, resp.get(), [resp, done = std::move(done)](grpc::Status s) { done(std::move(s)); });
-  };
+  const StartCall start =
+      OverChannels<v1::EchoResponse>(f, [&](auto* async, auto* ctx, auto* response, auto done) {
+        async->Echo(ctx, &request, response, std::move(done));
+      });
   const LoadResult r = Load(o, start);
   std::printf("%s\n", absl::StrFormat(
       R"({"what":"echo one-row ceiling","client":"%s","concurrency":%d,"in":%d,"requests_per_s":%.0f,"p50_us":%.0f,"p99_us":%.0f,"errors":%d})",
