@@ -240,6 +240,7 @@ void SubmitReactor::Step() {
   bool read = false;
   const v1::SubmitResponse* write = nullptr;
   bool finish = false;
+  bool linger = false;
   grpc::Status status;
   const bool cancelled = cancelled_.load();
   {
@@ -270,11 +271,18 @@ void SubmitReactor::Step() {
       } else if (draining_ && !reads_done_) {
         status = grpc::Status(grpc::StatusCode::UNAVAILABLE, kShuttingDownMessage);
       }
+      linger = draining_ && !cancelled;
     }
   }
   if (read) StartRead(&incoming_);
   if (write) StartWrite(write);
-  if (finish) Finish(status);
+  if (finish && linger) {
+    // gRPC calls OnDone (which deletes this) only after Finish, so `this` outlives the alarm.
+    linger_.Set(absl::ToChronoTime(absl::Now() + kShutdownLinger),
+                [this, status](bool) { Finish(status); });
+  } else if (finish) {
+    Finish(status);
+  }
 }
 
 void SubmitReactor::OnDone() {

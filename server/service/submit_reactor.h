@@ -14,6 +14,14 @@
 // was answered), so that the client reconnects elsewhere. Every job the server read gets a
 // result; a job the client sent that the server never read gets none (the stream's status
 // says why, and the client libraries answer it for the caller).
+//
+// While shutting down, the status goes out kShutdownLinger after the last result was written,
+// not at once: the status is the last stream of its connection, and gRPC closes a connection
+// whose last stream ends after its GOAWAY. Any byte the client sent that the server had not
+// yet read (the flow-control updates that answer the last results) makes the kernel reset the
+// connection on that close, and the reset throws away what the client had not yet read: the
+// last results and the status (seen as "recvmsg: Connection reset by peer" under load). The
+// linger lets the client read the results and the server read the client's answers first.
 #pragma once
 
 #include <atomic>
@@ -21,12 +29,14 @@
 #include <memory>
 #include <string>
 
+#include <grpcpp/alarm.h>
 #include <grpcpp/support/server_callback.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "gpucompute/v1/compute.pb.h"
 #include "server/runtime/scheduler.h"
 #include "server/service/call_timing.h"
@@ -38,6 +48,10 @@ namespace gpucompute {
 // The status a Submit stream finishes with when the server shuts down, and the message of a
 // job read after shutdown began.
 inline constexpr char kShuttingDownMessage[] = "server shutting down";
+
+// How long a stream finishing during shutdown waits between its last result and its status
+// (see above).
+inline constexpr absl::Duration kShutdownLinger = absl::Milliseconds(200);
 
 class SubmitReactor;
 
@@ -114,6 +128,7 @@ class SubmitReactor final
   bool draining_ ABSL_GUARDED_BY(mu_) = false;   // the server is shutting down
   bool writing_ ABSL_GUARDED_BY(mu_) = false;    // to_write_.front() is being written
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Alarm linger_;  // finishes a stream that ends during shutdown (kShutdownLinger)
   std::deque<std::unique_ptr<Job>> to_write_ ABSL_GUARDED_BY(mu_);
 };
 
