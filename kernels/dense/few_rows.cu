@@ -16,7 +16,9 @@
 // instead of holding them; input loads ahead of the weights; W in its natural in x out layout
 // with rows staged in shared memory; k split over clusters; blocks of 4 warps; the weights'
 // sums taken from load-time column sums; the weights under an L2 evict_first policy; inputs
-// only as whole vectors in their own instantiation.)
+// only as whole vectors in their own instantiation; the LayerNorm's row statistics reduced
+// before the main loop.) Beyond 16 MiB of weights (rows x bytes) LayerNorm + cuBLASLt streams
+// them faster and is taken instead (FewRowsPays, server/ops/dense/cuda_dense.cc).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

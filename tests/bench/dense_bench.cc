@@ -396,6 +396,20 @@ int main(int argc, char** argv) {
     cases.push_back(Case{"ln_linear_gelu", bf16, false, 1, {4096, 1024}, p});
     cases.push_back(Case{"stack4", bf16, false, 1, {1024, 4096, 1024, 4096, 1024}, p});
   }
+  // Where the few-rows kernel stops paying by layer size: one and two rows through 16 MiB to
+  // 512 MiB of weights (the unbatched passes of dense_server_bench's and load_dense_gpu.sh's
+  // big models), all bound by reading W.
+  for (std::vector<int64_t> dims : std::vector<std::vector<int64_t>>{
+           {2048, 4096}, {4096, 4096}, {4096, 8192}, {8192, 4096}, {4096, 16384}, {16384, 4096},
+           {16384, 16384}}) {
+    for (int64_t rows : {1, 2}) {
+      // Two rows of k = 16384 do not fit the few-rows kernel's registers (k <= 8192).
+      if (rows == 2 && dims.front() > 8192) continue;
+      for (DensePath p : {DensePath::kFewRows, DensePath::kGemm}) {
+        cases.push_back(Case{"ln_linear_gelu", bf16, false, rows, dims, p});
+      }
+    }
+  }
 
   for (const Case& c : cases) {
     if (!only.empty() && Label(c).find(only) == std::string::npos) continue;

@@ -78,6 +78,11 @@ if [ "$only" = all ] || [ "$only" = periodogram ]; then
 fi
 if [ "$only" = all ] || [ "$only" = dense ]; then
   dense_bench "$@" 2>>"$out/bench.err" | tee "$out/dense_bench.jsonl"
+  # One row sits within ~0.2 us of its bound, as far as run-to-run noise reaches: four more
+  # processes time it (and the 4-layer stack's row) for the spread.
+  for _ in 1 2 3 4; do
+    dense_bench --only=rows1/bf16/auto/flush 2>>"$out/bench.err" | tee -a "$out/dense_bench_one_row_repeats.jsonl"
+  done
   # Batching on vs off, 256 callback-client callers, by model size: an 8 MiB layer and a
   # 32 MiB 4-layer stack (transport-bound: the first run also measures the Echo ceiling of the
   # same calls), 512 MiB and 2 GiB stacks of 8192 <-> 16384 layers (one unbatched row costs
@@ -88,6 +93,12 @@ if [ "$only" = all ] || [ "$only" = dense ]; then
     dense_server_bench --backend=cuda --seconds=3 --concurrency=256 $shape 2>>"$out/bench.err" \
       | tee -a "$out/dense_server_bench.jsonl"
   done
+  # The same question from gpucompute-load, out of process, unary and over Submit streams.
+  if command -v gpucompute-load > /dev/null; then
+    OUT=$out "$(dirname "$0")/load_dense_gpu.sh"
+  else
+    echo "no gpucompute-load in the bundle: load_dense_gpu.sh skipped"
+  fi
   [ -n "$peers" ] && python3 "$peers" dense 2>>"$out/bench.err" | tee "$out/dense_peers.jsonl"
 fi
 if [ "$only" = all ] || [ "$only" = assimilate ]; then

@@ -147,10 +147,16 @@ absl::StatusOr<std::unique_ptr<GemmPlan>> MakePlan(cublasLtHandle_t handle, cons
   return plan;
 }
 
-// Whether the few-rows kernel beats normalise + cuBLASLt (kernels/NOTES.md, "Dense"): it does
-// for one or two rows, where the layer is bound by reading W once (1024 -> 4096 bf16: one row
-// 8.0 vs 12.0 us, two rows 10.9 vs 11.4, three 15.9 vs 11.4).
-bool FewRowsPays(int64_t rows) { return rows <= 2; }
+// Whether the few-rows kernel beats normalise + cuBLASLt on a layer of `weight_bytes`
+// (kernels/NOTES.md, "Dense" v14): for one or two rows of a small layer, bound by reading W
+// once with little else to hide behind (bf16, us, few-rows vs cuBLASLt: 1024 -> 4096 one row
+// 8.0 vs 12.0, two rows 10.6 vs 11.8, three 15.9 vs 11.4; 2048 -> 4096 one row 12.9 vs 15.0, two
+// rows 17.7 vs 15.0; 4096 -> 4096 one row 22.2 vs 20.8). On larger layers the kernel's one load
+// per lane and many waves of blocks stream at ~2 TB/s while cuBLASLt reaches 2.8-3.8
+// (16384 -> 16384, one row: 245 vs 140 us).
+bool FewRowsPays(int64_t rows, int64_t weight_bytes) {
+  return rows <= 2 && rows * weight_bytes <= (int64_t{16} << 20);
+}
 
 // The tensor-core kernel's arguments for layer L over `rows` rows of `in` (null pointers:
 // filled in at launch; pool and model allocations are 256-byte aligned).
@@ -436,8 +442,9 @@ absl::StatusOr<PendingDense> EnqueueDense(DeviceContext& device, StreamSlot& slo
     const int r = static_cast<int>(std::min<int64_t>(rows, 1 << 20));
     const bool direct = kernels::FewRowsFits(r, L.in, L.out, KernelType(in_type), KernelType(dtype));
     const bool fits = direct || kernels::FewRowsFits(r, L.in, L.out, KernelType(dtype), KernelType(dtype));
-    few[l] = forced == DensePath::kFewRows ? fits
-                                           : (forced == DensePath::kAuto && fits && FewRowsPays(rows));
+    few[l] = forced == DensePath::kFewRows
+                 ? fits
+                 : (forced == DensePath::kAuto && fits && FewRowsPays(rows, L.in * L.out * elem));
     // kAuto takes the tensor-core kernel where it folds this layer's LayerNorm into one
     // nearly full wave of tiles (e.g. 1024 x 1024 -> 4096 bf16), the only place it measured
     // faster than normalise + cuBLASLt (kernels/NOTES.md, "Dense" v9).
