@@ -9,15 +9,13 @@
 # device tool returns a limited number of files).
 set -uo pipefail
 top=${OUT:-gpu-out}; out=$(mktemp -d); mkdir -p "$top"
-rm -f /tmp/gcd-on.port /tmp/gcd-off.port
-gpucompute-server --address=127.0.0.1:0 --port_file=/tmp/gcd-on.port --backend=cuda \
-  >> "$out/servers.log" 2>&1 &
-on_pid=$!
-gpucompute-server --address=127.0.0.1:0 --port_file=/tmp/gcd-off.port --backend=cuda \
-  --dense_max_batch_size=1 >> "$out/servers.log" 2>&1 &
-off_pid=$!
-for _ in $(seq 1 300); do [ -s /tmp/gcd-on.port ] && [ -s /tmp/gcd-off.port ] && break; sleep 0.1; done
-declare -A target=([on]="127.0.0.1:$(cat /tmp/gcd-on.port)" [off]="127.0.0.1:$(cat /tmp/gcd-off.port)")
+# shellcheck source=tests/bench/cuda_server.sh
+source "$(dirname "$0")/cuda_server.sh"
+start_server /tmp/gcd-on.port "$out/servers.log"
+on_pid=$spid on_target=$target
+start_server /tmp/gcd-off.port "$out/servers.log" --dense_max_batch_size=1
+off_pid=$spid
+declare -A targets=([on]="$on_target" [off]="$target")
 declare -A model=([8MiB]="--in 1024 --out 4096 --layers 1" [512MiB]="--in 16384 --out 16384 --layers 1"
                   [2GiB]="--in 16384 --out 16384 --layers 4")
 for m in 8MiB 512MiB 2GiB; do
@@ -26,7 +24,7 @@ for m in 8MiB 512MiB 2GiB; do
       extra=""; [ "$batching" = on ] && [ "$m" = 8MiB ] && extra="--compare-echo"
       echo "==== gpucompute-load dense $m $mode batching $batching"
       # shellcheck disable=SC2086
-      gpucompute-load --target "${target[$batching]}" --progress off \
+      gpucompute-load --target "${targets[$batching]}" --progress off \
         --json "$out/load-dense-$m-$mode-$batching.jsonl" --op dense ${model[$m]} --rows 1 \
         --model-dtype bfloat16 --mode "$mode" --channels 8 --concurrency 256 --duration 5s \
         --warmup 1s $extra 2>>"$out/bench.err"

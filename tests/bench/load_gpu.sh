@@ -7,12 +7,9 @@
 # machine: client/load/plot_load.py RESULTS.jsonl OUT.png.
 set -uo pipefail
 top=${OUT:-gpu-out}; out=$(mktemp -d); mkdir -p "$top"
-rm -f /tmp/gcl.port
-gpucompute-server --address=127.0.0.1:0 --port_file=/tmp/gcl.port --backend=cuda \
-  --allow_shared_memory >> "$out/servers.log" 2>&1 &
-spid=$!
-for _ in $(seq 1 300); do [ -s /tmp/gcl.port ] && break; sleep 0.1; done
-target="127.0.0.1:$(cat /tmp/gcl.port)"
+# shellcheck source=tests/bench/cuda_server.sh
+source "$(dirname "$0")/cuda_server.sh"
+start_server /tmp/gcl.port "$out/servers.log" --allow_shared_memory
 load() {  # name, then gpucompute-load flags
   local name=$1; shift
   echo "==== gpucompute-load $name: $*"

@@ -33,15 +33,11 @@ for op in $ops; do
   run_test "${op}_server_test (cuda)" env GPUCOMPUTE_TEST_BACKEND=cuda "$bin/${op}_server_test" --gtest_brief=1
 done
 
-start_server() {  # port file; leaves $spid
-  rm -f "$1"
-  gpucompute-server --address=127.0.0.1:0 --port_file="$1" --backend=cuda >> "$out/servers.log" 2>&1 &
-  spid=$!
-  for _ in $(seq 1 300); do [ -s "$1" ] && break; sleep 0.1; done
-}
+# shellcheck source=tests/bench/cuda_server.sh
+source "$(dirname "$0")/cuda_server.sh"
 # The CLI demo against a CUDA server process, then SIGTERM: it must drain and exit 0.
-start_server /tmp/gc.port
-gpucompute --target="127.0.0.1:$(cat /tmp/gc.port)" demo | tee -a "$log" || status=1
+start_server /tmp/gc.port "$out/servers.log"
+gpucompute --target="$target" demo | tee -a "$log" || status=1
 kill -TERM $spid; wait $spid; echo "server exit status after SIGTERM: $?"
 # The Python client against the CUDA server: periodograms checked against Astropy references
 # made on the build machine (tests/python/gpu/astropy_fixture_check.py make; bundled as
@@ -49,9 +45,9 @@ kill -TERM $spid; wait $spid; echo "server exit status after SIGTERM: $?"
 # test_assimilate*.py, with the Lorenz-96 twin experiment).
 if [ -d "$root/python" ]; then
   if [ -f "$root/fixture.npz" ] && [ "$only" != dense ]; then
-    start_server /tmp/gc2.port
+    start_server /tmp/gc2.port "$out/servers.log"
     run_test "astropy fixture check" env PYTHONPATH="$root/python" python3 tests/python/gpu/astropy_fixture_check.py \
-      check "$root/fixture.npz" "127.0.0.1:$(cat /tmp/gc2.port)"
+      check "$root/fixture.npz" "$target"
     kill -TERM $spid; wait $spid
   fi
   declare -A pytests=([dense]="tests/python/test_dense.py tests/python/test_dense_client_local.py"
@@ -78,8 +74,8 @@ if [ "$only" = all ] || [ "$only" = periodogram ]; then
 fi
 if [ "$only" = all ] || [ "$only" = dense ]; then
   dense_bench "$@" 2>>"$out/bench.err" | tee "$out/dense_bench.jsonl"
-  # One row sits within ~0.2 us of its bound, as far as run-to-run noise reaches: four more
-  # processes time it (and the 4-layer stack's row) for the spread.
+  # One row sits at its bound, within the run-to-run noise: four more processes time it (and
+  # the 4-layer stack's row) for the spread.
   for _ in 1 2 3 4; do
     dense_bench --only=rows1/bf16/auto/flush 2>>"$out/bench.err" | tee -a "$out/dense_bench_one_row_repeats.jsonl"
   done
