@@ -43,6 +43,8 @@ ABSL_FLAG(int, max_batch_size, 64, "most requests coalesced into one launch");
 ABSL_FLAG(int64_t, max_queue_delay_us, 200, "longest a request waits for its batch to fill (µs)");
 ABSL_FLAG(int, max_queue_depth, 1024, "queued requests before RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, max_request_bytes, int64_t{1} << 30, "largest request message accepted");
+ABSL_FLAG(int64_t, max_response_bytes, int64_t{1} << 30,
+          "largest response message sent; larger inline outputs are RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, max_series_per_request, 100000, "series per periodogram request");
 ABSL_FLAG(int64_t, max_samples_per_series, int64_t{1} << 24, "samples per series");
 ABSL_FLAG(int64_t, max_frequencies_per_series, int64_t{1} << 26, "frequencies per series");
@@ -318,6 +320,7 @@ int main(int argc, char** argv) {
   config.scheduler.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
   config.scheduler.max_queue_depth = std::max(1, absl::GetFlag(FLAGS_max_queue_depth));
   config.limits.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
+  config.limits.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   config.limits.max_series_per_request = absl::GetFlag(FLAGS_max_series_per_request);
   config.limits.max_samples_per_series = absl::GetFlag(FLAGS_max_samples_per_series);
   config.limits.max_frequencies_per_series = absl::GetFlag(FLAGS_max_frequencies_per_series);

@@ -46,6 +46,7 @@ struct PeriodogramOptions {
   int bootstraps = 0;                     // 0: the server's default (1000)
   uint64_t seed = 0;
   bool model = false;                     // best-fit model parameters at each peak
+  bool no_power = false;                  // output_placement.discard: peaks and analyses only
   std::string output;  // empty: stdout
   std::string format;  // csv | json; empty: json when output ends in .json, else csv
 };

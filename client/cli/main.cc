@@ -90,6 +90,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   periodogram->add_option("--top-k", p.top_k, "report the k highest local maxima per series")
       ->check(CLI::Range(0, 10000));
+  periodogram->add_flag("--no-power", p.no_power,
+                        "the server returns no power arrays: peaks, false alarms and models only "
+                        "(CSV then lists each series' peak)");
   periodogram->add_option("--false-alarm", p.false_alarm,
                           "false-alarm probability of each peak by this method")
       ->check(CLI::IsMember({"baluev", "davies", "naive", "bootstrap"}));

@@ -16,7 +16,16 @@ namespace {
 
 using client::DecodedSeriesResult;
 
-void WriteCsv(const std::vector<DecodedSeriesResult>& results, bool float32, std::ostream& out) {
+void WriteCsv(const std::vector<DecodedSeriesResult>& results, bool float32, bool no_power,
+              std::ostream& out) {
+  if (no_power) {
+    out << "series,peak_frequency,peak_power\n";
+    for (size_t s = 0; s < results.size(); ++s) {
+      out << absl::StrCat(s, ",", FormatShortest(results[s].peak_frequency), ",",
+                          FormatShortest(results[s].peak_power), "\n");
+    }
+    return;
+  }
   out << "series,frequency,power\n";
   std::string line;
   for (size_t s = 0; s < results.size(); ++s) {
@@ -40,9 +49,11 @@ void WriteJson(const std::vector<SeriesData>& inputs,
     nlohmann::json item = {{"file", inputs[s].name},
                            {"n_samples", inputs[s].t.size()},
                            {"peak_frequency", r.peak_frequency},
-                           {"peak_power", r.peak_power},
-                           {"frequency", r.frequency},
-                           {"power", r.power}};
+                           {"peak_power", r.peak_power}};
+    if (!r.power.empty() || r.frequency.empty()) {
+      item["frequency"] = r.frequency;
+      item["power"] = r.power;
+    }
     item.update(analyses[s]);
     series.push_back(std::move(item));
   }
@@ -57,6 +68,7 @@ void SetAnalysisOptions(const PeriodogramOptions& options, v1::PeriodogramReques
   request->set_nterms(options.nterms);
   request->set_top_k(options.top_k);
   request->set_model_parameters(options.model);
+  if (options.no_power) request->mutable_output_placement()->set_discard(true);
   if (!options.false_alarm.empty() || !options.false_alarm_levels.empty()) {
     v1::FalseAlarmSpec* fa = request->mutable_false_alarm();
     const std::string& m = options.false_alarm;
@@ -186,7 +198,7 @@ int RunPeriodogram(const GlobalOptions& global, const PeriodogramOptions& option
   if (format == "json") {
     WriteJson(inputs, decoded, analyses, out);
   } else {
-    WriteCsv(decoded, *dtype == v1::FLOAT32, out);
+    WriteCsv(decoded, *dtype == v1::FLOAT32, options.no_power, out);
   }
   out.flush();
   if (!out) return Fail("writing output", absl::DataLossError("write failed"));

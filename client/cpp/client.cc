@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "client/cpp/large_tensors.h"
 #include "client/cpp/tensor_util.h"
 
 namespace gpucompute::client {
@@ -536,7 +537,9 @@ std::future<absl::StatusOr<PeriodogramResult>> Client::PeriodogramAsync(
 
 absl::StatusOr<PeriodogramResult> Client::Periodogram(v1::PeriodogramRequest request,
                                                       CallOptions options) {
-  return PeriodogramAsync(std::move(request), std::move(options)).get();
+  return CallMovingLargeTensors<PeriodogramResult>(
+      std::move(request), std::move(options),
+      [this](auto r, auto o) { return PeriodogramAsync(std::move(r), std::move(o)); });
 }
 
 std::future<absl::StatusOr<ServerInfoResult>> Client::ServerInfoAsync(CallOptions options) {
@@ -631,7 +634,9 @@ std::future<absl::StatusOr<DenseResult>> Client::DenseAsync(v1::DenseRequest req
 }
 
 absl::StatusOr<DenseResult> Client::Dense(v1::DenseRequest request, CallOptions options) {
-  return DenseAsync(std::move(request), std::move(options)).get();
+  return CallMovingLargeTensors<DenseResult>(
+      std::move(request), std::move(options),
+      [this](auto r, auto o) { return DenseAsync(std::move(r), std::move(o)); });
 }
 
 std::future<absl::StatusOr<AssimilateResult>> Client::AssimilateAsync(v1::AssimilateRequest request,
@@ -647,7 +652,9 @@ std::future<absl::StatusOr<AssimilateResult>> Client::AssimilateAsync(v1::Assimi
 
 absl::StatusOr<AssimilateResult> Client::Assimilate(v1::AssimilateRequest request,
                                                     CallOptions options) {
-  return AssimilateAsync(std::move(request), std::move(options)).get();
+  return CallMovingLargeTensors<AssimilateResult>(
+      std::move(request), std::move(options),
+      [this](auto r, auto o) { return AssimilateAsync(std::move(r), std::move(o)); });
 }
 
 std::future<absl::StatusOr<EchoResult>> Client::EchoAsync(v1::EchoRequest request,
@@ -662,7 +669,23 @@ std::future<absl::StatusOr<EchoResult>> Client::EchoAsync(v1::EchoRequest reques
 }
 
 absl::StatusOr<EchoResult> Client::Echo(v1::EchoRequest request, CallOptions options) {
-  return EchoAsync(std::move(request), std::move(options)).get();
+  return CallMovingLargeTensors<EchoResult>(
+      std::move(request), std::move(options),
+      [this](auto r, auto o) { return EchoAsync(std::move(r), std::move(o)); });
+}
+
+template <typename Result, typename Request, typename Start>
+absl::StatusOr<Result> Client::CallMovingLargeTensors(Request request, CallOptions options,
+                                                      Start start) {
+  const absl::Time begin = absl::Now();
+  LargeTensors moved(*this, options_.transfer_threshold_bytes, options);
+  if (absl::Status s = moved.Send(request); !s.ok()) return s;
+  absl::StatusOr<Result> result = start(std::move(request), options).get();
+  moved.ReleaseInputs();
+  if (!result.ok()) return result;
+  if (absl::Status s = moved.Receive(result->response); !s.ok()) return s;
+  result->latency = absl::Now() - begin;  // the user's whole call
+  return result;
 }
 
 // ---------------------------------------------------------------- resident tensors
@@ -689,11 +712,13 @@ std::future<absl::StatusOr<PutTensorResult>> Client::PutTensorAsync(v1::DType dt
   const int64_t chunks = std::max<int64_t>(1, (total + put.chunk_bytes - 1) / put.chunk_bytes);
   const int streams = static_cast<int>(std::min<int64_t>(put.streams, chunks));
   v1::PutTensorHeader header;
-  if (streams == 1) {
+  if (!put.handle.empty()) {
+    header.set_handle(put.handle);
+  } else if (streams == 1 && put.idle_expiry <= absl::ZeroDuration()) {
     header.set_dtype(dtype);
     for (int64_t d : shape) header.add_shape(d);
   } else {
-    absl::StatusOr<v1::TensorInfo> reserved = CreateTensor(dtype, shape, options);
+    absl::StatusOr<v1::TensorInfo> reserved = CreateTensor(dtype, shape, options, put.idle_expiry);
     if (!reserved.ok()) return Ready<Out>(reserved.status());
     header.set_handle(reserved->handle());
   }
@@ -712,7 +737,7 @@ std::future<absl::StatusOr<PutTensorResult>> Client::PutTensorAsync(v1::DType dt
           upload->StreamDone(std::move(info), bytes);
         });
     Configure(options, stream->context());
-    stream->Start(TransferStub(i));
+    stream->Start(TransferStub(put.first_stream + i));
   }
   return future;
 }
@@ -725,11 +750,15 @@ absl::StatusOr<PutTensorResult> Client::PutTensor(v1::DType dtype, std::vector<i
 
 std::future<absl::StatusOr<v1::TensorInfo>> Client::CreateTensorAsync(v1::DType dtype,
                                                                       std::vector<int64_t> shape,
-                                                                      CallOptions options) {
+                                                                      CallOptions options,
+                                                                      absl::Duration idle_expiry) {
   using Call = UnaryCall<v1::CreateTensorRequest, v1::TensorInfo, v1::TensorInfo>;
   v1::CreateTensorRequest request;
   request.set_dtype(dtype);
   for (int64_t d : shape) request.add_shape(d);
+  if (idle_expiry > absl::ZeroDuration()) {
+    request.set_idle_expiry_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(idle_expiry)));
+  }
   return StartUnary<v1::CreateTensorRequest, v1::TensorInfo, v1::TensorInfo>(
       std::move(request), [&](grpc::ClientContext* c) { Configure(options, c); },
       [this](auto* context, auto* req, auto* resp, auto callback) {
@@ -739,8 +768,9 @@ std::future<absl::StatusOr<v1::TensorInfo>> Client::CreateTensorAsync(v1::DType 
 }
 
 absl::StatusOr<v1::TensorInfo> Client::CreateTensor(v1::DType dtype, std::vector<int64_t> shape,
-                                                    CallOptions options) {
-  return CreateTensorAsync(dtype, std::move(shape), std::move(options)).get();
+                                                    CallOptions options,
+                                                    absl::Duration idle_expiry) {
+  return CreateTensorAsync(dtype, std::move(shape), std::move(options), idle_expiry).get();
 }
 
 std::future<absl::StatusOr<GetTensorResult>> Client::GetTensorAsync(std::string handle,
@@ -784,7 +814,7 @@ std::future<absl::StatusOr<GetTensorResult>> Client::GetTensorAsync(std::string 
     request.set_chunk_bytes(get.chunk_bytes);
     auto* stream = new GetTensorStream(std::move(request), download);  // deletes itself in OnDone
     Configure(options, stream->context());
-    stream->Start(TransferStub(streams > 1 ? i : 0));
+    stream->Start(TransferStub(get.first_stream + (streams > 1 ? i : 0)));
   }
   return future;
 }

@@ -39,6 +39,10 @@ inline constexpr char kTotalUsKey[] = "x-gpucompute-total-us";
 inline constexpr char kBatchRequestsKey[] = "x-gpucompute-batch-requests";
 
 struct ClientOptions {
+  // Operation calls (Periodogram, Dense, Assimilate, Echo; not their Async forms) move every
+  // inline input tensor and every output of more than this many bytes over several
+  // connections at once (large_tensors.h); 0: everything inline.
+  int64_t transfer_threshold_bytes = int64_t{4} << 20;
   // Deadline of a call whose CallOptions set none.
   absl::Duration default_timeout = absl::Seconds(30);
   // Message size limits of the channel (both directions); gRPC's default receive limit is 4 MiB.
@@ -171,6 +175,14 @@ struct PutTensorOptions {
   // move several GB/s): the client's channel and up to 15 more to the same target, made on
   // first use and kept (a client made by FromChannel uses its one channel).
   int streams = 1;
+  // The connection of the first stream (the others follow it), so that several uploads at
+  // once use different connections.
+  int first_stream = 0;
+  // Write into this tensor, reserved by CreateTensor, instead of making one.
+  std::string handle;
+  // With no handle: reserve the tensor with this idle expiry (CreateTensor), even for one
+  // stream; zero: the server's.
+  absl::Duration idle_expiry = absl::ZeroDuration();
 };
 
 struct PutTensorResult {
@@ -187,6 +199,7 @@ struct GetTensorOptions {
   // connection of its own (as PutTensorOptions::streams); with length 0 the tensor's size is
   // looked up first (ListTensors). 1: one stream.
   int streams = 1;
+  int first_stream = 0;  // the connection of the first stream, as PutTensorOptions's
 };
 
 struct GetTensorResult {
@@ -295,12 +308,14 @@ class Client {
                                             CallOptions options = {});
 
   // Reserves an empty resident tensor whose bytes come through PutTensor streams that name
-  // its handle (several may upload disjoint ranges at once).
-  std::future<absl::StatusOr<v1::TensorInfo>> CreateTensorAsync(v1::DType dtype,
-                                                                std::vector<int64_t> shape,
-                                                                CallOptions options = {});
+  // its handle (several may upload disjoint ranges at once). A positive `idle_expiry` shorter
+  // than the server's frees it sooner when unused.
+  std::future<absl::StatusOr<v1::TensorInfo>> CreateTensorAsync(
+      v1::DType dtype, std::vector<int64_t> shape, CallOptions options = {},
+      absl::Duration idle_expiry = absl::ZeroDuration());
   absl::StatusOr<v1::TensorInfo> CreateTensor(v1::DType dtype, std::vector<int64_t> shape,
-                                              CallOptions options = {});
+                                              CallOptions options = {},
+                                              absl::Duration idle_expiry = absl::ZeroDuration());
 
   // A range of a complete resident tensor (NOT_FOUND for an unknown handle or another
   // client's, FAILED_PRECONDITION while incomplete).
@@ -335,6 +350,11 @@ class Client {
 
  private:
   Client(std::string target, std::shared_ptr<grpc::Channel> channel, ClientOptions options);
+
+  // An operation call with its large tensors moved in parallel (LargeTensors); `start`
+  // begins the plain call.
+  template <typename Result, typename Request, typename Start>
+  absl::StatusOr<Result> CallMovingLargeTensors(Request request, CallOptions options, Start start);
 
   // Fills deadline, wait_for_ready and metadata of `context` from `options`.
   void Configure(const CallOptions& options, grpc::ClientContext* context) const;

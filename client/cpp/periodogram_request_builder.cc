@@ -101,9 +101,15 @@ absl::StatusOr<std::vector<double>> ResultFrequencies(const v1::SeriesResult& re
 absl::StatusOr<DecodedSeriesResult> DecodeSeriesResult(
     const v1::SeriesResult& result, absl::Span<const double> explicit_frequencies) {
   DecodedSeriesResult out;
-  ASSIGN_OR_RETURN(out.power, TensorToDoubles(result.power()));
-  ASSIGN_OR_RETURN(out.frequency, ResultFrequencies(result, static_cast<int64_t>(out.power.size()),
-                                                    explicit_frequencies));
+  const v1::Tensor& power = result.power();
+  int64_t count = 0;
+  if (power.payload_case() == v1::Tensor::PAYLOAD_NOT_SET && power.shape_size() == 1) {
+    count = power.shape(0);  // discarded: the shape says how many there were
+  } else {
+    ASSIGN_OR_RETURN(out.power, TensorToDoubles(power));
+    count = static_cast<int64_t>(out.power.size());
+  }
+  ASSIGN_OR_RETURN(out.frequency, ResultFrequencies(result, count, explicit_frequencies));
   out.peak_frequency = result.peak_frequency();
   out.peak_power = result.peak_power();
   out.peak_index = result.peak_index();

@@ -54,6 +54,8 @@ absl::StatusOr<std::vector<double>> ResultFrequencies(
     absl::Span<const double> explicit_frequencies = {});
 
 // Everything of one series result, decoded: frequency[i] belongs to power[i].
+// A result whose power was discarded (OutputPlacement.discard) has frequencies and an empty
+// power.
 struct DecodedSeriesResult {
   std::vector<double> frequency;
   std::vector<double> power;

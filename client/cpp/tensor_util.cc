@@ -228,6 +228,18 @@ v1::OutputPlacement KeepOutputs() {
   return p;
 }
 
+v1::OutputPlacement DiscardOutputs() {
+  v1::OutputPlacement p;
+  p.set_discard(true);
+  return p;
+}
+
+v1::OutputPlacement KeepOutputsAbove(int64_t bytes) {
+  v1::OutputPlacement p;
+  p.set_keep_above_bytes(bytes);
+  return p;
+}
+
 v1::OutputPlacement SharedMemoryOutputs(std::string region, int64_t offset, int64_t length) {
   v1::OutputPlacement p;
   v1::SharedMemoryRef* ref = p.mutable_shared_memory();

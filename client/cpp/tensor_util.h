@@ -67,8 +67,12 @@ absl::StatusOr<v1::Tensor> SharedMemoryTensor(std::string region, int64_t offset
                                               std::vector<int64_t> shape);
 
 // Output placements: keep every output on the server, or write them into `region` from
-// `offset` (each at a multiple of 64 bytes, within `length` bytes; 0: to the region's end).
+// `offset` (each at a multiple of 64 bytes, within `length` bytes; 0: to the region's end), or
+// return none (each output Tensor then has dtype and shape only), or keep those over `bytes`
+// and return the others inline.
 v1::OutputPlacement KeepOutputs();
+v1::OutputPlacement DiscardOutputs();
+v1::OutputPlacement KeepOutputsAbove(int64_t bytes);
 v1::OutputPlacement SharedMemoryOutputs(std::string region, int64_t offset = 0, int64_t length = 0);
 
 // HalfToFloat, BFloat16ToFloat, FloatToHalf, FloatToBFloat16: client/cpp/float_convert.h.

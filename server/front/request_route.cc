@@ -138,6 +138,8 @@ bool Walk(CodedInputStream* in, const Descriptor* type, int depth, RequestFacts*
       if (keep != 0) facts->keeps_output = true;
       continue;
     }
+    // keep_above_bytes does not pin the caller to a worker: the clients fetch and delete such
+    // outputs at once (their handles name the worker), and every large call carries it.
     if (!WireFormatLite::SkipField(in, tag)) return false;
   }
 }

@@ -43,8 +43,12 @@ absl::StatusOr<int64_t> TensorBytes(const TensorSpec& spec) {
 // ---------------------------------------------------------------- ResidentTensor
 
 ResidentTensor::ResidentTensor(std::string handle, std::string owner, TensorSpec spec,
-                               int64_t bytes, absl::Time now)
-    : handle_(std::move(handle)), owner_(std::move(owner)), spec_(std::move(spec)), bytes_(bytes) {
+                               int64_t bytes, absl::Time now, absl::Duration idle_expiry)
+    : handle_(std::move(handle)),
+      owner_(std::move(owner)),
+      spec_(std::move(spec)),
+      bytes_(bytes),
+      idle_expiry_(idle_expiry) {
   last_use_ = now;
   complete_ = bytes_ == 0;
 }
@@ -138,7 +142,8 @@ TensorStoreOptions WithDefaults(TensorStoreOptions o) {
 }  // namespace
 
 TensorStore::TensorStore(TensorStoreOptions options) : options_(WithDefaults(std::move(options))) {
-  if (options_.sweep_interval > absl::ZeroDuration() && options_.idle_expiry > absl::ZeroDuration()) {
+  // Runs even when the store's expiry is off: tensors may carry expiries of their own.
+  if (options_.sweep_interval > absl::ZeroDuration()) {
     sweeper_ = std::thread([this] { SweepLoop(); });
   }
 }
@@ -226,13 +231,14 @@ void TensorStore::Unreserve(absl::string_view owner, int64_t bytes, int count) {
 }
 
 absl::StatusOr<std::shared_ptr<ResidentTensor>> TensorStore::Create(absl::string_view owner,
-                                                                    TensorSpec spec) {
+                                                                    TensorSpec spec,
+                                                                    absl::Duration idle_expiry) {
   auto bytes = TensorBytes(spec);
   if (!bytes.ok()) return bytes.status();
   // Reserved before allocating (outside the lock) so that concurrent creates see it.
   if (absl::Status s = Reserve(owner, *bytes, 1); !s.ok()) return s;
   auto tensor = std::make_shared<ResidentTensor>(NewHandle(), std::string(owner), std::move(spec),
-                                                 *bytes, Now());
+                                                 *bytes, Now(), idle_expiry);
   if (*bytes > 0) {
     tensor->data_ = static_cast<char*>(
         ::operator new(static_cast<size_t>(*bytes), kAlignment, std::nothrow));
@@ -250,7 +256,7 @@ absl::StatusOr<std::shared_ptr<ResidentTensor>> TensorStore::Create(absl::string
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<const ResidentTensor>>> TensorStore::AddComplete(
-    absl::string_view owner, std::vector<NewTensor> tensors) {
+    absl::string_view owner, std::vector<NewTensor> tensors, absl::Duration idle_expiry) {
   int64_t total = 0;
   for (const NewTensor& t : tensors) {
     auto bytes = TensorBytes(t.spec);
@@ -269,7 +275,7 @@ absl::StatusOr<std::vector<std::shared_ptr<const ResidentTensor>>> TensorStore::
   for (NewTensor& t : tensors) {
     const int64_t bytes = static_cast<int64_t>(t.bytes.size());
     auto tensor = std::make_shared<ResidentTensor>(NewHandle(), std::string(owner),
-                                                   std::move(t.spec), bytes, now);
+                                                   std::move(t.spec), bytes, now, idle_expiry);
     tensor->Adopt(std::move(t.bytes));
     tensors_.emplace(tensor->handle(), tensor);
     out.push_back(std::move(tensor));
@@ -278,10 +284,12 @@ absl::StatusOr<std::vector<std::shared_ptr<const ResidentTensor>>> TensorStore::
 }
 
 bool TensorStore::Expired(const std::shared_ptr<ResidentTensor>& t, absl::Time now) const {
-  if (options_.idle_expiry <= absl::ZeroDuration()) return false;
+  absl::Duration expiry = t->idle_expiry();
+  if (options_.idle_expiry > absl::ZeroDuration()) expiry = std::min(expiry, options_.idle_expiry);
+  if (expiry == absl::InfiniteDuration()) return false;
   // Held elsewhere (a job reading it, a PutTensor stream writing it): in use, not idle.
   if (t.use_count() > 1) return false;
-  return t->idle(now) > options_.idle_expiry;
+  return t->idle(now) > expiry;
 }
 
 std::shared_ptr<ResidentTensor> TensorStore::RemoveLocked(const std::string& handle) {

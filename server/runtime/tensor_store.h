@@ -58,8 +58,10 @@ struct TensorSpec {
 // One resident tensor. Its bytes are written (Write) until complete, then never change.
 class ResidentTensor {
  public:
+  // `idle_expiry`: this tensor's own expiry when shorter than the store's (infinite: the
+  // store's).
   ResidentTensor(std::string handle, std::string owner, TensorSpec spec, int64_t bytes,
-                 absl::Time now);
+                 absl::Time now, absl::Duration idle_expiry = absl::InfiniteDuration());
   ~ResidentTensor();
   ResidentTensor(const ResidentTensor&) = delete;
   ResidentTensor& operator=(const ResidentTensor&) = delete;
@@ -80,6 +82,7 @@ class ResidentTensor {
   bool complete() const;
   int64_t received_bytes() const;  // distinct bytes written so far
   absl::Duration idle(absl::Time now) const;
+  absl::Duration idle_expiry() const { return idle_expiry_; }
 
  private:
   friend class TensorStore;
@@ -91,6 +94,7 @@ class ResidentTensor {
   const std::string owner_;
   const TensorSpec spec_;
   const int64_t bytes_;
+  const absl::Duration idle_expiry_;
   std::string adopted_;      // the storage when adopted (kept outputs)
   char* data_ = nullptr;     // adopted_.data() or an aligned allocation of bytes_
   bool owns_allocation_ = false;
@@ -125,12 +129,18 @@ class TensorStore {
 
   // Reserves an incomplete tensor for `owner` (its bytes come through Write). RESOURCE_EXHAUSTED
   // naming the limit (--tensor_quota_bytes, --tensor_quota_count) when it does not fit;
-  // INVALID_ARGUMENT for a bad spec. A tensor of zero bytes is complete at once.
-  absl::StatusOr<std::shared_ptr<ResidentTensor>> Create(absl::string_view owner, TensorSpec spec);
+  // INVALID_ARGUMENT for a bad spec. A tensor of zero bytes is complete at once. With a finite
+  // `idle_expiry` shorter than the store's, the tensor expires after that (the tensors that
+  // carry one call's inputs: freed soon when the client that sent them dies).
+  absl::StatusOr<std::shared_ptr<ResidentTensor>> Create(
+      absl::string_view owner, TensorSpec spec,
+      absl::Duration idle_expiry = absl::InfiniteDuration());
 
-  // Adds complete tensors for `owner`, all or none (quota checked for their total).
+  // Adds complete tensors for `owner`, all or none (quota checked for their total), with
+  // `idle_expiry` as in Create.
   absl::StatusOr<std::vector<std::shared_ptr<const ResidentTensor>>> AddComplete(
-      absl::string_view owner, std::vector<NewTensor> tensors);
+      absl::string_view owner, std::vector<NewTensor> tensors,
+      absl::Duration idle_expiry = absl::InfiniteDuration());
 
   // `owner`'s tensor `handle`, for writing (PutTensor): NOT_FOUND unless it exists, belongs to
   // `owner` and has not expired. Counts as a use.
@@ -150,7 +160,8 @@ class TensorStore {
   std::vector<std::shared_ptr<const ResidentTensor>> List(absl::string_view owner);
   int64_t OwnerBytes(absl::string_view owner);
 
-  // Frees every tensor idle for longer than the expiry (tensors in use by a job are not idle).
+  // Frees every tensor idle for longer than its expiry (the store's, or the tensor's own when
+  // shorter; tensors in use by a job are not idle).
   // Returns how many were freed. Called by the sweeper thread; tests call it directly.
   int Sweep();
 

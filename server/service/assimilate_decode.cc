@@ -163,9 +163,10 @@ absl::StatusOr<assimilate::Request> DecodeAssimilateRequest(const v1::Assimilate
     ASSIGN_OR_RETURN(assimilate::Problem p,
                      DecodeProblem(request.problems(static_cast<int>(i)), i, limits.assimilate,
                                    resolver != nullptr ? *resolver : inline_only));
-    response_bytes += p.n * p.N * ElementSize(out.dtype) + p.m * 8 + 64;
-    if (OutputsInline(request.output_placement()) &&
-        response_bytes > limits.max_response_bytes - 4096) {
+    const v1::OutputPlacement& placement = request.output_placement();
+    response_bytes += InlineOutputBytes(placement, p.n * p.N * ElementSize(out.dtype)) +
+                      InlineOutputBytes(placement, p.m * 8) + 64;
+    if (response_bytes > limits.max_response_bytes - 4096) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "problems: the analyses of problems[0..", i, "] already take ", response_bytes,
           " bytes; responses are limited to ", limits.max_response_bytes, " bytes"));

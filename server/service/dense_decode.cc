@@ -36,8 +36,7 @@ absl::StatusOr<dense::Request> DecodeDenseRequest(const v1::DenseRequest& reques
                                                      " per request (--max_rows_per_request)"));
   }
   const int64_t response_bytes = out.rows * info.out_features() * ElementSize(info.dtype);
-  if (OutputsInline(request.output_placement()) &&
-      response_bytes > limits.max_response_bytes - 4096) {
+  if (InlineOutputBytes(request.output_placement(), response_bytes) > limits.max_response_bytes - 4096) {
     return absl::ResourceExhaustedError(absl::StrCat("the output would take ", response_bytes,
                                                      " bytes; responses are limited to ",
                                                      limits.max_response_bytes, " bytes"));

@@ -311,7 +311,7 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
       output_bytes += static_cast<int64_t>(s.model->t.size()) * 8 + 16 * (2 * nterms + 1);
     }
     pairs += static_cast<int64_t>(s.t.size()) * s.grid.size();
-    output_bytes += s.grid.size() * elem;
+    output_bytes += InlineOutputBytes(request.output_placement(), s.grid.size() * elem);
   }
   out.user_series = static_cast<int64_t>(out.series.size());
   if (pairs > limits.max_pairs_per_request) {
@@ -333,8 +333,7 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
                     static_cast<int64_t>(out.false_alarm->probabilities.size() +
                                          out.false_alarm->powers.size());
   }
-  if (OutputsInline(request.output_placement()) &&
-      output_bytes > limits.max_response_bytes - (int64_t{1} << 20)) {
+  if (output_bytes > limits.max_response_bytes - (int64_t{1} << 20)) {
     return absl::ResourceExhaustedError(
         absl::StrCat("series: the response would hold ", output_bytes,
                      " bytes of power, over the limit of ", limits.max_response_bytes));

@@ -291,16 +291,123 @@ bool OutputsInline(const v1::OutputPlacement& placement) {
          (placement.target_case() == v1::OutputPlacement::kKeep && !placement.keep());
 }
 
+namespace {
+
+// True when `placement` keeps an output of `bytes` on the server.
+bool KeepsOutput(const v1::OutputPlacement& placement, int64_t bytes) {
+  switch (placement.target_case()) {
+    case v1::OutputPlacement::kKeep: return placement.keep();
+    case v1::OutputPlacement::kKeepAboveBytes: return bytes > placement.keep_above_bytes();
+    default: return false;
+  }
+}
+
+}  // namespace
+
+int64_t InlineOutputBytes(const v1::OutputPlacement& placement, int64_t bytes) {
+  if (OutputsInline(placement)) return bytes;
+  if (placement.target_case() == v1::OutputPlacement::kKeepAboveBytes) {
+    return KeepsOutput(placement, bytes) ? 0 : bytes;
+  }
+  return 0;
+}
+
+absl::StatusOr<absl::Duration> IdleExpiry(int64_t milliseconds, absl::string_view field) {
+  if (milliseconds < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": must be >= 0 milliseconds (0: the server's expiry), got ", milliseconds));
+  }
+  return milliseconds == 0 ? absl::InfiniteDuration() : absl::Milliseconds(milliseconds);
+}
+
+namespace {
+
+// True when `placement` may keep outputs on the server.
+bool MayKeep(const v1::OutputPlacement& placement) {
+  return (placement.target_case() == v1::OutputPlacement::kKeep && placement.keep()) ||
+         placement.target_case() == v1::OutputPlacement::kKeepAboveBytes;
+}
+
+absl::string_view BytesOf(const OutputTensor& o) {
+  return o.source != nullptr ? *o.source : absl::string_view(o.tensor->data());
+}
+
+// Makes `outputs` resident tensors of the caller, all or none; each Tensor then carries its
+// handle (and keeps dtype and shape).
+absl::Status KeepOutputs(const TensorContext& context, absl::Span<const OutputTensor> outputs,
+                         absl::Duration idle_expiry) {
+  std::vector<NewTensor> kept;
+  kept.reserve(outputs.size());
+  for (const OutputTensor& o : outputs) {
+    NewTensor t;
+    t.spec.dtype = o.tensor->dtype();
+    t.spec.element_size = DTypeSize(o.tensor->dtype());
+    t.spec.shape.assign(o.tensor->shape().begin(), o.tensor->shape().end());
+    // The operation's own output buffer becomes the resident tensor: no copy.
+    t.bytes = o.source != nullptr ? std::string(*o.source) : std::move(*o.tensor->mutable_data());
+    kept.push_back(std::move(t));
+  }
+  auto added = context.store->AddComplete(context.client, std::move(kept), idle_expiry);
+  if (!added.ok()) {
+    return absl::Status(added.status().code(),
+                        absl::StrCat("output_placement.keep: ", added.status().message()));
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) outputs[i].tensor->set_handle((*added)[i]->handle());
+  return absl::OkStatus();
+}
+
+// Writes `outputs` one after another into the placement's region (see PlaceOutputs).
+absl::Status WriteOutputsToRegion(const TensorContext& context, const v1::SharedMemoryRef& ref,
+                                  absl::Span<const OutputTensor> outputs) {
+  ASSIGN_OR_RETURN(RegionRange range,
+                   ResolveRegionRange(context, ref, "output_placement.shared_memory",
+                                      /*zero_length_is_rest=*/true));
+  std::vector<int64_t> offsets;  // from range.begin
+  offsets.reserve(outputs.size());
+  int64_t end = 0;
+  for (const OutputTensor& o : outputs) {
+    const int64_t at = AlignUp(end, kOutputAlignment);
+    offsets.push_back(at);
+    end = at + static_cast<int64_t>(BytesOf(o).size());
+  }
+  const int64_t length = range.end - range.begin;
+  if (end > length) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "output_placement.shared_memory.length: the ", outputs.size(), " output tensor",
+        outputs.size() == 1 ? "" : "s", " need ", end, " bytes (each at a multiple of ",
+        kOutputAlignment, " bytes) but the placement has ", length));
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const absl::string_view bytes = BytesOf(outputs[i]);
+    const int64_t at = range.begin + offsets[i];
+    RETURN_IF_ERROR(GuardedCopy(range.region->data() + at, bytes.data(),
+                                static_cast<int64_t>(bytes.size()), "output_placement.shared_memory"));
+    v1::SharedMemoryRef* out = outputs[i].tensor->mutable_shared_memory();  // clears `data`
+    out->set_region(ref.region());
+    out->set_offset(at);
+    out->set_length(static_cast<int64_t>(bytes.size()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status CheckOutputPlacement(const TensorContext& context,
                                   const v1::OutputPlacement& placement) {
-  if (OutputsInline(placement)) return absl::OkStatus();
-  if (placement.target_case() == v1::OutputPlacement::kKeep) {
+  RETURN_IF_ERROR(IdleExpiry(placement.idle_expiry_ms(), "output_placement.idle_expiry_ms").status());
+  if (placement.target_case() == v1::OutputPlacement::kKeepAboveBytes &&
+      placement.keep_above_bytes() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "output_placement.keep_above_bytes: must be >= 0, got ", placement.keep_above_bytes()));
+  }
+  if (MayKeep(placement)) {
     if (context.store == nullptr) {
       return absl::FailedPreconditionError(
           "output_placement.keep: resident tensors cannot be used here");
     }
     return absl::OkStatus();
   }
+  if (placement.target_case() != v1::OutputPlacement::kSharedMemory) return absl::OkStatus();
   return ResolveRegionRange(context, placement.shared_memory(), "output_placement.shared_memory",
                             /*zero_length_is_rest=*/true)
       .status();
@@ -316,68 +423,26 @@ absl::Status PlaceOutputs(const TensorContext& context, const v1::OutputPlacemen
 
 absl::Status PlaceOutputs(const TensorContext& context, const v1::OutputPlacement& placement,
                           absl::Span<const OutputTensor> outputs) {
-  auto bytes_of = [](const OutputTensor& o) -> absl::string_view {
-    return o.source != nullptr ? *o.source : absl::string_view(o.tensor->data());
-  };
-  if (OutputsInline(placement)) {
-    for (const OutputTensor& o : outputs) {
-      if (o.source != nullptr) o.tensor->set_data(o.source->data(), o.source->size());
-    }
+  RETURN_IF_ERROR(CheckOutputPlacement(context, placement));
+  if (placement.target_case() == v1::OutputPlacement::kSharedMemory) {
+    return WriteOutputsToRegion(context, placement.shared_memory(), outputs);
+  }
+  if (placement.target_case() == v1::OutputPlacement::kDiscard && placement.discard()) {
+    for (const OutputTensor& o : outputs) o.tensor->clear_payload();
     return absl::OkStatus();
   }
-
-  if (placement.target_case() == v1::OutputPlacement::kKeep) {
-    RETURN_IF_ERROR(CheckOutputPlacement(context, placement));
-    std::vector<NewTensor> kept;
-    kept.reserve(outputs.size());
-    for (const OutputTensor& o : outputs) {
-      NewTensor t;
-      t.spec.dtype = o.tensor->dtype();
-      t.spec.element_size = DTypeSize(o.tensor->dtype());
-      t.spec.shape.assign(o.tensor->shape().begin(), o.tensor->shape().end());
-      // The operation's own output buffer becomes the resident tensor: no copy.
-      t.bytes = o.source != nullptr ? std::string(*o.source) : std::move(*o.tensor->mutable_data());
-      kept.push_back(std::move(t));
-    }
-    auto added = context.store->AddComplete(context.client, std::move(kept));
-    if (!added.ok()) {
-      return absl::Status(added.status().code(),
-                          absl::StrCat("output_placement.keep: ", added.status().message()));
-    }
-    for (size_t i = 0; i < outputs.size(); ++i) outputs[i].tensor->set_handle((*added)[i]->handle());
-    return absl::OkStatus();
-  }
-
-  const v1::SharedMemoryRef& ref = placement.shared_memory();
-  ASSIGN_OR_RETURN(RegionRange range,
-                   ResolveRegionRange(context, ref, "output_placement.shared_memory",
-                                      /*zero_length_is_rest=*/true));
-  std::vector<int64_t> offsets;  // from range.begin
-  offsets.reserve(outputs.size());
-  int64_t end = 0;
+  std::vector<OutputTensor> kept;
   for (const OutputTensor& o : outputs) {
-    const int64_t at = AlignUp(end, kOutputAlignment);
-    offsets.push_back(at);
-    end = at + static_cast<int64_t>(bytes_of(o).size());
+    if (KeepsOutput(placement, static_cast<int64_t>(BytesOf(o).size()))) {
+      kept.push_back(o);
+    } else if (o.source != nullptr) {
+      o.tensor->set_data(o.source->data(), o.source->size());
+    }
   }
-  const int64_t length = range.end - range.begin;
-  if (end > length) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "output_placement.shared_memory.length: the ", outputs.size(), " output tensor",
-        outputs.size() == 1 ? "" : "s", " need ", end, " bytes (each at a multiple of ",
-        kOutputAlignment, " bytes) but the placement has ", length));
-  }
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const absl::string_view bytes = bytes_of(outputs[i]);
-    const int64_t at = range.begin + offsets[i];
-    RETURN_IF_ERROR(GuardedCopy(range.region->data() + at, bytes.data(),
-                                static_cast<int64_t>(bytes.size()), "output_placement.shared_memory"));
-    v1::SharedMemoryRef* out = outputs[i].tensor->mutable_shared_memory();  // clears `data`
-    out->set_region(ref.region());
-    out->set_offset(at);
-    out->set_length(static_cast<int64_t>(bytes.size()));
-  }
-  return absl::OkStatus();
+  if (kept.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(absl::Duration expiry,
+                   IdleExpiry(placement.idle_expiry_ms(), "output_placement.idle_expiry_ms"));
+  return KeepOutputs(context, kept, expiry);
 }
 
 }  // namespace gpucompute

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "gpucompute/v1/dtype.h"
 #include "gpucompute/v1/tensor.pb.h"
@@ -120,9 +121,18 @@ v1::DType ToWireDType(ElementType type);
 // True when `placement` asks for outputs inline in the response (unset, or keep = false).
 bool OutputsInline(const v1::OutputPlacement& placement);
 
-// Checks, before any work is done, that `placement` can be honoured: a store for `keep`; a
-// registered region, and offset/length within it, for `shared_memory`. Errors name
-// `output_placement...`.
+// How many of an output's `bytes` the response carries inline under `placement`: all of them
+// inline, those of an output at or under the threshold with keep_above_bytes, none otherwise.
+// Operations bound their inline response with it before any work is done.
+int64_t InlineOutputBytes(const v1::OutputPlacement& placement, int64_t bytes);
+
+// A requested idle expiry in milliseconds as a Duration (0: infinite, i.e. the store's own);
+// INVALID_ARGUMENT naming `field` when negative.
+absl::StatusOr<absl::Duration> IdleExpiry(int64_t milliseconds, absl::string_view field);
+
+// Checks, before any work is done, that `placement` can be honoured: a store for `keep` and
+// `keep_above_bytes` (>= 0); a registered region, and offset/length within it, for
+// `shared_memory`; idle_expiry_ms >= 0. Errors name `output_placement...`.
 absl::Status CheckOutputPlacement(const TensorContext& context,
                                   const v1::OutputPlacement& placement);
 
@@ -139,9 +149,11 @@ struct OutputTensor {
 //   keep: each becomes a resident tensor of the caller (inline bytes are moved, not copied), all
 //     or none within the quota (RESOURCE_EXHAUSTED naming the limit); the Tensor keeps dtype and
 //     shape and carries the handle;
+//   keep_above_bytes: those over the threshold as with keep, the others inline;
 //   shared_memory: written one after another into the region, each at the next multiple of 64
 //     bytes from the placement's offset, within its length (RESOURCE_EXHAUSTED naming the bytes
-//     needed when they do not fit); the Tensor carries the SharedMemoryRef.
+//     needed when they do not fit); the Tensor carries the SharedMemoryRef;
+//   discard: no payload; the Tensor keeps dtype and shape.
 absl::Status PlaceOutputs(const TensorContext& context, const v1::OutputPlacement& placement,
                           absl::Span<const OutputTensor> outputs);
 

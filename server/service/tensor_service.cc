@@ -50,7 +50,9 @@ grpc::ServerUnaryReactor* ComputeService::CreateTensor(grpc::CallbackServerConte
   spec.dtype = request->dtype();
   spec.element_size = DTypeSize(request->dtype());
   spec.shape.assign(request->shape().begin(), request->shape().end());
-  auto created = parts_.tensors->Create(caller.id, std::move(spec));
+  auto expiry = IdleExpiry(request->idle_expiry_ms(), "idle_expiry_ms");
+  if (!expiry.ok()) return Finished(context, slot, expiry.status());
+  auto created = parts_.tensors->Create(caller.id, std::move(spec), *expiry);
   if (!created.ok()) return Finished(context, slot, created.status());
   FillTensorInfo(**created, parts_.tensors->Now(), response);
   return Finished(context, slot, absl::OkStatus());

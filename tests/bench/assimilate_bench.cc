@@ -120,10 +120,16 @@ void RunCase(DeviceContext& device, const Case& c) {
 
   auto before = CudaEvent::Create();
   auto after = CudaEvent::Create();
+  auto start = CudaEvent::Create();
+  auto end = CudaEvent::Create();
   if (!before.ok()) Die(before.status());
   if (!after.ok()) Die(after.status());
+  if (!start.ok() || !end.ok()) Die(absl::InternalError("events"));
   StreamSlot* slot = device.AcquireSlot();
   std::vector<double> device_ms, host_ms;
+  // Where the whole call's time goes, per rep: packing on the host (with the launches), the
+  // copy in, the analysis, the copy out (device events) and unpacking on the host.
+  std::vector<double> pack_ms, copy_in_ms, copy_out_ms, unpack_ms;
   double spread = 0;
   for (int rep = 0; rep < c.reps + 1; ++rep) {  // the first is a warm-up
     CudaEnqueueOptions options;
@@ -136,12 +142,28 @@ void RunCase(DeviceContext& device, const Case& c) {
     options.rows_per_warp = c.rows_per_warp;
     options.small_variant = c.small_variant;
     const auto t0 = Clock::now();
+    cudaEventRecord(start->get(), slot->stream.get());
     auto pending = EnqueueAssimilate(device, *slot, batch, &options);
     if (!pending.ok()) Die(pending.status());
+    const auto t1 = Clock::now();
+    cudaEventRecord(end->get(), slot->stream.get());
     const cudaError_t err = cudaStreamSynchronize(slot->stream.get());
     if (err != cudaSuccess) Die(CudaErrorStatus(err, "sync", __FILE__, __LINE__));
+    const auto t2 = Clock::now();
     auto out = UnpackAssimilate(*pending, *slot, batch);
-    const double host = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    const auto t3 = Clock::now();
+    const double host = std::chrono::duration<double, std::milli>(t3 - t0).count();
+    auto event_ms = [](const CudaEvent& a, const CudaEvent& b) {
+      float ms = 0;
+      cudaEventElapsedTime(&ms, a.get(), b.get());
+      return static_cast<double>(ms);
+    };
+    if (rep > 0) {
+      pack_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      copy_in_ms.push_back(event_ms(*start, *before));  // also waits for the packing to finish
+      copy_out_ms.push_back(event_ms(*after, *end));
+      unpack_ms.push_back(std::chrono::duration<double, std::milli>(t3 - t2).count());
+    }
     if (!out[0].status.ok()) Die(out[0].status);
     spread = out[0].problems[0].analysis_spread;
     float ms = 0;
@@ -187,12 +209,15 @@ void RunCase(DeviceContext& device, const Case& c) {
                   "{\"what\":\"assimilate cuda\",\"case\":\"%s\",\"problems\":%d,\"n\":%d,\"m\":%d,\"N\":%d,"
                   "\"dtype\":\"%s\",\"method\":\"%s\",\"perturbations\":\"%s\",\"form\":\"%s\","
                   "\"device_ms\":%.4f,\"device_ms_min\":%.4f,\"host_ms\":%.2f,\"gbps_floor_bytes\":%.1f,"
-                  "\"target_ms\":%g,\"meets_target\":%s,\"spread0\":%.6g,\"reps\":%d,\"stages_ms\":{%s}}",
+                  "\"target_ms\":%g,\"meets_target\":%s,\"spread0\":%.6g,\"reps\":%d,\"stages_ms\":{%s},"
+                  "\"host_stages_ms\":{\"pack_and_enqueue\":%.2f,\"copy_in_from_start\":%.2f,"
+                  "\"copy_out\":%.2f,\"unpack\":%.2f}}",
                   c.label, c.problems, c.n, c.m, c.N, ElementName(c.dtype), MethodName(c.method),
                   c.method == Method::kEtkf ? "none" : (c.seeded ? "seeded" : "client"), FormName(form), dev,
                   *std::min_element(device_ms.begin(), device_ms.end()), Median(host_ms), bytes / dev / 1e6,
                   c.target_ms, c.target_ms == 0 ? "null" : (dev <= c.target_ms ? "true" : "false"), spread,
-                  c.reps, stages)
+                  c.reps, stages, Median(pack_ms), Median(copy_in_ms), Median(copy_out_ms),
+                  Median(unpack_ms))
                   .c_str());
   std::fflush(stdout);
 }

@@ -96,6 +96,7 @@ int Run(const Options& o) {
   options.default_timeout = absl::Minutes(5);
   options.max_send_message_bytes = INT32_MAX;
   options.max_receive_message_bytes = INT32_MAX;
+  options.transfer_threshold_bytes = 0;  // each path as named: "inline" means one message
   auto c = client::Client::Connect(absl::StrFormat("127.0.0.1:%d", (*server)->port()), options);
   if (!c.ok()) return 1;
   client::Client& client = **c;

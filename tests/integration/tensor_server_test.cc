@@ -343,6 +343,77 @@ TEST_F(TensorServer, EchoEveryPathReturnsTheBytes) {
   }
 }
 
+// A client that moves every tensor of 512 bytes or more in parallel slices (resident tensors
+// made and deleted by each call: here the ensembles, most series and every power) gets what
+// the inline calls get, and leaves nothing behind.
+TEST_F(TensorServer, LargeTensorsMoveByTransferAndLeaveNothing) {
+  client::ClientOptions options;
+  options.transfer_threshold_bytes = 512;
+  auto mover = client::Client::FromChannel(loopback_.channel, options);
+  const v1::PeriodogramRequest periodogram = PeriodogramRequest();
+  auto p_want = client_->Periodogram(periodogram);
+  auto p_got = mover->Periodogram(periodogram);
+  ASSERT_TRUE(p_want.ok() && p_got.ok()) << p_got.status();
+  EXPECT_TRUE(MessageDifferencer::Equals(p_got->response, p_want->response));
+  const v1::AssimilateRequest assimilate = AssimilateRequest();
+  auto a_want = client_->Assimilate(assimilate);
+  auto a_got = mover->Assimilate(assimilate);
+  ASSERT_TRUE(a_want.ok() && a_got.ok()) << a_got.status();
+  EXPECT_TRUE(MessageDifferencer::Equals(a_got->response, a_want->response));
+  v1::EchoRequest echo;
+  std::string bytes(300007, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 13 + 5);
+  echo.mutable_tensor()->set_dtype(v1::UINT8);
+  echo.mutable_tensor()->add_shape(static_cast<int64_t>(bytes.size()));
+  echo.mutable_tensor()->set_data(bytes);
+  auto e = mover->Echo(echo);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->response.tensor().data(), bytes);
+  // A failed call (an unknown model) leaves nothing behind either.
+  v1::DenseRequest dense;
+  dense.set_model("no-such-model");
+  *dense.mutable_input() = echo.tensor();
+  EXPECT_EQ(mover->Dense(dense).status().code(), absl::StatusCode::kNotFound);
+  auto left = client_->ListTensors();
+  ASSERT_TRUE(left.ok());
+  EXPECT_EQ(left->tensors_size(), 0);
+}
+
+TEST_F(TensorServer, DiscardedOutputsAndOutputsKeptAboveASize) {
+  v1::PeriodogramRequest r = PeriodogramRequest();
+  r.set_top_k(3);
+  auto want = client_->Periodogram(r);
+  ASSERT_TRUE(want.ok()) << want.status();
+  *r.mutable_output_placement() = client::DiscardOutputs();
+  auto lean = client_->Periodogram(r);
+  ASSERT_TRUE(lean.ok()) << lean.status();
+  for (int i = 0; i < lean->response.results_size(); ++i) {
+    const v1::SeriesResult& got = lean->response.results(i);
+    EXPECT_EQ(got.power().payload_case(), v1::Tensor::PAYLOAD_NOT_SET);
+    EXPECT_EQ(got.power().shape(0), 301);
+    v1::SeriesResult expected = want->response.results(i);
+    expected.mutable_power()->clear_payload();
+    EXPECT_TRUE(MessageDifferencer::Equals(got, expected));
+    auto decoded = client::DecodeSeriesResult(got);
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_TRUE(decoded->power.empty());
+    EXPECT_EQ(decoded->frequency.size(), 301u);
+  }
+  v1::EchoRequest echo;
+  echo.mutable_tensor()->set_dtype(v1::UINT8);
+  echo.mutable_tensor()->add_shape(2000);
+  echo.mutable_tensor()->set_data(std::string(2000, 'k'));
+  *echo.mutable_output_placement() = client::KeepOutputsAbove(1999);
+  auto kept = client_->Echo(echo);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  ASSERT_TRUE(kept->response.tensor().has_handle());
+  EXPECT_TRUE(client_->DeleteTensor(kept->response.tensor().handle()).ok());
+  *echo.mutable_output_placement() = client::KeepOutputsAbove(2000);
+  auto inline_echo = client_->Echo(echo);
+  ASSERT_TRUE(inline_echo.ok()) << inline_echo.status();
+  EXPECT_EQ(inline_echo->response.tensor().data(), std::string(2000, 'k'));
+}
+
 TEST_F(TensorServer, SubmitStreamUsesHandlesAndPlacements) {
   // The Submit stream goes through the same calls as the unary RPCs.
   v1::EchoRequest echo;

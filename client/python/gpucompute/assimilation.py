@@ -20,7 +20,7 @@ import secrets
 import numpy as np
 
 from gpucompute.tensor import compute_dtype  # noqa: F401 (assimilation.compute_dtype, as before)
-from gpucompute.tensor import from_tensor, is_reference, reference_tensor
+from gpucompute.tensor import from_tensor, inline_tensor, is_reference, reference_tensor
 from gpucompute.v1 import compute_pb2, tensor_pb2
 
 METHODS = {
@@ -59,7 +59,7 @@ class AssimilationResult:
     form: str
 
 
-def _tensor(name, a, ndim):
+def _tensor(name, a, ndim, encode):
     reference = is_reference(a)  # resident on the server or in shared memory
     if not reference:
         a = np.asarray(a)
@@ -71,13 +71,13 @@ def _tensor(name, a, ndim):
     code = _WIRE_FLOATS.get(a.dtype)
     if code is None:
         a, code = a.astype(np.float64), tensor_pb2.FLOAT64
-    a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
-    return tensor_pb2.Tensor(dtype=code, shape=list(a.shape), data=a.tobytes())
+    return encode(code, np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<")))
 
 
 def problem_proto(X, HX, y, obs_error, method="etkf", inflation=1.0, perturbations=None,
-                  seed=None, rtpp=None, rtps=None, form="auto"):
-    """Builds one ``AssimilationProblem`` message (see the module docstring for arguments).
+                  seed=None, rtpp=None, rtps=None, form="auto", *, encode=inline_tensor):
+    """Builds one ``AssimilationProblem`` message (see the module docstring for arguments;
+    ``encode`` makes each array's Tensor, see ``gpucompute.tensor.inline_tensor``).
 
     Only what is needed to encode is checked here (dimensions, names, one relaxation); the
     server checks shapes against each other and values, naming the field.
@@ -89,15 +89,16 @@ def problem_proto(X, HX, y, obs_error, method="etkf", inflation=1.0, perturbatio
     if form_name not in FORMS:
         raise ValueError(f"form {form!r}: expected one of {sorted(FORMS)}")
     msg = compute_pb2.AssimilationProblem(
-        x=_tensor("X", X, 2), hx=_tensor("HX", HX, 2), y=_tensor("y", y, 1),
+        x=_tensor("X", X, 2, encode), hx=_tensor("HX", HX, 2, encode),
+        y=_tensor("y", y, 1, encode),
         method=METHODS[method_name], inflation=float(inflation), form=FORMS[form_name])
     r = obs_error if is_reference(obs_error) else np.asarray(obs_error)
     if r.ndim == 0:
         r = np.full(msg.hx.shape[0], float(r))
     if r.ndim == 1:
-        msg.obs_error_variance.CopyFrom(_tensor("obs_error", r, 1))
+        msg.obs_error_variance.CopyFrom(_tensor("obs_error", r, 1, encode))
     elif r.ndim == 2:
-        msg.obs_error_covariance.CopyFrom(_tensor("obs_error", r, 2))
+        msg.obs_error_covariance.CopyFrom(_tensor("obs_error", r, 2, encode))
     else:
         raise ValueError(f"obs_error must be a scalar, (m,) variances or an (m, m) covariance, "
                          f"got shape {r.shape}")
@@ -105,7 +106,7 @@ def problem_proto(X, HX, y, obs_error, method="etkf", inflation=1.0, perturbatio
         raise ValueError("give perturbations or seed, not both")
     if method_name == "enkf":
         if perturbations is not None:
-            msg.perturbations.CopyFrom(_tensor("perturbations", perturbations, 2))
+            msg.perturbations.CopyFrom(_tensor("perturbations", perturbations, 2, encode))
         else:
             msg.seed = int(secrets.randbits(64) if seed is None else seed) & ((1 << 64) - 1)
     elif perturbations is not None:
@@ -119,17 +120,17 @@ def problem_proto(X, HX, y, obs_error, method="etkf", inflation=1.0, perturbatio
     return msg
 
 
-def problem_from_item(item):
+def problem_from_item(item, encode=inline_tensor):
     """A batch item (a dict with the keyword names, ``X``, ``HX``, ``y``, ``obs_error``
     required; or a tuple ``(X, HX, y, obs_error)``) -> ``AssimilationProblem``."""
     if isinstance(item, dict):
         unknown = set(item) - PROBLEM_KEYS
         if unknown:
             raise ValueError(f"unknown problem keys {sorted(unknown)}; expected {sorted(PROBLEM_KEYS)}")
-        return problem_proto(**item)
+        return problem_proto(**item, encode=encode)
     if len(item) != 4:
         raise ValueError("each problem must be a dict or (X, HX, y, obs_error)")
-    return problem_proto(*item)
+    return problem_proto(*item, encode=encode)
 
 
 def result_from_proto(result, decode=from_tensor):

@@ -5,8 +5,8 @@ Threading: a ``Client`` may be shared by many threads (gRPC channels are thread-
 propagate as ``grpc.RpcError`` (use ``.code()`` and ``.details()``).
 """
 
-import concurrent.futures
 import dataclasses
+import math
 import os
 import threading
 
@@ -15,11 +15,11 @@ import numpy as np
 from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 
-from gpucompute import assimilation, models, stream
+from gpucompute import assimilation, models, stream, transfer
 from gpucompute.grids import AutoGrid, UniformGrid, frequency_grid_proto, uniform_frequencies
 from gpucompute.shared_memory import SharedMemoryRegion
 from gpucompute.tensor import (TensorHandle, compute_dtype, from_bytes, from_tensor, is_prepared,
-                               itemsize, to_tensor, wire_dtype)
+                               itemsize, numpy_dtype, to_tensor, wire_dtype)
 from gpucompute.v1 import compute_pb2, compute_pb2_grpc, tensor_pb2
 
 _MiB = 1 << 20
@@ -34,8 +34,9 @@ NORMALIZATIONS = {
 _TIMING_PREFIX = "x-gpucompute-"
 CLIENT_ID_KEY = "x-gpucompute-client"
 AUTHORIZATION_KEY = "authorization"
-# Bytes per PutTensor message: 4 MiB less 1 KiB, under gRPC's default 4 MiB message limit.
-DEFAULT_TENSOR_CHUNK_BYTES = (4 << 20) - 1024
+DEFAULT_TENSOR_CHUNK_BYTES = transfer.CHUNK_BYTES
+# Inputs and outputs of at least this many bytes move in parallel (see ``Client``).
+DEFAULT_TRANSFER_THRESHOLD_BYTES = 4 * _MiB
 
 
 @dataclasses.dataclass
@@ -131,11 +132,17 @@ class Client:
       token: bearer token of a server run with ``--auth_token_file``, sent as
         ``authorization: Bearer <token>`` on every call (None: $GPUCOMPUTE_TOKEN, if set; ""
         sends none).
+      transfer_threshold: plain calls move every input array and every output of at least
+        this many bytes (default 4 MiB) as slices over several connections at once (one
+        connection moves ~0.5 GB/s, several move GB/s): inputs are uploaded into resident
+        tensors and outputs kept and fetched, all deleted when the call ends. Invisible to the
+        caller but for the speed; 0 sends everything inline. See ``gpucompute.transfer``.
     """
 
     def __init__(self, target, *, timeout=60.0, options=None, credentials=None, client_id=None,
                  root_certificates=None, private_key=None, certificate_chain=None,
-                 server_name=None, token=None):
+                 server_name=None, token=None,
+                 transfer_threshold=DEFAULT_TRANSFER_THRESHOLD_BYTES):
         if credentials is None and any(x is not None for x in
                                        (root_certificates, private_key, certificate_chain)):
             credentials = grpc.ssl_channel_credentials(
@@ -150,8 +157,6 @@ class Client:
         merged.update(dict(options or ()))
         opts = list(merged.items())
         self._channel_options, self._credentials = opts, credentials
-        self._transfer = []  # (channel, stub) of parallel put_tensor streams 1, 2, ...
-        self._transfer_lock = threading.Lock()
         if credentials is None:
             self._channel = grpc.insecure_channel(target, options=opts)
         else:
@@ -165,6 +170,9 @@ class Client:
         self._auth_metadata = ((AUTHORIZATION_KEY, f"Bearer {token}"),) if token else ()
         self._metadata = (self._auth_metadata
                           + (((CLIENT_ID_KEY, str(client_id)),) if client_id else ())) or None
+        self._transfers = transfer.Transfers(self._channel, self._transfer_channel,
+                                             self._metadata)
+        self.transfer_threshold = int(transfer_threshold or 0)
         self._regions = {}  # registered name -> SharedMemoryRegion (to decode outputs there)
 
     # ------------------------------------------------------------------ lifecycle
@@ -172,29 +180,39 @@ class Client:
     def close(self):
         """Closes the channel; calls in flight are cancelled."""
         self._channel.close()
-        for channel, _ in self._transfer:
-            channel.close()
+        self._transfers.close()
 
-    _MAX_TRANSFER_CHANNELS = 16
+    def _transfer_channel(self, i):
+        """Extra connection ``i`` (1, 2, ...) for parallel transfers: a channel of its own with a
+        local subchannel pool and an option of its own, so a separate TCP connection."""
+        opts = self._channel_options + [("grpc.use_local_subchannel_pool", 1),
+                                        ("gpucompute.transfer_channel", i)]
+        if self._credentials is None:
+            return grpc.insecure_channel(self.target, options=opts)
+        return grpc.secure_channel(self.target, self._credentials, options=opts)
 
-    def _transfer_stub(self, i):
-        """The stub for parallel transfer stream ``i``: 0 is this client's; others have channels
-        of their own (own TCP connections: one connection moves ~0.5 GB/s whatever the HTTP/2
-        settings), made on first use and kept."""
-        if i <= 0:
-            return self.stub
-        extra = (i - 1) % (self._MAX_TRANSFER_CHANNELS - 1)
-        with self._transfer_lock:
-            while len(self._transfer) <= extra:
-                # A local subchannel pool and an option of its own: a separate connection.
-                opts = self._channel_options + [("grpc.use_local_subchannel_pool", 1),
-                                                ("gpucompute.transfer_channel",
-                                                 len(self._transfer) + 1)]
-                channel = (grpc.insecure_channel(self.target, options=opts)
-                           if self._credentials is None else
-                           grpc.secure_channel(self.target, self._credentials, options=opts))
-                self._transfer.append((channel, compute_pb2_grpc.ComputeStub(channel)))
-            return self._transfer[extra][1]
+    def _call_tensors(self, timeout):
+        """The ``transfer.CallTensors`` of one plain call (use it in a ``with``)."""
+        return transfer.CallTensors(self.stub, self._transfers, self._metadata,
+                                    self.transfer_threshold,
+                                    self.timeout if timeout is None else timeout)
+
+    def _operation(self, method, build, output, timeout, decode):
+        """One operation call as every plain call makes it: ``build(encode)`` makes the request
+        (large arrays reserved as resident tensors by ``encode``), the output placement is the
+        caller's (``output``) or the automatic one, the large inputs are uploaded in parallel,
+        the call is made, and ``decode(response, output_of)`` builds the result, where
+        ``output_of(tensor)`` gives each output as the caller gets it (large ones fetched in
+        parallel). Whatever was moved is deleted before this returns or raises."""
+        with self._call_tensors(timeout) as moved:
+            request = build(moved.encode)
+            placement = moved.placement(self._placement(output))
+            if placement is not None:
+                request.output_placement.CopyFrom(placement)
+            moved.send()
+            response = self._call(method, request, timeout)
+            moved.release_inputs()
+            return decode(response, lambda t: moved.output(t, self._output))
 
     def __enter__(self):
         return self
@@ -246,10 +264,12 @@ class Client:
         if output is None:
             return None
         if isinstance(output, str):
-            if output != "keep":
-                raise ValueError(f"output {output!r}: expected None, 'keep', a "
-                                 "SharedMemoryRegion or (region, offset[, length])")
-            return tensor_pb2.OutputPlacement(keep=True)
+            if output == "keep":
+                return tensor_pb2.OutputPlacement(keep=True)
+            if output == "discard":
+                return tensor_pb2.OutputPlacement(discard=True)
+            raise ValueError(f"output {output!r}: expected None, 'keep', 'discard', a "
+                             "SharedMemoryRegion or (region, offset[, length])")
         region, offset, length = output, 0, 0
         if isinstance(output, tuple):
             region, offset = output[0], int(output[1])
@@ -262,8 +282,13 @@ class Client:
 
     def _output(self, tensor):
         """An output Tensor as the caller gets it: inline -> a new array; kept -> a
-        ``TensorHandle``; in shared memory -> a NumPy view of the region's bytes."""
+        ``TensorHandle``; in shared memory -> a NumPy view of the region's bytes; discarded
+        -> None."""
         kind = tensor.WhichOneof("payload")
+        if kind == "data":
+            return from_tensor(tensor)
+        if kind is None and math.prod(tensor.shape) != 0:
+            return None  # output="discard"
         if kind == "handle":
             shape = tuple(int(s) for s in tensor.shape)
             return TensorHandle(handle=tensor.handle, dtype=tensor.dtype, shape=shape,
@@ -306,8 +331,10 @@ class Client:
             (probabilities wanted), ``n_bootstraps``, ``seed``.
           model_parameters: return every series' best-fit model at its peak frequency.
           output: None (powers inline), ``"keep"`` (each power stays on the server: a
-            ``TensorHandle``) or a registered ``SharedMemoryRegion`` / ``(region, offset[,
-            length])`` (powers written there, returned as views).
+            ``TensorHandle``), ``"discard"`` (no powers come back: ``power`` is None, peaks,
+            false-alarm probabilities and models as usual) or a registered
+            ``SharedMemoryRegion`` / ``(region, offset[, length])`` (powers written there,
+            returned as views).
           Other arguments: as ``lombscargle``.
 
         Returns:
@@ -329,22 +356,24 @@ class Client:
             model_parameters=bool(model_parameters))
         if false_alarm is not None:
             request.false_alarm.CopyFrom(_false_alarm_proto(false_alarm))
-        placement = self._placement(output)
-        if placement is not None:
-            request.output_placement.CopyFrom(placement)
         grids = []  # (FrequencyGrid in effect, explicit frequencies or None) per series
-        for item in series:
-            msg, own = _series_proto(item)
-            request.series.append(msg)
-            grids.append((msg.frequency, own) if msg.HasField("frequency")
-                         else (grid_msg, explicit))
 
-        response = self._call(self.stub.Periodogram, request, timeout)
-        if len(response.results) != len(request.series):
-            raise RuntimeError(
-                f"server returned {len(response.results)} results for "
-                f"{len(request.series)} series")
-        return [_result(r, *g, decode=self._output) for r, g in zip(response.results, grids)]
+        def build(encode):
+            for item in series:
+                msg, own = _series_proto(item, encode)
+                request.series.append(msg)
+                grids.append((msg.frequency, own) if msg.HasField("frequency")
+                             else (grid_msg, explicit))
+            return request
+
+        def decode(response, output_of):
+            if len(response.results) != len(request.series):
+                raise RuntimeError(
+                    f"server returned {len(response.results)} results for "
+                    f"{len(request.series)} series")
+            return [_result(r, *g, decode=output_of) for r, g in zip(response.results, grids)]
+
+        return self._operation(self.stub.Periodogram, build, output, timeout, decode)
 
     def lombscargle(self, t, y, dy=None, frequency=None, *, fit_mean=True, center_data=True,
                     normalization="standard", dtype="float64", samples_per_peak=5,
@@ -484,27 +513,27 @@ class Client:
           ``grpc.RpcError``: NOT_FOUND for an unknown model or handle, INVALID_ARGUMENT for a
           wrong feature count (naming both sizes).
         """
-        request = compute_pb2.DenseRequest(model=str(name))
-        if is_prepared(x):
-            lead = None
-            request.input.CopyFrom(to_tensor(x))
-        else:
-            a = np.asarray(x)
-            if a.ndim == 0:
+        lead = None
+        if not is_prepared(x):
+            x = np.asarray(x)
+            if x.ndim == 0:
                 raise ValueError("x must have at least one dimension (in_features)")
-            lead = a.shape[:-1]
-            code, wire = models.wire_array(a.reshape(-1, a.shape[-1]))
-            request.input.CopyFrom(tensor_pb2.Tensor(
-                dtype=code, shape=list(wire.shape), data=wire.tobytes()))
-        placement = self._placement(output)
-        if placement is not None:
-            request.output_placement.CopyFrom(placement)
-        response = self._call(self.stub.Dense, request, timeout)
-        y = self._output(response.output)
-        if (lead is not None and isinstance(y, np.ndarray) and y.ndim == 2
-                and y.shape[0] == int(np.prod(lead, dtype=np.int64))):
-            y = y.reshape(lead + (y.shape[1],))
-        return y
+            lead = x.shape[:-1]
+
+        def build(encode):
+            if lead is None:
+                return compute_pb2.DenseRequest(model=str(name), input=to_tensor(x))
+            return compute_pb2.DenseRequest(
+                model=str(name), input=encode(*models.wire_array(x.reshape(-1, x.shape[-1]))))
+
+        def decode(response, output_of):
+            y = output_of(response.output)
+            if (lead is not None and isinstance(y, np.ndarray) and y.ndim == 2
+                    and y.shape[0] == int(np.prod(lead, dtype=np.int64))):
+                y = y.reshape(lead + (y.shape[1],))
+            return y
+
+        return self._operation(self.stub.Dense, build, output, timeout, decode)
 
     # ------------------------------------------------------------------ data assimilation
 
@@ -574,19 +603,20 @@ class Client:
           An error in any problem fails the whole call, naming ``problems[i]``.
         """
         request = compute_pb2.AssimilateRequest(dtype=compute_dtype(dtype))
-        for item in problems:
-            request.problems.append(assimilation.problem_from_item(item))
-        placement = self._placement(output)
-        if placement is not None:
-            request.output_placement.CopyFrom(placement)
-        response = self._call(self.stub.Assimilate, request, timeout)
-        if len(response.results) != len(request.problems):
-            raise RuntimeError(f"server returned {len(response.results)} results for "
-                               f"{len(request.problems)} problems")
-        results = [assimilation.result_from_proto(r, self._output) for r in response.results]
-        if return_diagnostics:
-            return results
-        return [r.analysis for r in results]
+
+        def build(encode):
+            for item in problems:
+                request.problems.append(assimilation.problem_from_item(item, encode))
+            return request
+
+        def decode(response, output_of):
+            if len(response.results) != len(request.problems):
+                raise RuntimeError(f"server returned {len(response.results)} results for "
+                                   f"{len(request.problems)} problems")
+            results = [assimilation.result_from_proto(r, output_of) for r in response.results]
+            return results if return_diagnostics else [r.analysis for r in results]
+
+        return self._operation(self.stub.Assimilate, build, output, timeout, decode)
 
     # ------------------------------------------------------------------ streaming, transport
 
@@ -610,22 +640,21 @@ class Client:
         """
         raw = isinstance(data, (bytes, bytearray, memoryview))
         if raw:
-            data = bytes(data)
-            tensor = tensor_pb2.Tensor(dtype=tensor_pb2.UINT8, shape=[len(data)], data=data)
-        elif is_prepared(data):
-            tensor = to_tensor(data)
-        else:
-            tensor = to_tensor(np.asarray(data))
-        request = compute_pb2.EchoRequest(tensor=tensor, discard=discard)
-        placement = self._placement(output)
-        if placement is not None:
-            request.output_placement.CopyFrom(placement)
-        response = self._call(self.stub.Echo, request, timeout)
-        if discard:
-            return None
-        if raw and response.tensor.WhichOneof("payload") == "data":
-            return response.tensor.data
-        return self._output(response.tensor)
+            data = np.frombuffer(data, np.uint8)
+
+        def build(encode):
+            return compute_pb2.EchoRequest(tensor=to_tensor(data, encode=encode),
+                                           discard=discard)
+
+        def decode(response, output_of):
+            if discard:
+                return None
+            if raw and response.tensor.WhichOneof("payload") == "data":
+                return response.tensor.data
+            out = output_of(response.tensor)
+            return out.tobytes() if raw and isinstance(out, np.ndarray) else out
+
+        return self._operation(self.stub.Echo, build, output, timeout, decode)
 
     # ------------------------------------------------------------------ resident tensors
 
@@ -644,44 +673,29 @@ class Client:
           streams: upload over this many PutTensor streams in parallel, each on its own
             connection (after reserving the tensor with CreateTensor); 1: one stream.
         """
-        tensor = to_tensor(array, dtype)
-        data = memoryview(tensor.data)
+        a = np.asarray(array) if dtype is None else np.asarray(array, dtype=dtype)
+        code = wire_dtype(a.dtype)
+        a = np.ascontiguousarray(a, dtype=numpy_dtype(code))
+        data = memoryview(a).cast("B")
         chunk_bytes, streams = int(chunk_bytes), int(streams)
         if chunk_bytes <= 0 or streams <= 0:
             raise ValueError("chunk_bytes and streams must be positive")
         timeout = self.timeout if timeout is None else timeout
         streams = max(1, min(streams, -(-len(data) // chunk_bytes)))
         if streams == 1:
-            header = compute_pb2.PutTensorHeader(dtype=tensor.dtype, shape=tensor.shape)
-            info = self._put_stream(header, data, 0, len(data), chunk_bytes, timeout)
+            header = compute_pb2.PutTensorHeader(dtype=code, shape=a.shape)
+            info = self._transfers.put(0, data, 0, len(data), timeout, header, chunk_bytes)
             return TensorHandle.from_info(info)
         reserved = self._call(self.stub.CreateTensor, compute_pb2.CreateTensorRequest(
-            dtype=tensor.dtype, shape=tensor.shape), timeout)
+            dtype=code, shape=a.shape), timeout)
         header = compute_pb2.PutTensorHeader(handle=reserved.handle)
-        step = -(-len(data) // streams)
-        with concurrent.futures.ThreadPoolExecutor(streams) as pool:
-            infos = list(pool.map(
-                lambda i: self._put_stream(header, data, i * step,
-                                           min(len(data), (i + 1) * step), chunk_bytes,
-                                           timeout, stub=self._transfer_stub(i)),
-                range(streams)))
+        pieces = transfer.slices([len(data)], streams, min_slice=1)
+        infos = self._transfers.map(
+            lambda conn, s: self._transfers.put(conn, data, s[1], s[2], timeout, header,
+                                                chunk_bytes),
+            pieces)
         done = [i for i in infos if i.complete] or infos
         return TensorHandle.from_info(done[0])
-
-    def _put_stream(self, header, data, begin, end, chunk_bytes, timeout, base=0, stub=None):
-        """One PutTensor stream (on ``stub``, default this client's): ``header`` with the first
-        chunk, then ``data[begin:end]``, written at ``base + begin`` onwards in the tensor."""
-        def messages():
-            at, first = begin, True
-            while first or at < end:
-                n = min(chunk_bytes, end - at)
-                msg = compute_pb2.PutTensorChunk(offset=base + at, data=bytes(data[at:at + n]))
-                if first:
-                    msg.header.CopyFrom(header)
-                    first = False
-                at += n
-                yield msg
-        return self._call((stub or self.stub).PutTensor, messages(), timeout)
 
     def create_tensor(self, shape, dtype, *, timeout=None):
         """Reserves an empty resident tensor; ``write_tensor`` fills it (several writers may
@@ -696,8 +710,9 @@ class Client:
         returns its state as a dict (see ``list_tensors``)."""
         data = memoryview(data).cast("B")
         header = compute_pb2.PutTensorHeader(handle=_handle(handle))
-        info = self._put_stream(header, data, 0, len(data), int(chunk_bytes),
-                                self.timeout if timeout is None else timeout, base=int(offset))
+        info = self._transfers.put(0, data, 0, len(data),
+                                   self.timeout if timeout is None else timeout, header,
+                                   int(chunk_bytes), base=int(offset))
         return _tensor_info(info)
 
     def get_tensor(self, handle, *, streams=1, timeout=None):
@@ -715,6 +730,7 @@ class Client:
         return bytes(self._get(handle, offset, length, chunk_bytes, streams, timeout)[1])
 
     def _get(self, handle, offset, length, chunk_bytes, streams, timeout):
+        """``(TensorInfo, writable byte view)`` of bytes ``[offset, offset + length)``."""
         handle, offset, length = _handle(handle), int(offset), int(length)
         timeout = self.timeout if timeout is None else timeout
         streams = int(streams)
@@ -728,36 +744,18 @@ class Client:
         chunk = int(chunk_bytes) or DEFAULT_TENSOR_CHUNK_BYTES
         streams = max(1, min(streams, -(-length // chunk)))
         if streams == 1:
-            return self._get_stream(handle, offset, length, chunk_bytes, timeout)
-        out, step = bytearray(length), -(-length // streams)
-        with concurrent.futures.ThreadPoolExecutor(streams) as pool:
-            infos = list(pool.map(
-                lambda i: self._get_stream(handle, offset + i * step,
-                                           min(step, length - i * step), chunk_bytes, timeout,
-                                           stub=self._transfer_stub(i), out=out,
-                                           base=offset)[0],
-                range(streams)))
-        return infos[0], out
-
-    def _get_stream(self, handle, offset, length, chunk_bytes, timeout, stub=None, out=None,
-                    base=None):
-        """One GetTensor call for ``[offset, offset + length)``; its bytes go into ``out`` at
-        ``offset - base`` (a new buffer when ``out`` is None)."""
-        request = compute_pb2.GetTensorRequest(handle=handle, offset=offset, length=length,
-                                               chunk_bytes=int(chunk_bytes))
-        call = (stub or self.stub).GetTensor(request, timeout=timeout, metadata=self._metadata)
-        info = None
-        if base is None:
-            base = offset
-        for message in call:
-            if message.HasField("info"):
-                info = message.info
-                if out is None:
-                    out = bytearray(length or int(info.bytes) - offset)
-            at = message.offset - base
-            out[at:at + len(message.data)] = message.data
-        self._local.metadata = tuple(call.trailing_metadata() or ())
-        return info, bytearray() if out is None else out
+            info, out, metadata = self._transfers.get(0, handle, offset, length, None, offset,
+                                                      timeout, chunk_bytes)
+            self._local.metadata = metadata
+            return info, out
+        out = memoryview(bytearray(length))
+        pieces = transfer.slices([length], streams, min_slice=1)
+        results = self._transfers.map(
+            lambda conn, s: self._transfers.get(conn, handle, offset + s[1], s[2] - s[1], out,
+                                                offset, timeout, chunk_bytes),
+            pieces)
+        self._local.metadata = results[0][2]
+        return results[0][0], out
 
     def delete_tensor(self, handle, *, timeout=None):
         """Frees a resident tensor now (NOT_FOUND if it is not there). Calls already using it
@@ -872,8 +870,9 @@ def _false_alarm_proto(spec):
     return msg
 
 
-def _series_proto(item):
-    """Returns ``(Series message, explicit frequencies of its own grid or None)``."""
+def _series_proto(item, encode):
+    """Returns ``(Series message, explicit frequencies of its own grid or None)``; ``encode``
+    makes each array's Tensor (see ``gpucompute.tensor.inline_tensor``)."""
     model = None
     if isinstance(item, dict):
         t, y, dy, freq = item["t"], item["y"], item.get("dy"), item.get("frequency")
@@ -884,9 +883,9 @@ def _series_proto(item):
         t, y = item[0], item[1]
         dy = item[2] if len(item) == 3 else None
         freq = None
-    msg = compute_pb2.Series(t=to_tensor(t, "<f8"), y=to_tensor(y, "<f8"))
+    msg = compute_pb2.Series(t=to_tensor(t, "<f8", encode), y=to_tensor(y, "<f8", encode))
     if dy is not None:
-        msg.dy.CopyFrom(to_tensor(dy, "<f8"))
+        msg.dy.CopyFrom(to_tensor(dy, "<f8", encode))
     explicit = None
     if freq is not None:
         grid_msg, explicit = frequency_grid_proto(freq)

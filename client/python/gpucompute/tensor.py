@@ -8,6 +8,7 @@ in a registered shared-memory region (``SharedMemoryTensor``, from ``SharedMemor
 """
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -24,6 +25,7 @@ _TO_NUMPY = {
     tensor_pb2.UINT8: np.dtype("u1"),
 }
 _FROM_NUMPY = {dt.newbyteorder("="): code for code, dt in _TO_NUMPY.items()}
+_FROM_NUMPY.update({dt: code for code, dt in _TO_NUMPY.items()})
 
 
 # The dtypes an operation computes in (periodogram, assimilate).
@@ -44,6 +46,9 @@ def wire_dtype(dtype):
 
     Raises ``TypeError`` for dtypes the wire format cannot carry.
     """
+    code = _FROM_NUMPY.get(dtype)  # a NumPy dtype of either byte order: no conversion
+    if code is not None:
+        return code
     dt = np.dtype(dtype).newbyteorder("=")
     try:
         return _FROM_NUMPY[dt]
@@ -142,14 +147,22 @@ def reference_tensor(ref):
     raise TypeError(f"not a tensor reference: {type(ref).__name__}")
 
 
-def to_tensor(array, dtype=None):
+def inline_tensor(code, a):
+    """The ``Tensor`` carrying the wire-ready array ``a`` (little-endian, C-ordered, of wire
+    dtype ``code``) inline: its bytes copied once. Every encoder of this package takes such a
+    function as ``encode``; ``Client`` passes one that uploads large arrays instead (see
+    ``gpucompute.transfer``)."""
+    return tensor_pb2.Tensor(dtype=code, shape=a.shape, data=a.tobytes())
+
+
+def to_tensor(array, dtype=None, encode=inline_tensor):
     """Encodes ``array`` (anything ``np.asarray`` takes) as a ``Tensor``.
 
     ``dtype`` casts first (e.g. ``"float64"``); otherwise the array keeps its own dtype, which
     must be float16/32/64, int32/64 or uint8. Values are copied once into little-endian,
-    C-ordered bytes. A ``TensorHandle`` or ``SharedMemoryTensor`` becomes a Tensor that names
-    it (``dtype`` is then not applied: the server converts float inputs itself), and a
-    ``Tensor`` message is returned as it is.
+    C-ordered bytes (by ``encode``, see ``inline_tensor``). A ``TensorHandle`` or
+    ``SharedMemoryTensor`` becomes a Tensor that names it (``dtype`` is then not applied: the
+    server converts float inputs itself), and a ``Tensor`` message is returned as it is.
     """
     if is_reference(array):
         return reference_tensor(array)
@@ -157,8 +170,8 @@ def to_tensor(array, dtype=None):
         return array
     a = np.asarray(array) if dtype is None else np.asarray(array, dtype=dtype)
     code = wire_dtype(a.dtype)
-    data = np.ascontiguousarray(a, dtype=_TO_NUMPY[code]).tobytes()
-    return tensor_pb2.Tensor(dtype=code, shape=list(a.shape), data=data)
+    # (ascontiguousarray makes a 0-d array 1-d: the shape is the array's own.)
+    return encode(code, np.ascontiguousarray(a, dtype=_TO_NUMPY[code]).reshape(a.shape))
 
 
 def from_tensor(tensor):
@@ -168,8 +181,8 @@ def from_tensor(tensor):
     ``ValueError`` if the payload is missing (allowed for zero elements) or its size does not
     match the shape.
     """
-    shape = tuple(int(s) for s in tensor.shape)
-    count = int(np.prod(shape, dtype=np.int64))
+    shape = tuple(tensor.shape)
+    count = math.prod(shape)
     if tensor.WhichOneof("payload") != "data" and count != 0:
         raise ValueError("Tensor has no inline data payload")
     if tensor.dtype == tensor_pb2.BFLOAT16:
@@ -181,9 +194,13 @@ def from_tensor(tensor):
         dt = _TO_NUMPY[tensor.dtype]
     except KeyError:
         raise ValueError(f"Tensor: unsupported dtype {tensor.dtype}") from None
-    if len(tensor.data) != dt.itemsize * count:
-        raise ValueError(f"Tensor: {len(tensor.data)} bytes for shape {shape} of {dt.name}")
-    return np.frombuffer(tensor.data, dtype=dt).astype(dt.newbyteorder("="), copy=True).reshape(shape)
+    data = tensor.data
+    if len(data) != dt.itemsize * count:
+        raise ValueError(f"Tensor: {len(data)} bytes for shape {shape} of {dt.name}")
+    # One copy out of the (immutable) bytes: a plain memcpy where the host is little-endian.
+    a = np.frombuffer(data, dtype=dt)
+    a = a.copy() if dt.isnative else a.astype(dt.newbyteorder("="))
+    return a.reshape(shape)
 
 
 def numpy_dtype(code):

@@ -13,10 +13,12 @@
 #include <cublas_v2.h>
 #include <cusolverDn.h>
 
+#include "absl/strings/internal/resize_uninitialized.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/assimilate/assimilate_kernels.cuh"
 #include "kernels/assimilate/etkf_transform.cuh"
 #include "server/common/nvtx.h"
+#include "server/common/parallel_copy.h"
 #include "server/common/parallel_for.h"
 #include "server/common/status_macros.h"
 #include "server/runtime/cuda/cuda_resources.h"
@@ -274,26 +276,29 @@ void PackGroup(const Group& g, const Batch& batch, char* in, char* scratch_dev, 
   };
   // X, then the observation rows (HX, perturbations, y, R), each as (problem, chunk of rows)
   // tasks over the worker threads: one large problem and many small ones alike convert on
-  // several threads (the seed problem's 144 MB of observation rows took ~40 ms on one).
-  constexpr int64_t kXChunkRows = 4096;
-  const int64_t x_chunks = (n + kXChunkRows - 1) / kXChunkRows;
+  // several threads (the seed problem's 144 MB of observation rows took ~40 ms on one). A chunk
+  // holds about kChunkElements values whatever the row length (the seed's X, 3000 rows of 3000,
+  // is 18 chunks).
+  constexpr int64_t kChunkElements = int64_t{1} << 19;
+  const int64_t x_chunk_rows = std::max<int64_t>(1, kChunkElements / std::max<int64_t>(1, N));
+  const int64_t x_chunks = (n + x_chunk_rows - 1) / x_chunk_rows;
   ParallelFor(P * x_chunks, static_cast<int64_t>(P) * n * N * static_cast<int64_t>(sizeof(T)),
               [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       const int64_t p = t / x_chunks, c = t - p * x_chunks;
-      const int64_t r0 = c * kXChunkRows, r1 = std::min(n, r0 + kXChunkRows);
+      const int64_t r0 = c * x_chunk_rows, r1 = std::min(n, r0 + x_chunk_rows);
       T* x = reinterpret_cast<T*>(in + g.x) + p * n * N;
       ConvertInto(problem(static_cast<int>(p)).x, r0 * N, (r1 - r0) * N, x + r0 * N);
     }
   }, /*min_cost_per_thread=*/int64_t{8} << 20);
-  constexpr int64_t kObsChunkRows = 512;
-  const int64_t obs_chunks = (m + kObsChunkRows - 1) / kObsChunkRows;
   const int64_t r_row = g.full_r() ? m : 1;  // values of R per observation row
+  const int64_t obs_chunk_rows = std::max<int64_t>(1, kChunkElements / (W + r_row));
+  const int64_t obs_chunks = (m + obs_chunk_rows - 1) / obs_chunk_rows;
   ParallelFor(P * obs_chunks, static_cast<int64_t>(P) * m * (W + r_row) * static_cast<int64_t>(sizeof(T)),
               [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       const int64_t p = t / obs_chunks, c = t - p * obs_chunks;
-      const int64_t i0 = c * kObsChunkRows, i1 = std::min(m, i0 + kObsChunkRows);
+      const int64_t i0 = c * obs_chunk_rows, i1 = std::min(m, i0 + obs_chunk_rows);
       const Problem& pr = problem(static_cast<int>(p));
       T* obs = reinterpret_cast<T*>(in + g.obs) + p * m * W;
       for (int64_t i = i0; i < i1; ++i) {
@@ -1085,7 +1090,11 @@ std::vector<Output> UnpackAssimilate(const PendingAssimilate& pending, const Str
       ProblemResult& pr = o.problems[k];
       pr.form = s.form;
       const int64_t N = request.problems[k].N;
-      pr.analysis.assign(base + s.analysis, static_cast<size_t>(s.n * N * es));
+      // Uninitialised, then filled on several threads: a fresh buffer of tens of MB is mostly
+      // page faults, which one thread takes serially.
+      const int64_t bytes = s.n * N * es;
+      absl::strings_internal::STLStringResizeUninitialized(&pr.analysis, static_cast<size_t>(bytes));
+      ParallelCopy(pr.analysis.data(), base + s.analysis, bytes);
       const auto* innov = reinterpret_cast<const double*>(base + s.innovation);
       pr.innovation_mean.assign(innov, innov + s.m);
       pr.analysis_spread = spread[s.q];

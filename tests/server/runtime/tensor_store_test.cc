@@ -288,6 +288,32 @@ TEST_F(TensorStoreTest, NoExpiryWhenZero) {
   EXPECT_TRUE(store.Acquire("c", h).ok());
 }
 
+TEST_F(TensorStoreTest, ATensorsOwnShorterExpiryWins) {
+  TensorStoreOptions o = Options();
+  o.idle_expiry = absl::ZeroDuration();  // the store's: never; a tensor's own still applies
+  TensorStore store(o);
+  auto quick = store.Create("c", F64({4}), absl::Seconds(2));
+  ASSERT_TRUE(quick.ok());
+  const std::string h = (*quick)->handle();
+  auto slow = store.AddComplete("c", {NewTensor{F64({1}), std::string(8, '\0')}}, absl::Hours(1));
+  ASSERT_TRUE(slow.ok());
+  const std::string kept = (*slow)[0]->handle();
+  quick->reset();
+  slow->clear();
+  clock_.Advance(absl::Seconds(3));
+  EXPECT_EQ(store.Sweep(), 1);  // incomplete, idle past its 2 s
+  EXPECT_EQ(store.Acquire("c", h).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(store.Acquire("c", kept).ok());
+  EXPECT_EQ(store.OwnerBytes("c"), 8);
+  // The store's expiry caps a longer one of the tensor's.
+  TensorStore capped(Options());  // 10 s
+  auto t = capped.Create("c", F64({1}), absl::Hours(1));
+  ASSERT_TRUE(t.ok());
+  t->reset();
+  clock_.Advance(absl::Seconds(11));
+  EXPECT_EQ(capped.Sweep(), 1);
+}
+
 TEST_F(TensorStoreTest, BackgroundSweeperFreesIdleTensors) {
   TensorStoreOptions o = Options();
   o.sweep_interval = absl::Milliseconds(5);

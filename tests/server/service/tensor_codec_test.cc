@@ -208,6 +208,48 @@ TEST_F(TensorCodecTest, KeptOutputsTakeTheBufferWithoutACopy) {
   EXPECT_TRUE(OutputsInline(not_kept));
 }
 
+TEST_F(TensorCodecTest, DiscardedOutputsKeepDtypeAndShapeOnly) {
+  v1::Tensor out = Inline(v1::FLOAT64, {3}, std::string(24, '\1'));
+  v1::OutputPlacement discard;
+  discard.set_discard(true);
+  ASSERT_TRUE(PlaceOutputs(Context(), discard, {&out}).ok());
+  EXPECT_EQ(out.payload_case(), v1::Tensor::PAYLOAD_NOT_SET);
+  EXPECT_EQ(out.dtype(), v1::FLOAT64);
+  EXPECT_EQ(out.shape(0), 3);
+  EXPECT_EQ(InlineOutputBytes(discard, 24), 0);
+  EXPECT_TRUE(store_->List("c").empty());
+}
+
+TEST_F(TensorCodecTest, KeepAboveBytesKeepsOnlyTheLargeOnes) {
+  v1::Tensor big = Inline(v1::UINT8, {101}, std::string(101, 'b'));
+  v1::Tensor small = Inline(v1::UINT8, {100}, std::string(100, 's'));
+  v1::Tensor empty = Inline(v1::UINT8, {0}, "");
+  v1::OutputPlacement p;
+  p.set_keep_above_bytes(100);
+  p.set_idle_expiry_ms(1500);
+  EXPECT_EQ(InlineOutputBytes(p, 101), 0);
+  EXPECT_EQ(InlineOutputBytes(p, 100), 100);
+  ASSERT_TRUE(PlaceOutputs(Context(), p, {&big, &small, &empty}).ok());
+  ASSERT_TRUE(big.has_handle());
+  EXPECT_EQ(small.data(), std::string(100, 's'));
+  EXPECT_EQ(empty.payload_case(), v1::Tensor::kData);
+  auto kept = store_->Acquire("c", big.handle());
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ((*kept)->data(), std::string(101, 'b'));
+  EXPECT_EQ((*kept)->idle_expiry(), absl::Milliseconds(1500));
+  p.set_keep_above_bytes(-1);
+  EXPECT_THAT(std::string(CheckOutputPlacement(Context(), p).message()),
+              HasSubstr("output_placement.keep_above_bytes: must be >= 0"));
+  p.set_keep_above_bytes(0);
+  p.set_idle_expiry_ms(-5);
+  EXPECT_THAT(std::string(CheckOutputPlacement(Context(), p).message()),
+              HasSubstr("output_placement.idle_expiry_ms"));
+  TensorResolver no_store;  // keeping needs a store
+  p.set_idle_expiry_ms(0);
+  EXPECT_EQ(CheckOutputPlacement(no_store.context(), p).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(TensorCodecTest, SharedMemoryOutputsAt64ByteMultiples) {
   v1::Tensor a = Inline(v1::UINT8, {3}, "abc");
   v1::Tensor b = Inline(v1::UINT8, {70}, std::string(70, 'b'));

@@ -1,0 +1,334 @@
+"""Moving large tensors: slices over several connections at once, each byte copied once here.
+
+One gRPC connection moves a large message at ~0.5 GB/s whatever its HTTP/2 settings; slices of
+it over several connections (separate TCP connections, so separate gRPC threads on both sides)
+move several times that. ``Transfers`` holds those connections and moves byte ranges of
+resident tensors over them: ``put`` writes ranges of a tensor reserved by ``CreateTensor`` with
+PutTensor streams, ``get`` reads ranges with GetTensor calls into a buffer of the caller's.
+
+Copies. The ``PutTensorChunk`` and ``TensorData`` messages are encoded and decoded here by hand
+(the protobuf wire format: a few tag and length bytes before the raw bytes), so that a chunk is
+built by one join from a view of the caller's array, and a received chunk is copied once from
+the bytes gRPC hands over into the destination array. Through generated messages each would be
+copied two or three times more (``bytes(view)``, into the message, out of it again).
+"""
+
+import concurrent.futures
+import functools
+import threading
+
+import grpc
+import numpy as np
+
+from gpucompute.tensor import from_bytes, inline_tensor, numpy_dtype
+from gpucompute.v1 import compute_pb2, tensor_pb2
+
+_PUT_TENSOR = "/gpucompute.v1.Compute/PutTensor"
+_GET_TENSOR = "/gpucompute.v1.Compute/GetTensor"
+# Bytes per PutTensor message: 4 MiB less 1 KiB, under gRPC's default 4 MiB message limit.
+CHUNK_BYTES = (4 << 20) - 1024
+# Slices smaller than this are not worth a connection of their own.
+MIN_SLICE_BYTES = 2 << 20
+MAX_CONNECTIONS = 16
+
+
+# ---------------------------------------------------------------------- wire format
+
+def _varint(n):
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _read_varint(buf, at):
+    value = shift = 0
+    while True:
+        byte = buf[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at
+        shift += 7
+
+
+# PutTensorChunk: header = 1 (message), offset = 2 (varint), data = 3 (bytes).
+def put_chunk(offset, data, header=b""):
+    """A serialized ``PutTensorChunk``: ``header`` (serialized ``PutTensorHeader``, or empty),
+    ``offset`` and ``data`` (any bytes-like view; copied once, here)."""
+    parts = []
+    if header:
+        parts += [b"\x0a", _varint(len(header)), header]
+    if offset:
+        parts += [b"\x10", _varint(offset)]
+    parts += [b"\x1a", _varint(len(data)), data]
+    return b"".join(parts)
+
+
+# TensorData: offset = 1 (varint), data = 2 (bytes), info = 3 (TensorInfo).
+def parse_tensor_data(raw):
+    """``(offset, data view, TensorInfo or None)`` of a serialized ``TensorData``."""
+    view = memoryview(raw)
+    offset, data, info, at = 0, view[0:0], None, 0
+    while at < len(view):
+        tag, at = _read_varint(view, at)
+        field, kind = tag >> 3, tag & 7
+        if kind == 0:
+            value, at = _read_varint(view, at)
+            if field == 1:
+                offset = value
+        elif kind == 2:
+            length, at = _read_varint(view, at)
+            if field == 2:
+                data = view[at:at + length]
+            elif field == 3:
+                info = compute_pb2.TensorInfo.FromString(view[at:at + length].tobytes())
+            at += length
+        elif kind == 1:
+            at += 8
+        elif kind == 5:
+            at += 4
+        else:
+            raise ValueError(f"TensorData: unexpected wire type {kind}")
+    return offset, data, info
+
+
+# ---------------------------------------------------------------------- slicing
+
+def slices(sizes, connections=MAX_CONNECTIONS, min_slice=MIN_SLICE_BYTES):
+    """Splits byte ranges of the given sizes over about ``connections`` streams: a list of
+    ``(index into sizes, begin, end)``, each range cut into pieces in proportion to its size,
+    none smaller than ``min_slice`` unless the whole range is."""
+    total = sum(sizes)
+    out = []
+    for i, size in enumerate(sizes):
+        pieces = max(1, min(connections * size // max(total, 1), size // min_slice))
+        step = -(-size // pieces) if size else 0
+        out += [(i, b, min(size, b + step)) for b in range(0, size, step or 1)] or [(i, 0, 0)]
+    return out
+
+
+# ---------------------------------------------------------------------- connections
+
+class Transfers:
+    """Connections for parallel transfers (made on first use and kept) and the threads that
+    drive them. Thread-safe; one per ``Client``.
+
+    Args:
+      main_channel: the client's own channel (the first slice travels on it).
+      make_channel: ``make_channel(i)`` opens extra connection ``i`` (1, 2, ...).
+      metadata: sent with every call (authorization, client id), or None.
+    """
+
+    def __init__(self, main_channel, make_channel, metadata):
+        self._make_channel = make_channel
+        self._metadata = metadata
+        self._lock = threading.Lock()
+        self._channels = [main_channel]
+        self._owned = []  # the extra channels, closed by close()
+        self._stubs = [self._raw_stubs(main_channel)]
+        self._pool = None
+
+    @staticmethod
+    def _raw_stubs(channel):
+        # Requests of PutTensor and responses of GetTensor travel as raw bytes (see module doc).
+        put = channel.stream_unary(_PUT_TENSOR, request_serializer=None,
+                                   response_deserializer=compute_pb2.TensorInfo.FromString)
+        get = channel.unary_stream(
+            _GET_TENSOR, request_serializer=compute_pb2.GetTensorRequest.SerializeToString,
+            response_deserializer=None)
+        return put, get
+
+    def close(self):
+        with self._lock:
+            for channel in self._owned:
+                channel.close()
+            self._owned, self._channels, self._stubs = [], self._channels[:1], self._stubs[:1]
+            if self._pool is not None:
+                self._pool.shutdown(wait=False)
+                self._pool = None
+
+    def _stub(self, i):
+        """The raw (put, get) stubs of connection ``i`` modulo MAX_CONNECTIONS."""
+        i %= MAX_CONNECTIONS
+        with self._lock:
+            while len(self._stubs) <= i:
+                channel = self._make_channel(len(self._stubs))
+                self._owned.append(channel)
+                self._channels.append(channel)
+                self._stubs.append(self._raw_stubs(channel))
+            return self._stubs[i]
+
+    def map(self, fn, items):
+        """``[fn(connection index, item) ...]`` with item k on connection k, in parallel."""
+        items = list(items)
+        if len(items) <= 1:
+            return [fn(0, item) for item in items]
+        with self._lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    MAX_CONNECTIONS, thread_name_prefix="gpucompute-transfer")
+            pool = self._pool
+        futures = [pool.submit(fn, k, item) for k, item in enumerate(items)]
+        return [f.result() for f in futures]
+
+    # ------------------------------------------------------------------ one stream
+
+    def put(self, connection, data, begin, end, timeout, header, chunk_bytes=CHUNK_BYTES,
+            base=0):
+        """One PutTensor stream on ``connection``: ``header`` (a ``PutTensorHeader``) with the
+        first chunk, then ``data[begin:end]`` (a byte view) written at ``base + begin``
+        onwards. Returns the ``TensorInfo``."""
+        header_bytes = header.SerializeToString()
+
+        def messages():
+            at, first = begin, True
+            while first or at < end:
+                n = min(chunk_bytes, end - at)
+                yield put_chunk(base + at, data[at:at + n], header_bytes if first else b"")
+                first = False
+                at += n
+
+        put, _ = self._stub(connection)
+        return put(messages(), timeout=timeout, metadata=self._metadata)
+
+    def get(self, connection, handle, offset, length, out, base, timeout, chunk_bytes=0):
+        """One GetTensor call on ``connection`` for bytes ``[offset, offset + length)`` of
+        ``handle`` (``length`` 0: to the end), written into the writable byte view ``out`` at
+        ``offset - base``; ``out`` None: a new ``bytearray`` of the range. Returns ``(TensorInfo
+        or None, out, trailing metadata)``."""
+        _, get = self._stub(connection)
+        request = compute_pb2.GetTensorRequest(handle=handle, offset=offset, length=length,
+                                               chunk_bytes=int(chunk_bytes))
+        call = get(request, timeout=timeout, metadata=self._metadata)
+        info = None
+        for raw in call:
+            at, data, message_info = parse_tensor_data(raw)
+            if message_info is not None:
+                info = message_info
+                if out is None:
+                    out = memoryview(bytearray(length or max(0, int(info.bytes) - offset)))
+                    base = offset
+            out[at - base:at - base + len(data)] = data
+        if out is None:
+            out = memoryview(bytearray())
+        return info, out, tuple(call.trailing_metadata() or ())
+
+
+# ---------------------------------------------------------------------- one call's tensors
+
+# Idle expiry of the tensors a call moves: a client that dies mid-call leaves them for this long.
+CALL_TENSOR_EXPIRY_MS = 60_000
+
+
+@functools.lru_cache(maxsize=8)
+def _auto_placement(threshold):
+    return tensor_pb2.OutputPlacement(keep_above_bytes=threshold,
+                                      idle_expiry_ms=CALL_TENSOR_EXPIRY_MS)
+
+
+class CallTensors:
+    """The large tensors of one plain call, moved in parallel without the caller asking.
+
+    Inputs of at least ``threshold`` bytes become resident tensors (``encode`` reserves each
+    with CreateTensor and puts its handle in the request; ``send`` uploads all of them at once
+    over the transfer connections); outputs over ``threshold`` bytes stay on the server
+    (``placement``: ``keep_above_bytes``) and ``output`` fetches each the same way into a new
+    array. All of them are deleted when the call ends, whatever happened (``close``); while in
+    flight they count against the caller's quota, and a client that dies leaves them for
+    ``CALL_TENSOR_EXPIRY_MS`` at most.
+
+    Args:
+      stub: the client's ComputeStub; transfers: its ``Transfers``; metadata: per call.
+      threshold: bytes from which a tensor moves in parallel (0: never).
+      timeout: each RPC's deadline in seconds.
+    """
+
+    def __init__(self, stub, transfers, metadata, threshold, timeout):
+        self._stub, self._transfers, self._metadata = stub, transfers, metadata
+        self._threshold, self._timeout = int(threshold or 0), timeout
+        self._pending = []   # (handle, byte view) to upload
+        self._inputs = []    # handles of uploaded inputs, deleted after the call
+        self._outputs = []   # handles of kept outputs, deleted once fetched
+        self._auto_placement = False
+        self._deleting = []  # DeleteTensor futures
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def encode(self, code, a):
+        """The ``encode`` of ``gpucompute.tensor``: large arrays by handle, others inline."""
+        if self._threshold <= 0 or a.nbytes < self._threshold:
+            return inline_tensor(code, a)
+        info = self._stub.CreateTensor(
+            compute_pb2.CreateTensorRequest(dtype=code, shape=a.shape,
+                                            idle_expiry_ms=CALL_TENSOR_EXPIRY_MS),
+            timeout=self._timeout, metadata=self._metadata)
+        self._inputs.append(info.handle)
+        self._pending.append((info.handle, memoryview(a).cast("B")))
+        return tensor_pb2.Tensor(dtype=code, shape=a.shape, handle=info.handle)
+
+    def placement(self, placement):
+        """The request's OutputPlacement: the caller's own, else ``keep_above_bytes``."""
+        if placement is not None or self._threshold <= 0:
+            return placement
+        self._auto_placement = True
+        return _auto_placement(self._threshold)
+
+    def send(self):
+        """Uploads every reserved input, all slices of all of them at once."""
+        pending, self._pending = self._pending, []
+        views = [view for _, view in pending]
+        headers = [compute_pb2.PutTensorHeader(handle=h) for h, _ in pending]
+        self._transfers.map(
+            lambda conn, s: self._transfers.put(conn, views[s[0]], s[1], s[2], self._timeout,
+                                                headers[s[0]]),
+            slices([len(v) for v in views]))
+
+    def release_inputs(self):
+        """Deletes the uploaded inputs (once the call has answered), without waiting."""
+        self._delete(self._inputs)
+        self._inputs = []
+
+    def output(self, tensor, otherwise):
+        """An output Tensor as the caller gets it: one this call kept is fetched into a new
+        array (and deleted); any other goes to ``otherwise``."""
+        if not (self._auto_placement and tensor.WhichOneof("payload") == "handle"):
+            return otherwise(tensor)
+        self._outputs.append(tensor.handle)
+        shape = tuple(int(s) for s in tensor.shape)
+        count = int(np.prod(shape, dtype=np.int64))
+        wide = tensor.dtype == tensor_pb2.BFLOAT16  # fetched as bits, widened after
+        out = np.empty(count, np.dtype("<u2") if wide else numpy_dtype(tensor.dtype))
+        view = memoryview(out).cast("B")
+        self._transfers.map(
+            lambda conn, s: self._transfers.get(conn, tensor.handle, s[1], s[2] - s[1],
+                                                view, 0, self._timeout),
+            slices([len(view)]))
+        self._delete([tensor.handle])
+        self._outputs.remove(tensor.handle)
+        if wide:
+            return from_bytes(out, tensor.dtype, shape)
+        return out.reshape(shape)
+
+    def close(self):
+        """Deletes whatever this call still holds on the server and waits for the deletes."""
+        self._delete(self._inputs + self._outputs)
+        self._inputs, self._outputs, self._pending = [], [], []
+        for future in self._deleting:
+            try:
+                future.result()
+            except grpc.RpcError:
+                pass  # gone already (expired, or the server restarted): nothing left behind
+        self._deleting = []
+
+    def _delete(self, handles):
+        for h in handles:
+            self._deleting.append(self._stub.DeleteTensor.future(
+                compute_pb2.DeleteTensorRequest(handle=h), timeout=self._timeout,
+                metadata=self._metadata))

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# End-to-end figures on the GPU machine against one CUDA server (shared memory allowed): what a
+# user's call costs through the Python client next to the raw stub, NumPy on the host and
+# PyTorch on the GPU (tests/bench/e2e_bench.py), then the C++ client's figures for the same
+# cases at concurrency 1 from gpucompute-load. Usage there (bundle as README "Tests"):
+#   source .dev/env.sh; tests/bench/e2e_gpu.sh [e2e_bench.py flags, e.g. --quick]
+# Writes $OUT (default gpu-out)/e2e_bench.jsonl, e2e-load-<case>.jsonl, e2e-servers.log and
+# e2e-bench.err. gpucompute-load's dense rows travel in the model's dtype (bfloat16: 2 KiB, the
+# Python rows are float32) and its EnKF draws the perturbations on the server.
+set -uo pipefail
+out=${OUT:-gpu-out}; mkdir -p "$out"
+here=$(dirname "$0")
+root=$(dirname "$(dirname "$(command -v gpucompute-server)")")
+# shellcheck source=tests/bench/cuda_server.sh
+source "$here/cuda_server.sh"
+start_server /tmp/gce.port "$out/e2e-servers.log" --allow_shared_memory
+status=0
+PYTHONPATH="$root/python" python3 "$here/e2e_bench.py" --target "$target" "$@" \
+  2>>"$out/e2e-bench.err" | tee "$out/e2e_bench.jsonl" || status=1
+load() {  # case name, then gpucompute-load flags
+  local name=$1; shift
+  echo "==== gpucompute-load $name: $*"
+  gpucompute-load --target "$target" --progress off --concurrency 1 \
+    --json "$out/e2e-load-$name.jsonl" "$@" 2>>"$out/e2e-bench.err" || status=1
+}
+load periodogram --op periodogram --samples 1000 --frequencies 1000 --compare-echo \
+  --duration 5s --warmup 1s
+load dense_row --op dense --in 1024 --out 4096 --layers 1 --rows 1 --model-dtype bfloat16 \
+  --compare-echo --duration 5s --warmup 1s
+load enkf --op assimilate --n 3000 --m 3000 --members 3000 --method enkf --variants 1 \
+  --requests 7 --warmup 2s
+load echo-72MB --op echo --bytes 72000000 --variants 1 --requests 7 --warmup 1s
+load echo-4KiB --op echo --bytes 4Ki --duration 5s --warmup 1s
+kill -TERM "$spid"; wait "$spid" || status=1
+exit $status

@@ -1,0 +1,178 @@
+"""Plain calls with large tensors, through the Python client and a real server: inputs and
+outputs over the client's transfer threshold travel as parallel slices (resident tensors made
+and deleted by the call) and give what inline calls give; a server whose message limits refuse
+them inline still serves them; a failed call leaves nothing behind; a transfer abandoned
+mid-way is freed after its own short expiry; outputs can be discarded (peaks and false-alarm
+probabilities without the power arrays) or kept above a size (keep_above_bytes)."""
+
+import os
+import time
+
+import grpc
+import numpy as np
+import pytest
+
+import gpucompute
+from conftest import client_of_server
+from gpucompute.v1 import compute_pb2, tensor_pb2
+from rpc_util import expect_rpc_error
+
+LIMIT = 6 << 20  # the server's request and response limit here: 8 MB arrays cannot go inline
+
+
+@pytest.fixture(scope="module")
+def tc(tmp_path_factory):
+    """A client (default transfer threshold, 4 MiB) of a server whose messages are limited to
+    6 MiB each way."""
+    if os.environ.get("GPUCOMPUTE_TARGET"):
+        pytest.skip("needs a server started by the tests")
+    with client_of_server(tmp_path_factory.mktemp("transfer"), f"--max_request_bytes={LIMIT}",
+                          f"--max_response_bytes={LIMIT}") as c:
+        yield c
+
+
+@pytest.fixture
+def inline(tc):
+    """A client of the same server that sends everything inline."""
+    with gpucompute.Client(tc.target, transfer_threshold=0) as c:
+        yield c
+
+
+def _enkf_reference(X, HX, y, r, E):
+    """The stochastic EnKF analysis by NumPy (README conventions: N - 1, perturbed y)."""
+    N = X.shape[1]
+    A = X - X.mean(axis=1, keepdims=True)
+    Y = HX - HX.mean(axis=1, keepdims=True)
+    C = Y @ Y.T / (N - 1) + np.diag(r)
+    return X + A @ (Y.T @ np.linalg.solve(C, y[:, None] + E - HX)) / (N - 1)
+
+
+def test_assimilate_over_the_message_limit(tc, inline, rng):
+    n, m, N = 1100, 40, 1000  # X and Xa: 8.8 MB each
+    X, HX = rng.normal(0, 1, (n, N)), rng.normal(0, 1, (m, N))
+    y, r, E = rng.normal(0, 1, m), rng.uniform(0.5, 1.5, m), rng.normal(0, 0.7, (m, N))
+    Xa = tc.assimilate(X, HX, y, r, method="enkf", perturbations=E)
+    assert isinstance(Xa, np.ndarray) and Xa.shape == (n, N) and Xa.flags.writeable
+    want = _enkf_reference(X, HX, y, r, E)
+    np.testing.assert_allclose(Xa, want, rtol=0, atol=1e-9 * np.abs(want - X).max())
+    assert tc.list_tensors() == []  # every tensor the call made is gone
+    expect_rpc_error(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                     lambda: inline.assimilate(X, HX, y, r, method="enkf", perturbations=E))
+
+
+def test_echo_and_dtypes(tc, rng):
+    for a in (rng.normal(0, 1, (1200, 1000)),                       # float64, 9.6 MB
+              rng.integers(-5, 5, (3, 1 << 20), dtype=np.int32),      # 12 MiB
+              rng.normal(0, 1, 5 << 20).astype(np.float16)):         # 10 MiB
+        got = tc.echo(a)
+        assert got.dtype == a.dtype and got.flags.writeable
+        np.testing.assert_array_equal(got, a)
+    raw = rng.integers(0, 256, 5 << 20, dtype=np.uint8).tobytes()
+    assert tc.echo(raw) == raw
+    assert tc.echo(raw, discard=True) is None
+    assert tc.list_tensors() == []
+
+
+def test_dense_rows_in_and_out(tc, inline, rng):
+    w = rng.normal(0, 0.1, (64, 160))
+    tc.load_model("transfer_mlp", [{"weight": w, "layernorm": True, "activation": "relu"}],
+                  dtype="float32")
+    try:
+        x = rng.normal(0, 1, (16384, 64)).astype(np.float32)  # 4 MiB in, 10 MiB out
+        y = tc.dense("transfer_mlp", x)
+        assert y.shape == (16384, 160)
+        want = np.concatenate([inline.dense("transfer_mlp", x[i:i + 4096])
+                               for i in range(0, len(x), 4096)])
+        np.testing.assert_array_equal(y, want)
+        assert tc.list_tensors() == []
+    finally:
+        tc.unload_model("transfer_mlp")
+
+
+def test_periodogram_series_by_transfer(tc, inline, rng):
+    with gpucompute.Client(tc.target, transfer_threshold=32 << 10) as small:
+        series = []
+        for n in (5000, 300, 7000):  # t and y of 40 and 56 KB go as resident tensors
+            t = np.sort(rng.uniform(0, 100, n))
+            series.append((t, np.sin(2 * np.pi * 0.37 * t) + rng.normal(0, 0.5, n),
+                           rng.uniform(0.5, 1.0, n)))
+        grid = gpucompute.UniformGrid(0.01, 0.001, 6000)  # 48 KB of power per series: kept
+        got = small.periodogram(series, grid, top_k=3)
+        want = inline.periodogram(series, grid, top_k=3)
+        for g, w in zip(got, want):
+            # The same bytes computed twice: equal up to the GPU's summation order.
+            np.testing.assert_allclose(g.power, w.power, rtol=0, atol=1e-12 * w.power.max())
+            assert [p["index"] for p in g.peaks] == [p["index"] for p in w.peaks]
+        assert small.list_tensors() == []
+
+
+def test_a_failed_call_leaves_nothing_behind(tc, rng):
+    n, m, N = 1100, 30, 1000
+    X, HX = rng.normal(0, 1, (n, N)), rng.normal(0, 1, (m, N + 1))  # HX has a member too many
+    expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT,
+                     lambda: tc.assimilate(X, HX, np.zeros(m), np.ones(m)), r"problems\[0\]\.hx")
+    assert tc.list_tensors() == []
+    expect_rpc_error(grpc.StatusCode.NOT_FOUND, lambda: tc.dense("no_such_model", X))
+    assert tc.list_tensors() == []
+    np.testing.assert_array_equal(tc.echo(np.ones(3)), np.ones(3))  # the next call is served
+
+
+def test_an_abandoned_transfer_expires(tmp_path):
+    """A client that reserves a tensor for one call, sends half of it and goes away: the
+    tensor holds its quota only for its own short expiry, not the server's 10 minutes."""
+    if os.environ.get("GPUCOMPUTE_TARGET"):
+        pytest.skip("needs a server started by the tests")
+    with client_of_server(tmp_path, "--tensor_quota_bytes=3000000") as c:
+        info = c.stub.CreateTensor(compute_pb2.CreateTensorRequest(
+            dtype=tensor_pb2.UINT8, shape=[2_000_000], idle_expiry_ms=300))
+        c.write_tensor(info.handle, b"\1" * 1_000_000)
+        assert [t["complete"] for t in c.list_tensors()] == [False]
+        expect_rpc_error(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                         lambda: c.put_tensor(np.zeros(1_500_000, np.uint8)), "quota")
+        time.sleep(1.5)
+        assert c.list_tensors() == []
+        c.delete_tensor(c.put_tensor(np.zeros(1_500_000, np.uint8)))  # the quota is free again
+        expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT, lambda: c.stub.CreateTensor(
+            compute_pb2.CreateTensorRequest(dtype=tensor_pb2.UINT8, shape=[4],
+                                            idle_expiry_ms=-1)), "idle_expiry_ms")
+
+
+def _survey(rng, count):
+    series = []
+    for n in rng.integers(50, 400, count):
+        t = np.sort(rng.uniform(0, 30, n))
+        series.append((t, np.sin(2 * np.pi * rng.uniform(0.2, 2) * t) + rng.normal(0, 1, n)))
+    return series
+
+
+def test_discard_returns_peaks_and_false_alarms_only(client, rng):
+    series = _survey(rng, 40)
+    full = client.periodogram(series, top_k=4, false_alarm="baluev", model_parameters=True)
+    lean = client.periodogram(series, top_k=4, false_alarm="baluev", model_parameters=True,
+                              output="discard")
+    for f, d in zip(full, lean):
+        assert d.power is None
+        np.testing.assert_array_equal(d.frequency, f.frequency)
+        assert (d.peak_index, d.peak_power, d.peaks) == (f.peak_index, f.peak_power, f.peaks)
+        assert d.false_alarm["peak_probability"] == f.false_alarm["peak_probability"]
+        np.testing.assert_array_equal(d.model["parameters"], f.model["parameters"])
+    res = client.assimilate(rng.normal(0, 1, (8, 5)), rng.normal(0, 1, (3, 5)),
+                            np.zeros(3), np.ones(3), output="discard", return_diagnostics=True)
+    assert res.analysis is None and res.analysis_spread > 0
+
+
+def test_keep_above_bytes_keeps_only_the_large(client, rng):
+    big, small = rng.normal(0, 1, 1000), rng.normal(0, 1, 10)
+    for a, kept in ((big, True), (small, False)):
+        response = client.stub.Echo(compute_pb2.EchoRequest(
+            tensor=gpucompute.to_tensor(a),
+            output_placement=tensor_pb2.OutputPlacement(keep_above_bytes=800,
+                                                        idle_expiry_ms=5000)))
+        assert response.tensor.WhichOneof("payload") == ("handle" if kept else "data")
+        if kept:
+            np.testing.assert_array_equal(client.get_tensor(response.tensor.handle), a)
+            client.delete_tensor(response.tensor.handle)
+    expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT, lambda: client.stub.Echo(
+        compute_pb2.EchoRequest(tensor=gpucompute.to_tensor(small),
+                                output_placement=tensor_pb2.OutputPlacement(
+                                    keep_above_bytes=-1))), "keep_above_bytes")
