@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "server/allocator.h"
 #include "server/common/version.h"
 #include "server/front/front_server.h"
 #include "server/front/request_route.h"
@@ -292,7 +293,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("gpucompute-server: batched GPU compute over gRPC");
   absl::ParseCommandLine(argc, argv);
   spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
-  spdlog::info("gpucompute-server {}", GPUCOMPUTE_VERSION);
+  spdlog::info("gpucompute-server {}; allocator {}", GPUCOMPUTE_VERSION, gpucompute::AllocatorDescription());
 
   // Every thread created from here on inherits the blocked signals; one waits for them.
   sigset_t signals;

@@ -4,7 +4,8 @@
 # PyTorch on the GPU (tests/bench/e2e_bench.py), then the C++ client's figures for the same
 # cases at concurrency 1 from gpucompute-load. Usage there (bundle as README "Tests"):
 #   source .dev/env.sh; tests/bench/e2e_gpu.sh [e2e_bench.py flags, e.g. --quick]
-# Writes $OUT (default gpu-out)/e2e_bench.jsonl, e2e-load-<case>.jsonl, e2e-servers.log and
+# Writes $OUT (default gpu-out)/e2e_bench.jsonl, e2e-load-<case>.jsonl,
+# e2e-assimilate-server.jsonl (when assimilate_server_bench is bundled), e2e-servers.log and
 # e2e-bench.err. gpucompute-load's dense rows travel in the model's dtype (bfloat16: 2 KiB, the
 # Python rows are float32) and its EnKF draws the perturbations on the server.
 set -uo pipefail
@@ -32,4 +33,8 @@ load enkf --op assimilate --n 3000 --m 3000 --members 3000 --method enkf --varia
 load echo-72MB --op echo --bytes 72000000 --variants 1 --requests 7 --warmup 1s
 load echo-4KiB --op echo --bytes 4Ki --duration 5s --warmup 1s
 kill -TERM "$spid"; wait "$spid" || status=1
+# The C++ client's plain Assimilate call (parallel transfers) against a server of its own.
+if command -v assimilate_server_bench > /dev/null; then
+  assimilate_server_bench --reps=7 2>>"$out/e2e-bench.err" | tee "$out/e2e-assimilate-server.jsonl" || status=1
+fi
 exit $status

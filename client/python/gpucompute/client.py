@@ -6,6 +6,7 @@ propagate as ``grpc.RpcError`` (use ``.code()`` and ``.details()``).
 """
 
 import dataclasses
+import functools
 import math
 import os
 import threading
@@ -44,9 +45,10 @@ class PeriodogramResult:
     """One series' periodogram.
 
     Attributes:
-      frequency: float64 array, cycles per unit of t (the grid the server used).
+      frequency: float64 array, cycles per unit of t (the grid the server used; a uniform
+        grid's is built on first use, so a survey that reads only peaks never builds it).
       power: array of the request's dtype (float32 or float64), one value per frequency, in
-        the request's normalization.
+        the request's normalization; None with ``output="discard"``.
       peak_frequency, peak_power, peak_index: the largest power and where it is (server-side).
       grid: the ``UniformGrid`` used, or None for explicit frequencies.
       method: "direct" or "fast", the method the server used.
@@ -58,8 +60,8 @@ class PeriodogramResult:
       model: with ``model``/``model_parameters``: dict ``frequency``, ``parameters``
         (Astropy's ``model_parameters``), ``offset`` and ``y`` (the model at the requested
         times, or None).
+      explicit_frequency: the frequencies asked for when they were not a uniform grid.
     """
-    frequency: np.ndarray
     power: np.ndarray
     peak_frequency: float
     peak_power: float
@@ -69,6 +71,13 @@ class PeriodogramResult:
     peaks: list = dataclasses.field(default_factory=list)
     false_alarm: dict = None
     model: dict = None
+    explicit_frequency: np.ndarray = None
+
+    @functools.cached_property
+    def frequency(self):
+        if self.explicit_frequency is not None:
+            return self.explicit_frequency
+        return uniform_frequencies(self.grid)
 
     def __iter__(self):
         """Unpacks as ``frequency, power``, like ``LombScargle.autopower``."""
@@ -230,7 +239,10 @@ class Client:
     @property
     def last_trailing_metadata(self):
         """Trailing metadata ``((key, value), ...)`` of this thread's last successful call."""
-        return getattr(self._local, "metadata", ())
+        metadata = getattr(self._local, "metadata", ())
+        if not isinstance(metadata, tuple):  # the call, kept: read on demand
+            metadata = self._local.metadata = tuple(metadata.trailing_metadata() or ())
+        return metadata
 
     @property
     def last_timings(self):
@@ -254,7 +266,7 @@ class Client:
         response, call = method.with_call(
             request, timeout=self.timeout if timeout is None else timeout,
             metadata=self._metadata)
-        self._local.metadata = tuple(call.trailing_metadata() or ())
+        self._local.metadata = call  # its trailing metadata is read when asked for
         return response
 
     # ------------------------------------------------------------------ tensor placement
@@ -915,12 +927,10 @@ def _result(result, grid_msg, explicit, decode=from_tensor):
     grid = None
     if result.HasField("grid"):
         grid = UniformGrid(result.grid.f0, result.grid.df, int(result.grid.n))
-        frequency = uniform_frequencies(grid)
     elif explicit is not None:
-        frequency = explicit
+        pass
     elif grid_msg.WhichOneof("kind") == "uniform":
         grid = UniformGrid(grid_msg.uniform.f0, grid_msg.uniform.df, int(grid_msg.uniform.n))
-        frequency = uniform_frequencies(grid)
     else:
         raise RuntimeError("server did not return the automatic grid it used")
     false_alarm = None
@@ -937,7 +947,8 @@ def _result(result, grid_msg, explicit, decode=from_tensor):
     peaks = [{"frequency": p.frequency, "power": p.power, "index": int(p.index),
               "false_alarm_probability": p.false_alarm_probability} for p in result.peaks]
     method = "fast" if result.method == compute_pb2.PERIODOGRAM_METHOD_FAST else "direct"
-    return PeriodogramResult(frequency=frequency, power=power,
+    return PeriodogramResult(explicit_frequency=None if grid is not None else explicit,
+                             power=power,
                              peak_frequency=result.peak_frequency,
                              peak_power=result.peak_power,
                              peak_index=int(result.peak_index), grid=grid, method=method,

@@ -198,9 +198,9 @@ def from_tensor(tensor):
     if len(data) != dt.itemsize * count:
         raise ValueError(f"Tensor: {len(data)} bytes for shape {shape} of {dt.name}")
     # One copy out of the (immutable) bytes: a plain memcpy where the host is little-endian.
-    a = np.frombuffer(data, dtype=dt)
-    a = a.copy() if dt.isnative else a.astype(dt.newbyteorder("="))
-    return a.reshape(shape)
+    if dt.isnative:
+        return np.frombuffer(data, dtype=dt).reshape(shape).copy()
+    return np.frombuffer(data, dtype=dt).astype(dt.newbyteorder("=")).reshape(shape)
 
 
 def numpy_dtype(code):

@@ -30,6 +30,10 @@ CHUNK_BYTES = (4 << 20) - 1024
 # Slices smaller than this are not worth a connection of their own.
 MIN_SLICE_BYTES = 2 << 20
 MAX_CONNECTIONS = 16
+# Streams one call's tensors spread over. Python's threads share one interpreter lock, which
+# every message's copy holds: on the H100 machine's host a 72 MB tensor went up in 81 / 31 / 37 /
+# 47 ms and came down in 109 / 65 / 75 / 85 ms over 1 / 4 / 8 / 16 streams.
+CALL_STREAMS = 6
 
 
 # ---------------------------------------------------------------------- wire format
@@ -203,15 +207,16 @@ class Transfers:
         request = compute_pb2.GetTensorRequest(handle=handle, offset=offset, length=length,
                                                chunk_bytes=int(chunk_bytes))
         call = get(request, timeout=timeout, metadata=self._metadata)
-        info = None
+        info, into = None, None if out is None else np.frombuffer(out, np.uint8)
         for raw in call:
             at, data, message_info = parse_tensor_data(raw)
             if message_info is not None:
                 info = message_info
                 if out is None:
                     out = memoryview(bytearray(length or max(0, int(info.bytes) - offset)))
-                    base = offset
-            out[at - base:at - base + len(data)] = data
+                    into, base = np.frombuffer(out, np.uint8), offset
+            # A NumPy copy: it lets go of the GIL, so the other connections' threads run on.
+            into[at - base:at - base + len(data)] = np.frombuffer(data, np.uint8)
         if out is None:
             out = memoryview(bytearray())
         return info, out, tuple(call.trailing_metadata() or ())
@@ -282,13 +287,15 @@ class CallTensors:
 
     def send(self):
         """Uploads every reserved input, all slices of all of them at once."""
+        if not self._pending:
+            return
         pending, self._pending = self._pending, []
         views = [view for _, view in pending]
         headers = [compute_pb2.PutTensorHeader(handle=h) for h, _ in pending]
         self._transfers.map(
             lambda conn, s: self._transfers.put(conn, views[s[0]], s[1], s[2], self._timeout,
                                                 headers[s[0]]),
-            slices([len(v) for v in views]))
+            slices([len(v) for v in views], CALL_STREAMS))
 
     def release_inputs(self):
         """Deletes the uploaded inputs (once the call has answered), without waiting."""
@@ -309,7 +316,7 @@ class CallTensors:
         self._transfers.map(
             lambda conn, s: self._transfers.get(conn, tensor.handle, s[1], s[2] - s[1],
                                                 view, 0, self._timeout),
-            slices([len(view)]))
+            slices([len(view)], CALL_STREAMS))
         self._delete([tensor.handle])
         self._outputs.remove(tensor.handle)
         if wide:
@@ -318,6 +325,8 @@ class CallTensors:
 
     def close(self):
         """Deletes whatever this call still holds on the server and waits for the deletes."""
+        if not (self._inputs or self._outputs or self._deleting):
+            return
         self._delete(self._inputs + self._outputs)
         self._inputs, self._outputs, self._pending = [], [], []
         for future in self._deleting:

@@ -61,7 +61,7 @@ int64_t FirstNonFiniteBits(const char* data, int64_t n) {
         return;
       }
     }
-  }, /*min_cost_per_thread=*/int64_t{16} << 20);
+  }, /*min_cost_per_thread=*/int64_t{4} << 20);
   const int64_t b = first_bad_block.load();
   if (b == blocks) return -1;
   constexpr Bits kExponent = kExponentBits<Bits>;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "server/common/parallel_for.h"
 #include "server/ops/periodogram/false_alarm.h"
 #include "server/ops/periodogram/model.h"
 #include "server/ops/periodogram/periodogram.h"
@@ -45,6 +46,35 @@ std::vector<Peak> TopPeaks(ComputeType dtype, const std::string& power, const Gr
   return TopPeaksTyped(reinterpret_cast<const double*>(power.data()), grid, k);
 }
 
+namespace {
+
+// Series i's top-k peaks, false-alarm values and model; `maxima`: its bootstrap maxima, sorted.
+void FinishSeries(const Request& request, const std::vector<double>& maxima, SeriesPower* result,
+                  int64_t i) {
+  const SeriesSpec& s = request.series[i];
+  SeriesPower& r = *result;
+  if (request.top_k > 0) r.peaks = TopPeaks(request.dtype, r.power, s.grid, request.top_k);
+  if (request.false_alarm) {
+    const FalseAlarmSpec& spec = *request.false_alarm;
+    const NullHypothesis null = MakeNullHypothesis(s);
+    auto fap = [&](double z) { return FalseAlarmProbability(spec.method, z, null, maxima); };
+    FalseAlarmResult f;
+    f.peak_probability = fap(r.peak_power);
+    for (double z : spec.powers) f.probabilities.push_back(fap(z));
+    for (double p : spec.probabilities) {
+      f.levels.push_back(FalseAlarmLevel(spec.method, p, null, maxima));
+    }
+    for (Peak& peak : r.peaks) peak.false_alarm_probability = fap(peak.power);
+    r.false_alarm = std::move(f);
+  }
+  if (s.model) {
+    const double f = s.model->frequency.value_or(r.peak_frequency);
+    r.model = FitModel(s, f, s.model->t);
+  }
+}
+
+}  // namespace
+
 void FinishResults(const Request& request, std::vector<SeriesPower>* results) {
   const int64_t user = request.user_series;
   // Bootstrap maxima per caller's series, sorted (Astropy sorts them too).
@@ -53,28 +83,13 @@ void FinishResults(const Request& request, std::vector<SeriesPower>* results) {
     maxima[request.series[i].bootstrap_of].push_back((*results)[i].peak_power);
   }
   for (auto& m : maxima) std::sort(m.begin(), m.end());
-  for (int64_t i = 0; i < user; ++i) {
-    const SeriesSpec& s = request.series[i];
-    SeriesPower& r = (*results)[i];
-    if (request.top_k > 0) r.peaks = TopPeaks(request.dtype, r.power, s.grid, request.top_k);
-    if (request.false_alarm) {
-      const FalseAlarmSpec& spec = *request.false_alarm;
-      const NullHypothesis null = MakeNullHypothesis(s);
-      auto fap = [&](double z) { return FalseAlarmProbability(spec.method, z, null, maxima[i]); };
-      FalseAlarmResult f;
-      f.peak_probability = fap(r.peak_power);
-      for (double z : spec.powers) f.probabilities.push_back(fap(z));
-      for (double p : spec.probabilities) {
-        f.levels.push_back(FalseAlarmLevel(spec.method, p, null, maxima[i]));
-      }
-      for (Peak& peak : r.peaks) peak.false_alarm_probability = fap(peak.power);
-      r.false_alarm = std::move(f);
-    }
-    if (s.model) {
-      const double f = s.model->frequency.value_or(r.peak_frequency);
-      r.model = FitModel(s, f, s.model->t);
-    }
-  }
+  // Series by series on several threads: a survey's top-k scans read every power value (2,000
+  // series of 6,600 frequencies: 13 M), tens of ms on one thread.
+  int64_t powers = 0;
+  for (int64_t i = 0; i < user; ++i) powers += request.series[i].grid.size();
+  ParallelFor(user, powers, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) FinishSeries(request, maxima[i], &(*results)[i], i);
+  }, /*min_cost_per_thread=*/int64_t{1} << 20);
   results->resize(static_cast<size_t>(user));
 }
 
