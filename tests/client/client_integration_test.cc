@@ -300,6 +300,22 @@ TEST_F(ClientIntegrationTest, CliPeriodogramOnCsv) {
   EXPECT_LT(a["false_alarm_levels"][0].get<double>(), a["peak_power"].get<double>());
   EXPECT_EQ(a["model"]["parameters"].size(), 3u);  // offset term, sin, cos
   EXPECT_EQ(a["model"]["frequency"].get<double>(), a["peak_frequency"].get<double>());
+
+  // --no-power: the same peaks and false alarms without the power array (JSON), and each
+  // series' peak as CSV.
+  const nlohmann::json peaks = a["peaks"], false_alarm = a["false_alarm_probability"];
+  r = Cli({"periodogram", path, "--dy-column", "--method", "fast", "--top-k", "3",
+           "--false-alarm", "baluev", "--no-power", "--format", "json", "--output", out});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  json = nlohmann::json::parse(test::ReadWholeFile(out), nullptr, false);
+  ASSERT_FALSE(json.is_discarded());
+  const nlohmann::json& lean = json["series"][0];
+  EXPECT_FALSE(lean.contains("power"));
+  EXPECT_EQ(lean["peaks"], peaks);
+  EXPECT_EQ(lean["false_alarm_probability"], false_alarm);
+  r = Cli({"periodogram", path, "--dy-column", "--no-power"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_THAT(r.stdout_text, HasSubstr("series,peak_frequency,peak_power\n0,"));
 }
 
 TEST_F(ClientIntegrationTest, CliPeriodogramOnNpyFilesInOneBatch) {

@@ -164,6 +164,21 @@ std::vector<std::pair<std::string, v1::SubmitRequest>> Requests() {
     p->set_form(v1::ANALYSIS_FORM_ENSEMBLE_SPACE);
     a->mutable_output_placement()->set_keep(true);
   }
+  {  // periodogram: top-k and false alarms with the powers discarded
+    v1::PeriodogramRequest* p = add("periodogram_discard").mutable_periodogram();
+    v1::Series* s = p->add_series();
+    Fill(s->mutable_t(), v1::FLOAT64, {16}, Times(16));
+    Fill(s->mutable_y(), v1::FLOAT64, {16}, Values(16));
+    p->set_top_k(3);
+    p->mutable_false_alarm()->set_method(v1::FALSE_ALARM_METHOD_BALUEV);
+    p->mutable_output_placement()->set_discard(true);
+  }
+  {  // echo: kept above a size, with an idle expiry of its own
+    v1::EchoRequest* e = add("echo_keep_above").mutable_echo();
+    Fill(e->mutable_tensor(), v1::UINT8, {6}, std::vector<uint8_t>{1, 2, 3, 4, 5, 6});
+    e->mutable_output_placement()->set_keep_above_bytes(4);
+    e->mutable_output_placement()->set_idle_expiry_ms(1000);
+  }
   {  // echo: inline bytes
     v1::EchoRequest* e = add("echo_inline").mutable_echo();
     Fill(e->mutable_tensor(), v1::UINT8, {2, 3}, std::vector<uint8_t>{1, 2, 3, 4, 5, 6});

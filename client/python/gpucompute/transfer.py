@@ -130,7 +130,6 @@ class Transfers:
         self._make_channel = make_channel
         self._metadata = metadata
         self._lock = threading.Lock()
-        self._channels = [main_channel]
         self._owned = []  # the extra channels, closed by close()
         self._stubs = [self._raw_stubs(main_channel)]
         self._pool = None
@@ -149,7 +148,7 @@ class Transfers:
         with self._lock:
             for channel in self._owned:
                 channel.close()
-            self._owned, self._channels, self._stubs = [], self._channels[:1], self._stubs[:1]
+            self._owned, self._stubs = [], self._stubs[:1]
             if self._pool is not None:
                 self._pool.shutdown(wait=False)
                 self._pool = None
@@ -161,7 +160,6 @@ class Transfers:
             while len(self._stubs) <= i:
                 channel = self._make_channel(len(self._stubs))
                 self._owned.append(channel)
-                self._channels.append(channel)
                 self._stubs.append(self._raw_stubs(channel))
             return self._stubs[i]
 
