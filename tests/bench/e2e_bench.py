@@ -13,8 +13,9 @@ them alike), then a line of ratios:
   torch-gpu      the same work in PyTorch on the GPU, host arrays in and a host array out
                  (skipped, with the reason, without torch or CUDA).
 
-Cases (--only): enkf (stochastic EnKF n = m = N = 3000, float64, your perturbations; the four
-paths must agree within 1e-8 of max |Xa - X|), dense_row (one float32 row through a resident
+Cases (--only): enkf (stochastic EnKF n = m = N = 3000, float64, your perturbations; the paths
+must agree within 1e-8 of max |Xa - X|; also through a registered shared-memory region when the
+server allows it), dense_row (one float32 row through a resident
 bfloat16 LayerNorm -> 1024x4096 -> GELU layer, concurrency 1), periodogram (1,000 samples on
 1,000 uniform frequencies, float64, with a raw Echo of the same bytes as the transport
 ceiling), survey (2,000 light curves of 50-1,000 samples on automatic grids, top 5 peaks and
@@ -201,6 +202,26 @@ def enkf_raw(stub, p):
     return np.frombuffer(analysis.data, dtype="<f8").reshape(tuple(analysis.shape))
 
 
+def enkf_shared_memory(client, region, p):
+    """The call with X, HX and E put into a registered shared-memory region and the analysis
+    written there (a client on the server's node), the copies in and out of the region timed
+    with it."""
+    region.reset()
+    X, HX, E = (region.put(p[k]) for k in ("X", "HX", "E"))
+    Xa = client.assimilate(X, HX, p["y"], p["r"], method="enkf", perturbations=E,
+                           output=(region, region.next_offset), timeout=CALL_TIMEOUT_S)
+    return np.array(Xa)  # the caller's own copy
+
+
+def shared_memory_region(client, p):
+    """A registered region for enkf_shared_memory, or (None, why not)."""
+    need = sum(p[k].nbytes for k in ("X", "HX", "E")) + p["X"].nbytes + (1 << 20)
+    try:
+        return client.create_shared_memory(need), None
+    except grpc.RpcError as e:
+        return None, f"{e.code().name}: {e.details()}"
+
+
 def cholesky_solver():
     """(name, solve(C, B)) for a symmetric positive definite C: SciPy's Cholesky if present."""
     try:
@@ -250,19 +271,39 @@ def run_enkf(args, client, stub, torch, torch_reason):
     t_s = t_xa = None
     if torch is not None:
         t_s, t_xa, _ = timed(lambda: enkf_torch(torch, p), repeats)
+    region, shm_reason = shared_memory_region(client, p)
+    s_s = s_xa = None
+    if region is not None:
+        try:
+            s_s, s_xa, s_timings = timed_interleaved({"shm": (
+                lambda: enkf_shared_memory(client, region, p), lambda: client.last_timings)},
+                repeats)["shm"]
+        finally:
+            client.unregister_shared_memory(region)
+            region.close()
 
     scale = float(np.max(np.abs(n_xa - p["X"])))
     diff = {"client_vs_numpy": float(np.max(np.abs(c_xa - n_xa))) / scale,
             "raw_vs_client": float(np.max(np.abs(r_xa - c_xa))) / scale}
     if t_xa is not None:
         diff["torch_vs_numpy"] = float(np.max(np.abs(t_xa - n_xa))) / scale
+    if s_xa is not None:
+        diff["shared_memory_vs_client"] = float(np.max(np.abs(s_xa - c_xa))) / scale
     emit(case="enkf", path="python-client", **shape, **stats(c_s, "ms"),
          max_rel_diff_vs_numpy=diff["client_vs_numpy"], server=server_medians(c_timings))
+    if s_s is None:
+        emit(case="enkf", path="python-client-shared-memory", skipped=shm_reason)
+    else:
+        emit(case="enkf", path="python-client-shared-memory", **shape, **stats(s_s, "ms"),
+             max_rel_diff_vs_client=diff["shared_memory_vs_client"],
+             server=server_medians(s_timings))
     emit(case="enkf", path="raw-stub", **shape, **stats(r_s, "ms"),
          max_rel_diff_vs_client=diff["raw_vs_client"])
     emit(case="enkf", path="numpy-host", **shape, **stats(n_s, "ms"), cores=os.cpu_count(),
          solver=solver)
     ratios = {"client_over_raw": ratio(c_s, r_s), "numpy_over_client": ratio(n_s, c_s)}
+    if s_s is not None:
+        ratios["numpy_over_shared_memory"] = ratio(n_s, s_s)
     if t_s is None:
         emit_torch_skipped("enkf", torch_reason)
     else:
@@ -356,6 +397,8 @@ def run_dense_row(args, client, stub, torch, torch_reason):
     emit(case="dense_row", path="numpy-host", **{**shape, "model_dtype": "float32"},
          **stats(n_s, "us"), cores=os.cpu_count())
     ratios = {"client_over_raw": ratio(c_s, r_s), "numpy_over_client": ratio(n_s, c_s)}
+    if s_s is not None:
+        ratios["numpy_over_shared_memory"] = ratio(n_s, s_s)
     if torch is None:
         emit_torch_skipped("dense_row", torch_reason)
     else:
