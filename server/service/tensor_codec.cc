@@ -302,26 +302,6 @@ bool KeepsOutput(const v1::OutputPlacement& placement, int64_t bytes) {
   }
 }
 
-}  // namespace
-
-int64_t InlineOutputBytes(const v1::OutputPlacement& placement, int64_t bytes) {
-  if (OutputsInline(placement)) return bytes;
-  if (placement.target_case() == v1::OutputPlacement::kKeepAboveBytes) {
-    return KeepsOutput(placement, bytes) ? 0 : bytes;
-  }
-  return 0;
-}
-
-absl::StatusOr<absl::Duration> IdleExpiry(int64_t milliseconds, absl::string_view field) {
-  if (milliseconds < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": must be >= 0 milliseconds (0: the server's expiry), got ", milliseconds));
-  }
-  return milliseconds == 0 ? absl::InfiniteDuration() : absl::Milliseconds(milliseconds);
-}
-
-namespace {
-
 // True when `placement` may keep outputs on the server.
 bool MayKeep(const v1::OutputPlacement& placement) {
   return (placement.target_case() == v1::OutputPlacement::kKeep && placement.keep()) ||
@@ -391,6 +371,22 @@ absl::Status WriteOutputsToRegion(const TensorContext& context, const v1::Shared
 }
 
 }  // namespace
+
+int64_t InlineOutputBytes(const v1::OutputPlacement& placement, int64_t bytes) {
+  if (OutputsInline(placement)) return bytes;
+  if (placement.target_case() == v1::OutputPlacement::kKeepAboveBytes) {
+    return KeepsOutput(placement, bytes) ? 0 : bytes;
+  }
+  return 0;
+}
+
+absl::StatusOr<absl::Duration> IdleExpiry(int64_t milliseconds, absl::string_view field) {
+  if (milliseconds < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": must be >= 0 milliseconds (0: the server's expiry), got ", milliseconds));
+  }
+  return milliseconds == 0 ? absl::InfiniteDuration() : absl::Milliseconds(milliseconds);
+}
 
 absl::Status CheckOutputPlacement(const TensorContext& context,
                                   const v1::OutputPlacement& placement) {
