@@ -714,11 +714,11 @@ std::future<absl::StatusOr<PutTensorResult>> Client::PutTensorAsync(v1::DType dt
   v1::PutTensorHeader header;
   if (!put.handle.empty()) {
     header.set_handle(put.handle);
-  } else if (streams == 1 && put.idle_expiry <= absl::ZeroDuration()) {
+  } else if (streams == 1) {
     header.set_dtype(dtype);
     for (int64_t d : shape) header.add_shape(d);
   } else {
-    absl::StatusOr<v1::TensorInfo> reserved = CreateTensor(dtype, shape, options, put.idle_expiry);
+    absl::StatusOr<v1::TensorInfo> reserved = CreateTensor(dtype, shape, options);
     if (!reserved.ok()) return Ready<Out>(reserved.status());
     header.set_handle(reserved->handle());
   }

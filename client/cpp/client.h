@@ -180,9 +180,6 @@ struct PutTensorOptions {
   int first_stream = 0;
   // Write into this tensor, reserved by CreateTensor, instead of making one.
   std::string handle;
-  // With no handle: reserve the tensor with this idle expiry (CreateTensor), even for one
-  // stream; zero: the server's.
-  absl::Duration idle_expiry = absl::ZeroDuration();
 };
 
 struct PutTensorResult {
