@@ -397,8 +397,6 @@ def run_dense_row(args, client, stub, torch, torch_reason):
     emit(case="dense_row", path="numpy-host", **{**shape, "model_dtype": "float32"},
          **stats(n_s, "us"), cores=os.cpu_count())
     ratios = {"client_over_raw": ratio(c_s, r_s), "numpy_over_client": ratio(n_s, c_s)}
-    if s_s is not None:
-        ratios["numpy_over_shared_memory"] = ratio(n_s, s_s)
     if torch is None:
         emit_torch_skipped("dense_row", torch_reason)
     else:
