@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "client/cpp/tensor_util.h"
 #include "gpucompute/v1/dtype.h"
 #include "server/common/status_macros.h"
 
@@ -15,12 +16,6 @@ using google::protobuf::Message;
 
 constexpr int kStreams = 16;                          // connections a call spreads over
 constexpr int64_t kMinSliceBytes = int64_t{2} << 20;  // smaller slices are not worth one
-
-int64_t TensorBytes(const v1::Tensor& t) {
-  int64_t n = DTypeSize(t.dtype());
-  for (int64_t d : t.shape()) n *= d;
-  return n;
-}
 
 }  // namespace
 
@@ -124,8 +119,10 @@ absl::Status LargeTensors::Receive(Message& response) {
   });
   std::vector<int64_t> sizes;
   for (const v1::Tensor* t : kept) {
-    sizes.push_back(TensorBytes(*t));
     outputs_.push_back(t->handle());
+    ASSIGN_OR_RETURN(const int64_t count,
+                     NumElements(absl::MakeConstSpan(t->shape().data(), t->shape().size())));
+    sizes.push_back(count * DTypeSize(t->dtype()));
   }
   const std::vector<int> streams = StreamsBySize(sizes, kStreams, kMinSliceBytes);
   std::vector<std::future<absl::StatusOr<GetTensorResult>>> downloads;

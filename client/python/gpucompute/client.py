@@ -100,22 +100,13 @@ def health(target, *, service="", timeout=5.0, credentials=None):
     request = b""
     if service:
         data = service.encode()
-        request = b"\x0a" + _varint(len(data)) + data
+        request = b"\x0a" + transfer.encode_varint(len(data)) + data
     channel = (grpc.insecure_channel(target) if credentials is None
                else grpc.secure_channel(target, credentials))
     with channel:
         response = channel.unary_unary("/grpc.health.v1.Health/Check")(request, timeout=timeout)
     status = response[1] if len(response) >= 2 and response[0] == 0x08 else 0
     return {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}.get(status, "UNKNOWN")
-
-
-def _varint(n):
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
 
 
 class Client:

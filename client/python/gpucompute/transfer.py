@@ -38,7 +38,8 @@ CALL_STREAMS = 6
 
 # ---------------------------------------------------------------------- wire format
 
-def _varint(n):
+def encode_varint(n):
+    """The protobuf wire format's varint of ``n`` >= 0."""
     out = bytearray()
     while True:
         byte, n = n & 0x7F, n >> 7
@@ -64,10 +65,10 @@ def put_chunk(offset, data, header=b""):
     ``offset`` and ``data`` (any bytes-like view; copied once, here)."""
     parts = []
     if header:
-        parts += [b"\x0a", _varint(len(header)), header]
+        parts += [b"\x0a", encode_varint(len(header)), header]
     if offset:
-        parts += [b"\x10", _varint(offset)]
-    parts += [b"\x1a", _varint(len(data)), data]
+        parts += [b"\x10", encode_varint(offset)]
+    parts += [b"\x1a", encode_varint(len(data)), data]
     return b"".join(parts)
 
 
