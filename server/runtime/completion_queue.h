@@ -1,5 +1,5 @@
-// Completion threads: backends post finished work here (from a CUDA host function or a CPU
-// worker); the closures split batch results and finish gRPC calls. Closures must not block.
+// Completion threads: backends post finished work here (the CUDA completion poller under
+// load, a CPU worker); the closures split batch results and finish gRPC calls. Closures must not block.
 #pragma once
 
 #include <deque>

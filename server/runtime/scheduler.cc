@@ -25,16 +25,30 @@ BatchScheduler<Traits>::~BatchScheduler() { Shutdown(); }
 template <typename Traits>
 absl::Status BatchScheduler<Traits>::Enqueue(Job job) {
   const int64_t cost = Traits::Cost(*job.request);
-  absl::MutexLock lock(&mu_);
-  if (stopping_) return absl::UnavailableError("server is shutting down");
-  if (static_cast<int>(queue_.size()) >= options_.max_queue_depth) {
-    ++stats_.rejected_queue_full;
-    return absl::ResourceExhaustedError(absl::StrCat(
-        Traits::kName, " queue is full (", options_.max_queue_depth, " requests waiting); retry later"));
+  std::vector<Queued> alone;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::UnavailableError("server is shutting down");
+    if (static_cast<int>(queue_.size()) >= options_.max_queue_depth) {
+      ++stats_.rejected_queue_full;
+      return absl::ResourceExhaustedError(absl::StrCat(
+          Traits::kName, " queue is full (", options_.max_queue_depth, " requests waiting); retry later"));
+    }
+    Queued queued{std::move(job), absl::Now(), NvtxStart(Traits::kName), cost};
+    if (options_.dispatch_when_idle && in_flight_batches_ == 0 && queue_.empty()) {
+      // Nothing to batch with and nothing in flight: this thread dispatches it, which saves
+      // waking the dispatcher. Counted in flight from here, so that a request arriving
+      // meanwhile queues for a batch instead of dispatching beside it.
+      ++in_flight_batches_;
+      alone.push_back(std::move(queued));
+    } else {
+      if (queued.job.deadline < next_expiry_) ++expiry_generation_;
+      queue_.push_back(std::move(queued));
+      if (metrics_.pending) metrics_.pending->Add(1);
+      return absl::OkStatus();
+    }
   }
-  if (job.deadline < next_expiry_) ++expiry_generation_;
-  queue_.push_back(Queued{std::move(job), absl::Now(), NvtxStart(Traits::kName), cost});
-  if (metrics_.pending) metrics_.pending->Add(1);
+  Dispatch(std::move(alone), /*counted=*/true);
   return absl::OkStatus();
 }
 
@@ -134,7 +148,7 @@ void BatchScheduler<Traits>::DispatchLoop() {
       }
       batch = TakeBatch();
     }
-    Dispatch(std::move(batch));
+    Dispatch(std::move(batch), /*counted=*/false);
   }
 }
 
@@ -185,7 +199,7 @@ void BatchScheduler<Traits>::ExpireLoop() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 }
 
 template <typename Traits>
-void BatchScheduler<Traits>::Dispatch(std::vector<Queued> queued) {
+void BatchScheduler<Traits>::Dispatch(std::vector<Queued> queued, bool counted) {
   const absl::Time now = absl::Now();
   std::vector<std::shared_ptr<const Request>> requests;
   std::vector<Queued> live;
@@ -210,7 +224,9 @@ void BatchScheduler<Traits>::Dispatch(std::vector<Queued> queued) {
       stats_.requests += static_cast<int64_t>(live.size());
       stats_.batches += 1;
       stats_.largest_batch = std::max<int64_t>(stats_.largest_batch, live.size());
-      ++in_flight_batches_;
+      if (!counted) ++in_flight_batches_;
+    } else if (counted) {
+      --in_flight_batches_;
     }
   }
   // Statistics first, then the callbacks: whoever a callback wakes sees consistent stats.

@@ -33,8 +33,9 @@ struct SchedulerOptions {
   int max_queue_depth = 1024;
   int64_t max_batch_cost = int64_t{1} << 32;  // pairs (periodogram), rows (dense), flops (assimilate)
   // When nothing is in flight, dispatch at once instead of waiting max_queue_delay for
-  // company: a lone request pays no batching delay, and under load (something in flight)
-  // requests still coalesce while they wait.
+  // company: a lone request pays no batching delay (Enqueue's caller dispatches it, without
+  // waking the dispatcher), and under load (something in flight) requests still coalesce
+  // while they wait.
   bool dispatch_when_idle = true;
 };
 
@@ -77,7 +78,9 @@ class BatchScheduler {
   BatchScheduler& operator=(const BatchScheduler&) = delete;
 
   // RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE after Shutdown; `done` is then
-  // not called.
+  // not called. A request that finds the scheduler idle (dispatch_when_idle, nothing queued
+  // or in flight) is handed to the backend on the calling thread: Enqueue then returns after
+  // the backend has taken it (a stream slot, the launches), and `done` may have run already.
   absl::Status Enqueue(Job job);
 
   // Stops accepting, dispatches what is queued and waits until every dispatched batch has
@@ -100,7 +103,10 @@ class BatchScheduler {
   void ExpireLoop();
   bool BatchReady(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<Queued> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Dispatch(std::vector<Queued> batch);
+  // Runs `batch` on the backend (on the calling thread: the dispatcher, or Enqueue's caller
+  // for a request dispatched at once). `counted`: the caller has already counted it in
+  // in_flight_batches_.
+  void Dispatch(std::vector<Queued> batch, bool counted);
 
   const Traits traits_;
   const SchedulerOptions options_;

@@ -18,8 +18,8 @@
 namespace gpucompute {
 namespace {
 
-// One batch of any operation in flight on a stream slot: what the stream callback hands to the
-// completion thread. `Op` names the batch, pending and result types and the unpack step.
+// One batch of any operation in flight on a stream slot, from its enqueue until the poller
+// sees its stream finish. `Op` names the batch, pending and result types and the unpack step.
 template <typename Op>
 struct InFlight {
   CudaBackend* backend;
@@ -28,26 +28,22 @@ struct InFlight {
   std::shared_ptr<const typename Op::Batch> batch;
   typename Op::Pending pending;
   std::function<void(absl::StatusOr<std::vector<typename Op::Result>>)> done;
-  CompletionQueue* completions;
 };
 
-// Runs on a CUDA-internal thread once the stream reaches it: no CUDA calls here. A stream
-// callback (unlike cudaLaunchHostFunc) also runs after a device fault, with the error, so no
-// call is left waiting and no slot is lost.
+// Finishes a batch once the CompletionPoller has seen its stream pass the slot's event:
+// unpacks the results, lends the slot again and calls done (or fails the batch with the
+// stream's error).
 template <typename Op>
-void CUDART_CB OnStreamDone(cudaStream_t /*stream*/, cudaError_t status, void* data) {
-  auto* raw = static_cast<InFlight<Op>*>(data);
-  raw->completions->Post([raw, status] {
-    std::unique_ptr<InFlight<Op>> f(raw);
-    if (status != cudaSuccess) {
-      f->device->ReleaseSlot(f->slot);
-      f->done(f->backend->OnStreamError(f->device, status, Op::kOnStream));
-      return;
-    }
-    auto results = Op::Unpack(f->pending, *f->slot, *f->batch);
+void FinishInFlight(InFlight<Op>* raw, cudaError_t status) {
+  std::unique_ptr<InFlight<Op>> f(raw);
+  if (status != cudaSuccess) {
     f->device->ReleaseSlot(f->slot);
-    f->done(std::move(results));
-  });
+    f->done(f->backend->OnStreamError(f->device, status, Op::kOnStream));
+    return;
+  }
+  auto results = Op::Unpack(f->pending, *f->slot, *f->batch);
+  f->device->ReleaseSlot(f->slot);
+  f->done(std::move(results));
 }
 
 struct PeriodogramOp {
@@ -95,7 +91,7 @@ struct AssimilateOp {
 }  // namespace
 
 // Enqueues `batch` on a free slot of `device` (blocking while every stream is busy: the
-// scheduler's back-pressure) and arranges for `done` to run on a completion thread with the
+// scheduler's back-pressure) and arranges for `done` to run (CompletionPoller) with the
 // unpacked results, or with the error. INVALID_ARGUMENT from Enqueue is the caller's input
 // and is not logged.
 template <typename Op>
@@ -117,12 +113,14 @@ void CudaBackend::Run(std::shared_ptr<const typename Op::Batch> batch, DeviceCon
       spdlog::warn("device {}: injecting a sticky fault (--inject_sticky_fault_*)", device->device());
       (void)kernels::LaunchTrap(slot->stream.get());
     }
-    auto* f = new InFlight<Op>{this, device, slot, batch, *std::move(pending), std::move(done), completions_};
-    const cudaError_t err = cudaStreamAddCallback(slot->stream.get(), OnStreamDone<Op>, f, 0);
-    if (err == cudaSuccess) return;
-    status = CudaErrorStatus(err, "cudaStreamAddCallback", __FILE__, __LINE__);
-    done = std::move(f->done);
-    delete f;
+    const cudaError_t err = cudaEventRecord(slot->finished.get(), slot->stream.get());
+    if (err == cudaSuccess) {
+      auto* f = new InFlight<Op>{this, device, slot, batch, *std::move(pending), std::move(done)};
+      poller_->Watch(device->device(), slot->finished.get(),
+                     [f](cudaError_t stream_status) { FinishInFlight<Op>(f, stream_status); });
+      return;
+    }
+    status = CudaErrorStatus(err, "cudaEventRecord", __FILE__, __LINE__);
   }
   if (!absl::IsInvalidArgument(status)) {
     spdlog::error("{} batch failed on device {}: {}", Op::kName, device->device(), status.ToString());
@@ -219,7 +217,10 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(const BackendOption
 
 CudaBackend::CudaBackend(std::vector<std::unique_ptr<DeviceContext>> devices,
                          CompletionQueue* completions, const BackendOptions& options)
-    : devices_(std::move(devices)), completions_(completions), options_(options) {}
+    : devices_(std::move(devices)),
+      completions_(completions),
+      options_(options),
+      poller_(std::make_unique<CompletionPoller>(completions)) {}
 
 CudaBackend::~CudaBackend() = default;  // each DeviceContext synchronises its streams
 

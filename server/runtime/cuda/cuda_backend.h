@@ -1,8 +1,8 @@
 // CUDA backend: one DeviceContext per visible GPU; each batch goes to the least-loaded healthy
 // device (for dense, among those holding the model) and to a free stream slot on it.
-// Completion: a stream callback posts to the completion queue (the callback itself makes no
-// CUDA call; unlike cudaLaunchHostFunc it also runs after a device fault, so calls get an
-// error instead of waiting forever). A sticky CUDA error marks the devices unhealthy (every
+// Completion: an event recorded after each batch, watched by the CompletionPoller, which
+// finishes the batch (or fails it with the stream's error after a device fault, so no call
+// waits forever). A sticky CUDA error marks the devices unhealthy (every
 // one: CUDA loses its state for the whole process, see OnStreamError): work fails with
 // UNAVAILABLE and BackendOptions::on_device_unhealthy tells the server.
 #pragma once
@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "server/runtime/backend.h"
 #include "server/runtime/completion_queue.h"
+#include "server/runtime/cuda/completion_poller.h"
 #include "server/runtime/cuda/device_context.h"
 
 namespace gpucompute {
@@ -43,7 +44,7 @@ class CudaBackend final : public Backend {
 
   // After error `err` on `device`'s stream: a sticky one marks every device unhealthy (and
   // tells the listener). Returns what the batch's callers get: UNAVAILABLE for a lost device,
-  // else the error as a status. Called by the stream callback's completion task.
+  // else the error as a status. Called when a batch's stream has failed.
   absl::Status OnStreamError(DeviceContext* device, cudaError_t err, const char* what);
 
  private:
@@ -68,6 +69,9 @@ class CudaBackend final : public Backend {
   const BackendOptions options_;
   std::atomic<uint64_t> next_device_{0};
   std::atomic<int64_t> injected_batches_{0};  // batches seen on options_.inject_fault_device
+  // Declared last, so destroyed first: it finishes every batch still in flight while the
+  // devices and the completion queue are still there.
+  std::unique_ptr<CompletionPoller> poller_;
 };
 
 }  // namespace gpucompute

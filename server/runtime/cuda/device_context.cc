@@ -73,6 +73,7 @@ absl::StatusOr<std::unique_ptr<DeviceContext>> DeviceContext::Create(const Optio
     auto slot = std::make_unique<StreamSlot>();
     slot->index = i;
     ASSIGN_OR_RETURN(slot->stream, CudaStream::Create());
+    ASSIGN_OR_RETURN(slot->finished, CudaEvent::Create(/*disable_timing=*/true));
     RETURN_IF_ERROR(slot->staging_in.Reserve(options.initial_staging_bytes));
     RETURN_IF_ERROR(slot->staging_out.Reserve(options.initial_staging_bytes));
     ASSIGN_OR_RETURN(slot->cublaslt, CublasLtHandle::Create());

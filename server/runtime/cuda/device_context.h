@@ -29,6 +29,7 @@ namespace gpucompute {
 struct StreamSlot {
   int index = 0;
   CudaStream stream;
+  CudaEvent finished;        // recorded after a batch's last copy (CompletionPoller)
   PinnedBuffer staging_in;   // host -> device
   PinnedBuffer staging_out;  // device -> host
   // cuBLASLt: a handle and a workspace used only by work on this slot's stream.

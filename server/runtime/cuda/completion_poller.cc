@@ -1,0 +1,106 @@
+// Event polling for finished batches (see completion_poller.h).
+#include "server/runtime/cuda/completion_poller.h"
+
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "spdlog/spdlog.h"
+
+namespace gpucompute {
+namespace {
+
+// A short pause between polling rounds: the spinning thread leaves the core's pipeline and
+// the driver's locks to the threads enqueueing work.
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+}  // namespace
+
+CompletionPoller::CompletionPoller(CompletionQueue* completions) : completions_(completions) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+CompletionPoller::~CompletionPoller() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  thread_.join();
+}
+
+void CompletionPoller::Watch(int device, cudaEvent_t event, std::function<void(cudaError_t)> finish) {
+  absl::MutexLock lock(&mu_);
+  incoming_.push_back(Watched{device, event, std::move(finish)});
+  has_incoming_.store(true, std::memory_order_release);
+}
+
+bool CompletionPoller::TakeNew(std::vector<Watched>* watched, absl::Time idle_since) {
+  absl::MutexLock lock(&mu_);
+  if (watched->empty() && incoming_.empty()) {
+    if (stopping_) return false;
+    if (absl::Now() - idle_since >= kLinger) {
+      mu_.Await(absl::Condition(
+          +[](CompletionPoller* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+            return p->stopping_ || !p->incoming_.empty();
+          },
+          this));
+      if (incoming_.empty()) return false;  // stopping
+    }
+  }
+  for (Watched& w : incoming_) watched->push_back(std::move(w));
+  incoming_.clear();
+  has_incoming_.store(false, std::memory_order_relaxed);
+  return true;
+}
+
+void CompletionPoller::PollOnce(std::vector<Watched>* watched) {
+  for (size_t i = 0; i < watched->size();) {
+    Watched& w = (*watched)[i];
+    if (w.device != current_device_) {
+      if (cudaSetDevice(w.device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        spdlog::error("completion poller: cannot make device {} current", w.device);
+      }
+      current_device_ = w.device;
+    }
+    const cudaError_t status = cudaEventQuery(w.event);
+    if (status == cudaErrorNotReady) {
+      (void)cudaGetLastError();  // not an error: leave nothing behind for the next call
+      ++i;
+      continue;
+    }
+    if (status != cudaSuccess) (void)cudaGetLastError();
+    std::function<void(cudaError_t)> finish = std::move(w.finish);
+    (*watched)[i] = std::move(watched->back());
+    watched->pop_back();
+    if (watched->empty()) {
+      finish(status);  // the only batch in flight: its caller waits for nothing else
+    } else {
+      completions_->Post([finish = std::move(finish), status] { finish(status); });
+    }
+  }
+}
+
+void CompletionPoller::Loop() {
+  std::vector<Watched> watched;
+  absl::Time idle_since = absl::Now();
+  for (;;) {
+    // The lock only when there is news, or to go to sleep (or stop) once the linger is over.
+    const bool lingering = watched.empty() && absl::Now() - idle_since < kLinger;
+    if (has_incoming_.load(std::memory_order_acquire) || (watched.empty() && !lingering)) {
+      if (!TakeNew(&watched, idle_since)) return;
+    }
+    if (!watched.empty()) {
+      PollOnce(&watched);
+      if (watched.empty()) idle_since = absl::Now();
+    }
+    CpuRelax();
+  }
+}
+
+}  // namespace gpucompute

@@ -1,0 +1,70 @@
+// How the CUDA backend learns that a batch has finished: an event recorded on the batch's
+// stream after its last copy, polled by one thread. A small call's reply leaves within a
+// microsecond or two of the GPU finishing, where a stream callback first waits for the
+// driver's callback thread and then for a completion thread to wake (tens to hundreds of
+// microseconds on the GPU machine, most of a small call's server time).
+//
+// The poller thread spins while batches are in flight, polling their events
+// (cudaEventQuery), and for kLinger after the last one finishes, so that the next call of a
+// steady stream of calls finds it awake; then it sleeps until the next Watch. So a server
+// keeps one core busy while it is in use, and none when idle. A finished batch is finished
+// on the poller thread when it was the only one watched (the latency case), else handed to
+// the completion threads (under load, so that one long unpack does not hold up the others).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/runtime/completion_queue.h"
+
+namespace gpucompute {
+
+class CompletionPoller {
+ public:
+  // How long the thread keeps spinning after the last watched batch finished.
+  static constexpr absl::Duration kLinger = absl::Milliseconds(2);
+
+  // `completions` must outlive the poller. Starts the thread.
+  explicit CompletionPoller(CompletionQueue* completions);
+  // Waits until every watched event has completed (each `finish` called), then joins.
+  ~CompletionPoller();
+  CompletionPoller(const CompletionPoller&) = delete;
+  CompletionPoller& operator=(const CompletionPoller&) = delete;
+
+  // Calls `finish` exactly once after `event` (recorded on a stream of `device`) has
+  // completed: with cudaSuccess, or with the error that stopped the stream (a sticky fault).
+  // `event` must stay unrecorded until then. Thread-safe; `finish` may make CUDA calls.
+  void Watch(int device, cudaEvent_t event, std::function<void(cudaError_t)> finish);
+
+ private:
+  struct Watched {
+    int device;
+    cudaEvent_t event;
+    std::function<void(cudaError_t)> finish;
+  };
+
+  void Loop();
+  // Takes what Watch added; blocks first when nothing is watched and the linger has passed.
+  // False when stopping with nothing left.
+  bool TakeNew(std::vector<Watched>* watched, absl::Time idle_since);
+  // Polls each watched event once; finishes and removes the completed ones.
+  void PollOnce(std::vector<Watched>* watched);
+
+  CompletionQueue* const completions_;
+  absl::Mutex mu_;
+  std::vector<Watched> incoming_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> has_incoming_{false};  // !incoming_.empty(), read by the spinning thread unlocked
+  int current_device_ = -1;  // poller thread only
+  std::thread thread_;
+};
+
+}  // namespace gpucompute
