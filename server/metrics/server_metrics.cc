@@ -38,6 +38,12 @@ ServerMetrics::ServerMetrics(Registry* registry) : registry_(registry) {
   batch_size_ = &r.AddHistogram("gpucompute_batch_size",
                                 "Requests coalesced into one backend launch, once per launch.",
                                 {"op"}, BatchSizeBuckets());
+  batch_stage_us_ = &r.AddHistogram(
+      "gpucompute_batch_stage_duration_us",
+      "Where a GPU batch's time goes (µs), once per batch: launch (waiting for a stream, "
+      "packing, queueing copies and kernels), device (until the batch is seen finished), "
+      "finish (unpacking the results for the calls).",
+      {"op", "stage"}, DurationBucketsUs());
   pending_ = &r.AddGauge("gpucompute_pending_requests",
                          "Requests queued in a scheduler, not yet dispatched.", {"op"});
 }
@@ -60,6 +66,14 @@ SchedulerMetrics ServerMetrics::ForScheduler(absl::string_view op) {
   m.compute_us = &compute_us_->WithLabels({op});
   m.batch_size = &batch_size_->WithLabels({op});
   m.pending = &pending_->WithLabels({op});
+  return m;
+}
+
+BatchStageMetrics ServerMetrics::ForBatchStages(absl::string_view op) {
+  BatchStageMetrics m;
+  m.launch_us = &batch_stage_us_->WithLabels({op, "launch"});
+  m.device_us = &batch_stage_us_->WithLabels({op, "device"});
+  m.finish_us = &batch_stage_us_->WithLabels({op, "finish"});
   return m;
 }
 

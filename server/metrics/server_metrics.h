@@ -32,6 +32,17 @@ struct SchedulerMetrics {
   Gauge* pending = nullptr;         // requests queued, not yet dispatched
 };
 
+// Where a GPU batch's time goes, once per batch (the CUDA backend records it; null members
+// record nothing): launch, from the backend taking the batch to its work being queued on a
+// stream (waiting for a slot, packing, copies and launches); device, from then until the
+// batch is seen finished (the GPU's work and the copy back); finish, unpacking the results
+// and handing them to the calls.
+struct BatchStageMetrics {
+  Histogram* launch_us = nullptr;
+  Histogram* device_us = nullptr;
+  Histogram* finish_us = nullptr;
+};
+
 // What the tensor store holds now.
 struct ResidentTensorCounts {
   int64_t tensors = 0;
@@ -66,6 +77,8 @@ class ServerMetrics {
 
   // The `op`-labelled series a scheduler records into.
   SchedulerMetrics ForScheduler(absl::string_view op);
+  // The `op`-labelled series of a backend's batches.
+  BatchStageMetrics ForBatchStages(absl::string_view op);
 
   // The call metrics of `op` (periodogram, dense, assimilate, load_model, ...), created on
   // first use; the reference lives as long as this.
@@ -95,6 +108,7 @@ class ServerMetrics {
   Family<Histogram>* queue_us_;
   Family<Histogram>* compute_us_;
   Family<Histogram>* batch_size_;
+  Family<Histogram>* batch_stage_us_;
   Family<Gauge>* pending_;
 
   absl::Mutex mu_;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/metrics/server_metrics.h"
 #include "server/ops/assimilate/assimilate.h"
 #include "server/ops/dense/dense.h"
 #include "server/ops/periodogram/periodogram.h"
@@ -65,6 +66,8 @@ struct BackendOptions {
   // runs a trapping kernel after its `inject_fault_after_batches`-th batch. -1: never.
   int inject_fault_device = -1;
   int64_t inject_fault_after_batches = 0;
+  // Where each op's GPU batches spend their time (the CUDA backend records them).
+  metrics::BatchStageMetrics periodogram_stages, dense_stages, assimilate_stages;
 };
 
 class Backend {

@@ -39,6 +39,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     server->device_lost_.store(true);
     server->SetServing(false);
   };
+  backend_options.periodogram_stages = s->metrics_->ForBatchStages(PeriodogramTraits::kName);
+  backend_options.dense_stages = s->metrics_->ForBatchStages(DenseTraits::kName);
+  backend_options.assimilate_stages = s->metrics_->ForBatchStages(AssimilateTraits::kName);
   ASSIGN_OR_RETURN(s->backend_, CreateBackend(backend_options, s->completions_.get()));
   s->backend_name_ = s->backend_->name();
   s->scheduler_ = std::make_unique<PeriodogramScheduler>(

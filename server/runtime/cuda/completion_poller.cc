@@ -39,21 +39,34 @@ void CompletionPoller::Watch(int device, cudaEvent_t event, std::function<void(c
   has_incoming_.store(true, std::memory_order_release);
 }
 
-bool CompletionPoller::TakeNew(std::vector<Watched>* watched, absl::Time idle_since) {
+bool CompletionPoller::RunIfIdle(std::function<void()> launch) {
+  if (!idle_awake_.load(std::memory_order_acquire)) return false;
   absl::MutexLock lock(&mu_);
-  if (watched->empty() && incoming_.empty()) {
+  if (stopping_) return false;
+  // Had the thread gone to sleep meanwhile, this wakes it: the launch runs, a little later.
+  launches_.push_back(std::move(launch));
+  has_incoming_.store(true, std::memory_order_release);
+  return true;
+}
+
+bool CompletionPoller::TakeNew(std::vector<Watched>* watched,
+                               std::vector<std::function<void()>>* launches, absl::Time idle_since) {
+  absl::MutexLock lock(&mu_);
+  if (watched->empty() && incoming_.empty() && launches_.empty()) {
     if (stopping_) return false;
     if (absl::Now() - idle_since >= kLinger) {
+      idle_awake_.store(false, std::memory_order_relaxed);
       mu_.Await(absl::Condition(
           +[](CompletionPoller* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-            return p->stopping_ || !p->incoming_.empty();
+            return p->stopping_ || !p->incoming_.empty() || !p->launches_.empty();
           },
           this));
-      if (incoming_.empty()) return false;  // stopping
+      if (incoming_.empty() && launches_.empty()) return false;  // stopping
     }
   }
   for (Watched& w : incoming_) watched->push_back(std::move(w));
   incoming_.clear();
+  launches->swap(launches_);
   has_incoming_.store(false, std::memory_order_relaxed);
   return true;
 }
@@ -88,12 +101,21 @@ void CompletionPoller::PollOnce(std::vector<Watched>* watched) {
 
 void CompletionPoller::Loop() {
   std::vector<Watched> watched;
+  std::vector<std::function<void()>> launches;
   absl::Time idle_since = absl::Now();
   for (;;) {
     // The lock only when there is news, or to go to sleep (or stop) once the linger is over.
     const bool lingering = watched.empty() && absl::Now() - idle_since < kLinger;
+    idle_awake_.store(lingering, std::memory_order_release);
     if (has_incoming_.load(std::memory_order_acquire) || (watched.empty() && !lingering)) {
-      if (!TakeNew(&watched, idle_since)) return;
+      if (!TakeNew(&watched, &launches, idle_since)) return;
+      if (!launches.empty()) {
+        idle_awake_.store(false, std::memory_order_release);
+        for (auto& launch : launches) launch();  // each Watches its batch
+        launches.clear();
+        current_device_ = -1;  // a launch makes its own device current
+        continue;
+      }
     }
     if (!watched.empty()) {
       PollOnce(&watched);

@@ -28,7 +28,14 @@ struct InFlight {
   std::shared_ptr<const typename Op::Batch> batch;
   typename Op::Pending pending;
   std::function<void(absl::StatusOr<std::vector<typename Op::Result>>)> done;
+  const metrics::BatchStageMetrics* stages;
+  absl::Time taken;     // the backend took the batch
+  absl::Time launched;  // its work was queued on the stream
 };
+
+void Observe(metrics::Histogram* h, absl::Duration d) {
+  if (h != nullptr) h->Observe(absl::ToDoubleMicroseconds(d));
+}
 
 // Finishes a batch once the CompletionPoller has seen its stream pass the slot's event:
 // unpacks the results, lends the slot again and calls done (or fails the batch with the
@@ -41,9 +48,13 @@ void FinishInFlight(InFlight<Op>* raw, cudaError_t status) {
     f->done(f->backend->OnStreamError(f->device, status, Op::kOnStream));
     return;
   }
+  const absl::Time seen = absl::Now();
   auto results = Op::Unpack(f->pending, *f->slot, *f->batch);
   f->device->ReleaseSlot(f->slot);
   f->done(std::move(results));
+  Observe(f->stages->launch_us, f->launched - f->taken);
+  Observe(f->stages->device_us, seen - f->launched);
+  Observe(f->stages->finish_us, absl::Now() - seen);
 }
 
 struct PeriodogramOp {
@@ -52,6 +63,7 @@ struct PeriodogramOp {
   using Result = periodogram::SeriesPower;
   static constexpr const char* kName = "periodogram";
   static constexpr const char* kOnStream = "periodogram batch on the stream";
+  static constexpr metrics::BatchStageMetrics BackendOptions::*kStages = &BackendOptions::periodogram_stages;
   static absl::StatusOr<Pending> Enqueue(DeviceContext& d, StreamSlot& s, const Batch& b) {
     return periodogram::EnqueuePeriodogram(d, s, b);
   }
@@ -66,6 +78,7 @@ struct DenseOp {
   using Result = dense::Output;
   static constexpr const char* kName = "dense";
   static constexpr const char* kOnStream = "dense batch on the stream";
+  static constexpr metrics::BatchStageMetrics BackendOptions::*kStages = &BackendOptions::dense_stages;
   static absl::StatusOr<Pending> Enqueue(DeviceContext& d, StreamSlot& s, const Batch& b) {
     return dense::EnqueueDense(d, s, b);
   }
@@ -80,6 +93,7 @@ struct AssimilateOp {
   using Result = assimilate::Output;
   static constexpr const char* kName = "assimilate";
   static constexpr const char* kOnStream = "assimilate batch on the stream";
+  static constexpr metrics::BatchStageMetrics BackendOptions::*kStages = &BackendOptions::assimilate_stages;
   static absl::StatusOr<Pending> Enqueue(DeviceContext& d, StreamSlot& s, const Batch& b) {
     return assimilate::EnqueueAssimilate(d, s, b);
   }
@@ -90,22 +104,40 @@ struct AssimilateOp {
 
 }  // namespace
 
-// Enqueues `batch` on a free slot of `device` (blocking while every stream is busy: the
-// scheduler's back-pressure) and arranges for `done` to run (CompletionPoller) with the
-// unpacked results, or with the error. INVALID_ARGUMENT from Enqueue is the caller's input
-// and is not logged.
+// Takes a free slot of `device` for `batch` (blocking while every stream is busy: the
+// scheduler's back-pressure), then launches it there: on the poller thread when that is idle
+// and awake (RunIfIdle), else here.
 template <typename Op>
 void CudaBackend::Run(std::shared_ptr<const typename Op::Batch> batch, DeviceContext* device,
                       std::function<void(absl::StatusOr<std::vector<typename Op::Result>>)> done) {
-  auto fail = [this, &done](absl::Status status) {
-    completions_->Post([done = std::move(done), status]() mutable { done(status); });
-  };
   if (device == nullptr) {
-    return fail(absl::UnavailableError(absl::StrCat(
-        "no healthy GPU can run this ", Op::kName, " batch; the server must be restarted")));
+    return Fail<Op>(std::move(done), absl::UnavailableError(absl::StrCat(
+                                         "no healthy GPU can run this ", Op::kName,
+                                         " batch; the server must be restarted")));
   }
+  const absl::Time taken = absl::Now();
   StreamSlot* slot = device->AcquireSlot();
-  if (slot == nullptr) return fail(device->health());  // turned unhealthy while we waited
+  if (slot == nullptr) return Fail<Op>(std::move(done), device->health());  // turned unhealthy while we waited
+  auto launch = [this, batch = std::move(batch), device, slot, taken, done = std::move(done)]() mutable {
+    Launch<Op>(std::move(batch), device, slot, taken, std::move(done));
+  };
+  if (poller_->RunIfIdle(launch)) return;
+  launch();
+}
+
+template <typename Op>
+void CudaBackend::Fail(std::function<void(absl::StatusOr<std::vector<typename Op::Result>>)> done,
+                       absl::Status status) {
+  completions_->Post([done = std::move(done), status]() mutable { done(status); });
+}
+
+// Enqueues `batch` on `slot` and has the poller watch it: `done` then runs with the unpacked
+// results, or with the error. INVALID_ARGUMENT from Enqueue is the caller's input and is not
+// logged.
+template <typename Op>
+void CudaBackend::Launch(std::shared_ptr<const typename Op::Batch> batch, DeviceContext* device,
+                         StreamSlot* slot, absl::Time taken,
+                         std::function<void(absl::StatusOr<std::vector<typename Op::Result>>)> done) {
   auto pending = Op::Enqueue(*device, *slot, *batch);
   absl::Status status = pending.status();
   if (status.ok()) {
@@ -115,7 +147,8 @@ void CudaBackend::Run(std::shared_ptr<const typename Op::Batch> batch, DeviceCon
     }
     const cudaError_t err = cudaEventRecord(slot->finished.get(), slot->stream.get());
     if (err == cudaSuccess) {
-      auto* f = new InFlight<Op>{this, device, slot, batch, *std::move(pending), std::move(done)};
+      auto* f = new InFlight<Op>{this, device, slot, batch, *std::move(pending), std::move(done),
+                                 &(options_.*Op::kStages), taken, absl::Now()};
       poller_->Watch(device->device(), slot->finished.get(),
                      [f](cudaError_t stream_status) { FinishInFlight<Op>(f, stream_status); });
       return;
@@ -131,7 +164,7 @@ void CudaBackend::Run(std::shared_ptr<const typename Op::Batch> batch, DeviceCon
   (void)cudaGetLastError();
   device->ReleaseSlot(slot);
   if (sync != cudaSuccess) status = OnStreamError(device, sync, Op::kOnStream);
-  fail(std::move(status));
+  Fail<Op>(std::move(done), std::move(status));
 }
 
 absl::Status CudaBackend::OnStreamError(DeviceContext* device, cudaError_t err, const char* what) {

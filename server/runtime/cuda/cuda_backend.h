@@ -58,6 +58,13 @@ class CudaBackend final : public Backend {
   template <typename Op>
   void Run(std::shared_ptr<const typename Op::Batch> batch, DeviceContext* device,
            std::function<void(absl::StatusOr<std::vector<typename Op::Result>>)> done);
+  // Run's second half, on the slot it took (on the poller thread, or Run's caller).
+  template <typename Op>
+  void Launch(std::shared_ptr<const typename Op::Batch> batch, DeviceContext* device, StreamSlot* slot,
+              absl::Time taken, std::function<void(absl::StatusOr<std::vector<typename Op::Result>>)> done);
+  // Fails a batch with `status` on a completion thread.
+  template <typename Op>
+  void Fail(std::function<void(absl::StatusOr<std::vector<typename Op::Result>>)> done, absl::Status status);
   // Where a model of `stored_bytes` goes: every healthy device (replicate_models) or the one
   // with the most free memory; RESOURCE_EXHAUSTED when it does not fit there.
   absl::StatusOr<std::vector<DeviceContext*>> ModelDevices(int64_t stored_bytes) const;
