@@ -66,7 +66,12 @@ void ResidentTensor::Adopt(std::string bytes) {
 }
 
 absl::Status ResidentTensor::Write(int64_t offset, absl::string_view data) {
-  const int64_t n = static_cast<int64_t>(data.size());
+  return Write(offset, absl::MakeConstSpan(&data, 1));
+}
+
+absl::Status ResidentTensor::Write(int64_t offset, absl::Span<const absl::string_view> pieces) {
+  int64_t n = 0;
+  for (absl::string_view p : pieces) n += static_cast<int64_t>(p.size());
   if (offset < 0 || offset > bytes_ || n > bytes_ - offset) {
     return absl::InvalidArgumentError(absl::StrCat("offset: bytes [", offset, ", ", offset + n,
                                                    ") are outside the tensor's ", bytes_, " bytes"));
@@ -81,7 +86,11 @@ absl::Status ResidentTensor::Write(int64_t offset, absl::string_view data) {
     ++writers_;
   }
   // Outside the lock: writers of different ranges copy at once (parallel PutTensor streams).
-  ParallelCopy(data_ + offset, data.data(), n);
+  int64_t at = offset;
+  for (absl::string_view p : pieces) {
+    ParallelCopy(data_ + at, p.data(), static_cast<int64_t>(p.size()));
+    at += static_cast<int64_t>(p.size());
+  }
   absl::MutexLock lock(&mu_);
   --writers_;
   int64_t begin = offset, end = offset + n;

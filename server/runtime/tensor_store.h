@@ -29,6 +29,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 
 namespace gpucompute {
 
@@ -78,6 +79,8 @@ class ResidentTensor {
   // FAILED_PRECONDITION once complete (resident tensors are immutable). The tensor becomes
   // complete when every byte has been written and no other write is still copying.
   absl::Status Write(int64_t offset, absl::string_view data);
+  // The same for `pieces` written back to back from `offset` (a message's data as received).
+  absl::Status Write(int64_t offset, absl::Span<const absl::string_view> pieces);
 
   bool complete() const;
   int64_t received_bytes() const;  // distinct bytes written so far

@@ -11,7 +11,11 @@
 
 namespace gpucompute {
 
-class ComputeService final : public v1::Compute::CallbackService {
+// The service, with PutTensor and GetTensor taking their messages raw (tensor_wire.h).
+using ComputeServiceBase = v1::Compute::WithRawCallbackMethod_PutTensor<
+    v1::Compute::WithRawCallbackMethod_GetTensor<v1::Compute::CallbackService>>;
+
+class ComputeService final : public ComputeServiceBase {
  public:
   explicit ComputeService(ServiceParts parts);
 
@@ -45,10 +49,12 @@ class ComputeService final : public v1::Compute::CallbackService {
   grpc::ServerUnaryReactor* CreateTensor(grpc::CallbackServerContext* context,
                                          const v1::CreateTensorRequest* request,
                                          v1::TensorInfo* response) override;
-  grpc::ServerReadReactor<v1::PutTensorChunk>* PutTensor(grpc::CallbackServerContext* context,
-                                                         v1::TensorInfo* response) override;
-  grpc::ServerWriteReactor<v1::TensorData>* GetTensor(grpc::CallbackServerContext* context,
-                                                      const v1::GetTensorRequest* request) override;
+  // PutTensor and GetTensor on their wire form (tensor_wire.h): PutTensorChunk in and
+  // TensorInfo out, GetTensorRequest in and TensorData out.
+  grpc::ServerReadReactor<grpc::ByteBuffer>* PutTensor(grpc::CallbackServerContext* context,
+                                                       grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* GetTensor(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* DeleteTensor(grpc::CallbackServerContext* context,
                                          const v1::DeleteTensorRequest* request,
                                          v1::DeleteTensorResponse* response) override;

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
 #include "server/service/call_timing.h"
 #include "server/service/status_mapping.h"
 #include "server/service/tensor_codec.h"
@@ -31,7 +32,7 @@ void FillTensorInfo(const ResidentTensor& tensor, absl::Time now, v1::TensorInfo
 // ---------------------------------------------------------------- PutTensor
 
 PutTensorReactor::PutTensorReactor(grpc::CallbackServerContext* context, const ServiceParts* parts,
-                                   v1::TensorInfo* response)
+                                   grpc::ByteBuffer* response)
     : context_(context), parts_(parts), response_(response) {
   auto admitted = AuthenticateAndEnter(*context, parts->auth);
   if (!admitted.ok()) {
@@ -55,7 +56,10 @@ void PutTensorReactor::OnReadDone(bool ok) {
     }
     return;
   }
-  if (absl::Status s = Accept(chunk_); !s.ok()) {
+  auto chunk = ParsePutTensorChunk(chunk_);
+  absl::Status s = chunk.ok() ? Accept(*chunk) : chunk.status();
+  chunk_.Clear();
+  if (!s.ok()) {
     End(s);
     return;
   }
@@ -100,22 +104,25 @@ absl::Status PutTensorReactor::Open(const v1::PutTensorHeader& header) {
   return absl::OkStatus();
 }
 
-absl::Status PutTensorReactor::Accept(const v1::PutTensorChunk& chunk) {
+absl::Status PutTensorReactor::Accept(const PutTensorChunkView& chunk) {
   if (tensor_ == nullptr) {
-    if (!chunk.has_header()) {
+    if (!chunk.header) {
       return absl::InvalidArgumentError("header: the first PutTensor message must carry the header");
     }
-    if (absl::Status s = Open(chunk.header()); !s.ok()) return s;
-  } else if (chunk.has_header()) {
+    if (absl::Status s = Open(*chunk.header); !s.ok()) return s;
+  } else if (chunk.header) {
     return absl::InvalidArgumentError("header: only the first PutTensor message carries it");
   }
-  if (chunk.data().empty()) return absl::OkStatus();
-  return tensor_->Write(chunk.offset(), chunk.data());
+  if (chunk.data_bytes() == 0) return absl::OkStatus();
+  return tensor_->Write(chunk.offset, chunk.data);
 }
 
 void PutTensorReactor::End(const absl::Status& status) {
   if (status.ok()) {
-    FillTensorInfo(*tensor_, parts_->tensors->Now(), response_);
+    v1::TensorInfo info;
+    FillTensorInfo(*tensor_, parts_->tensors->Now(), &info);
+    bool own_buffer = false;
+    (void)grpc::SerializationTraits<v1::TensorInfo>::Serialize(info, response_, &own_buffer);
   } else if (created_here_) {
     // Nobody has its handle yet: the partial tensor would only hold quota until it expired.
     (void)parts_->tensors->Delete(client_, tensor_->handle());
@@ -130,9 +137,14 @@ void PutTensorReactor::OnDone() { delete this; }
 // ---------------------------------------------------------------- GetTensor
 
 GetTensorReactor::GetTensorReactor(grpc::CallbackServerContext* context, const ServiceParts* parts,
-                                   const v1::GetTensorRequest& request)
+                                   const grpc::ByteBuffer& request)
     : context_(context), parts_(parts) {
-  if (absl::Status s = Open(request); !s.ok()) {
+  v1::GetTensorRequest parsed;
+  grpc::ByteBuffer copy(request);  // shares the slices; deserialising consumes the buffer
+  absl::Status s = grpc::SerializationTraits<v1::GetTensorRequest>::Deserialize(&copy, &parsed).ok()
+                       ? Open(parsed)
+                       : absl::InvalidArgumentError("GetTensor: the request is not a GetTensorRequest");
+  if (!s.ok()) {
     slot_.Release();
     Finish(ToGrpcStatus(s));
     return;
@@ -178,12 +190,11 @@ void GetTensorReactor::WriteNext() {
     Finish(grpc::Status::OK);
     return;
   }
-  message_.Clear();
-  if (first_) FillTensorInfo(*tensor_, parts_->tensors->Now(), message_.mutable_info());
-  first_ = false;
+  v1::TensorInfo info;
+  if (first_) FillTensorInfo(*tensor_, parts_->tensors->Now(), &info);
   const int64_t n = std::min(chunk_bytes_, end_ - next_);
-  message_.set_offset(next_);
-  message_.set_data(tensor_->data().data() + next_, static_cast<size_t>(n));
+  message_ = TensorDataMessage(first_ ? &info : nullptr, tensor_, next_, n);
+  first_ = false;
   next_ += n;
   StartWrite(&message_);
 }

@@ -58,13 +58,13 @@ grpc::ServerUnaryReactor* ComputeService::CreateTensor(grpc::CallbackServerConte
   return Finished(context, slot, absl::OkStatus());
 }
 
-grpc::ServerReadReactor<v1::PutTensorChunk>* ComputeService::PutTensor(
-    grpc::CallbackServerContext* context, v1::TensorInfo* response) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* ComputeService::PutTensor(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
   return new PutTensorReactor(context, &parts_, response);
 }
 
-grpc::ServerWriteReactor<v1::TensorData>* ComputeService::GetTensor(
-    grpc::CallbackServerContext* context, const v1::GetTensorRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* ComputeService::GetTensor(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   return new GetTensorReactor(context, &parts_, *request);
 }
 

@@ -5,7 +5,8 @@
 # cases at concurrency 1 from gpucompute-load. Usage there (bundle as README "Tests"):
 #   source .dev/env.sh; tests/bench/e2e_gpu.sh [e2e_bench.py flags, e.g. --quick]
 # Writes $OUT (default gpu-out)/e2e_bench.jsonl, e2e-load-<case>.jsonl,
-# e2e-assimilate-server.jsonl (when assimilate_server_bench is bundled), e2e-servers.log and
+# e2e-assimilate-server.jsonl (when assimilate_server_bench is bundled), e2e-metrics.txt (the
+# server's metrics at the end: gpucompute_batch_stage_duration_us), e2e-servers.log and
 # e2e-bench.err. gpucompute-load's dense rows travel in the model's dtype (bfloat16: 2 KiB, the
 # Python rows are float32) and its EnKF draws the perturbations on the server.
 set -uo pipefail
@@ -14,7 +15,8 @@ here=$(dirname "$0")
 root=$(dirname "$(dirname "$(command -v gpucompute-server)")")
 # shellcheck source=tests/bench/cuda_server.sh
 source "$here/cuda_server.sh"
-start_server /tmp/gce.port "$out/e2e-servers.log" --allow_shared_memory
+start_server /tmp/gce.port "$out/e2e-servers.log" --allow_shared_memory --metrics_port=0 \
+  --metrics_port_file=/tmp/gce.metrics
 status=0
 PYTHONPATH="$root/python" python3 "$here/e2e_bench.py" --target "$target" "$@" \
   2>>"$out/e2e-bench.err" | tee "$out/e2e_bench.jsonl" || status=1
@@ -32,6 +34,9 @@ load enkf --op assimilate --n 3000 --m 3000 --members 3000 --method enkf --varia
   --requests 7 --warmup 2s
 load echo-72MB --op echo --bytes 72000000 --variants 1 --requests 7 --warmup 1s
 load echo-4KiB --op echo --bytes 4Ki --duration 5s --warmup 1s
+# Where the GPU batches spent their time over the whole run (mean per stage and op).
+curl -s "http://127.0.0.1:$(cat /tmp/gce.metrics)/metrics" > "$out/e2e-metrics.txt" || status=1
+grep '^gpucompute_batch_stage_duration_us_\(sum\|count\)' "$out/e2e-metrics.txt"
 kill -TERM "$spid"; wait "$spid" || status=1
 # The C++ client's plain Assimilate call (parallel transfers) against a server of its own.
 if command -v assimilate_server_bench > /dev/null; then
