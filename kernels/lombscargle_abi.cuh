@@ -22,10 +22,20 @@ struct LsSeriesDesc {
   int pad;
 };
 
-// One thread block's work: a series and which chunk of its frequencies.
+// One thread block's work: a series and which chunk of its frequencies (the harmonic kernel
+// reads only these two). The NVRTC kernel also reads the samples the block sums: the whole
+// series, or one of `parts` ranges of it when a small batch would leave most multiprocessors
+// idle; the last of a chunk's blocks to finish then adds the parts' sums (in part order, so
+// the result does not depend on which finished last) and writes the power.
 struct LsBlockWork {
   int series;
   int chunk;
+  int part;          // which sample range; 0 of parts
+  int parts;         // 1: the block sums every sample and needs no other
+  int sample_begin;  // the range, within the series
+  int sample_end;
+  int slot;          // the chunk's index in the batch: its partial peak, its completion counter
+  int sums;          // parts > 1: the chunk's first row in the part-sum table
 };
 
 // The largest non-NaN power of a range of frequencies and its index within the series

@@ -4,7 +4,8 @@
 //   LS_BLOCK  threads per block; LS_K frequencies per thread; LS_TILE samples per smem tile
 //   LS_MIN_BLOCKS  resident blocks per SM the register allocation must allow (0: no bound)
 // One launch covers every series and frequency of a batch: each block takes one
-// (series, chunk) from the work table. A thread owns LS_K frequencies spaced LS_BLOCK grid
+// (series, chunk) from the work table, with all its samples or, in a small batch, one part of
+// them (GatherParts). A thread owns LS_K frequencies spaced LS_BLOCK grid
 // steps apart. Phases are formed and reduced modulo one cycle in float64 (t is centred on the
 // host), so float32 trigonometry sees an argument in [-pi, pi] however long the baseline. On
 // uniform grids one exact sin/cos per sample seeds the thread's first frequency and angle
@@ -93,11 +94,45 @@ __device__ __forceinline__ void AccumulateTile(bool uniform, int m, double f_fir
 #define LS_LAUNCH_BOUNDS __launch_bounds__(LS_BLOCK)
 #endif
 
+// A chunk summed in parts (LsBlockWork): each block stores its sums in its row of `part_sums`
+// (6 per frequency: LS_K x LS_BLOCK x 6 values a row) and counts itself in the chunk's
+// `part_done` (zero before the launch); the last one in reads every row, in part order.
+// Returns false in the blocks that are not last.
+__device__ __forceinline__ bool GatherParts(const LsBlockWork& job, Acc* acc, T* part_sums,
+                                            unsigned int* part_done) {
+  const int row = LS_K * LS_BLOCK * 6;
+  T* mine = part_sums + static_cast<long long>(job.sums + job.part) * row;
+#pragma unroll
+  for (int j = 0; j < LS_K; ++j) {
+    T* o = mine + (j * LS_BLOCK + threadIdx.x) * 6;
+    o[0] = acc[j].c; o[1] = acc[j].s; o[2] = acc[j].yc; o[3] = acc[j].ys; o[4] = acc[j].cc; o[5] = acc[j].cs;
+  }
+  __threadfence();
+  __syncthreads();
+  __shared__ bool s_last;
+  if (threadIdx.x == 0) s_last = atomicAdd(&part_done[job.slot], 1u) == static_cast<unsigned int>(job.parts - 1);
+  __syncthreads();
+  if (!s_last) return false;
+  __threadfence();
+#pragma unroll
+  for (int j = 0; j < LS_K; ++j) {
+    Acc a = Acc{0, 0, 0, 0, 0, 0};
+    for (int p = 0; p < job.parts; ++p) {
+      const T* in = part_sums + static_cast<long long>(job.sums + p) * row + (j * LS_BLOCK + threadIdx.x) * 6;
+      a.c += __ldcg(in); a.s += __ldcg(in + 1); a.yc += __ldcg(in + 2);
+      a.ys += __ldcg(in + 3); a.cc += __ldcg(in + 4); a.cs += __ldcg(in + 5);
+    }
+    acc[j] = a;
+  }
+  return true;
+}
+
 extern "C" __global__ void LS_LAUNCH_BOUNDS
 lombscargle(const LsSeriesDesc* __restrict__ series, const LsBlockWork* __restrict__ work,
             const double* __restrict__ t, const T* __restrict__ w, const T* __restrict__ wy,
             const double* __restrict__ explicit_freqs, T* __restrict__ power,
-            gpucompute_kernels::LsPeak* __restrict__ block_peaks) {
+            gpucompute_kernels::LsPeak* __restrict__ block_peaks, T* __restrict__ part_sums,
+            unsigned int* __restrict__ part_done) {
   __shared__ double s_t[LS_TILE];
   __shared__ T s_w[LS_TILE], s_wy[LS_TILE], s_dc[LS_TILE], s_ds[LS_TILE];
 
@@ -129,8 +164,8 @@ lombscargle(const LsSeriesDesc* __restrict__ series, const LsBlockWork* __restri
 #pragma unroll
   for (int j = 0; j < LS_K; ++j) acc[j] = Acc{0, 0, 0, 0, 0, 0};
 
-  for (int start = 0; start < d.n_samples; start += LS_TILE) {
-    const int m = min(LS_TILE, d.n_samples - start);
+  for (int start = job.sample_begin; start < job.sample_end; start += LS_TILE) {
+    const int m = min(LS_TILE, job.sample_end - start);
     __syncthreads();
     for (int i = threadIdx.x; i < m; i += LS_BLOCK) {
       const long long g = d.sample_offset + start + i;
@@ -147,6 +182,8 @@ lombscargle(const LsSeriesDesc* __restrict__ series, const LsBlockWork* __restri
       AccumulateTile<false>(uniform, m, f_first, s_f, s_t, s_w, s_wy, s_dc, s_ds, acc);
     }
   }
+
+  if (job.parts > 1 && !GatherParts(job, acc, part_sums, part_done)) return;
 
   const T yy = static_cast<T>(d.yy), psd = static_cast<T>(d.psd_scale);
   double best = 0;
@@ -166,5 +203,5 @@ lombscargle(const LsSeriesDesc* __restrict__ series, const LsBlockWork* __restri
   // The block's peak; the peak-reduction kernel combines a series' blocks, so the power is
   // never read back for it.
   gpucompute_kernels::BlockReducePeak<LS_BLOCK>(best, best_k);
-  if (threadIdx.x == 0) block_peaks[blockIdx.x] = gpucompute_kernels::LsPeak{best_k, best};
+  if (threadIdx.x == 0) block_peaks[job.slot] = gpucompute_kernels::LsPeak{best_k, best};
 }

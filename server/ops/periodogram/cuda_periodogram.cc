@@ -37,12 +37,14 @@ size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 // Byte offsets of the sections of the input buffer (the same on host and device).
 struct InputLayout {
   size_t desc = 0, work = 0, seg = 0, hdesc = 0, hwork = 0, ndesc = 0, ntrans = 0, pdesc = 0, t = 0,
-         w = 0, wy = 0, freqs = 0, total = 0;
+         w = 0, wy = 0, freqs = 0, done = 0, total = 0;
 };
 
+// `blocks`: the NVRTC kernel's work items; `counters`: its chunks' completion counters (0 when
+// no chunk is summed in parts), zeros copied in with the rest.
 InputLayout MakeInputLayout(size_t series, size_t blocks, size_t samples, size_t freqs, int elem,
                             size_t harmonic_series, size_t harmonic_blocks, size_t fast_series,
-                            size_t transforms, size_t product_pieces) {
+                            size_t transforms, size_t product_pieces, size_t counters) {
   InputLayout l;
   size_t at = 0;
   l.desc = at;   at = AlignUp(at + series * sizeof(LsSeriesDesc));
@@ -57,9 +59,11 @@ InputLayout MakeInputLayout(size_t series, size_t blocks, size_t samples, size_t
   l.w = at;      at = AlignUp(at + samples * elem);
   l.wy = at;     at = AlignUp(at + samples * elem);
   l.freqs = at;  at = AlignUp(at + freqs * sizeof(double));
+  l.done = at;   at = AlignUp(at + counters * sizeof(unsigned int));
   l.total = at;
   return l;
 }
+
 
 // Picks the shape for a batch: many frequencies per thread when the batch fills the GPU,
 // fewer when it would leave multiprocessors idle.
@@ -171,6 +175,46 @@ enum class SeriesKind { kDirect1, kHarmonicDirect, kFast, kProduct };
 SeriesKind KindOf(const SeriesSpec& s) {
   if (s.method == Method::kFast && s.grid.uniform) return SeriesKind::kFast;
   return s.nterms > 1 ? SeriesKind::kHarmonicDirect : SeriesKind::kDirect1;
+}
+
+// How the NVRTC kernel sums each nterms = 1 direct series' chunks: with all their samples in
+// one block, or, when the batch has too few chunks to fill the GPU (one small series: four
+// chunks for 132 multiprocessors), in `parts` blocks of at least kMinPartSamples samples each
+// (kernels/lombscargle_abi.cuh). Indices per series of the batch.
+struct SampleParts {
+  std::vector<int> parts;             // 1: not split (also for other kinds of series)
+  std::vector<int64_t> work_begin;    // the series' first work item
+  std::vector<int64_t> sums_begin;    // its first row of part sums
+  int64_t work_items = 0;
+  int64_t sum_rows = 0;
+};
+
+constexpr int64_t kMinPartSamples = 64;
+
+SampleParts PlanSampleParts(const std::vector<const SeriesSpec*>& series,
+                            const std::vector<SeriesKind>& kinds,
+                            const std::vector<int64_t>& chunks, int64_t total_chunks,
+                            int64_t target_blocks) {
+  SampleParts plan;
+  const size_t n = series.size();
+  plan.parts.assign(n, 1);
+  plan.work_begin.assign(n, 0);
+  plan.sums_begin.assign(n, 0);
+  const int64_t want = total_chunks > 0 && total_chunks < target_blocks
+                           ? (target_blocks + total_chunks - 1) / total_chunks
+                           : 1;
+  for (size_t i = 0; i < n; ++i) {
+    if (kinds[i] != SeriesKind::kDirect1) continue;
+    const int64_t most = static_cast<int64_t>(series[i]->t.size()) / kMinPartSamples;
+    plan.parts[i] = static_cast<int>(std::max<int64_t>(1, std::min(want, most)));
+    plan.work_begin[i] = plan.work_items;
+    plan.work_items += chunks[i] * plan.parts[i];
+    if (plan.parts[i] > 1) {
+      plan.sums_begin[i] = plan.sum_rows;
+      plan.sum_rows += chunks[i] * plan.parts[i];
+    }
+  }
+  return plan;
 }
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -410,6 +454,7 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   std::vector<int> harmonic_order;                // harmonic series, by nterms
   int64_t n_blocks = 0, harmonic_blocks = 0, total_partials = 0, copied_freqs = 0, scratch_freqs = 0;
   int64_t grid_cells = 0, window_cells = 0, n_transforms = 0, max_fast_samples = 0;
+  SampleParts split;  // how the NVRTC kernel's chunks are summed (PlanSampleParts)
   int n_harmonic = 0, n_fast = 0;
   {
     NVTX_RANGE("periodogram.pack");
@@ -504,11 +549,15 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
       }
     }
     total_partials = other_at;
+    split = PlanSampleParts(series, kinds, partial_count, n_blocks,
+                            2 * device.description().multiprocessors);
 
-    layout = MakeInputLayout(n_series, n_blocks, samples, explicit_freqs, elem, n_harmonic,
-                             harmonic_blocks, n_fast, n_transforms, pieces.size());
+    layout = MakeInputLayout(n_series, split.work_items, samples, explicit_freqs, elem, n_harmonic,
+                             harmonic_blocks, n_fast, n_transforms, pieces.size(),
+                             split.sum_rows > 0 ? static_cast<size_t>(n_blocks) : 0);
     RETURN_IF_ERROR(slot.staging_in.Reserve(layout.total));
     char* base = static_cast<char*>(slot.staging_in.data());
+    std::memset(base + layout.done, 0, layout.total - layout.done);  // completion counters
     auto* desc = reinterpret_cast<LsSeriesDesc*>(base + layout.desc);
     auto* work = reinterpret_cast<LsBlockWork*>(base + layout.work);
     auto* begins = reinterpret_cast<long long*>(base + layout.seg);
@@ -615,7 +664,7 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
       int64_t at = 0;
       for (int i : harmonic_order) {
         for (int64_t c = 0; c < partial_count[i]; ++c) {
-          hwork[at++] = LsBlockWork{kind_index[i], static_cast<int>(c)};
+          hwork[at++] = LsBlockWork{kind_index[i], static_cast<int>(c), 0, 1, 0, 0, 0, -1};
         }
       }
     }
@@ -652,8 +701,20 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
                         reinterpret_cast<double*>(base + layout.wy) + at);
         }
         if (kinds[i] == SeriesKind::kDirect1) {
+          const int parts = split.parts[i];
+          const int n = static_cast<int>(s.t.size());
           for (int64_t c = 0; c < partial_count[i]; ++c) {
-            work[partial_begin[i] + c] = LsBlockWork{static_cast<int>(i), static_cast<int>(c)};
+            for (int p = 0; p < parts; ++p) {
+              LsBlockWork& job = work[split.work_begin[i] + c * parts + p];
+              job.series = static_cast<int>(i);
+              job.chunk = static_cast<int>(c);
+              job.part = p;
+              job.parts = parts;
+              job.sample_begin = static_cast<int>(static_cast<int64_t>(n) * p / parts);
+              job.sample_end = static_cast<int>(static_cast<int64_t>(n) * (p + 1) / parts);
+              job.slot = static_cast<int>(partial_begin[i] + c);
+              job.sums = parts > 1 ? static_cast<int>(split.sums_begin[i] + c * parts) : -1;
+            }
           }
         }
         if (product_first[i] >= 0) {
@@ -691,7 +752,10 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   // power and one partial peak per block.
   const size_t out_bytes = power_bytes + AlignUp(n_series * sizeof(LsPeak));
   const size_t partials_at = out_bytes + AlignUp(static_cast<size_t>(scratch_freqs) * elem);
-  const size_t device_out_bytes = partials_at + static_cast<size_t>(total_partials) * sizeof(LsPeak);
+  // Then the part sums of chunks summed in parts (SampleParts).
+  const size_t part_sums_at = AlignUp(partials_at + static_cast<size_t>(total_partials) * sizeof(LsPeak));
+  const size_t part_sum_row = static_cast<size_t>(shape.k) * shape.block * 6 * elem;
+  const size_t device_out_bytes = part_sums_at + static_cast<size_t>(split.sum_rows) * part_sum_row;
   RETURN_IF_ERROR(slot.staging_out.Reserve(out_bytes));
 
   // Stream-ordered buffers, freed on the stream on every path (an early error return too: the
@@ -762,12 +826,15 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
     void* a_power = d_out;
     auto* partials = reinterpret_cast<LsPeak*>(static_cast<char*>(d_out) + partials_at);
     void* a_block_peaks = partials;
-    void* args[] = {&a_desc, &a_work, &a_t, &a_w, &a_wy, &a_freqs, &a_power, &a_block_peaks};
+    void* a_part_sums = static_cast<char*>(d_out) + part_sums_at;
+    void* a_part_done = in + layout.done;
+    void* args[] = {&a_desc, &a_work,  &a_t,           &a_w,         &a_wy,
+                    &a_freqs, &a_power, &a_block_peaks, &a_part_sums, &a_part_done};
     if (options && options->before) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->before, stream));
-    if (n_blocks > 0) {
+    if (split.work_items > 0) {
       CUDA_RETURN_IF_ERROR(cudaLaunchKernel(reinterpret_cast<const void*>(kernel),
-                                            dim3(static_cast<unsigned>(n_blocks)), dim3(shape.block),
-                                            args, 0, stream));
+                                            dim3(static_cast<unsigned>(split.work_items)),
+                                            dim3(shape.block), args, 0, stream));
       CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
     }
     // nterms > 1, direct: one launch per nterms.
