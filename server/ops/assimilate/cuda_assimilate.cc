@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -266,8 +267,13 @@ void ConvertInto(const ArrayView& a, int64_t first, int64_t count, T* out) {
   }
 }
 
+// Packs group `g` into `in` (the pinned staging). `packed(end)` is called as the packing goes
+// (after X, then after each wave of observation rows) with an offset into `in` below which
+// everything of this group and the ones before it is packed: the caller starts copying that
+// much to the GPU while the rest is packed.
 template <typename T>
-void PackGroup(const Group& g, const Batch& batch, char* in, char* scratch_dev, char* in_dev) {
+void PackGroup(const Group& g, const Batch& batch, char* in, char* scratch_dev, char* in_dev,
+               const std::function<void(size_t end)>& packed) {
   const int64_t n = g.key.n, m = g.key.m, N = g.key.N, W = g.W;
   const int P = g.P();
   auto problem = [&](int p) -> const Problem& {
@@ -291,11 +297,13 @@ void PackGroup(const Group& g, const Batch& batch, char* in, char* scratch_dev, 
       ConvertInto(problem(static_cast<int>(p)).x, r0 * N, (r1 - r0) * N, x + r0 * N);
     }
   }, /*min_cost_per_thread=*/int64_t{8} << 20);
+  packed(g.obs);
   const int64_t r_row = g.full_r() ? m : 1;  // values of R per observation row
   const int64_t obs_chunk_rows = std::max<int64_t>(1, kChunkElements / (W + r_row));
   const int64_t obs_chunks = (m + obs_chunk_rows - 1) / obs_chunk_rows;
-  ParallelFor(P * obs_chunks, static_cast<int64_t>(P) * m * (W + r_row) * static_cast<int64_t>(sizeof(T)),
-              [&](int64_t b, int64_t e) {
+  // In waves of tasks: the observation rows of tasks [0, t) are a prefix of the section
+  // (problem-major, then rows), copied to the GPU while the next wave is packed.
+  auto pack_rows = [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       const int64_t p = t / obs_chunks, c = t - p * obs_chunks;
       const int64_t i0 = c * obs_chunk_rows, i1 = std::min(m, i0 + obs_chunk_rows);
@@ -330,7 +338,19 @@ void PackGroup(const Group& g, const Batch& batch, char* in, char* scratch_dev, 
       pp.index = static_cast<uint32_t>(g.members[static_cast<size_t>(p)].second);
       pp.relaxation = pr.relaxation == Relaxation::kRtpp ? 1 : pr.relaxation == Relaxation::kRtps ? 2 : 0;
     }
-  }, /*min_cost_per_thread=*/int64_t{4} << 20);
+  };
+  const int64_t tasks = P * obs_chunks;
+  constexpr int64_t kWaves = 4;
+  for (int64_t wave = 0; wave < kWaves; ++wave) {
+    const int64_t t0 = tasks * wave / kWaves, t1 = tasks * (wave + 1) / kWaves;
+    if (t0 == t1) continue;
+    ParallelFor(t1 - t0, (t1 - t0) * obs_chunk_rows * (W + r_row) * static_cast<int64_t>(sizeof(T)),
+                [&](int64_t b, int64_t e) { pack_rows(t0 + b, t0 + e); },
+                /*min_cost_per_thread=*/int64_t{4} << 20);
+    const int64_t p_end = (t1 - 1) / obs_chunks, c_end = (t1 - 1) - p_end * obs_chunks;
+    const int64_t rows_end = std::min(m, (c_end + 1) * obs_chunk_rows);
+    packed(g.obs + static_cast<size_t>((p_end * m + rows_end) * W) * sizeof(T));
+  }
   if (g.split_k()) {
     T* ones = reinterpret_cast<T*>(in + g.ones);
     std::fill(ones, ones + kSplitChunks + 1, T(1));
@@ -1008,14 +1028,24 @@ absl::StatusOr<PendingAssimilate> Enqueue(DeviceContext& device, StreamSlot& slo
   RETURN_IF_ERROR(slot.staging_in.Reserve(in.size));
   RETURN_IF_ERROR(slot.staging_out.Reserve(out.size));
   {
+    // The copy to the GPU follows the packing in pieces (PackGroup's `packed`), so that most
+    // of it overlaps the packing of the rest.
     NVTX_RANGE("assimilate.pack");
+    char* staging = static_cast<char*>(slot.staging_in.data());
+    size_t copied = 0;
+    cudaError_t copy_error = cudaSuccess;
+    auto copy_to = [&](size_t end) {
+      if (end <= copied || copy_error != cudaSuccess) return;
+      copy_error = cudaMemcpyAsync(static_cast<char*>(in_dev) + copied, staging + copied, end - copied,
+                                   cudaMemcpyHostToDevice, stream);
+      copied = end;
+    };
     for (const Group& g : groups) {
-      PackGroup<T>(g, batch, static_cast<char*>(slot.staging_in.data()), static_cast<char*>(sc_dev),
-                   static_cast<char*>(in_dev));
+      PackGroup<T>(g, batch, staging, static_cast<char*>(sc_dev), static_cast<char*>(in_dev), copy_to);
     }
+    copy_to(in.size);
+    CUDA_RETURN_IF_ERROR(copy_error);
   }
-  CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(in_dev, slot.staging_in.data(), in.size, cudaMemcpyHostToDevice, stream));
   if (options && options->before) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->before, stream));
   char* out_base = static_cast<char*>(out_dev);
   CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out_base + info_off, 0, static_cast<size_t>(q) * 3 * sizeof(int), stream));
