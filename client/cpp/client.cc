@@ -15,6 +15,8 @@
 #include "absl/synchronization/mutex.h"
 #include "client/cpp/large_tensors.h"
 #include "client/cpp/tensor_util.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
+#include "wire/tensor_chunk.h"
 
 namespace gpucompute::client {
 namespace {
@@ -199,15 +201,16 @@ absl::StatusOr<Result> TimedResponse(Call& c) {
 }
 
 // One PutTensor stream: the header (with the first chunk's bytes), then the chunks of
-// [begin, end) of `data`, one write in flight; `done` runs from OnDone with the server's
-// TensorInfo and the bytes sent. Deletes itself after OnDone; holds no channel reference.
-class PutTensorStream final : public grpc::ClientWriteReactor<v1::PutTensorChunk> {
+// [begin, end) of `data`, one write in flight, each message carrying its bytes as a slice of
+// `data` itself (proto/wire/tensor_chunk.h: no copy on this side); `done` runs after OnDone
+// with the server's TensorInfo and the bytes sent. Deletes itself; holds no channel reference.
+class PutTensorStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   using Done = std::function<void(absl::StatusOr<v1::TensorInfo>, int64_t bytes_sent)>;
 
   PutTensorStream(v1::PutTensorHeader header, absl::string_view data, int64_t begin, int64_t end,
                   int64_t chunk_bytes, Done done)
-      : header_(std::move(header)),
+      : header_(header.SerializeAsString()),
         data_(data),
         next_(begin),
         end_(end),
@@ -216,8 +219,10 @@ class PutTensorStream final : public grpc::ClientWriteReactor<v1::PutTensorChunk
 
   grpc::ClientContext* context() { return &context_; }
 
-  void Start(v1::Compute::Stub* stub) {
-    stub->async()->PutTensor(&context_, &info_, this);
+  void Start(grpc::GenericStub* stub) {
+    stub->PrepareBidiStreamingCall(&context_, "/gpucompute.v1.Compute/PutTensor", grpc::StubOptions(),
+                                   this);
+    StartRead(&reply_);
     WriteNext();
     StartCall();
   }
@@ -226,9 +231,16 @@ class PutTensorStream final : public grpc::ClientWriteReactor<v1::PutTensorChunk
     if (ok) WriteNext();  // else OnDone follows with the server's status
   }
 
+  void OnReadDone(bool ok) override { got_reply_ = ok; }
+
   void OnDone(const grpc::Status& status) override {
-    absl::StatusOr<v1::TensorInfo> result =
-        status.ok() ? absl::StatusOr<v1::TensorInfo>(std::move(info_)) : ToAbslStatus(status);
+    absl::StatusOr<v1::TensorInfo> result = absl::InternalError("PutTensor: the server's reply is not a TensorInfo");
+    v1::TensorInfo info;
+    if (!status.ok()) {
+      result = ToAbslStatus(status);
+    } else if (got_reply_ && grpc::SerializationTraits<v1::TensorInfo>::Deserialize(&reply_, &info).ok()) {
+      result = std::move(info);
+    }
     Done done = std::move(done_);
     const int64_t bytes = bytes_sent_;
     delete this;
@@ -237,34 +249,30 @@ class PutTensorStream final : public grpc::ClientWriteReactor<v1::PutTensorChunk
 
  private:
   void WriteNext() {
-    message_.Clear();
     if (header_sent_ && next_ >= end_) {
       StartWritesDone();
       return;
     }
-    if (!header_sent_) {
-      *message_.mutable_header() = header_;
-      header_sent_ = true;
-    }
     const int64_t n = std::min(chunk_bytes_, end_ - next_);
-    if (n > 0) {
-      message_.set_offset(next_);
-      message_.set_data(data_.data() + next_, static_cast<size_t>(n));
-      next_ += n;
-      bytes_sent_ += n;
-    }
+    message_ = wire::ChunkMessage(wire::kPutTensorChunk, header_sent_ ? nullptr : &header_, next_,
+                                  data_.substr(static_cast<size_t>(next_), static_cast<size_t>(n)),
+                                  /*owner=*/nullptr);
+    header_sent_ = true;
+    next_ += n;
+    bytes_sent_ += n;
     StartWrite(&message_);
   }
 
   grpc::ClientContext context_;
-  const v1::PutTensorHeader header_;
+  const std::string header_;  // serialized PutTensorHeader
   const absl::string_view data_;
   int64_t next_;
   const int64_t end_;
   const int64_t chunk_bytes_;
   Done done_;
-  v1::PutTensorChunk message_;  // the write in flight
-  v1::TensorInfo info_;
+  grpc::ByteBuffer message_;  // the write in flight
+  grpc::ByteBuffer reply_;    // the TensorInfo
+  bool got_reply_ = false;
   bool header_sent_ = false;
   int64_t bytes_sent_ = 0;
 };
@@ -342,38 +350,32 @@ struct GetTensorDownload {
   }
 };
 
-// One GetTensor stream: copies its range's chunks into the download's buffer.
-class GetTensorStream final : public grpc::ClientReadReactor<v1::TensorData> {
+// One GetTensor stream: copies its range's chunks into the download's buffer, from where
+// gRPC received them (proto/wire/tensor_chunk.h: one copy on this side).
+class GetTensorStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   GetTensorStream(v1::GetTensorRequest request, std::shared_ptr<GetTensorDownload> download)
       : request_(std::move(request)), download_(std::move(download)) {}
 
   grpc::ClientContext* context() { return &context_; }
 
-  void Start(v1::Compute::Stub* stub) {
-    stub->async()->GetTensor(&context_, &request_, this);
+  void Start(grpc::GenericStub* stub) {
+    stub->PrepareBidiStreamingCall(&context_, "/gpucompute.v1.Compute/GetTensor", grpc::StubOptions(),
+                                   this);
+    bool own_buffer = false;
+    (void)grpc::SerializationTraits<v1::GetTensorRequest>::Serialize(request_, &request_bytes_, &own_buffer);
+    StartWriteLast(&request_bytes_, grpc::WriteOptions());
     StartRead(&message_);
     StartCall();
   }
 
   void OnReadDone(bool ok) override {
     if (!ok) return;  // OnDone follows
-    if (message_.has_info()) {
-      const int64_t length =
-          request_.length() > 0 ? request_.length() : message_.info().bytes() - request_.offset();
-      download_->Size(message_.info(), length);
-    }
-    const int64_t at = message_.offset() - download_->offset;
-    const int64_t n = static_cast<int64_t>(message_.data().size());
-    const int64_t mine_end = request_.offset() + (request_.length() > 0 ? request_.length() : INT64_MAX / 2);
-    if (message_.offset() < request_.offset() || message_.offset() + n > mine_end || at < 0 ||
-        at + n > static_cast<int64_t>(download_->result.data.size())) {
-      error_ = absl::InternalError(absl::StrCat("GetTensor: the server sent bytes [", message_.offset(),
-                                                ", ", message_.offset() + n, ") outside the range"));
+    if (absl::Status s = Accept(); !s.ok()) {
+      error_ = s;
       context_.TryCancel();
       return;
     }
-    std::memcpy(download_->result.data.data() + at, message_.data().data(), static_cast<size_t>(n));
     StartRead(&message_);
   }
 
@@ -385,9 +387,40 @@ class GetTensorStream final : public grpc::ClientReadReactor<v1::TensorData> {
   }
 
  private:
+  absl::Status Accept() {
+    absl::StatusOr<wire::ChunkView> chunk = wire::ParseChunk(message_, wire::kTensorData);
+    message_.Clear();
+    if (!chunk.ok()) return absl::InternalError(absl::StrCat("GetTensor: ", chunk.status().message()));
+    if (chunk->submessage) {
+      v1::TensorInfo info;
+      if (!info.ParseFromString(*chunk->submessage)) {
+        return absl::InternalError("GetTensor: the server's TensorInfo does not parse");
+      }
+      const int64_t length =
+          request_.length() > 0 ? request_.length() : info.bytes() - request_.offset();
+      download_->Size(info, length);
+    }
+    const int64_t offset = chunk->offset;
+    const int64_t at = offset - download_->offset;
+    const int64_t n = chunk->data_bytes();
+    const int64_t mine_end = request_.offset() + (request_.length() > 0 ? request_.length() : INT64_MAX / 2);
+    if (offset < request_.offset() || offset + n > mine_end || at < 0 ||
+        at + n > static_cast<int64_t>(download_->result.data.size())) {
+      return absl::InternalError(absl::StrCat("GetTensor: the server sent bytes [", offset, ", ",
+                                              offset + n, ") outside the range"));
+    }
+    char* out = download_->result.data.data() + at;
+    for (absl::string_view piece : chunk->data) {
+      std::memcpy(out, piece.data(), piece.size());
+      out += piece.size();
+    }
+    return absl::OkStatus();
+  }
+
   grpc::ClientContext context_;
   v1::GetTensorRequest request_;
-  v1::TensorData message_;
+  grpc::ByteBuffer request_bytes_;
+  grpc::ByteBuffer message_;  // the read in flight (a TensorData)
   std::shared_ptr<GetTensorDownload> download_;
   absl::Status error_;
 };
@@ -490,9 +523,12 @@ Client::Client(std::string target, std::shared_ptr<grpc::Channel> channel, Clien
 
 Client::~Client() = default;
 
-v1::Compute::Stub* Client::TransferStub(int i) {
-  if (i <= 0 || target_.empty()) return stub_.get();
+grpc::GenericStub* Client::TransferStub(int i) {
   std::lock_guard<std::mutex> lock(transfer_mu_);
+  if (i <= 0 || target_.empty()) {
+    if (generic_ == nullptr) generic_ = std::make_unique<grpc::GenericStub>(channel_);
+    return generic_.get();
+  }
   const int extra = (i - 1) % (kMaxTransferChannels - 1);
   while (static_cast<int>(transfer_.size()) <= extra) {
     grpc::ChannelArguments args = ChannelArgs(options_);
@@ -501,10 +537,9 @@ v1::Compute::Stub* Client::TransferStub(int i) {
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt("gpucompute.transfer_channel", static_cast<int>(transfer_.size()) + 1);
     auto channel = grpc::CreateCustomChannel(target_, Credentials(options_), args);
-    auto stub = v1::Compute::NewStub(channel);
-    transfer_.emplace_back(std::move(channel), std::move(stub));
+    transfer_.push_back(std::make_unique<grpc::GenericStub>(std::move(channel)));
   }
-  return transfer_[extra].second.get();
+  return transfer_[extra].get();
 }
 
 void Client::Configure(const CallOptions& options, grpc::ClientContext* context) const {

@@ -26,6 +26,7 @@
 #include "client/cpp/credentials.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "gpucompute/v1/compute.pb.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 
 namespace gpucompute::client {
@@ -356,10 +357,10 @@ class Client {
   // Fills deadline, wait_for_ready and metadata of `context` from `options`.
   void Configure(const CallOptions& options, grpc::ClientContext* context) const;
 
-  // The stub for parallel transfer stream `i`: 0 is the client's own; others are extra
-  // channels to the target with their own connections, made on first use (at most
-  // kMaxTransferChannels in all).
-  v1::Compute::Stub* TransferStub(int i);
+  // The (generic: PutTensor and GetTensor go in their wire form) stub for parallel transfer
+  // stream `i`: 0 is the client's own channel; others are extra channels to the target with
+  // their own connections, made on first use (at most kMaxTransferChannels in all).
+  grpc::GenericStub* TransferStub(int i);
 
   static constexpr int kMaxTransferChannels = 16;
 
@@ -367,9 +368,9 @@ class Client {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Compute::Stub> stub_;
   ClientOptions options_;
-  std::mutex transfer_mu_;  // guards transfer_
-  std::vector<std::pair<std::shared_ptr<grpc::Channel>, std::unique_ptr<v1::Compute::Stub>>>
-      transfer_;
+  std::mutex transfer_mu_;  // guards generic_ and transfer_
+  std::unique_ptr<grpc::GenericStub> generic_;               // on channel_
+  std::vector<std::unique_ptr<grpc::GenericStub>> transfer_;  // each on a channel of its own
 };
 
 }  // namespace gpucompute::client

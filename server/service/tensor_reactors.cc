@@ -113,8 +113,8 @@ absl::Status PutTensorReactor::Accept(const PutTensorChunkView& chunk) {
   } else if (chunk.header) {
     return absl::InvalidArgumentError("header: only the first PutTensor message carries it");
   }
-  if (chunk.data_bytes() == 0) return absl::OkStatus();
-  return tensor_->Write(chunk.offset, chunk.data);
+  if (chunk.chunk.data_bytes() == 0) return absl::OkStatus();
+  return tensor_->Write(chunk.chunk.offset, chunk.chunk.data);
 }
 
 void PutTensorReactor::End(const absl::Status& status) {

@@ -1,10 +1,7 @@
-// PutTensorChunk and TensorData in their wire form, so that the bulk of a resident tensor moves
-// with one copy on the server: a PutTensorChunk's data is parsed where gRPC received it and
-// copied straight into the tensor (not into a protobuf string first), and a TensorData's data
-// is a slice of the tensor's own bytes, which gRPC sends from there (no copy into a message,
-// none into its serialisation). The rest of each message (header, offset, info) is small and
-// goes through protobuf as usual. Both forms are the protobuf encoding of the messages in
-// compute.proto; clients see no difference.
+// PutTensorChunk and TensorData on the server, in their wire form (proto/wire/tensor_chunk.h),
+// so that the bulk of a resident tensor moves with one copy on the server: a PutTensorChunk's
+// data is copied from where gRPC received it straight into the tensor, and a TensorData's data
+// is a slice of the tensor's own bytes, which gRPC sends from there.
 #pragma once
 
 #include <cstdint>
@@ -18,21 +15,17 @@
 #include "absl/strings/string_view.h"
 #include "gpucompute/v1/compute.pb.h"
 #include "server/runtime/tensor_store.h"
+#include "wire/tensor_chunk.h"
 
 namespace gpucompute {
 
-// A PutTensorChunk as received: its data is the pieces of gRPC's slices that hold it, valid
-// while `slices` lives.
+// A PutTensorChunk as received: its data is pieces of gRPC's slices (chunk.data).
 struct PutTensorChunkView {
-  std::vector<grpc::Slice> slices;
+  wire::ChunkView chunk;
   std::optional<v1::PutTensorHeader> header;
-  int64_t offset = 0;
-  std::vector<absl::string_view> data;
-  int64_t data_bytes() const;
 };
 
-// Parses `buffer` (one PutTensorChunk); INVALID_ARGUMENT when it is not one. Unknown fields
-// are skipped; a repeated field's last value wins, as protobuf's own parser does.
+// Parses `buffer` (one PutTensorChunk); INVALID_ARGUMENT naming PutTensor when it is not one.
 absl::StatusOr<PutTensorChunkView> ParsePutTensorChunk(const grpc::ByteBuffer& buffer);
 
 // One TensorData message: `info` (may be null), `offset`, and bytes [offset, offset + n) of
