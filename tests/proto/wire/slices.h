@@ -1,5 +1,5 @@
 // Test helpers for wire-form messages: bytes cut into a ByteBuffer of several slices, pieces
-// joined back, random bytes.
+// joined back, random bytes, a PutTensorChunk with every field set.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,7 @@
 #include <grpcpp/support/byte_buffer.h>
 
 #include "absl/strings/string_view.h"
+#include "gpucompute/v1/compute.pb.h"
 
 namespace gpucompute::testing_wire {
 
@@ -36,6 +37,18 @@ inline std::string RandomBytes(size_t n, uint32_t seed) {
   std::string s(n, '\0');
   for (char& c : s) c = static_cast<char>(rng());
   return s;
+}
+
+// A first PutTensorChunk: a header (float64, 3 x 5000), an offset past 32 bits and 120,000
+// random bytes.
+inline v1::PutTensorChunk SampleChunk() {
+  v1::PutTensorChunk chunk;
+  chunk.mutable_header()->set_dtype(v1::FLOAT64);
+  chunk.mutable_header()->add_shape(3);
+  chunk.mutable_header()->add_shape(5000);
+  chunk.set_offset(123456789012);
+  chunk.set_data(RandomBytes(120000, 1));
+  return chunk;
 }
 
 }  // namespace gpucompute::testing_wire

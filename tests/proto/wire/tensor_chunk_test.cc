@@ -20,16 +20,12 @@ namespace {
 using ::testing::HasSubstr;
 
 using testing_wire::Joined;
+using testing_wire::SampleChunk;
 using testing_wire::RandomBytes;
 using testing_wire::Sliced;
 
 TEST(TensorWire, ParsesWhatProtobufWritesAcrossAnySlicing) {
-  v1::PutTensorChunk chunk;
-  chunk.mutable_header()->set_dtype(v1::FLOAT64);
-  chunk.mutable_header()->add_shape(3);
-  chunk.mutable_header()->add_shape(5000);
-  chunk.set_offset(123456789012);
-  chunk.set_data(RandomBytes(120000, 1));
+  const v1::PutTensorChunk chunk = SampleChunk();
   const std::string wire = chunk.SerializeAsString();
   std::mt19937 rng(2);
   for (int trial = 0; trial < 200; ++trial) {
