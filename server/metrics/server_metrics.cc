@@ -42,7 +42,7 @@ ServerMetrics::ServerMetrics(Registry* registry) : registry_(registry) {
       "gpucompute_batch_stage_duration_us",
       "Where a GPU batch's time goes (µs), once per batch: launch (waiting for a stream, "
       "packing, queueing copies and kernels), device (until the batch is seen finished), "
-      "finish (unpacking the results for the calls).",
+      "finish (unpacking the results; the replies follow).",
       {"op", "stage"}, DurationBucketsUs());
   pending_ = &r.AddGauge("gpucompute_pending_requests",
                          "Requests queued in a scheduler, not yet dispatched.", {"op"});

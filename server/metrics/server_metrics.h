@@ -36,7 +36,7 @@ struct SchedulerMetrics {
 // record nothing): launch, from the backend taking the batch to its work being queued on a
 // stream (waiting for a slot, packing, copies and launches); device, from then until the
 // batch is seen finished (the GPU's work and the copy back); finish, unpacking the results
-// and handing them to the calls.
+// (the replies are sent after it).
 struct BatchStageMetrics {
   Histogram* launch_us = nullptr;
   Histogram* device_us = nullptr;

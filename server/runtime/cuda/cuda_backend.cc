@@ -51,10 +51,11 @@ void FinishInFlight(InFlight<Op>* raw, cudaError_t status) {
   const absl::Time seen = absl::Now();
   auto results = Op::Unpack(f->pending, *f->slot, *f->batch);
   f->device->ReleaseSlot(f->slot);
-  f->done(std::move(results));
+  // Before done: once the last batch is done the server may destroy the backend and metrics.
   Observe(f->stages->launch_us, f->launched - f->taken);
   Observe(f->stages->device_us, seen - f->launched);
   Observe(f->stages->finish_us, absl::Now() - seen);
+  f->done(std::move(results));
 }
 
 struct PeriodogramOp {
