@@ -4,7 +4,7 @@
 // streams (each on its own connection), and GetTensor. GB/s is the tensor's bytes over the call's time (one direction's bytes, as
 // "moves a 256 MiB tensor"); median and best of --reps calls after one warm-up. The backend
 // does not matter (Echo and the tensor RPCs do not compute). JSON lines out.
-//   tensor_transfer_bench [--sizes_mib=64,256] [--reps=5]
+//   tensor_transfer_bench [--sizes_mib=64,256] [--reps=5] [--only=PATH_SUBSTRING]
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -32,7 +33,10 @@ namespace {
 struct Options {
   std::vector<int64_t> sizes_mib = {64, 256};
   int reps = 5;
+  std::string only;  // run the paths whose name holds this (empty: every path)
 };
+
+Options g_options;
 
 Options Parse(int argc, char** argv) {
   Options o;
@@ -41,6 +45,8 @@ Options Parse(int argc, char** argv) {
     const auto [key, value] = bench::SplitFlag(a);
     if (key == "--reps") {
       (void)absl::SimpleAtoi(value, &o.reps);
+    } else if (key == "--only") {
+      o.only = std::string(value);
     } else if (key == "--sizes_mib") {
       o.sizes_mib.clear();
       for (absl::string_view s : absl::StrSplit(value, ',')) {
@@ -54,6 +60,7 @@ Options Parse(int argc, char** argv) {
 
 // Runs `call` once to warm up and `reps` times; prints one JSON line.
 void Measure(const char* path, int64_t bytes, int reps, const std::function<absl::Status()>& call) {
+  if (!absl::StrContains(path, g_options.only)) return;
   if (absl::Status s = call(); !s.ok()) {
     std::printf("{\"path\":\"%s\",\"bytes\":%lld,\"error\":\"%s\"}\n", path,
                 static_cast<long long>(bytes), std::string(s.message()).c_str());
@@ -161,4 +168,7 @@ int Run(const Options& o) {
 }  // namespace
 }  // namespace gpucompute
 
-int main(int argc, char** argv) { return gpucompute::Run(gpucompute::Parse(argc, argv)); }
+int main(int argc, char** argv) {
+  gpucompute::g_options = gpucompute::Parse(argc, argv);
+  return gpucompute::Run(gpucompute::g_options);
+}
