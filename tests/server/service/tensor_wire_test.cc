@@ -19,8 +19,8 @@ namespace {
 using ::testing::HasSubstr;
 
 using testing_wire::Joined;
-using testing_wire::SampleChunk;
 using testing_wire::RandomBytes;
+using testing_wire::SampleChunk;
 using testing_wire::Sliced;
 
 TEST(TensorWire, PutTensorChunkHeaderAndData) {
