@@ -170,6 +170,10 @@ def test_sigterm_finishes_open_submit_streams(tmp_path):
             t, y, f0 = _series(rng)
             busy.submit(i, job(t, y, slow_frequencies if i == 0 else 4000))
             expected[str(i)] = f0
+        # Job 0 reaches an idle server and runs at once; the others queue behind it. `held`
+        # is sent only then, so that it queues too (sent at once, it could reach the idle
+        # server first and run alone).
+        time.sleep(0.5)
         t, y, f_held = _series(rng)
         late.submit("held", job(t, y, 4000))  # queued with busy's: late is open at the signal
         time.sleep(0.5)  # the server has read `in_flight` of busy's jobs and late's by now
