@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/cpp/large_tensors.h"
 #include "client/cpp/tensor_util.h"
+#include "client/cpp/uninitialized_string.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "wire/tensor_chunk.h"
 
@@ -320,38 +321,33 @@ struct GetTensorDownload {
   int remaining ABSL_GUARDED_BY(mu) = 0;
   absl::Status error ABSL_GUARDED_BY(mu);
   bool sized ABSL_GUARDED_BY(mu) = false;  // result.data has the range's length
-  bool caller_sizes = false;  // SizeFor sizes it (set before the streams start)
   GetTensorResult result;  // data written by the streams at disjoint slices once sized
   int64_t offset = 0;      // of the whole range in the tensor
   absl::Time start = absl::Now();
   std::promise<absl::StatusOr<GetTensorResult>> promise;
 
-  // The first stream's TensorInfo sizes the buffer unless the caller sizes it (SizeFor).
+  // The first stream's TensorInfo sizes the buffer unless the caller sized it (SizeFor).
   void Size(const v1::TensorInfo& info, int64_t length) {
     absl::MutexLock lock(&mu);
-    if (!sized && !caller_sizes) {
-      result.data.resize(static_cast<size_t>(std::max<int64_t>(0, length)));
+    if (!sized) {
+      ResizeUninitialized(&result.data, static_cast<size_t>(std::max<int64_t>(0, length)));
       sized = true;
     }
     result.info = info;
   }
 
-  // Sizes the buffer for `length` bytes while the streams are under way: zeroing and faulting
-  // in a large buffer takes a while, and the first messages arrive meanwhile.
+  // Sizes the buffer for `length` bytes before the streams start, unwritten: each stream's
+  // copies first touch its own slice's pages, in parallel.
   void SizeFor(int64_t length) {
-    std::string buffer(static_cast<size_t>(std::max<int64_t>(0, length)), '\0');
     absl::MutexLock lock(&mu);
-    result.data = std::move(buffer);
+    ResizeUninitialized(&result.data, static_cast<size_t>(std::max<int64_t>(0, length)));
     sized = true;
   }
 
-  // Before a stream's first copy: waits for SizeFor when the caller sizes the buffer. False
-  // when the buffer is not sized and nobody will size it (data before the TensorInfo).
-  bool AwaitSized() {
+  // False before the buffer is sized (data before the TensorInfo).
+  bool Sized() {
     absl::MutexLock lock(&mu);
-    if (!caller_sizes) return sized;
-    mu.Await(absl::Condition(&sized));
-    return true;
+    return sized;
   }
 
   void StreamDone(const absl::Status& status) {
@@ -421,7 +417,7 @@ class GetTensorStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, g
           request_.length() > 0 ? request_.length() : info.bytes() - request_.offset();
       download_->Size(info, length);
     }
-    if (!download_->AwaitSized()) {
+    if (!download_->Sized()) {
       return absl::InternalError("GetTensor: the server sent bytes before the TensorInfo");
     }
     const int64_t offset = chunk->offset;
@@ -859,7 +855,7 @@ std::future<absl::StatusOr<GetTensorResult>> Client::GetTensorAsync(std::string 
     absl::MutexLock lock(&download->mu);
     download->remaining = streams;
   }
-  download->caller_sizes = streams > 1;
+  if (streams > 1) download->SizeFor(length);
   std::future<Out> future = download->promise.get_future();
   const int64_t slice = streams > 1 ? (length + streams - 1) / streams : get.length;
   for (int i = 0; i < streams; ++i) {
@@ -872,7 +868,6 @@ std::future<absl::StatusOr<GetTensorResult>> Client::GetTensorAsync(std::string 
     Configure(options, stream->context());
     stream->Start(TransferStub(get.first_stream + (streams > 1 ? i : 0)));
   }
-  if (streams > 1) download->SizeFor(length);
   return future;
 }
 
