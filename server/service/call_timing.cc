@@ -64,6 +64,11 @@ void AddTimings(grpc::CallbackServerContext* context, const JobTimings& t, absl:
   context->AddTrailingMetadata("x-gpucompute-batch-requests", absl::StrCat(t.batch_requests));
 }
 
+absl::Status RecordedStatus(const absl::Status& status, bool cancelled, absl::Time deadline) {
+  if (status.ok() || !cancelled || absl::Now() >= deadline) return status;
+  return absl::CancelledError(absl::StrCat("cancelled by the client (", status.message(), ")"));
+}
+
 void RecordCallEnd(metrics::ServerMetrics* metrics, absl::string_view op,
                    const absl::Status& status, const JobTimings& /*timings*/, absl::Time start) {
   // Queue and compute time are recorded by the schedulers, per request they run.

@@ -54,6 +54,11 @@ absl::StatusOr<std::pair<Caller, InFlightSlot>> AuthenticateAndEnter(
 // -batch-requests.
 void AddTimings(grpc::CallbackServerContext* context, const JobTimings& t, absl::Time start);
 
+// The status a call is recorded with: a failure of a call that its client cancelled before its
+// deadline is CANCELLED, whatever the server saw (a batch that every caller left reports
+// DEADLINE_EXCEEDED to them all, cancelled or not).
+absl::Status RecordedStatus(const absl::Status& status, bool cancelled, absl::Time deadline);
+
 // Every operation call, unary or on a stream, ends here once, before its reply is sent (so a
 // scrape after the reply counts it): `op` is its name ("periodogram", "dense", "assimilate",
 // "echo"; "load_model", "unload_model"). Records the outcome by op and status code and the

@@ -43,7 +43,9 @@ grpc::ServerUnaryReactor* RunUnary(const char* op, Run run, const ServiceParts& 
                                                                    const JobTimings& t) {
         slot->Release();  // before the reply: the caller's next call may take it
         AddTimings(context, t, start);
-        RecordCallEnd(metrics, op, status, t, start);
+        RecordCallEnd(metrics, op,
+                      RecordedStatus(status, context->IsCancelled(), ToAbslTime(context->deadline())),
+                      t, start);
         reactor->Finish(ToGrpcStatus(status));
       });
   return reactor;
@@ -85,7 +87,7 @@ grpc::ServerUnaryReactor* ComputeService::Echo(grpc::CallbackServerContext* cont
   return RunUnary("echo", RunEcho, parts_, context, *request, response);
 }
 
-grpc::ServerBidiReactor<v1::SubmitRequest, v1::SubmitResponse>* ComputeService::Submit(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ComputeService::Submit(
     grpc::CallbackServerContext* context) {
   return new SubmitReactor(context, &parts_, &submit_streams_);
 }

@@ -11,9 +11,21 @@
 
 namespace gpucompute {
 
-// The service, with PutTensor and GetTensor taking their messages raw (tensor_wire.h).
-using ComputeServiceBase = v1::Compute::WithRawCallbackMethod_PutTensor<
-    v1::Compute::WithRawCallbackMethod_GetTensor<v1::Compute::CallbackService>>;
+// The service, with PutTensor and GetTensor taking their messages raw (tensor_wire.h), and
+// Submit too (it parses each job itself, to tell a corrupt message from the end of the stream).
+namespace compute_service_internal {
+using C = v1::Compute;
+// Every method once: a raw method's handler takes the typed one's parameters, so the two
+// cannot be stacked on CallbackService.
+using Base = C::WithCallbackMethod_Periodogram<C::WithCallbackMethod_LoadModel<
+    C::WithCallbackMethod_UnloadModel<C::WithCallbackMethod_ListModels<C::WithCallbackMethod_Dense<
+        C::WithCallbackMethod_Assimilate<C::WithCallbackMethod_ServerInfo<C::WithRawCallbackMethod_Submit<
+            C::WithCallbackMethod_Echo<C::WithCallbackMethod_CreateTensor<C::WithRawCallbackMethod_PutTensor<
+                C::WithRawCallbackMethod_GetTensor<C::WithCallbackMethod_DeleteTensor<
+                    C::WithCallbackMethod_ListTensors<C::WithCallbackMethod_RegisterSharedMemory<
+                        C::WithCallbackMethod_UnregisterSharedMemory<C::Service>>>>>>>>>>>>>>>>;
+}  // namespace compute_service_internal
+using ComputeServiceBase = compute_service_internal::Base;
 
 class ComputeService final : public ComputeServiceBase {
  public:
@@ -39,7 +51,7 @@ class ComputeService final : public ComputeServiceBase {
   grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
                                  const v1::EchoRequest* request,
                                  v1::EchoResponse* response) override;
-  grpc::ServerBidiReactor<v1::SubmitRequest, v1::SubmitResponse>* Submit(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Submit(
       grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* ServerInfo(grpc::CallbackServerContext* context,
                                        const v1::ServerInfoRequest* request,

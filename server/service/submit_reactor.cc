@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
 #include "server/service/call_timing.h"
 #include "server/service/operation_calls.h"
 #include "server/service/status_mapping.h"
@@ -16,7 +17,9 @@ namespace gpucompute {
 struct SubmitReactor::Job {
   v1::SubmitRequest request;
   v1::SubmitResponse response;
+  grpc::ByteBuffer wire;       // the response serialized, while it waits to be written
   absl::Time start;
+  absl::Time deadline = absl::InfiniteFuture();  // the job's own, or the stream's
   const char* op = "unknown";  // the metrics' name of the operation, set at launch
   InFlightSlot slot;           // one of the token's, while the job runs
 };
@@ -122,10 +125,12 @@ void SubmitReactor::Drain() {
 
 void SubmitReactor::OnReadDone(bool ok) {
   std::unique_ptr<Job> job;
+  bool parsed = false;
   if (ok) {
     job = std::make_unique<Job>();
     job->start = absl::Now();
-    job->request.Swap(&incoming_);
+    parsed = grpc::SerializationTraits<v1::SubmitRequest>::Deserialize(&incoming_, &job->request).ok();
+    incoming_.Clear();
   }
   {
     absl::MutexLock lock(&mu_);
@@ -133,10 +138,18 @@ void SubmitReactor::OnReadDone(bool ok) {
     // A read still outstanding when a shutting-down stream finished: the job is not answered
     // (the stream's UNAVAILABLE tells the client it was not run).
     if (finished_) return;
-    if (ok) {
+    if (ok && parsed) {
+      ++messages_read_;
       ++in_flight_;
     } else {
       reads_done_ = true;
+      if (ok) {
+        corrupt_ = absl::InvalidArgumentError(absl::StrCat(
+            "Submit: message ", messages_read_ + 1, " of the stream is not a SubmitRequest (it does "
+            "not parse); no more jobs are read, and the ", messages_read_,
+            " read before it are answered"));
+        job.reset();
+      }
     }
   }
   if (job) Launch(std::move(job));
@@ -152,6 +165,7 @@ void SubmitReactor::Launch(std::unique_ptr<Job> owned) {
   if (r.timeout_us() > 0) {
     call.deadline = std::min(call.deadline, job->start + absl::Microseconds(r.timeout_us()));
   }
+  job->deadline = call.deadline;
   call.is_cancelled = [this] { return cancelled_.load(std::memory_order_relaxed); };
   call.client = caller_.id;
   const CallDone done = [this, job](const absl::Status& status, const JobTimings& timings) {
@@ -199,7 +213,8 @@ void SubmitReactor::Launch(std::unique_ptr<Job> owned) {
 void SubmitReactor::JobDone(Job* raw, const absl::Status& status, const JobTimings& timings) {
   std::unique_ptr<Job> job(raw);
   job->slot.Release();
-  RecordCallEnd(parts_->metrics, job->op, status, timings, job->start);
+  RecordCallEnd(parts_->metrics, job->op, RecordedStatus(status, cancelled_.load(), job->deadline),
+                timings, job->start);
   v1::SubmitResponse& out = job->response;
   out.set_id(job->request.id());
   if (!status.ok()) {
@@ -213,6 +228,9 @@ void SubmitReactor::JobDone(Job* raw, const absl::Status& status, const JobTimin
   t->set_total_us(absl::ToInt64Microseconds(absl::Now() - job->start));
   t->set_batch_requests(timings.batch_requests);
   job->request.Clear();  // the inputs are no longer needed while the result waits to be written
+  bool own_buffer = false;
+  (void)grpc::SerializationTraits<v1::SubmitResponse>::Serialize(out, &job->wire, &own_buffer);
+  out.Clear();
   {
     absl::MutexLock lock(&mu_);
     --in_flight_;
@@ -238,7 +256,7 @@ void SubmitReactor::OnCancel() {
 
 void SubmitReactor::Step() {
   bool read = false;
-  const v1::SubmitResponse* write = nullptr;
+  const grpc::ByteBuffer* write = nullptr;
   bool finish = false;
   bool linger = false;
   grpc::Status status;
@@ -258,7 +276,7 @@ void SubmitReactor::Step() {
     }
     if (!writing_ && !to_write_.empty()) {
       writing_ = true;
-      write = &to_write_.front()->response;
+      write = &to_write_.front()->wire;
     }
     // Shutting down, the stream finishes without waiting for the client's next message: an
     // outstanding read then ends with the call (OnReadDone after finished_).
@@ -268,6 +286,8 @@ void SubmitReactor::Step() {
       finish = true;
       if (cancelled) {
         status = grpc::Status(grpc::StatusCode::CANCELLED, "Submit stream cancelled");
+      } else if (!corrupt_.ok()) {
+        status = ToGrpcStatus(corrupt_);
       } else if (draining_ && !reads_done_) {
         status = grpc::Status(grpc::StatusCode::UNAVAILABLE, kShuttingDownMessage);
       }

@@ -1,7 +1,10 @@
 // The Submit stream: jobs of any operation in, results out as each finishes. At most
 // `limits.stream.max_jobs_in_flight` jobs of a stream run at once: the next job is read only
 // when one finishes, so a fast client is held back by HTTP/2 flow control instead of filling
-// a queue. A job that fails is answered with its own status and the stream goes on.
+// a queue. A job that fails is answered with its own status and the stream goes on. A
+// message that does not parse as a SubmitRequest ends the reading: the jobs read before it are
+// answered, then the stream finishes INVALID_ARGUMENT saying which message it was (messages
+// travel raw, so that a corrupt one is told apart from the client's half-close).
 // Cancelling the stream (or a failed write) cancels the jobs not yet dispatched; the stream
 // finishes once every started job has come back. On a server with tokens the stream needs a
 // valid one, and each job takes one of its in-flight slots (a job refused one is answered
@@ -30,6 +33,7 @@
 #include <string>
 
 #include <grpcpp/alarm.h>
+#include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/server_callback.h>
 
 #include "absl/base/thread_annotations.h"
@@ -78,8 +82,7 @@ class SubmitStreams {
   absl::flat_hash_set<SubmitReactor*> open_ ABSL_GUARDED_BY(mu_);
 };
 
-class SubmitReactor final
-    : public grpc::ServerBidiReactor<v1::SubmitRequest, v1::SubmitResponse> {
+class SubmitReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   // Starts reading at once; deletes itself when the call is done (and no BeginShutdown holds
   // it). `streams` must outlive the call.
@@ -119,12 +122,14 @@ class SubmitReactor final
   Caller caller_;  // authenticated once per stream
   std::atomic<bool> cancelled_{false};
   std::atomic<int> refs_{1};  // gRPC's, until OnDone
-  v1::SubmitRequest incoming_;  // the read buffer; only touched while a read is outstanding
+  grpc::ByteBuffer incoming_;  // the read buffer; only touched while a read is outstanding
 
   absl::Mutex mu_;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;       // launched, not yet done
   bool reading_ ABSL_GUARDED_BY(mu_) = false;    // a read is outstanding
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false; // the client half-closed, or the stream broke
+  int64_t messages_read_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status corrupt_ ABSL_GUARDED_BY(mu_);    // why reading stopped at a bad message
   bool draining_ ABSL_GUARDED_BY(mu_) = false;   // the server is shutting down
   bool writing_ ABSL_GUARDED_BY(mu_) = false;    // to_write_.front() is being written
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

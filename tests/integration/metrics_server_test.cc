@@ -12,6 +12,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <httplib.h>
@@ -325,6 +326,41 @@ TEST_F(MetricsServer, CountsMoveWithCallsAndTheTextParses) {
     EXPECT_TRUE(std::isinf(by_bound.back().first));
     EXPECT_EQ(by_bound.back().second, after.Get(family + "_count{" + labels + "}")) << family;
   }
+}
+
+// A call its client cancels is counted CANCELLED, not DEADLINE_EXCEEDED (the batch it was in,
+// left by every caller, ends DEADLINE_EXCEEDED on the server).
+TEST_F(MetricsServer, CancelledCallsAreCountedCancelled) {
+  std::mt19937_64 rng(11);
+  auto s = periodogram::testing::RandomSeries(rng, 2000, 1.5, false);
+  v1::PeriodogramRequest req;
+  auto* series = req.add_series();
+  *series->mutable_t() = Vec(s.t);
+  *series->mutable_y() = Vec(s.y);
+  auto* grid = req.mutable_frequency()->mutable_uniform();  // seconds of work on the CPU
+  grid->set_f0(0.01);
+  grid->set_df(1e-6);
+  grid->set_n(4'000'000);
+  req.set_method(v1::PERIODOGRAM_METHOD_DIRECT);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ctx.TryCancel();
+  });
+  v1::PeriodogramResponse resp;
+  const grpc::Status status = stub_->Periodogram(&ctx, req, &resp);
+  canceller.join();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED) << status.error_message();
+  const std::string cancelled = R"(gpucompute_request_failure_total{op="periodogram",code="CANCELLED"})";
+  Scrape after;
+  for (int i = 0; i < 200 && !after.Has(cancelled); ++i) {  // the server ends it shortly after
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    after = DoScrape();
+  }
+  EXPECT_EQ(after.Get(cancelled), 1) << after.text;
+  EXPECT_FALSE(after.Has(R"(gpucompute_request_failure_total{op="periodogram",code="DEADLINE_EXCEEDED"})"))
+      << after.text;
 }
 
 TEST_F(MetricsServer, ATakenPortIsAnErrorAndShutdownClosesTheEndpoint) {

@@ -1,0 +1,152 @@
+// What a peer that does not follow the protocol gets, through a real server on loopback: a
+// precise status, nothing lost that the server had accepted, nothing left behind, and the next
+// call served. Messages are written raw, so that they can be what no client library sends.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/impl/client_unary_call.h>
+#include <grpcpp/support/sync_stream.h>
+
+#include "gmock/gmock.h"
+#include "gpucompute/v1/compute.grpc.pb.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
+#include "gtest/gtest.h"
+#include "server/service/server.h"
+#include "tests/integration/loopback_server.h"
+
+namespace gpucompute {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A message's bytes as one buffer.
+grpc::ByteBuffer Raw(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+template <typename Message>
+grpc::ByteBuffer Wire(const Message& m) {
+  return Raw(m.SerializeAsString());
+}
+
+template <typename Message>
+bool Parse(grpc::ByteBuffer* buffer, Message* out) {
+  return grpc::SerializationTraits<Message>::Deserialize(buffer, out).ok();
+}
+
+// Field 1, length-delimited, 200 bytes long, of which 3 follow: no protobuf parser takes it.
+const std::string kTruncated = std::string("\x0a\xc8\x01", 3) + "abc";
+
+v1::SubmitRequest EchoJob(const std::string& id) {
+  v1::SubmitRequest job;
+  job.set_id(id);
+  v1::Tensor* t = job.mutable_echo()->mutable_tensor();
+  t->set_dtype(v1::FLOAT64);
+  t->add_shape(2);
+  t->set_data(std::string(16, '\0'));
+  return job;
+}
+
+class HostileInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    loopback_.Start(testing::LoopbackConfig());
+    ASSERT_NE(loopback_.server, nullptr);
+  }
+
+  // A bidi or client-streaming call of `method` that reads and writes raw buffers.
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> Bidi(
+      const char* method, grpc::ClientContext* context) {
+    return std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>>(
+        grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+            loopback_.channel.get(),
+            grpc::internal::RpcMethod(method, grpc::internal::RpcMethod::BIDI_STREAMING), context));
+  }
+  std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> Upload(const char* method,
+                                                               grpc::ClientContext* context,
+                                                               grpc::ByteBuffer* response) {
+    return std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>>(
+        grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(
+            loopback_.channel.get(),
+            grpc::internal::RpcMethod(method, grpc::internal::RpcMethod::CLIENT_STREAMING), context,
+            response));
+  }
+
+  // The server still answers: an Echo on a new call.
+  void ExpectServing() {
+    grpc::ClientContext context;
+    v1::EchoResponse response;
+    const grpc::Status s = loopback_.stub->Echo(&context, EchoJob("x").echo(), &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+
+  testing::LoopbackServer loopback_;
+};
+
+// A corrupt message in a Submit stream: the job before it is answered, the stream ends
+// INVALID_ARGUMENT naming the message (it used to end OK, as if the client had half-closed,
+// and the job after it was lost without a word).
+TEST_F(HostileInput, CorruptSubmitMessageEndsTheStreamAfterAnsweringTheJobsRead) {
+  grpc::ClientContext context;
+  auto stream = Bidi("/gpucompute.v1.Compute/Submit", &context);
+  ASSERT_TRUE(stream->Write(Wire(EchoJob("1"))));
+  (void)stream->Write(Raw(kTruncated));
+  (void)stream->Write(Wire(EchoJob("2")));  // after the corrupt one: never read
+  (void)stream->WritesDone();
+  std::vector<std::string> answered;
+  grpc::ByteBuffer buffer;
+  while (stream->Read(&buffer)) {
+    v1::SubmitResponse r;
+    ASSERT_TRUE(Parse(&buffer, &r));
+    EXPECT_EQ(r.code(), 0) << r.message();
+    answered.push_back(r.id());
+  }
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("message 2 of the stream is not a SubmitRequest"));
+  EXPECT_THAT(answered, ::testing::ElementsAre("1"));
+  ExpectServing();
+}
+
+// A corrupt first message: nothing to answer, the same status.
+TEST_F(HostileInput, CorruptFirstSubmitMessage) {
+  grpc::ClientContext context;
+  auto stream = Bidi("/gpucompute.v1.Compute/Submit", &context);
+  (void)stream->Write(Raw(kTruncated));
+  (void)stream->WritesDone();
+  grpc::ByteBuffer buffer;
+  EXPECT_FALSE(stream->Read(&buffer));
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("message 1 of the stream"));
+  ExpectServing();
+}
+
+// A corrupt PutTensor message after a good first one: INVALID_ARGUMENT, and the tensor the
+// stream created is gone (nobody has its handle).
+TEST_F(HostileInput, CorruptPutTensorMessageIsInvalidArgumentAndLeavesNothing) {
+  grpc::ClientContext context;
+  grpc::ByteBuffer response;
+  auto upload = Upload("/gpucompute.v1.Compute/PutTensor", &context, &response);
+  v1::PutTensorChunk first;
+  first.mutable_header()->set_dtype(v1::FLOAT64);
+  first.mutable_header()->add_shape(4);
+  first.set_data(std::string(16, '\0'));
+  ASSERT_TRUE(upload->Write(Wire(first)));
+  (void)upload->Write(Raw(kTruncated));
+  (void)upload->WritesDone();
+  const grpc::Status status = upload->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+
+  grpc::ClientContext list_context;
+  v1::ListTensorsResponse listed;
+  ASSERT_TRUE(loopback_.stub->ListTensors(&list_context, v1::ListTensorsRequest(), &listed).ok());
+  EXPECT_EQ(listed.tensors_size(), 0);
+  ExpectServing();
+}
+
+}  // namespace
+}  // namespace gpucompute
