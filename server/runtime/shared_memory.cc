@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/byte_range.h"
 #include "spdlog/spdlog.h"
 
 namespace gpucompute {
@@ -84,7 +85,7 @@ absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegion::Map(std:
   }
   if (offset > st.st_size || size > st.st_size - offset) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "offset + byte_size: the region [", offset, ", ", offset + size, ") is outside the object \"",
+        "offset + byte_size: the region ", ByteRange(offset, size), " is outside the object \"",
         r->key_, "\" of ", st.st_size, " bytes"));
   }
   const int64_t page = sysconf(_SC_PAGESIZE);

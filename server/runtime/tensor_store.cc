@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "server/common/byte_range.h"
 #include "server/common/parallel_copy.h"
 #include "spdlog/spdlog.h"
 
@@ -73,8 +74,8 @@ absl::Status ResidentTensor::Write(int64_t offset, absl::Span<const absl::string
   int64_t n = 0;
   for (absl::string_view p : pieces) n += static_cast<int64_t>(p.size());
   if (offset < 0 || offset > bytes_ || n > bytes_ - offset) {
-    return absl::InvalidArgumentError(absl::StrCat("offset: bytes [", offset, ", ", offset + n,
-                                                   ") are outside the tensor's ", bytes_, " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat("offset: bytes ", ByteRange(offset, n),
+                                                   " are outside the tensor's ", bytes_, " bytes"));
   }
   {
     absl::MutexLock lock(&mu_);

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/common/byte_range.h"
 #include "server/common/guarded_copy.h"
 #include "server/common/status_macros.h"
 
@@ -82,13 +83,9 @@ absl::StatusOr<RegionRange> ResolveRegionRange(const TensorContext& context,
   int64_t length = ref.length();
   if (length == 0 && zero_length_is_rest) length = size - ref.offset();
   if (length < 0 || length > size - ref.offset()) {
-    // The end in unsigned arithmetic (offset >= 0 here): a length near INT64_MAX would
-    // overflow offset + length.
-    const std::string end =
-        length < 0 ? absl::StrCat(ref.offset() + length)
-                   : absl::StrCat(static_cast<uint64_t>(ref.offset()) + static_cast<uint64_t>(length));
-    return absl::InvalidArgumentError(absl::StrCat(field, ".length: bytes [", ref.offset(), ", ",
-                                                   end, ") are outside region \"", ref.region(),
+    return absl::InvalidArgumentError(absl::StrCat(field, ".length: bytes ",
+                                                   ByteRange(ref.offset(), length),
+                                                   " are outside region \"", ref.region(),
                                                    "\" of ", size, " bytes"));
   }
   return RegionRange{*std::move(region), ref.offset(), ref.offset() + length};

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
+#include "server/common/byte_range.h"
 #include "server/service/call_timing.h"
 #include "server/service/status_mapping.h"
 #include "server/service/tensor_codec.h"
@@ -166,9 +167,8 @@ absl::Status GetTensorReactor::Open(const v1::GetTensorRequest& request) {
   }
   const int64_t length = request.length() == 0 ? size - request.offset() : request.length();
   if (length < 0 || length > size - request.offset()) {
-    return absl::InvalidArgumentError(absl::StrCat("length: bytes [", request.offset(), ", ",
-                                                   request.offset() + length,
-                                                   ") are outside the tensor's ", size, " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat("length: bytes ", ByteRange(request.offset(), length),
+                                                   " are outside the tensor's ", size, " bytes"));
   }
   if (request.chunk_bytes() < 0) {
     return absl::InvalidArgumentError(

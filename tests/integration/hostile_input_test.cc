@@ -1,6 +1,8 @@
 // What a peer that does not follow the protocol gets, through a real server on loopback: a
 // precise status, nothing lost that the server had accepted, nothing left behind, and the next
 // call served. Messages are written raw, so that they can be what no client library sends.
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
+#include "client/cpp/shared_memory_region.h"
 #include "gtest/gtest.h"
 #include "server/service/server.h"
 #include "tests/integration/loopback_server.h"
@@ -53,7 +56,9 @@ v1::SubmitRequest EchoJob(const std::string& id) {
 class HostileInput : public ::testing::Test {
  protected:
   void SetUp() override {
-    loopback_.Start(testing::LoopbackConfig());
+    ServerConfig c = testing::LoopbackConfig();
+    c.allow_shared_memory = true;
+    loopback_.Start(c);
     ASSERT_NE(loopback_.server, nullptr);
   }
 
@@ -145,6 +150,73 @@ TEST_F(HostileInput, CorruptPutTensorMessageIsInvalidArgumentAndLeavesNothing) {
   v1::ListTensorsResponse listed;
   ASSERT_TRUE(loopback_.stub->ListTensors(&list_context, v1::ListTensorsRequest(), &listed).ok());
   EXPECT_EQ(listed.tensors_size(), 0);
+  ExpectServing();
+}
+
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+
+// Offsets and lengths near 2^63: INVALID_ARGUMENT, and the range in the message is the one sent
+// (its end computed without overflowing).
+TEST_F(HostileInput, RangesNearTheTopOfInt64AreRefusedExactly) {
+  // PutTensor: a chunk at an offset whose end passes INT64_MAX.
+  {
+    grpc::ClientContext context;
+    grpc::ByteBuffer response;
+    auto upload = Upload("/gpucompute.v1.Compute/PutTensor", &context, &response);
+    v1::PutTensorChunk first;
+    first.mutable_header()->set_dtype(v1::FLOAT64);
+    first.mutable_header()->add_shape(4);
+    first.set_offset(kMax - 3);
+    first.set_data(std::string(16, '\0'));
+    (void)upload->Write(Wire(first));
+    (void)upload->WritesDone();
+    const grpc::Status status = upload->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("[9223372036854775804, 9223372036854775820) are outside the tensor's 32 bytes"));
+  }
+  // GetTensor: a length whose end passes INT64_MAX, on a complete tensor.
+  {
+    grpc::ClientContext context;
+    grpc::ByteBuffer response;
+    auto upload = Upload("/gpucompute.v1.Compute/PutTensor", &context, &response);
+    v1::PutTensorChunk whole;
+    whole.mutable_header()->set_dtype(v1::FLOAT64);
+    whole.mutable_header()->add_shape(4);
+    whole.set_data(std::string(32, '\0'));
+    ASSERT_TRUE(upload->Write(Wire(whole)));
+    ASSERT_TRUE(upload->WritesDone());
+    ASSERT_TRUE(upload->Finish().ok());
+    v1::TensorInfo info;
+    ASSERT_TRUE(Parse(&response, &info));
+    grpc::ClientContext get_context;
+    v1::GetTensorRequest get;
+    get.set_handle(info.handle());
+    get.set_offset(8);
+    get.set_length(kMax - 2);
+    auto reader = loopback_.stub->GetTensor(&get_context, get);
+    v1::TensorData data;
+    while (reader->Read(&data)) {
+    }
+    const grpc::Status status = reader->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr("[8, 9223372036854775813) are outside the tensor's 32 bytes"));
+  }
+  // RegisterSharedMemory: a region whose end passes INT64_MAX, in a real object.
+  {
+    auto object = client::SharedMemoryRegion::Create(4096);
+    ASSERT_TRUE(object.ok()) << object.status();
+    grpc::ClientContext context;
+    v1::RegisterSharedMemoryRequest request;
+    request.set_name("far");
+    request.set_key(object->key());
+    request.set_offset(kMax - 10);
+    request.set_byte_size(100);
+    v1::RegisterSharedMemoryResponse response;
+    const grpc::Status status = loopback_.stub->RegisterSharedMemory(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr("[9223372036854775797, 9223372036854775897) is outside"));
+  }
   ExpectServing();
 }
 
