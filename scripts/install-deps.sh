@@ -4,7 +4,7 @@
 # it is found at /usr/local/cuda when present, and the build falls back to CPU-only without it.
 set -euo pipefail
 packages=(
-  build-essential cmake ninja-build pkg-config git ca-certificates openssl
+  build-essential cmake ninja-build pkg-config git ca-certificates openssl libssl-dev
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev

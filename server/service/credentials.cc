@@ -7,10 +7,16 @@
 
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_credentials_options.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 
 namespace gpucompute {
 namespace {
@@ -33,6 +39,65 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag, c
                                                    key ? "private key" : "certificate"));
   }
   return text.str();
+}
+
+// OpenSSL's reason for the last failure on this thread (its error queue is emptied).
+std::string OpenSslError() {
+  const unsigned long code = ERR_peek_last_error();
+  const char* reason = code != 0 ? ERR_reason_error_string(code) : nullptr;
+  std::string out = reason != nullptr ? reason : "no PEM block of that kind";
+  ERR_clear_error();
+  return out;
+}
+
+struct BioFree {
+  void operator()(BIO* b) const { BIO_free(b); }
+};
+struct X509Free {
+  void operator()(X509* x) const { X509_free(x); }
+};
+struct KeyFree {
+  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+};
+
+std::unique_ptr<BIO, BioFree> MemoryBio(const std::string& pem) {
+  return std::unique_ptr<BIO, BioFree>(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+}
+
+// The first certificate of `pem` (the file of --`flag` at `path`) as OpenSSL reads it.
+absl::StatusOr<std::unique_ptr<X509, X509Free>> ParseCertificate(const std::string& pem,
+                                                                  const std::string& path,
+                                                                  const char* flag) {
+  auto bio = MemoryBio(pem);
+  std::unique_ptr<X509, X509Free> cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+  if (cert == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path,
+                                                   ": the certificate does not parse (", OpenSslError(), ")"));
+  }
+  return cert;
+}
+
+// What gRPC would otherwise find only at the first handshake (and then fail every one): the
+// files must parse, and the key must be the certificate's. Passphrase-protected keys are
+// refused here as gRPC refuses them.
+absl::Status CheckKeyAndCertificate(const TlsFiles& files, const std::string& cert_pem,
+                                    const std::string& key_pem) {
+  ASSIGN_OR_RETURN(auto cert, ParseCertificate(cert_pem, files.cert_file, "tls_cert_file"));
+  auto bio = MemoryBio(key_pem);
+  std::unique_ptr<EVP_PKEY, KeyFree> key(
+      PEM_read_bio_PrivateKey(bio.get(), nullptr, [](char*, int, int, void*) { return 0; }, nullptr));
+  if (key == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("--tls_key_file ", files.key_file,
+                                                   ": the private key does not parse (", OpenSslError(),
+                                                   "; an encrypted key is not supported)"));
+  }
+  if (X509_check_private_key(cert.get(), key.get()) != 1) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls_key_file ", files.key_file, " is not the key of the certificate in --tls_cert_file ",
+        files.cert_file, " (their public keys differ)"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -65,6 +130,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(c
     }
     return grpc::experimental::TlsServerCredentials(options);
   }
+  if (absl::Status checked = CheckTlsFiles(files); !checked.ok()) return checked;
   auto cert = ReadPem(files.cert_file, "tls_cert_file", "CERTIFICATE");
   if (!cert.ok()) return cert.status();
   auto key = ReadPem(files.key_file, "tls_key_file", "PRIVATE KEY");
@@ -87,14 +153,13 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(c
 
 absl::Status CheckTlsFiles(const TlsFiles& files) {
   if (!files.enabled()) return absl::OkStatus();
-  if (auto cert = ReadPem(files.cert_file, "tls_cert_file", "CERTIFICATE"); !cert.ok()) {
-    return cert.status();
-  }
-  if (auto key = ReadPem(files.key_file, "tls_key_file", "PRIVATE KEY"); !key.ok()) return key.status();
+  ASSIGN_OR_RETURN(const std::string cert, ReadPem(files.cert_file, "tls_cert_file", "CERTIFICATE"));
+  ASSIGN_OR_RETURN(const std::string key, ReadPem(files.key_file, "tls_key_file", "PRIVATE KEY"));
+  RETURN_IF_ERROR(CheckKeyAndCertificate(files, cert, key));
   if (!files.client_ca_file.empty()) {
-    if (auto ca = ReadPem(files.client_ca_file, "tls_client_ca_file", "CERTIFICATE"); !ca.ok()) {
-      return ca.status();
-    }
+    ASSIGN_OR_RETURN(const std::string ca,
+                     ReadPem(files.client_ca_file, "tls_client_ca_file", "CERTIFICATE"));
+    RETURN_IF_ERROR(ParseCertificate(ca, files.client_ca_file, "tls_client_ca_file").status());
   }
   return absl::OkStatus();
 }

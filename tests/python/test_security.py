@@ -699,3 +699,13 @@ def test_bad_security_flags_fail_start_up(tmp_path, pki):
     assert "holds no private key" in _start_fails(tmp_path,
                                                   f"--tls_cert_file={pki / 'server.crt'}",
                                                   f"--tls_key_file={pki / 'server.crt'}")
+    # Well-formed, but the key of another certificate (gRPC would fail every handshake), with
+    # and without reloading; a certificate block that does not parse.
+    for reload in ("--tls_reload_s=0", "--tls_reload_s=60"):
+        log = _start_fails(tmp_path, f"--tls_cert_file={pki / 'server.crt'}",
+                           f"--tls_key_file={pki / 'client.key'}", reload)
+        assert "is not the key of the certificate in --tls_cert_file" in log, log
+    garbled = tmp_path / "garbled.crt"
+    garbled.write_text("-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n")
+    assert "the certificate does not parse" in _start_fails(
+        tmp_path, f"--tls_cert_file={garbled}", f"--tls_key_file={pki / 'server.key'}")
