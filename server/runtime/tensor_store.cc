@@ -204,13 +204,18 @@ absl::Status TensorStore::CheckQuota(absl::string_view owner, int64_t bytes, int
         "client \"", owner, "\" has ", u.count, " resident tensors; the limit is ",
         options_.max_tensors_per_client, " per client (--tensor_quota_count)"));
   }
-  if (u.bytes + bytes > options_.max_bytes_per_client) {
+  if (bytes > options_.max_bytes_per_client - u.bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "client \"", owner, "\" has ", u.bytes, " bytes of resident tensors and asks for ", bytes,
         " more; the limit is ", options_.max_bytes_per_client,
         " bytes per client (--tensor_quota_bytes)"));
   }
   return absl::OkStatus();
+}
+
+absl::Status TensorStore::CheckRoom(absl::string_view owner, int64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  return CheckQuota(owner, bytes, 1);
 }
 
 absl::Status TensorStore::Reserve(absl::string_view owner, int64_t bytes, int count) {

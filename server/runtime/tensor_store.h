@@ -145,6 +145,11 @@ class TensorStore {
       absl::string_view owner, std::vector<NewTensor> tensors,
       absl::Duration idle_expiry = absl::InfiniteDuration());
 
+  // RESOURCE_EXHAUSTED, as Create would answer, when a tensor of `bytes` would not fit
+  // `owner`'s quota now; nothing is reserved. Operations check their kept outputs with it
+  // before any work, so that an output too big is refused before it is allocated.
+  absl::Status CheckRoom(absl::string_view owner, int64_t bytes);
+
   // `owner`'s tensor `handle`, for writing (PutTensor): NOT_FOUND unless it exists, belongs to
   // `owner` and has not expired. Counts as a use.
   absl::StatusOr<std::shared_ptr<ResidentTensor>> FindForWrite(absl::string_view owner,

@@ -158,7 +158,7 @@ absl::StatusOr<assimilate::Request> DecodeAssimilateRequest(const v1::Assimilate
         " per request (--assimilate_max_problems)"));
   }
   out.problems.reserve(static_cast<size_t>(count));
-  int64_t response_bytes = 0;
+  int64_t response_bytes = 0, analysis_bytes = 0;
   for (int64_t i = 0; i < count; ++i) {
     ASSIGN_OR_RETURN(assimilate::Problem p,
                      DecodeProblem(request.problems(static_cast<int>(i)), i, limits.assimilate,
@@ -171,7 +171,11 @@ absl::StatusOr<assimilate::Request> DecodeAssimilateRequest(const v1::Assimilate
           "problems: the analyses of problems[0..", i, "] already take ", response_bytes,
           " bytes; responses are limited to ", limits.max_response_bytes, " bytes"));
     }
+    analysis_bytes += p.n * p.N * ElementSize(out.dtype) + p.m * 8;
     out.problems.push_back(std::move(p));
+  }
+  if (resolver != nullptr) {
+    RETURN_IF_ERROR(CheckOutputBytes(resolver->context(), request.output_placement(), analysis_bytes));
   }
   return out;
 }

@@ -41,6 +41,9 @@ absl::StatusOr<dense::Request> DecodeDenseRequest(const v1::DenseRequest& reques
                                                      " bytes; responses are limited to ",
                                                      limits.max_response_bytes, " bytes"));
   }
+  if (resolver != nullptr) {
+    RETURN_IF_ERROR(CheckOutputBytes(resolver->context(), request.output_placement(), response_bytes));
+  }
   out.input = input.bytes;
   return out;
 }

@@ -247,7 +247,8 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
   const auto normalization = static_cast<periodogram::Normalization>(request.normalization());
   const int64_t elem = periodogram::ElementSize(out.dtype);
   int64_t pairs = 0;
-  int64_t output_bytes = 0;
+  int64_t output_bytes = 0;  // inline in the response
+  int64_t power_bytes = 0;   // wherever placed
   out.series.resize(request.series_size());
   for (int i = 0; i < request.series_size(); ++i) {
     const v1::Series& in = request.series(i);
@@ -312,7 +313,9 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
     }
     pairs += static_cast<int64_t>(s.t.size()) * s.grid.size();
     output_bytes += InlineOutputBytes(request.output_placement(), s.grid.size() * elem);
+    power_bytes += s.grid.size() * elem;
   }
+  RETURN_IF_ERROR(CheckOutputBytes(resolver.context(), request.output_placement(), power_bytes));
   out.user_series = static_cast<int64_t>(out.series.size());
   if (pairs > limits.max_pairs_per_request) {
     return absl::ResourceExhaustedError(

@@ -406,6 +406,37 @@ absl::Status CheckOutputPlacement(const TensorContext& context,
       .status();
 }
 
+absl::Status CheckOutputBytes(const TensorContext& context, const v1::OutputPlacement& placement,
+                              int64_t bytes) {
+  if (OutputsInline(placement)) return absl::OkStatus();
+  if (placement.target_case() == v1::OutputPlacement::kSharedMemory) {
+    ASSIGN_OR_RETURN(const RegionRange range,
+                     ResolveRegionRange(context, placement.shared_memory(),
+                                        "output_placement.shared_memory", /*zero_length_is_rest=*/true));
+    if (bytes > range.end - range.begin) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "output_placement.shared_memory.length: the outputs need ", bytes,
+          " bytes but the placement has ", range.end - range.begin));
+    }
+    return absl::OkStatus();
+  }
+  if (context.store == nullptr) return absl::OkStatus();  // CheckOutputPlacement refuses keep
+  if (MayKeep(placement)) {
+    absl::Status room = context.store->CheckRoom(context.client, bytes);
+    if (room.ok()) return room;
+    return absl::Status(room.code(), absl::StrCat("output_placement: the outputs would take ", bytes,
+                                                  " bytes to keep: ", room.message()));
+  }
+  const int64_t quota = context.store->options().max_bytes_per_client;
+  if (bytes > quota) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "output_placement.discard: the outputs would take ", bytes,
+        " bytes while computed; the limit is the tensor quota, ", quota,
+        " bytes per client (--tensor_quota_bytes)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status PlaceOutputs(const TensorContext& context, const v1::OutputPlacement& placement,
                           absl::Span<v1::Tensor* const> outputs) {
   std::vector<OutputTensor> all;

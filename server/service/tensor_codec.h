@@ -130,6 +130,14 @@ int64_t InlineOutputBytes(const v1::OutputPlacement& placement, int64_t bytes);
 // INVALID_ARGUMENT naming `field` when negative.
 absl::StatusOr<absl::Duration> IdleExpiry(int64_t milliseconds, absl::string_view field);
 
+// Checks, before any work is done, that outputs of `bytes` in all can be held where
+// `placement` puts them: kept (keep, keep_above_bytes), within the caller's free tensor quota;
+// discarded, within the quota's size (the server holds them while they are computed); in
+// shared memory, within the placement's range. RESOURCE_EXHAUSTED naming the limit. Inline
+// outputs are bounded by the response size, which each operation checks.
+absl::Status CheckOutputBytes(const TensorContext& context, const v1::OutputPlacement& placement,
+                              int64_t bytes);
+
 // Checks, before any work is done, that `placement` can be honoured: a store for `keep` and
 // `keep_above_bytes` (>= 0); a registered region, and offset/length within it, for
 // `shared_memory`; idle_expiry_ms >= 0. Errors name `output_placement...`.

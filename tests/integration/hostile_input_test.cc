@@ -2,6 +2,7 @@
 // precise status, nothing lost that the server had accepted, nothing left behind, and the next
 // call served. Messages are written raw, so that they can be what no client library sends.
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -150,6 +151,75 @@ TEST_F(HostileInput, CorruptPutTensorMessageIsInvalidArgumentAndLeavesNothing) {
   v1::ListTensorsResponse listed;
   ASSERT_TRUE(loopback_.stub->ListTensors(&list_context, v1::ListTensorsRequest(), &listed).ok());
   EXPECT_EQ(listed.tensors_size(), 0);
+  ExpectServing();
+}
+
+// A model 1 -> 1,048,576 (a 4 MB weight) and 32,768 rows of 1 feature (128 KiB): 128 GiB of
+// output. Inline it is over the response limit; kept, discarded or in shared memory it used to
+// be allocated before any bound was checked (std::bad_alloc, the server aborted). Now every
+// placement is bounded before any work.
+TEST_F(HostileInput, HugeDenseOutputIsRefusedBeforeItIsAllocatedWhateverItsPlacement) {
+  constexpr int64_t kOut = int64_t{1} << 20, kRows = 32768;
+  {
+    grpc::ClientContext context;
+    v1::ModelInfo info;
+    auto writer = loopback_.stub->LoadModel(&context, &info);
+    v1::LoadModelChunk header;
+    header.mutable_header()->set_name("wide");
+    header.mutable_header()->set_dtype(v1::FLOAT32);
+    v1::TensorHeader* w = header.mutable_header()->add_layers()->mutable_weight();
+    w->set_dtype(v1::FLOAT32);
+    w->add_shape(1);
+    w->add_shape(kOut);
+    ASSERT_TRUE(writer->Write(header));
+    v1::LoadModelChunk chunk;
+    chunk.mutable_chunk()->set_layer(0);
+    chunk.mutable_chunk()->set_tensor(v1::LAYER_TENSOR_WEIGHT);
+    chunk.mutable_chunk()->set_data(std::string(kOut * 4, '\0'));
+    ASSERT_TRUE(writer->Write(chunk));
+    ASSERT_TRUE(writer->WritesDone());
+    const grpc::Status loaded = writer->Finish();
+    ASSERT_TRUE(loaded.ok()) << loaded.error_message();
+  }
+  auto object = client::SharedMemoryRegion::Create(1 << 20);
+  ASSERT_TRUE(object.ok()) << object.status();
+  {
+    grpc::ClientContext context;
+    v1::RegisterSharedMemoryRequest request;
+    request.set_name("out");
+    request.set_key(object->key());
+    request.set_byte_size(1 << 20);
+    v1::RegisterSharedMemoryResponse response;
+    ASSERT_TRUE(loopback_.stub->RegisterSharedMemory(&context, request, &response).ok());
+  }
+  struct Case {
+    const char* what;
+    std::function<void(v1::OutputPlacement*)> place;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"inline", [](v1::OutputPlacement*) {}, "responses are limited to"},
+      {"keep", [](v1::OutputPlacement* p) { p->set_keep(true); }, "--tensor_quota_bytes"},
+      {"keep above", [](v1::OutputPlacement* p) { p->set_keep_above_bytes(0); }, "--tensor_quota_bytes"},
+      {"discard", [](v1::OutputPlacement* p) { p->set_discard(true); }, "--tensor_quota_bytes"},
+      {"shared memory", [](v1::OutputPlacement* p) { p->mutable_shared_memory()->set_region("out"); },
+       "but the placement has 1048576"},
+  };
+  for (const Case& c : cases) {
+    v1::DenseRequest request;
+    request.set_model("wide");
+    v1::Tensor* x = request.mutable_input();
+    x->set_dtype(v1::FLOAT32);
+    x->add_shape(kRows);
+    x->add_shape(1);
+    x->set_data(std::string(kRows * 4, '\0'));
+    c.place(request.mutable_output_placement());
+    grpc::ClientContext context;
+    v1::DenseResponse response;
+    const grpc::Status status = loopback_.stub->Dense(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << c.what << ": " << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr(c.message)) << c.what;
+  }
   ExpectServing();
 }
 
