@@ -23,6 +23,11 @@ void AddListener(grpc::ServerBuilder& builder, const ListenerOptions& o, int* po
   // Bounds what clients can make gRPC allocate: per connection by the number of concurrent
   // calls, in all by the quota.
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, std::max(1, o.max_concurrent_streams));
+  // Compressed messages are refused (gRPC answers UNIMPLEMENTED for a disabled algorithm): a
+  // 1 MB gzip message inflates to 1 GB, which a peer could send many times over, and neither
+  // client compresses (tensors hardly compress).
+  builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_DEFLATE, false);
+  builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_GZIP, false);
   int64_t quota_bytes = o.memory_quota_bytes;
   if (quota_bytes <= 0) quota_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / 2;
   grpc::ResourceQuota quota(o.quota_name);

@@ -1,6 +1,6 @@
 // The service port's gRPC settings, one place for the one-process server and the worker-mode
-// front: message limits, concurrent calls per connection, gRPC's memory quota, extra channel
-// arguments.
+// front: message limits, concurrent calls per connection, gRPC's memory quota, no compressed
+// messages, extra channel arguments.
 #pragma once
 
 #include <cstdint>

@@ -223,6 +223,23 @@ TEST_F(HostileInput, HugeDenseOutputIsRefusedBeforeItIsAllocatedWhateverItsPlace
   ExpectServing();
 }
 
+// A gzip-compressed message (1 MiB of zeros: ~1 KB on the wire) is refused before it is
+// inflated: compression is off on the server, so no small message becomes a large one.
+TEST_F(HostileInput, CompressedMessagesAreRefused) {
+  v1::EchoRequest request;
+  v1::Tensor* t = request.mutable_tensor();
+  t->set_dtype(v1::FLOAT64);
+  t->add_shape(1 << 17);
+  t->set_data(std::string(1 << 20, '\0'));
+  grpc::ClientContext context;
+  context.set_compression_algorithm(GRPC_COMPRESS_GZIP);
+  v1::EchoResponse response;
+  const grpc::Status status = loopback_.stub->Echo(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("gzip"));
+  ExpectServing();
+}
+
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
 // Offsets and lengths near 2^63: INVALID_ARGUMENT, and the range in the message is the one sent
