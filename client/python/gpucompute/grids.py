@@ -36,21 +36,24 @@ def frequency_grid_proto(frequency):
 
     The array is returned so that the client can hand back exactly the frequencies it sent.
     """
+    grid = compute_pb2.FrequencyGrid()  # its parts are filled in place (not built and copied)
     if isinstance(frequency, AutoGrid):
-        auto = compute_pb2.AutoGrid(
-            samples_per_peak=float(frequency.samples_per_peak),
-            nyquist_factor=float(frequency.nyquist_factor))
+        auto = grid.auto
+        auto.samples_per_peak = float(frequency.samples_per_peak)
+        auto.nyquist_factor = float(frequency.nyquist_factor)
         if frequency.minimum_frequency is not None:
             auto.minimum_frequency = float(frequency.minimum_frequency)
         if frequency.maximum_frequency is not None:
             auto.maximum_frequency = float(frequency.maximum_frequency)
-        return compute_pb2.FrequencyGrid(auto=auto), None
+        return grid, None
     if isinstance(frequency, dict):
         frequency = UniformGrid(**frequency)
     if isinstance(frequency, UniformGrid):
-        uniform = compute_pb2.UniformGrid(
-            f0=float(frequency.f0), df=float(frequency.df), n=int(frequency.n))
-        return compute_pb2.FrequencyGrid(uniform=uniform), None
+        uniform = grid.uniform
+        uniform.f0 = float(frequency.f0)
+        uniform.df = float(frequency.df)
+        uniform.n = int(frequency.n)
+        return grid, None
     f = np.asarray(frequency, dtype=np.float64)
     return compute_pb2.FrequencyGrid(explicit_frequencies=to_tensor(f)), f
 
@@ -59,6 +62,10 @@ def uniform_frequencies(grid):
     """Frequencies of a ``UniformGrid`` (or its message): ``f0 + df * arange(n)``, float64.
 
     This is Astropy's ``minimum_frequency + df * np.arange(Nf)``, so an automatic grid
-    rebuilt from the server's ``SeriesResult.grid`` equals ``autofrequency()`` bit for bit.
+    rebuilt from the server's ``SeriesResult.grid`` equals ``autofrequency()`` bit for bit; it
+    is computed in place in one array (each value rounded as there: ``k * df``, then ``+ f0``).
     """
-    return grid.f0 + grid.df * np.arange(int(grid.n))
+    frequencies = np.arange(int(grid.n), dtype=np.float64)
+    frequencies *= grid.df
+    frequencies += grid.f0
+    return frequencies

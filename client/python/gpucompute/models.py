@@ -32,11 +32,14 @@ DEFAULT_CHUNK_BYTES = (4 << 20) - 1024
 
 _LAYER_KEYS = {"weight", "bias", "layernorm", "activation"}
 _LAYERNORM_KEYS = {"eps", "gamma", "beta"}
-# Sent as they are; anything else (ints, bools, ...) is sent as float32.
+# Sent as they are, little-endian; anything else (ints, bools, ...) is sent as float32.
+# Keyed by either byte order: dtype -> (DType, the little-endian dtype it travels as).
 _WIRE_FLOATS = {
-    np.dtype("float16"): tensor_pb2.FLOAT16,
-    np.dtype("float32"): tensor_pb2.FLOAT32,
-    np.dtype("float64"): tensor_pb2.FLOAT64,
+    dt.newbyteorder(order): (code, dt.newbyteorder("<"))
+    for dt, code in ((np.dtype("float16"), tensor_pb2.FLOAT16),
+                     (np.dtype("float32"), tensor_pb2.FLOAT32),
+                     (np.dtype("float64"), tensor_pb2.FLOAT64))
+    for order in "<>"
 }
 
 
@@ -67,12 +70,14 @@ def wire_array(array):
     """``(DType, little-endian C-ordered array)`` as a tensor travels: float16/32/64 as they
     are, an ``ml_dtypes.bfloat16`` array as BFLOAT16 bits, anything else as float32."""
     a = np.asarray(array)
-    if a.dtype.name == "bfloat16" and a.dtype.itemsize == 2:  # ml_dtypes / jax / torch.numpy()
-        return tensor_pb2.BFLOAT16, np.ascontiguousarray(a.view(np.uint16), dtype="<u2")
-    code = _WIRE_FLOATS.get(a.dtype.newbyteorder("="))
-    if code is None:
-        code, a = tensor_pb2.FLOAT32, a.astype(np.float32)
-    return code, np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
+    wire = _WIRE_FLOATS.get(a.dtype)
+    if wire is None:
+        if a.dtype.name == "bfloat16" and a.dtype.itemsize == 2:  # ml_dtypes / jax / torch
+            return tensor_pb2.BFLOAT16, np.ascontiguousarray(a.view(np.uint16), dtype="<u2")
+        a = a.astype(np.float32)
+        wire = _WIRE_FLOATS[a.dtype]
+    code, little_endian = wire
+    return code, np.ascontiguousarray(a, dtype=little_endian)
 
 
 def _tensor_header(array):

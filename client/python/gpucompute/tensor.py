@@ -33,7 +33,13 @@ _COMPUTE_DTYPES = {"float32": tensor_pb2.FLOAT32, "float64": tensor_pb2.FLOAT64}
 
 
 def compute_dtype(dtype):
-    """``"float64"``/``"float32"`` (or a NumPy dtype) -> the ``DType`` enum value."""
+    """``"float64"``/``"float32"`` (or a NumPy dtype) -> the ``DType`` enum value.
+
+    The two names are looked up directly; anything else goes through ``np.dtype`` (whose
+    ``name`` takes microseconds to build)."""
+    code = _COMPUTE_DTYPES.get(dtype) if isinstance(dtype, str) else None
+    if code is not None:
+        return code
     name = np.dtype(dtype).name
     try:
         return _COMPUTE_DTYPES[name]
@@ -127,6 +133,10 @@ def is_prepared(x):
     return is_reference(x) or isinstance(x, tensor_pb2.Tensor)
 
 
+# What ``to_tensor`` passes on without encoding an array (see ``is_prepared``).
+_PREPARED = (TensorHandle, SharedMemoryTensor, tensor_pb2.Tensor)
+
+
 def itemsize(code):
     """Bytes per element of a wire ``DType``."""
     return 2 if code == tensor_pb2.BFLOAT16 else _TO_NUMPY[code].itemsize
@@ -164,14 +174,14 @@ def to_tensor(array, dtype=None, encode=inline_tensor):
     ``SharedMemoryTensor`` becomes a Tensor that names it (``dtype`` is then not applied: the
     server converts float inputs itself), and a ``Tensor`` message is returned as it is.
     """
-    if is_reference(array):
-        return reference_tensor(array)
-    if isinstance(array, tensor_pb2.Tensor):
-        return array
+    if isinstance(array, _PREPARED):
+        return array if isinstance(array, tensor_pb2.Tensor) else reference_tensor(array)
     a = np.asarray(array) if dtype is None else np.asarray(array, dtype=dtype)
-    code = wire_dtype(a.dtype)
-    # (ascontiguousarray makes a 0-d array 1-d: the shape is the array's own.)
-    return encode(code, np.ascontiguousarray(a, dtype=_TO_NUMPY[code]).reshape(a.shape))
+    code = _FROM_NUMPY.get(a.dtype)  # wire_dtype's first lookup, without its call
+    if code is None:
+        code = wire_dtype(a.dtype)  # the byte order normalised, or TypeError
+    # The array itself when it is already little-endian and C-ordered (a 0-d array stays 0-d).
+    return encode(code, np.asarray(a, dtype=_TO_NUMPY[code], order="C"))
 
 
 def from_tensor(tensor):
@@ -181,26 +191,39 @@ def from_tensor(tensor):
     ``ValueError`` if the payload is missing (allowed for zero elements) or its size does not
     match the shape.
     """
+    data = tensor.data  # read once: each read of the field is a new copy of its bytes
     shape = tuple(tensor.shape)
     count = math.prod(shape)
-    if tensor.WhichOneof("payload") != "data" and count != 0:
+    # Only an empty ``data`` can mean another payload (or none), so only then is it asked.
+    if not data and count != 0 and tensor.WhichOneof("payload") != "data":
         raise ValueError("Tensor has no inline data payload")
-    if tensor.dtype == tensor_pb2.BFLOAT16:
-        if len(tensor.data) != 2 * count:
-            raise ValueError(f"Tensor: {len(tensor.data)} bytes for shape {shape} of bfloat16")
-        bits = np.frombuffer(tensor.data, dtype="<u2").astype(np.uint32) << 16
-        return bits.view(np.float32).reshape(shape)
+    code = tensor.dtype
+    if code == tensor_pb2.BFLOAT16:
+        if len(data) != 2 * count:
+            raise ValueError(f"Tensor: {len(data)} bytes for shape {shape} of bfloat16")
+        return _widen_bfloat16(data).reshape(shape)
     try:
-        dt = _TO_NUMPY[tensor.dtype]
+        dt = _TO_NUMPY[code]
     except KeyError:
-        raise ValueError(f"Tensor: unsupported dtype {tensor.dtype}") from None
-    data = tensor.data
+        raise ValueError(f"Tensor: unsupported dtype {code}") from None
     if len(data) != dt.itemsize * count:
         raise ValueError(f"Tensor: {len(data)} bytes for shape {shape} of {dt.name}")
+    flat = np.frombuffer(data, dtype=dt)
+    if len(shape) != 1:
+        flat = flat.reshape(shape)
     # One copy out of the (immutable) bytes: a plain memcpy where the host is little-endian.
-    if dt.isnative:
-        return np.frombuffer(data, dtype=dt).reshape(shape).copy()
-    return np.frombuffer(data, dtype=dt).astype(dt.newbyteorder("=")).reshape(shape)
+    return flat.copy() if dt.isnative else flat.astype(dt.newbyteorder("="))
+
+
+_BFLOAT16_BITS = np.dtype("<u2")
+
+
+def _widen_bfloat16(data):
+    """A new 1-D float32 array of the bfloat16 values in ``data`` (raw little-endian bits):
+    each widened into the high half of a 32-bit word, exactly."""
+    bits = np.frombuffer(data, dtype=_BFLOAT16_BITS).astype(np.uint32)
+    bits <<= 16
+    return bits.view(np.float32)
 
 
 def numpy_dtype(code):
@@ -218,6 +241,5 @@ def from_bytes(data, code, shape):
     float32."""
     shape = tuple(int(s) for s in shape)
     if code == tensor_pb2.BFLOAT16:
-        bits = np.frombuffer(data, dtype="<u2").astype(np.uint32) << 16
-        return bits.view(np.float32).reshape(shape)
+        return _widen_bfloat16(data).reshape(shape)
     return np.frombuffer(data, dtype=numpy_dtype(code)).reshape(shape)

@@ -298,8 +298,9 @@ class CallTensors:
 
     def release_inputs(self):
         """Deletes the uploaded inputs (once the call has answered), without waiting."""
-        self._delete(self._inputs)
-        self._inputs = []
+        if self._inputs:
+            self._delete(self._inputs)
+            self._inputs = []
 
     def output(self, tensor, otherwise):
         """An output Tensor as the caller gets it: one this call kept is fetched into a new
