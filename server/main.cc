@@ -44,6 +44,13 @@ ABSL_FLAG(int, max_batch_size, 64, "most requests coalesced into one launch");
 ABSL_FLAG(int64_t, max_queue_delay_us, 200, "longest a request waits for its batch to fill (µs)");
 ABSL_FLAG(int, max_queue_depth, 1024, "queued requests before RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, max_request_bytes, int64_t{1} << 30, "largest request message accepted");
+ABSL_FLAG(int64_t, upload_idle_timeout_s, 60,
+          "a LoadModel stream that sends nothing for this many seconds is cancelled (its name "
+          "and reservation are released)");
+ABSL_FLAG(int64_t, memory_budget_bytes, int64_t{1} << 30,
+          "host memory the work in progress may hold, server-wide (the periodogram's decoded "
+          "inputs with their working copies, and its outputs); a request over it is "
+          "RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, max_response_bytes, int64_t{1} << 30,
           "largest response message sent; larger inline outputs are RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, max_series_per_request, 100000, "series per periodogram request");
@@ -321,6 +328,8 @@ int main(int argc, char** argv) {
   config.scheduler.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
   config.scheduler.max_queue_depth = std::max(1, absl::GetFlag(FLAGS_max_queue_depth));
   config.limits.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
+  config.limits.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_bytes);
+  config.limits.upload_idle_timeout = absl::Seconds(std::max<int64_t>(1, absl::GetFlag(FLAGS_upload_idle_timeout_s)));
   config.limits.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   config.limits.max_series_per_request = absl::GetFlag(FLAGS_max_series_per_request);
   config.limits.max_samples_per_series = absl::GetFlag(FLAGS_max_samples_per_series);

@@ -7,7 +7,7 @@
 
 namespace gpucompute {
 
-absl::Status ModelRegistry::Reserve(const std::string& name) {
+absl::Status ModelRegistry::Reserve(const std::string& name, int64_t bytes) {
   absl::MutexLock lock(&mu_);
   if (models_.contains(name)) {
     return absl::AlreadyExistsError(
@@ -20,8 +20,15 @@ absl::Status ModelRegistry::Reserve(const std::string& name) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "at most ", max_models_, " models may be loaded (--max_models); unload one first"));
   }
-  loading_.insert(name);
+  loading_.emplace(name, bytes);
   return absl::OkStatus();
+}
+
+int64_t ModelRegistry::loading_bytes() const {
+  absl::MutexLock lock(&mu_);
+  int64_t total = 0;
+  for (const auto& [name, bytes] : loading_) total += bytes;
+  return total;
 }
 
 void ModelRegistry::Release(const std::string& name) {

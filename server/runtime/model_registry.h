@@ -10,7 +10,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -22,9 +21,9 @@ class ModelRegistry {
  public:
   explicit ModelRegistry(int max_models) : max_models_(max_models) {}
 
-  // Claims `name` for a load: ALREADY_EXISTS when it is loaded or being loaded,
-  // RESOURCE_EXHAUSTED when max_models are loaded or loading.
-  absl::Status Reserve(const std::string& name);
+  // Claims `name` for a load of a model of `bytes` (stored): ALREADY_EXISTS when it is loaded
+  // or being loaded, RESOURCE_EXHAUSTED when max_models are loaded or loading.
+  absl::Status Reserve(const std::string& name, int64_t bytes = 0);
   // Gives up a reservation (the load failed).
   void Release(const std::string& name);
   // Turns the reservation of model->info().name into a loaded model.
@@ -38,13 +37,16 @@ class ModelRegistry {
   void Clear();
 
   int max_models() const { return max_models_; }
+  // The stored bytes of the loads in progress (reserved, not yet published or released): a new
+  // load must fit beside them.
+  int64_t loading_bytes() const;
 
  private:
   const int max_models_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<const dense::LoadedModel>> models_
       ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<std::string> loading_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, int64_t> loading_ ABSL_GUARDED_BY(mu_);  // name -> bytes
 };
 
 }  // namespace gpucompute

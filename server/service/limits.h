@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "absl/time/time.h"
+
 #include "server/ops/assimilate/assimilate.h"
 
 namespace gpucompute {
@@ -22,7 +24,13 @@ struct StreamLimits {
 };
 
 struct ServiceLimits {
+  // Server-wide: host memory the work in progress may hold (MemoryBudget): the periodogram's
+  // decoded inputs (twice: with their working copies) and its outputs, from decoding until
+  // the reply.
+  int64_t memory_budget_bytes = int64_t{1} << 30;
   int64_t max_request_bytes = int64_t{1} << 30;    // gRPC receive limit
+  // An upload stream (LoadModel) that sends nothing for this long is cancelled.
+  absl::Duration upload_idle_timeout = absl::Seconds(60);
   int64_t max_response_bytes = int64_t{1} << 30;   // gRPC send limit; bounds total output
   int64_t max_series_per_request = 100000;
   int64_t max_samples_per_series = int64_t{1} << 24;

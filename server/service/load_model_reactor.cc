@@ -39,12 +39,27 @@ LoadModelReactor::LoadModelReactor(grpc::CallbackServerContext* context, const S
     return;
   }
   slot_ = std::move(admitted->second);
+  if (parts_->idle_uploads != nullptr) watch_ = parts_->idle_uploads->Join(context_);
   StartRead(&chunk_);
+}
+
+bool LoadModelReactor::LeaveWatch() {
+  if (watch_ == 0) return false;
+  const bool idle = parts_->idle_uploads->Leave(watch_);
+  watch_ = 0;
+  return idle;
 }
 
 void LoadModelReactor::OnReadDone(bool ok) {
   if (!ok) {
-    // The client has sent everything, or gave up: then nothing is loaded.
+    // The client has sent everything, or gave up (or sent nothing for too long): then nothing
+    // is loaded.
+    if (LeaveWatch()) {
+      Fail(absl::DeadlineExceededError(absl::StrCat(
+          "LoadModel: nothing received for ", absl::FormatDuration(parts_->idle_uploads->idle()),
+          " (--upload_idle_timeout_s); nothing is loaded")));
+      return;
+    }
     if (context_->IsCancelled()) {
       Fail(absl::CancelledError("LoadModel cancelled by the client before its end"));
       return;
@@ -56,6 +71,7 @@ void LoadModelReactor::OnReadDone(bool ok) {
     parts_->loader->Post([this] { Load(); });
     return;
   }
+  if (watch_ != 0) parts_->idle_uploads->Touch(watch_);
   const absl::Status status = Accept(chunk_);
   if (!status.ok()) {
     Fail(status);
@@ -70,10 +86,19 @@ absl::Status LoadModelReactor::Accept(const v1::LoadModelChunk& chunk) {
     auto upload = ModelUpload::Start(chunk.header(), parts_->limits.dense);
     if (!upload.ok()) return upload.status();
     upload_ = *std::move(upload);
-    if (absl::Status s = parts_->models->Reserve(upload_->name()); !s.ok()) return s;
+    if (absl::Status s = parts_->models->Reserve(upload_->name(), upload_->stored_bytes()); !s.ok()) {
+      return s;
+    }
     reserved_ = true;
     name_ = upload_->name();
-    return parts_->backend->CheckModelFits(upload_->stored_bytes());
+    // Beside the other loads in progress, which have not taken their memory yet.
+    const int64_t others = parts_->models->loading_bytes() - upload_->stored_bytes();
+    absl::Status fits = parts_->backend->CheckModelFits(upload_->stored_bytes() + others);
+    if (!fits.ok() && others > 0) {
+      fits = absl::Status(fits.code(), absl::StrCat(fits.message(), " (counting the ", others,
+                                                    " bytes of the other loads in progress)"));
+    }
+    return fits;
   }
   if (!upload_) return absl::InvalidArgumentError("header: the first LoadModel message must be the header");
   if (!chunk.has_chunk()) return absl::InvalidArgumentError("chunk: a message after the header must be a chunk");
@@ -107,6 +132,7 @@ void LoadModelReactor::Load() {
 }
 
 void LoadModelReactor::Fail(const absl::Status& status) {
+  LeaveWatch();
   if (reserved_) {
     parts_->models->Release(name_);
   }

@@ -1,7 +1,9 @@
 // The LoadModel call: reads the header (validates it, reserves the name, checks that the model
 // fits before any byte of weights arrives), then the chunks; when the client has sent
 // everything, the loader thread converts, folds and uploads the model and publishes it.
-// Any failure releases the name: nothing is half-loaded. The call authenticates its caller and
+// Any failure releases the name: nothing is half-loaded. A stream that sends nothing for the
+// idle timeout (--upload_idle_timeout_s) is cancelled and fails DEADLINE_EXCEEDED. A load
+// must fit beside the loads in progress (their bytes are reserved from the header on). The call authenticates its caller and
 // holds one of its token's in-flight slots until it finishes.
 #pragma once
 
@@ -13,6 +15,7 @@
 #include "absl/time/time.h"
 #include "gpucompute/v1/compute.pb.h"
 #include "server/service/compute_service.h"
+#include "server/service/idle_streams.h"
 #include "server/service/model_upload.h"
 
 namespace gpucompute {
@@ -30,6 +33,7 @@ class LoadModelReactor final : public grpc::ServerReadReactor<v1::LoadModelChunk
   absl::Status Accept(const v1::LoadModelChunk& chunk);
   void Load();  // on the loader thread
   void Fail(const absl::Status& status);
+  bool LeaveWatch();  // leaves the idle watch; true when it cancelled this call
 
   grpc::CallbackServerContext* const context_;
   const ServiceParts* const parts_;
@@ -40,6 +44,7 @@ class LoadModelReactor final : public grpc::ServerReadReactor<v1::LoadModelChunk
   std::string name_;  // reserved in the registry
   const absl::Time start_;  // the call's arrival (metrics)
   InFlightSlot slot_;
+  IdleStreams::Id watch_ = 0;  // in parts_->idle_uploads until the last read (0: not watched)
 };
 
 // The proto form of a model's description.

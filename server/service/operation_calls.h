@@ -26,7 +26,7 @@ struct CallContext {
 
 // The resident tensors and shared-memory regions a call may use: the caller's own.
 inline TensorContext TensorContextOf(const ServiceParts& parts, const CallContext& call) {
-  return TensorContext{parts.tensors, parts.shared_memory, call.client};
+  return TensorContext{parts.tensors, parts.shared_memory, call.client, parts.memory};
 }
 
 // Called exactly once: inline when the request is rejected before it is queued, else from a

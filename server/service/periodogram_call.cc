@@ -48,15 +48,17 @@ void RunPeriodogram(const ServiceParts& parts, const v1::PeriodogramRequest& req
                     v1::PeriodogramResponse* response, CallContext call, CallDone done) {
   // Inputs are copied into the decoded request, so nothing needs pinning past the decode.
   TensorResolver resolver(TensorContextOf(parts, call));
+  auto leases = std::make_shared<std::vector<MemoryLease>>();  // of the server's memory budget
   std::optional<periodogram::Request> decoded = internal::DecodeCall(
       "periodogram.decode", resolver, request.output_placement(), done,
-      [&] { return DecodePeriodogramRequest(request, parts.limits, &resolver); });
+      [&] { return DecodePeriodogramRequest(request, parts.limits, &resolver, leases.get()); });
   if (!decoded) return;
   auto typed = std::make_shared<const periodogram::Request>(*std::move(decoded));
-  auto on_result = [response, typed, done, &request, context = resolver.context()](
+  auto on_result = [response, typed, done, leases, &request, context = resolver.context()](
                        absl::StatusOr<std::vector<periodogram::SeriesPower>> result,
                        const JobTimings& timings) {
     if (!result.ok()) {
+      leases->clear();  // before the reply: the caller's next request may need them
       done(result.status(), timings);
       return;
     }
@@ -84,7 +86,9 @@ void RunPeriodogram(const ServiceParts& parts, const v1::PeriodogramRequest& req
                                                              : v1::PERIODOGRAM_METHOD_DIRECT);
       EncodeExtras(p, out);
     }
-    done(PlaceOutputs(context, request.output_placement(), outputs), timings);
+    const absl::Status placed = PlaceOutputs(context, request.output_placement(), outputs);
+    leases->clear();  // before the reply: the caller's next request may need them
+    done(placed, timings);
   };
   internal::EnqueueCall(*parts.periodogram, std::move(typed), std::move(call), std::move(on_result),
                         done);

@@ -3,7 +3,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -152,6 +154,22 @@ absl::StatusOr<periodogram::FalseAlarmSpec> DecodeFalseAlarm(const v1::FalseAlar
 }
 
 // Checks the bootstrap's size against the limits, then appends the resampled series.
+// Adds to the budget's leases the powers (`power_bytes`, wherever they go, held while they are
+// computed) and the bootstrap's resampled series with their powers.
+absl::Status LeaseOutputsAndResamplings(const periodogram::Request& out, int64_t power_bytes,
+                                        DecodeBudget* budget) {
+  if (budget->shared == nullptr) return absl::OkStatus();
+  const int64_t elem = periodogram::ElementSize(out.dtype);
+  int64_t bytes = power_bytes;
+  for (size_t i = static_cast<size_t>(out.user_series); i < out.series.size(); ++i) {
+    const periodogram::SeriesSpec& s = out.series[i];
+    bytes += 2 * 8 * static_cast<int64_t>(s.t.size() + s.y.size() + s.dy.size()) + s.grid.size() * elem;
+  }
+  ASSIGN_OR_RETURN(MemoryLease lease, budget->shared->Acquire(bytes, "the periodogram's outputs"));
+  budget->leases.push_back(std::move(lease));
+  return absl::OkStatus();
+}
+
 absl::Status AddBootstrapSeries(periodogram::Request* out, const ServiceLimits& limits,
                                 int64_t* pairs) {
   const int64_t n_boot = out->false_alarm->n_bootstraps;
@@ -195,12 +213,14 @@ absl::Status AddBootstrapSeries(periodogram::Request* out, const ServiceLimits& 
 
 absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::PeriodogramRequest& request,
                                                               const ServiceLimits& limits,
-                                                              TensorResolver* resolver_or_null) {
+                                                              TensorResolver* resolver_or_null,
+                                                              std::vector<MemoryLease>* leases) {
   TensorResolver inline_only;
   TensorResolver& resolver = resolver_or_null != nullptr ? *resolver_or_null : inline_only;
   // Twice the message limit: inline float32 data decodes to twice its bytes.
   DecodeBudget budget(limits.max_request_bytes > (INT64_MAX >> 1) ? INT64_MAX
-                                                                  : 2 * limits.max_request_bytes);
+                                                                  : 2 * limits.max_request_bytes,
+                      resolver.context().memory);
   periodogram::Request out;
   switch (request.dtype()) {
     case v1::DTYPE_UNSPECIFIED:
@@ -328,6 +348,8 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
       RETURN_IF_ERROR(AddBootstrapSeries(&out, limits, &pairs));
     }
   }
+  RETURN_IF_ERROR(LeaseOutputsAndResamplings(out, power_bytes, &budget));
+  if (leases != nullptr) *leases = std::move(budget.leases);
   // Power bytes plus the per-result fields (tensor header, grid, peak: < 128 bytes each; 48
   // per top-k peak; 16 per false-alarm value).
   output_bytes += (128 + 48 * static_cast<int64_t>(out.top_k)) * out.user_series;

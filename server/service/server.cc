@@ -65,7 +65,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   });
   s->loader_ = std::make_unique<CompletionQueue>(1);
   s->shared_memory_ = std::make_unique<SharedMemoryRegistry>(config.allow_shared_memory);
+  s->memory_ = std::make_unique<MemoryBudget>(config.limits.memory_budget_bytes, "--memory_budget_bytes");
   ServiceParts parts;
+  parts.memory = s->memory_.get();
+  s->idle_uploads_ = std::make_unique<IdleStreams>(config.limits.upload_idle_timeout);
+  parts.idle_uploads = s->idle_uploads_.get();
   parts.backend = s->backend_.get();
   parts.periodogram = s->scheduler_.get();
   parts.dense = s->dense_scheduler_.get();

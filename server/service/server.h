@@ -22,9 +22,11 @@
 #include "server/metrics/server_metrics.h"
 #include "server/runtime/backend.h"
 #include "server/runtime/completion_queue.h"
+#include "server/runtime/memory_budget.h"
 #include "server/runtime/scheduler.h"
 #include "server/runtime/shared_memory.h"
 #include "server/runtime/tensor_store.h"
+#include "server/service/idle_streams.h"
 #include "server/service/auth.h"
 #include "server/service/compute_service.h"
 #include "server/service/credentials.h"
@@ -95,6 +97,8 @@ class Server {
   int port() const { return port_; }
   // The metrics endpoint's port; 0 when there is none (metrics_port -1).
   int metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
+  // Host memory held now by the work in progress (MemoryBudget).
+  int64_t memory_in_use() const { return memory_ ? memory_->in_use() : 0; }
   // What /metrics serves (also without the endpoint). Valid until the server is destroyed.
   const metrics::Registry& metrics_registry() const { return *registry_; }
   // gpucompute's families, and through registry() a place for more. Valid until the server is
@@ -129,6 +133,8 @@ class Server {
   // registry after everything that records into it or that its callbacks read.
   std::unique_ptr<metrics::Registry> registry_;
   std::unique_ptr<metrics::ServerMetrics> metrics_;
+  std::unique_ptr<MemoryBudget> memory_;  // outlives the work that holds leases of it
+  std::unique_ptr<IdleStreams> idle_uploads_;  // outlives the service's upload streams
   std::unique_ptr<CompletionQueue> completions_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<PeriodogramScheduler> scheduler_;

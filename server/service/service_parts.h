@@ -5,11 +5,13 @@
 #include "server/metrics/server_metrics.h"
 #include "server/runtime/backend.h"
 #include "server/runtime/completion_queue.h"
+#include "server/runtime/memory_budget.h"
 #include "server/runtime/model_registry.h"
 #include "server/runtime/scheduler.h"
 #include "server/runtime/shared_memory.h"
 #include "server/runtime/tensor_store.h"
 #include "server/service/auth.h"
+#include "server/service/idle_streams.h"
 #include "server/service/limits.h"
 
 namespace gpucompute {
@@ -25,6 +27,8 @@ struct ServiceParts {
   TensorStore* tensors = nullptr;     // resident tensors (PutTensor, kept outputs)
   SharedMemoryRegistry* shared_memory = nullptr;  // registered regions (off unless allowed)
   const TokenAuthenticator* auth = nullptr;  // bearer tokens; null: calls need none
+  MemoryBudget* memory = nullptr;  // host memory held by accepted work; null: unbounded
+  IdleStreams* idle_uploads = nullptr;  // cancels LoadModel streams that stop sending; null: none
   ServiceLimits limits;
 };
 

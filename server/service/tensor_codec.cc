@@ -242,6 +242,10 @@ absl::StatusOr<std::vector<double>> DecodeVector(TensorResolver& resolver, const
           "or shared-memory range count once each)"));
     }
     budget->left -= bytes;
+    if (budget->shared != nullptr) {
+      ASSIGN_OR_RETURN(MemoryLease lease, budget->shared->Acquire(2 * bytes, absl::StrCat(field, " (decoded)")));
+      budget->leases.push_back(std::move(lease));
+    }
   }
   return DecodeVector(view, field, require_finite);
 }

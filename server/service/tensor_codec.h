@@ -25,6 +25,7 @@
 #include "gpucompute/v1/dtype.h"
 #include "gpucompute/v1/tensor.pb.h"
 #include "server/common/element_type.h"
+#include "server/runtime/memory_budget.h"
 #include "server/runtime/shared_memory.h"
 #include "server/runtime/tensor_store.h"
 
@@ -40,6 +41,7 @@ struct TensorContext {
   TensorStore* store = nullptr;
   SharedMemoryRegistry* shared_memory = nullptr;
   std::string client;
+  MemoryBudget* memory = nullptr;  // the server's host-memory budget; null: unbounded
 };
 
 // A resolved tensor: checked dtype and shape, and exactly product(shape) * sizeof(dtype) bytes,
@@ -89,10 +91,16 @@ absl::StatusOr<std::vector<double>> DecodeVector(const TensorView& view, absl::s
 // What one call may decode into host vectors. Inline data is bounded by the message size, but
 // resident tensors and shared memory are not, and many fields of one request may name the same
 // one: a request of 100,000 series naming one 16M-sample tensor would decode 25 TB.
+// With a server budget (`shared`), each decoded vector also takes a lease of twice its bytes
+// (the vector and the working copy an operation makes of it) before it is allocated; the leases
+// are the caller's to hold until the request is done.
 struct DecodeBudget {
-  explicit DecodeBudget(int64_t limit_bytes) : limit(limit_bytes), left(limit_bytes) {}
+  explicit DecodeBudget(int64_t limit_bytes, MemoryBudget* shared_budget = nullptr)
+      : limit(limit_bytes), left(limit_bytes), shared(shared_budget) {}
   int64_t limit;
   int64_t left;
+  MemoryBudget* shared;
+  std::vector<MemoryLease> leases;
 };
 
 // A Tensor, wherever its bytes are, resolved and decoded as above; the rank and dtype the

@@ -1,6 +1,8 @@
 // What a peer that does not follow the protocol gets, through a real server on loopback: a
 // precise status, nothing lost that the server had accepted, nothing left behind, and the next
 // call served. Messages are written raw, so that they can be what no client library sends.
+#include <unistd.h>
+
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -56,11 +58,53 @@ v1::SubmitRequest EchoJob(const std::string& id) {
 
 class HostileInput : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Start(Config()); }
+
+  static ServerConfig Config() {
     ServerConfig c = testing::LoopbackConfig();
     c.allow_shared_memory = true;
+    return c;
+  }
+  void Start(const ServerConfig& c) {
+    loopback_ = {};
     loopback_.Start(c);
     ASSERT_NE(loopback_.server, nullptr);
+  }
+
+  // A complete resident tensor of `values` float64 values 0, 0.01, 0.02, ...: its handle.
+  std::string PutSeries(int64_t values) {
+    std::vector<double> t(static_cast<size_t>(values));
+    for (int64_t i = 0; i < values; ++i) t[i] = 0.01 * static_cast<double>(i);
+    grpc::ClientContext context;
+    grpc::ByteBuffer response;
+    auto upload = Upload("/gpucompute.v1.Compute/PutTensor", &context, &response);
+    v1::PutTensorChunk whole;
+    whole.mutable_header()->set_dtype(v1::FLOAT64);
+    whole.mutable_header()->add_shape(values);
+    whole.set_data(std::string(reinterpret_cast<const char*>(t.data()), t.size() * 8));
+    EXPECT_TRUE(upload->Write(Wire(whole)));
+    EXPECT_TRUE(upload->WritesDone());
+    EXPECT_TRUE(upload->Finish().ok());
+    v1::TensorInfo info;
+    EXPECT_TRUE(Parse(&response, &info));
+    return info.handle();
+  }
+
+  // A periodogram of `series` series that all name tensor `handle` as t and y.
+  grpc::Status PeriodogramOf(const std::string& handle, int series) {
+    v1::PeriodogramRequest request;
+    for (int i = 0; i < series; ++i) {
+      v1::Series* s = request.add_series();
+      s->mutable_t()->set_handle(handle);
+      s->mutable_y()->set_handle(handle);
+    }
+    auto* grid = request.mutable_frequency()->mutable_uniform();
+    grid->set_f0(0.1);
+    grid->set_df(0.1);
+    grid->set_n(4);
+    grpc::ClientContext context;
+    v1::PeriodogramResponse response;
+    return loopback_.stub->Periodogram(&context, request, &response);
   }
 
   // A bidi or client-streaming call of `method` that reads and writes raw buffers.
@@ -238,6 +282,109 @@ TEST_F(HostileInput, CompressedMessagesAreRefused) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << status.error_message();
   EXPECT_THAT(status.error_message(), HasSubstr("gzip"));
   ExpectServing();
+}
+
+// A few hundred bytes naming one resident tensor many times: each name decodes it again, so the
+// decoded inputs are bounded by the server's memory budget, across requests, before they are
+// allocated; the leases are given back when a request ends.
+TEST_F(HostileInput, ResidentTensorNamedManyTimesIsBoundedByTheServersMemoryBudget) {
+  ServerConfig c = Config();
+  c.limits.memory_budget_bytes = int64_t{64} << 20;
+  Start(c);
+  const std::string handle = PutSeries(int64_t{1} << 20);  // 8 MiB
+  // 8 series x (t, y) x 8 MiB, twice (the working copies): 256 MiB.
+  const grpc::Status refused = PeriodogramOf(handle, 8);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_THAT(refused.error_message(), HasSubstr("(--memory_budget_bytes)"));
+  // One series (32 MiB with its copies) fits, again and again: nothing was left held.
+  for (int i = 0; i < 3; ++i) {
+    const grpc::Status fits = PeriodogramOf(handle, 1);
+    EXPECT_TRUE(fits.ok()) << fits.error_message();
+  }
+  EXPECT_EQ(loopback_.server->memory_in_use(), 0);
+  ExpectServing();
+}
+
+// A LoadModel header and then nothing: the stream is cancelled after the idle timeout, and
+// its name and share of --max_models are free again.
+TEST_F(HostileInput, SilentModelUploadIsCancelledAndReleasesItsName) {
+  ServerConfig c = Config();
+  c.limits.upload_idle_timeout = absl::Milliseconds(300);
+  c.limits.dense.max_models = 1;
+  Start(c);
+  auto header = [](const std::string& name) {
+    v1::LoadModelChunk h;
+    h.mutable_header()->set_name(name);
+    v1::TensorHeader* w = h.mutable_header()->add_layers()->mutable_weight();
+    w->set_dtype(v1::FLOAT32);
+    w->add_shape(2);
+    w->add_shape(2);
+    return h;
+  };
+  const absl::Time start = absl::Now();
+  grpc::ClientContext silent;
+  v1::ModelInfo info;
+  auto writer = loopback_.stub->LoadModel(&silent, &info);
+  ASSERT_TRUE(writer->Write(header("held")));
+  const grpc::Status ended = writer->Finish();  // waits: the client sends nothing more
+  EXPECT_NE(ended.error_code(), grpc::StatusCode::OK);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  // The name and the one model slot are free (once the server has seen the cancellation, a
+  // moment after the client): a complete load of the same name succeeds.
+  auto load = [&] {
+    grpc::ClientContext context;
+    auto writer = loopback_.stub->LoadModel(&context, &info);
+    (void)writer->Write(header("held"));
+    v1::LoadModelChunk chunk;
+    chunk.mutable_chunk()->set_layer(0);
+    chunk.mutable_chunk()->set_tensor(v1::LAYER_TENSOR_WEIGHT);
+    chunk.mutable_chunk()->set_data(std::string(16, '\0'));
+    (void)writer->Write(chunk);
+    (void)writer->WritesDone();
+    return writer->Finish();
+  };
+  grpc::Status loaded = load();
+  for (int i = 0; i < 250 && loaded.error_code() == grpc::StatusCode::ALREADY_EXISTS; ++i) {
+    absl::SleepFor(absl::Milliseconds(20));
+    loaded = load();
+  }
+  EXPECT_TRUE(loaded.ok()) << loaded.error_message();
+}
+
+// Headers whose models fit one at a time but not together: the second is refused while the
+// first is still uploading (its bytes are reserved from its header on).
+TEST_F(HostileInput, ModelUploadsReserveTheirBytesFromTheHeader) {
+  // The CPU backend needs 4 x the stored bytes of host memory: two models of 1/6 of what is
+  // free now fit one at a time (2/3) but not together (4/3).
+  if (testing::TestBackend() != "cpu") GTEST_SKIP() << "sized for the CPU backend's host check";
+  const int64_t free_bytes = static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  const int64_t out = free_bytes / 6 / 4 / 1024;  // float32 weight [1024, out]
+  auto header = [&](const std::string& name) {
+    v1::LoadModelChunk h;
+    h.mutable_header()->set_name(name);
+    v1::TensorHeader* w = h.mutable_header()->add_layers()->mutable_weight();
+    w->set_dtype(v1::FLOAT32);
+    w->add_shape(1024);
+    w->add_shape(out);
+    return h;
+  };
+  ServerConfig c = Config();
+  c.limits.dense.max_features = int64_t{1} << 40;
+  Start(c);
+  grpc::ClientContext first_context;
+  v1::ModelInfo first_info;
+  auto first = loopback_.stub->LoadModel(&first_context, &first_info);
+  ASSERT_TRUE(first->Write(header("first")));
+  grpc::ClientContext second_context;
+  v1::ModelInfo second_info;
+  auto second = loopback_.stub->LoadModel(&second_context, &second_info);
+  (void)second->Write(header("second"));
+  (void)second->WritesDone();
+  const grpc::Status refused = second->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_THAT(refused.error_message(), HasSubstr("of the other loads in progress"));
+  first_context.TryCancel();
+  (void)first->Finish();
 }
 
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();

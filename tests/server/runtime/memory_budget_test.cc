@@ -1,0 +1,77 @@
+#include "server/runtime/memory_budget.h"
+
+#include <atomic>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gpucompute {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(MemoryBudget, LeasesFitTheLimitAndAreGivenBackWhenDestroyed) {
+  MemoryBudget budget(100, "--memory_budget_bytes");
+  {
+    auto a = budget.Acquire(60, "a");
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(budget.in_use(), 60);
+    auto b = budget.Acquire(41, "series[3].t (decoded)");
+    ASSERT_FALSE(b.ok());
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(std::string(b.status().message()),
+                HasSubstr("series[3].t (decoded) would hold 41 bytes of host memory while 60 are held"));
+    EXPECT_THAT(std::string(b.status().message()), HasSubstr("limit is 100 bytes (--memory_budget_bytes)"));
+    EXPECT_EQ(budget.in_use(), 60);  // a refused lease holds nothing
+    auto c = budget.Acquire(40, "c");
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(budget.in_use(), 100);
+  }
+  EXPECT_EQ(budget.in_use(), 0);
+}
+
+TEST(MemoryBudget, MovedLeasesAreGivenBackOnce) {
+  MemoryBudget budget(100, "--flag");
+  auto a = budget.Acquire(30, "a");
+  ASSERT_TRUE(a.ok());
+  MemoryLease moved = *std::move(a);
+  MemoryLease again = std::move(moved);
+  EXPECT_EQ(again.bytes(), 30);
+  EXPECT_EQ(budget.in_use(), 30);
+  auto b = budget.Acquire(20, "b");
+  ASSERT_TRUE(b.ok());
+  again = *std::move(b);  // gives the 30 back, holds the 20
+  EXPECT_EQ(budget.in_use(), 20);
+  again = MemoryLease();
+  EXPECT_EQ(budget.in_use(), 0);
+  EXPECT_FALSE(budget.Acquire(-1, "negative").ok());
+}
+
+TEST(MemoryBudget, ConcurrentLeasesNeverPassTheLimit) {
+  MemoryBudget budget(1000, "--flag");
+  std::atomic<int64_t> held{0}, most{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 2000; ++i) {
+        auto lease = budget.Acquire(300, "x");
+        if (!lease.ok()) continue;
+        const int64_t now = held.fetch_add(300) + 300;
+        int64_t seen = most.load();
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+        }
+        held.fetch_sub(300);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_LE(most.load(), 900);
+  EXPECT_GT(most.load(), 0);
+  EXPECT_EQ(budget.in_use(), 0);
+}
+
+}  // namespace
+}  // namespace gpucompute
