@@ -17,7 +17,7 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 
 from gpucompute import assimilation, models, stream, transfer
-from gpucompute.grids import AutoGrid, UniformGrid, frequency_grid_proto, uniform_frequencies
+from gpucompute.grids import AutoGrid, UniformGrid, set_frequency_grid, uniform_frequencies
 from gpucompute.shared_memory import SharedMemoryRegion
 from gpucompute.tensor import (TensorHandle, compute_dtype, from_bytes, from_tensor, is_prepared,
                                itemsize, numpy_dtype, to_tensor, wire_dtype)
@@ -208,7 +208,7 @@ class Client:
             moved.send()
             response = self._call(method, request, timeout)
             moved.release_inputs()
-            return decode(response, lambda t: moved.output(t, self._output))
+            return decode(response, lambda t: self._output(t, moved))
 
     def __enter__(self):
         return self
@@ -279,15 +279,17 @@ class Client:
         return tensor_pb2.OutputPlacement(shared_memory=tensor_pb2.SharedMemoryRef(
             region=region.name, offset=offset, length=length))
 
-    def _output(self, tensor):
+    def _output(self, tensor, moved):
         """An output Tensor as the caller gets it: inline -> a new array; kept -> a
-        ``TensorHandle``; in shared memory -> a NumPy view of the region's bytes; discarded
-        -> None."""
+        ``TensorHandle``, or a new array when the call's ``moved`` (``transfer.CallTensors``)
+        kept it; in shared memory -> a NumPy view of the region's bytes; discarded -> None."""
         kind = tensor.WhichOneof("payload")
         if kind == "data":
             return from_tensor(tensor)
         if kind is None and math.prod(tensor.shape) != 0:
             return None  # output="discard"
+        if kind == "handle" and moved.keeps_outputs:
+            return moved.fetch(tensor)
         if kind == "handle":
             shape = tuple(int(s) for s in tensor.shape)
             return TensorHandle(handle=tensor.handle, dtype=tensor.dtype, shape=shape,
@@ -342,17 +344,17 @@ class Client:
         if frequency is None:
             frequency = AutoGrid(samples_per_peak, nyquist_factor,
                                  minimum_frequency, maximum_frequency)
-        grid_msg, explicit = frequency_grid_proto(frequency)
-        request = compute_pb2.PeriodogramRequest(
-            frequency=grid_msg,
-            fit_mean=bool(fit_mean),
-            center_data=bool(center_data),
-            normalization=_normalization(normalization),
-            dtype=compute_dtype(dtype),
-            method=_method(method),
-            nterms=int(nterms),
-            top_k=int(top_k),
-            model_parameters=bool(model_parameters))
+        request = compute_pb2.PeriodogramRequest()
+        grid_msg = request.frequency
+        explicit = set_frequency_grid(grid_msg, frequency)  # its errors come first
+        request.fit_mean = bool(fit_mean)
+        request.center_data = bool(center_data)
+        request.normalization = _normalization(normalization)
+        request.dtype = compute_dtype(dtype)
+        request.method = _method(method)
+        request.nterms = int(nterms)
+        request.top_k = int(top_k)
+        request.model_parameters = bool(model_parameters)
         if false_alarm is not None:
             request.false_alarm.CopyFrom(_false_alarm_proto(false_alarm))
         shared_grid = (grid_msg, explicit)
@@ -894,9 +896,7 @@ def _add_series(series_field, item, encode):
         msg.dy.CopyFrom(to_tensor(dy, _FLOAT64, encode))
     own_grid = None
     if freq is not None:
-        grid_msg, explicit = frequency_grid_proto(freq)
-        msg.frequency.CopyFrom(grid_msg)
-        own_grid = (msg.frequency, explicit)
+        own_grid = (msg.frequency, set_frequency_grid(msg.frequency, freq))
     if model is not None:
         if model.get("frequency") is not None:
             msg.model.frequency = float(model["frequency"])

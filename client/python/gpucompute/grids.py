@@ -32,11 +32,18 @@ AutoGrid.__doc__ = (
 
 
 def frequency_grid_proto(frequency):
-    """Returns ``(FrequencyGrid message, explicit float64 array or None)`` for a grid form.
+    """Returns ``(FrequencyGrid message, explicit float64 array or None)`` for a grid form."""
+    grid = compute_pb2.FrequencyGrid()
+    return grid, set_frequency_grid(grid, frequency)
+
+
+def set_frequency_grid(grid, frequency):
+    """Sets the empty ``FrequencyGrid`` message ``grid`` to a grid form, in place (a request's
+    own field: nothing is built apart and copied in); returns the explicit float64 array, or
+    None for the other forms.
 
     The array is returned so that the client can hand back exactly the frequencies it sent.
     """
-    grid = compute_pb2.FrequencyGrid()  # its parts are filled in place (not built and copied)
     if isinstance(frequency, AutoGrid):
         auto = grid.auto
         auto.samples_per_peak = float(frequency.samples_per_peak)
@@ -45,7 +52,7 @@ def frequency_grid_proto(frequency):
             auto.minimum_frequency = float(frequency.minimum_frequency)
         if frequency.maximum_frequency is not None:
             auto.maximum_frequency = float(frequency.maximum_frequency)
-        return grid, None
+        return None
     if isinstance(frequency, dict):
         frequency = UniformGrid(**frequency)
     if isinstance(frequency, UniformGrid):
@@ -53,9 +60,10 @@ def frequency_grid_proto(frequency):
         uniform.f0 = float(frequency.f0)
         uniform.df = float(frequency.df)
         uniform.n = int(frequency.n)
-        return grid, None
+        return None
     f = np.asarray(frequency, dtype=np.float64)
-    return compute_pb2.FrequencyGrid(explicit_frequencies=to_tensor(f)), f
+    grid.explicit_frequencies.CopyFrom(to_tensor(f))
+    return f
 
 
 def uniform_frequencies(grid):

@@ -239,7 +239,7 @@ class CallTensors:
     Inputs of at least ``threshold`` bytes become resident tensors (``encode`` reserves each
     with CreateTensor and puts its handle in the request; ``send`` uploads all of them at once
     over the transfer connections); outputs over ``threshold`` bytes stay on the server
-    (``placement``: ``keep_above_bytes``) and ``output`` fetches each the same way into a new
+    (``placement``: ``keep_above_bytes``) and ``fetch`` gets each the same way into a new
     array. All of them are deleted when the call ends, whatever happened (``close``); while in
     flight they count against the caller's quota, and a client that dies leaves them for
     ``CALL_TENSOR_EXPIRY_MS`` at most.
@@ -302,11 +302,15 @@ class CallTensors:
             self._delete(self._inputs)
             self._inputs = []
 
-    def output(self, tensor, otherwise):
-        """An output Tensor as the caller gets it: one this call kept is fetched into a new
-        array (and deleted); any other goes to ``otherwise``."""
-        if not (self._auto_placement and tensor.WhichOneof("payload") == "handle"):
-            return otherwise(tensor)
+    @property
+    def keeps_outputs(self):
+        """True when this call placed the outputs (``placement``): a handle among them is
+        one it kept, for ``fetch``."""
+        return self._auto_placement
+
+    def fetch(self, tensor):
+        """An output this call kept (a Tensor naming its handle) fetched into a new array, and
+        deleted on the server."""
         self._outputs.append(tensor.handle)
         shape = tuple(int(s) for s in tensor.shape)
         count = int(np.prod(shape, dtype=np.int64))
