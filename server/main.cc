@@ -85,6 +85,9 @@ ABSL_FLAG(int, stream_max_jobs_in_flight, gpucompute::StreamLimits{}.max_jobs_in
 ABSL_FLAG(std::vector<std::string>, grpc_arg, {},
           "extra gRPC server channel arguments, KEY=VALUE[,KEY=VALUE...] (integers are passed as "
           "integers), e.g. grpc.http2.lookahead_bytes=16777216");
+ABSL_FLAG(int64_t, tensor_store_bytes, -1,
+          "all clients' resident tensors together, in bytes (-1: half the host's physical "
+          "memory)");
 ABSL_FLAG(int64_t, tensor_quota_bytes, gpucompute::TensorStoreOptions{}.max_bytes_per_client,
           "bytes of resident tensors (PutTensor, kept outputs) one client may hold");
 ABSL_FLAG(int, tensor_quota_count, gpucompute::TensorStoreOptions{}.max_tensors_per_client,
@@ -355,6 +358,7 @@ int main(int argc, char** argv) {
   config.completion_threads = std::max(1, absl::GetFlag(FLAGS_completion_threads));
   config.metrics_port = std::max(-1, absl::GetFlag(FLAGS_metrics_port));
   config.tensors.max_bytes_per_client = std::max<int64_t>(0, absl::GetFlag(FLAGS_tensor_quota_bytes));
+  config.tensors.max_total_bytes = absl::GetFlag(FLAGS_tensor_store_bytes);
   config.tensors.max_tensors_per_client = std::max(0, absl::GetFlag(FLAGS_tensor_quota_count));
   config.tensors.idle_expiry = absl::Seconds(std::max(0.0, absl::GetFlag(FLAGS_tensor_idle_expiry_s)));
   // Expiry is checked on every lookup; the sweep frees memory of tensors nobody looks up.

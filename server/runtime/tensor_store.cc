@@ -2,6 +2,7 @@
 #include "server/runtime/tensor_store.h"
 
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -146,6 +147,9 @@ namespace {
 
 TensorStoreOptions WithDefaults(TensorStoreOptions o) {
   if (!o.clock) o.clock = [] { return absl::Now(); };
+  if (o.max_total_bytes < 0) {
+    o.max_total_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / 2;
+  }
   return o;
 }
 
@@ -210,6 +214,12 @@ absl::Status TensorStore::CheckQuota(absl::string_view owner, int64_t bytes, int
         " more; the limit is ", options_.max_bytes_per_client,
         " bytes per client (--tensor_quota_bytes)"));
   }
+  if (bytes > options_.max_total_bytes - total_bytes_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the server holds ", total_bytes_, " bytes of resident tensors for all clients and client \"",
+        owner, "\" asks for ", bytes, " more; the limit is ", options_.max_total_bytes,
+        " bytes in all (--tensor_store_bytes)"));
+  }
   return absl::OkStatus();
 }
 
@@ -225,6 +235,7 @@ absl::Status TensorStore::Reserve(absl::string_view owner, int64_t bytes, int co
       Usage& u = usage_[owner];
       u.bytes += bytes;
       u.count += count;
+      total_bytes_ += bytes;
       return absl::OkStatus();
     }
   }
@@ -234,6 +245,7 @@ absl::Status TensorStore::Reserve(absl::string_view owner, int64_t bytes, int co
   Usage& u = usage_[owner];
   u.bytes += bytes;
   u.count += count;
+  total_bytes_ += bytes;
   return absl::OkStatus();
 }
 
@@ -242,6 +254,7 @@ void TensorStore::Unreserve(absl::string_view owner, int64_t bytes, int count) {
   if (it == usage_.end()) return;
   it->second.bytes -= bytes;
   it->second.count -= count;
+  total_bytes_ -= bytes;
   if (it->second.count <= 0) usage_.erase(it);
 }
 
@@ -415,6 +428,7 @@ void TensorStore::Clear() {
   absl::MutexLock lock(&mu_);
   dropped.swap(tensors_);
   usage_.clear();
+  total_bytes_ = 0;
 }
 
 TensorStoreStats TensorStore::Stats() {

@@ -36,6 +36,9 @@ namespace gpucompute {
 struct TensorStoreOptions {
   int64_t max_bytes_per_client = int64_t{8} << 30;  // all of one client's resident tensors
   int max_tensors_per_client = 1024;
+  // All clients' resident tensors together (client ids are whatever callers say they are, so
+  // the per-client quota alone bounds nothing). Negative: half the host's physical memory.
+  int64_t max_total_bytes = -1;
   // A tensor neither used nor written for this long is freed (on the next sweep, and at once
   // when looked up). Zero or negative: never.
   absl::Duration idle_expiry = absl::Seconds(600);
@@ -212,6 +215,7 @@ class TensorStore {
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<ResidentTensor>> tensors_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Usage> usage_ ABSL_GUARDED_BY(mu_);
+  int64_t total_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // the sum of usage_'s bytes
   int64_t expired_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread sweeper_;

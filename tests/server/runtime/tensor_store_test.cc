@@ -83,6 +83,29 @@ TEST_F(TensorStoreTest, QuotaBytesIsResourceExhaustedNamingTheFlag) {
   EXPECT_EQ(store.OwnerBytes("c"), 1000);
 }
 
+// Client ids are what callers say they are: the store's total is bounded whatever the ids.
+TEST_F(TensorStoreTest, AllClientsTogetherAreBoundedByTheStoreLimit) {
+  TensorStoreOptions o = Options();
+  o.max_total_bytes = 2500;  // per client 1000
+  TensorStore store(o);
+  ASSERT_TRUE(store.Create("a", F64({100})).ok());
+  ASSERT_TRUE(store.Create("b", F64({100})).ok());
+  ASSERT_TRUE(store.Create("c", F64({50})).ok());  // 2000 in all
+  auto over = store.Create("d", F64({100}));       // 800 more: 2800 > 2500
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(over.status().message()),
+              HasSubstr("the server holds 2000 bytes of resident tensors for all clients"));
+  EXPECT_THAT(std::string(over.status().message()), HasSubstr("(--tensor_store_bytes)"));
+  EXPECT_FALSE(store.CheckRoom("e", 501).ok());
+  EXPECT_TRUE(store.CheckRoom("e", 500).ok());
+  // Deleting gives the room back.
+  auto listed = store.List("a");
+  ASSERT_EQ(listed.size(), 1u);
+  ASSERT_TRUE(store.Delete("a", listed[0]->handle()).ok());
+  EXPECT_TRUE(store.Create("d", F64({100})).ok());
+}
+
 TEST_F(TensorStoreTest, QuotaCountIsResourceExhaustedNamingTheFlag) {
   TensorStore store(Options());
   std::vector<std::string> handles;
