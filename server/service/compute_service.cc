@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
 #include "server/common/version.h"
 #include "server/service/call_timing.h"
 #include "server/service/operation_calls.h"
@@ -17,21 +18,33 @@
 namespace gpucompute {
 namespace {
 
-// A unary call of an operation: the reactor finishes when the operation's call is done, with
-// the server-side timings in trailing metadata. The call holds one of its token's in-flight
-// slots until then; a caller refused a token or a slot is recorded like any failed call.
+// A unary call of an operation, on its raw messages: the request is parsed here (a body that
+// does not parse is INVALID_ARGUMENT naming the message type; gRPC's own parsing would answer
+// UNIMPLEMENTED with no message), the response serialized once the operation is done. The
+// reactor finishes then, with the server-side timings in trailing metadata. The call holds one
+// of its token's in-flight slots until then; a caller refused a token or a slot, or a request
+// that does not parse, is recorded like any failed call.
 template <typename Request, typename Response, typename Run>
 grpc::ServerUnaryReactor* RunUnary(const char* op, Run run, const ServiceParts& parts,
-                                   grpc::CallbackServerContext* context, const Request& request,
-                                   Response* response) {
+                                   grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const absl::Time start = absl::Now();
   auto admitted = AuthenticateAndEnter(*context, parts.auth);
-  if (!admitted.ok()) {
-    RecordCallEnd(parts.metrics, op, admitted.status(), JobTimings{}, start);
-    reactor->Finish(ToGrpcStatus(admitted.status()));
+  absl::Status refused = admitted.status();
+  auto messages = std::make_shared<std::pair<Request, Response>>();  // until the reply
+  grpc::ByteBuffer copy(*raw_request);  // shares the slices; parsing consumes the buffer
+  if (refused.ok() && !grpc::SerializationTraits<Request>::Deserialize(&copy, &messages->first).ok()) {
+    refused = absl::InvalidArgumentError(absl::StrCat(
+        "the request does not parse as a ", Request::descriptor()->full_name()));
+  }
+  if (!refused.ok()) {
+    RecordCallEnd(parts.metrics, op, refused, JobTimings{}, start);
+    reactor->Finish(ToGrpcStatus(refused));
     return reactor;
   }
+  const Request& request = messages->first;
+  Response* response = &messages->second;
   CallContext call;
   call.start = start;
   call.deadline = ToAbslTime(context->deadline());
@@ -39,13 +52,17 @@ grpc::ServerUnaryReactor* RunUnary(const char* op, Run run, const ServiceParts& 
   call.client = std::move(admitted->first.id);
   auto slot = std::make_shared<InFlightSlot>(std::move(admitted->second));
   run(parts, request, response, std::move(call),
-      [op, reactor, context, start, metrics = parts.metrics, slot](const absl::Status& status,
-                                                                   const JobTimings& t) {
+      [op, reactor, context, start, metrics = parts.metrics, slot, messages,
+       raw_response](const absl::Status& status, const JobTimings& t) {
         slot->Release();  // before the reply: the caller's next call may take it
         AddTimings(context, t, start);
         RecordCallEnd(metrics, op,
                       RecordedStatus(status, context->IsCancelled(), ToAbslTime(context->deadline())),
                       t, start);
+        if (status.ok()) {
+          bool own_buffer = false;
+          (void)grpc::SerializationTraits<Response>::Serialize(messages->second, raw_response, &own_buffer);
+        }
         reactor->Finish(ToGrpcStatus(status));
       });
   return reactor;
@@ -64,27 +81,27 @@ void FillBatchingStats(const BatchingStats& b, v1::BatchingStats* out) {
 ComputeService::ComputeService(ServiceParts parts) : parts_(std::move(parts)) {}
 
 grpc::ServerUnaryReactor* ComputeService::Periodogram(grpc::CallbackServerContext* context,
-                                                      const v1::PeriodogramRequest* request,
-                                                      v1::PeriodogramResponse* response) {
-  return RunUnary("periodogram", RunPeriodogram, parts_, context, *request, response);
+    const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+  return RunUnary<v1::PeriodogramRequest, v1::PeriodogramResponse>(
+      "periodogram", RunPeriodogram, parts_, context, request, response);
 }
 
 grpc::ServerUnaryReactor* ComputeService::Dense(grpc::CallbackServerContext* context,
-                                                const v1::DenseRequest* request,
-                                                v1::DenseResponse* response) {
-  return RunUnary("dense", RunDense, parts_, context, *request, response);
+    const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+  return RunUnary<v1::DenseRequest, v1::DenseResponse>(
+      "dense", RunDense, parts_, context, request, response);
 }
 
 grpc::ServerUnaryReactor* ComputeService::Assimilate(grpc::CallbackServerContext* context,
-                                                     const v1::AssimilateRequest* request,
-                                                     v1::AssimilateResponse* response) {
-  return RunUnary("assimilate", RunAssimilate, parts_, context, *request, response);
+    const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+  return RunUnary<v1::AssimilateRequest, v1::AssimilateResponse>(
+      "assimilate", RunAssimilate, parts_, context, request, response);
 }
 
 grpc::ServerUnaryReactor* ComputeService::Echo(grpc::CallbackServerContext* context,
-                                               const v1::EchoRequest* request,
-                                               v1::EchoResponse* response) {
-  return RunUnary("echo", RunEcho, parts_, context, *request, response);
+    const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+  return RunUnary<v1::EchoRequest, v1::EchoResponse>(
+      "echo", RunEcho, parts_, context, request, response);
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ComputeService::Submit(

@@ -11,16 +11,18 @@
 
 namespace gpucompute {
 
-// The service, with PutTensor and GetTensor taking their messages raw (tensor_wire.h), and
-// Submit too (it parses each job itself, to tell a corrupt message from the end of the stream).
+// The service. Taking their messages raw: PutTensor and GetTensor (tensor_wire.h), Submit (it
+// parses each job itself, to tell a corrupt message from the end of the stream) and the four
+// operations (a request that does not parse is INVALID_ARGUMENT, not gRPC's bare
+// UNIMPLEMENTED).
 namespace compute_service_internal {
 using C = v1::Compute;
 // Every method once: a raw method's handler takes the typed one's parameters, so the two
 // cannot be stacked on CallbackService.
-using Base = C::WithCallbackMethod_Periodogram<C::WithCallbackMethod_LoadModel<
-    C::WithCallbackMethod_UnloadModel<C::WithCallbackMethod_ListModels<C::WithCallbackMethod_Dense<
-        C::WithCallbackMethod_Assimilate<C::WithCallbackMethod_ServerInfo<C::WithRawCallbackMethod_Submit<
-            C::WithCallbackMethod_Echo<C::WithCallbackMethod_CreateTensor<C::WithRawCallbackMethod_PutTensor<
+using Base = C::WithRawCallbackMethod_Periodogram<C::WithCallbackMethod_LoadModel<
+    C::WithCallbackMethod_UnloadModel<C::WithCallbackMethod_ListModels<C::WithRawCallbackMethod_Dense<
+        C::WithRawCallbackMethod_Assimilate<C::WithCallbackMethod_ServerInfo<C::WithRawCallbackMethod_Submit<
+            C::WithRawCallbackMethod_Echo<C::WithCallbackMethod_CreateTensor<C::WithRawCallbackMethod_PutTensor<
                 C::WithRawCallbackMethod_GetTensor<C::WithCallbackMethod_DeleteTensor<
                     C::WithCallbackMethod_ListTensors<C::WithCallbackMethod_RegisterSharedMemory<
                         C::WithCallbackMethod_UnregisterSharedMemory<C::Service>>>>>>>>>>>>>>>>;
@@ -32,8 +34,7 @@ class ComputeService final : public ComputeServiceBase {
   explicit ComputeService(ServiceParts parts);
 
   grpc::ServerUnaryReactor* Periodogram(grpc::CallbackServerContext* context,
-                                        const v1::PeriodogramRequest* request,
-                                        v1::PeriodogramResponse* response) override;
+      const grpc::ByteBuffer* request, grpc::ByteBuffer* response) override;
   grpc::ServerReadReactor<v1::LoadModelChunk>* LoadModel(grpc::CallbackServerContext* context,
                                                          v1::ModelInfo* response) override;
   grpc::ServerUnaryReactor* UnloadModel(grpc::CallbackServerContext* context,
@@ -43,14 +44,11 @@ class ComputeService final : public ComputeServiceBase {
                                        const v1::ListModelsRequest* request,
                                        v1::ListModelsResponse* response) override;
   grpc::ServerUnaryReactor* Dense(grpc::CallbackServerContext* context,
-                                  const v1::DenseRequest* request,
-                                  v1::DenseResponse* response) override;
+      const grpc::ByteBuffer* request, grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Assimilate(grpc::CallbackServerContext* context,
-                                       const v1::AssimilateRequest* request,
-                                       v1::AssimilateResponse* response) override;
+      const grpc::ByteBuffer* request, grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
-                                 const v1::EchoRequest* request,
-                                 v1::EchoResponse* response) override;
+      const grpc::ByteBuffer* request, grpc::ByteBuffer* response) override;
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Submit(
       grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* ServerInfo(grpc::CallbackServerContext* context,

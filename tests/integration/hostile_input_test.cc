@@ -387,6 +387,22 @@ TEST_F(HostileInput, ModelUploadsReserveTheirBytesFromTheHeader) {
   (void)first->Finish();
 }
 
+// A unary operation whose body does not parse: INVALID_ARGUMENT naming the message type (gRPC
+// itself answers UNIMPLEMENTED with no message).
+TEST_F(HostileInput, UnparsableOperationRequestsAreInvalidArgument) {
+  for (const char* method : {"/gpucompute.v1.Compute/Periodogram", "/gpucompute.v1.Compute/Dense",
+                             "/gpucompute.v1.Compute/Assimilate", "/gpucompute.v1.Compute/Echo"}) {
+    grpc::ClientContext context;
+    grpc::ByteBuffer response;
+    const grpc::Status status = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+        loopback_.channel.get(), grpc::internal::RpcMethod(method, grpc::internal::RpcMethod::NORMAL_RPC),
+        &context, Raw(kTruncated), &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method << ": " << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr("the request does not parse as a gpucompute.v1.")) << method;
+  }
+  ExpectServing();
+}
+
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
 // Offsets and lengths near 2^63: INVALID_ARGUMENT, and the range in the message is the one sent
