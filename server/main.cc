@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -135,6 +136,11 @@ ABSL_FLAG(int64_t, grpc_memory_quota_bytes, 0,
           "memory gRPC may hold for calls in all (a ResourceQuota: past it, windows shrink and "
           "new calls are refused); 0: half of the host's physical memory");
 ABSL_FLAG(int, max_concurrent_streams, 1024, "concurrent calls per client connection");
+ABSL_FLAG(double, listener_probe_s, 5,
+          "how often the service port is probed; three unanswered probes in a row (gRPC stops "
+          "accepting when every descriptor is taken) turn health NOT_SERVING (0: no probe)");
+ABSL_FLAG(int64_t, max_connection_idle_s, 300,
+          "a client connection with no call for this many seconds is closed (0: never)");
 ABSL_FLAG(double, shutdown_grace_s, 30,
           "on SIGTERM, how long in-flight calls may take to finish before they are cancelled (s)");
 ABSL_FLAG(int, workers, 0,
@@ -297,6 +303,22 @@ int RunFront(int argc, char** argv, const gpucompute::ServerConfig& server_confi
   return Serve<front::FrontServer>(front::FrontServer::Start(std::move(config)), signals, nullptr);
 }
 
+// Raises the soft limit on open descriptors to the hard one: every connection holds one, and
+// gRPC stops listening for good when accept() finds none left (ListenerProbe reports that).
+void RaiseDescriptorLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur < limit.rlim_max) {
+    const rlim_t was = limit.rlim_cur;
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+      spdlog::info("open descriptors: limit raised from {} to {}", was, limit.rlim_cur);
+      return;
+    }
+  }
+  spdlog::info("open descriptors: limit {}", limit.rlim_cur);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -304,6 +326,7 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
   spdlog::info("gpucompute-server {}; allocator {}", GPUCOMPUTE_VERSION, gpucompute::AllocatorDescription());
+  RaiseDescriptorLimit();
 
   // Every thread created from here on inherits the blocked signals; one waits for them.
   sigset_t signals;
@@ -325,6 +348,8 @@ int main(int argc, char** argv) {
   config.backend.replicate_models = absl::GetFlag(FLAGS_replicate_models);
   config.grpc_memory_quota_bytes = absl::GetFlag(FLAGS_grpc_memory_quota_bytes);
   config.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  config.max_connection_idle = absl::Seconds(std::max<int64_t>(0, absl::GetFlag(FLAGS_max_connection_idle_s)));
+  config.listener_probe_period = absl::Seconds(std::max(0.0, absl::GetFlag(FLAGS_listener_probe_s)));
   config.backend.inject_fault_device = absl::GetFlag(FLAGS_inject_sticky_fault_device);
   config.backend.inject_fault_after_batches = absl::GetFlag(FLAGS_inject_sticky_fault_after_batches);
   config.scheduler.max_batch_size = std::max(1, absl::GetFlag(FLAGS_max_batch_size));

@@ -23,6 +23,11 @@ void AddListener(grpc::ServerBuilder& builder, const ListenerOptions& o, int* po
   // Bounds what clients can make gRPC allocate: per connection by the number of concurrent
   // calls, in all by the quota.
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, std::max(1, o.max_concurrent_streams));
+  if (o.max_connection_idle > absl::ZeroDuration()) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                               static_cast<int>(std::min<int64_t>(
+                                   absl::ToInt64Milliseconds(o.max_connection_idle), INT32_MAX)));
+  }
   // Compressed messages are refused (gRPC answers UNIMPLEMENTED for a disabled algorithm): a
   // 1 MB gzip message inflates to 1 GB, which a peer could send many times over, and neither
   // client compresses (tensors hardly compress).

@@ -14,6 +14,7 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "server/service/health_port.h"
 
 namespace gpucompute {
@@ -27,6 +28,7 @@ struct ListenerOptions {
   // Memory gRPC may hold for calls (a ResourceQuota); 0: half the host's physical memory.
   int64_t memory_quota_bytes = 0;
   std::string quota_name = "gpucompute";
+  absl::Duration max_connection_idle = absl::ZeroDuration();  // zero: idle connections stay
   // KEY, VALUE; a value that parses as an integer is passed as one.
   std::vector<std::pair<std::string, std::string>> grpc_args;
 };

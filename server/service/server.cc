@@ -10,6 +10,7 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
 #include "server/runtime/runtime_metrics.h"
@@ -94,6 +95,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   listener.max_concurrent_streams = config.max_concurrent_streams;
   listener.memory_quota_bytes = config.grpc_memory_quota_bytes;
   listener.quota_name = "gpucompute-server";
+  listener.max_connection_idle = config.max_connection_idle;
   listener.grpc_args = config.grpc_args;
   builder.RegisterService(s->service_.get());
   ASSIGN_OR_RETURN(Listening listening, StartListening(builder, listener, config.health_port, s->health_));
@@ -102,6 +104,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   s->health_server_ = std::move(listening.health_server);
   s->health_port_ = listening.health_port;
   s->SetServing(true);
+  if (config.listener_probe_period > absl::ZeroDuration() && !absl::StartsWith(config.address, "unix:")) {
+    s->listener_probe_ = std::make_unique<ListenerProbe>(
+        HostOfAddress(config.address), s->port_, config.listener_probe_period, [server = s.get()] {
+          spdlog::critical("the service port {} no longer accepts connections (gRPC stops "
+                           "accepting when every descriptor is taken): health is now NOT_SERVING",
+                           server->port_);
+          server->listener_lost_.store(true);
+          server->SetServing(false);
+        });
+  }
   if (config.metrics_port >= 0) {
     ASSIGN_OR_RETURN(s->metrics_server_, metrics::MetricsServer::Start(HostOfAddress(config.address),
                                                                       config.metrics_port,
@@ -121,7 +133,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
 Server::~Server() { Shutdown(absl::Seconds(5)); }
 
 void Server::SetServing(bool serving) {
-  health_.Set(serving && !device_lost_.load());  // a lost GPU never comes back in this process
+  // A lost GPU or listener never comes back in this process.
+  health_.Set(serving && !device_lost_.load() && !listener_lost_.load());
 }
 
 absl::Status Server::ReloadTokens() {
@@ -132,6 +145,7 @@ absl::Status Server::ReloadTokens() {
 void Server::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  listener_probe_.reset();  // the port closes below: that is no loss
   if (security_) security_->Stop();
   // Start() may have failed half-way: every member can be null here.
   health_.Close();  // probes see NOT_SERVING while calls drain

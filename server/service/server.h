@@ -27,6 +27,7 @@
 #include "server/runtime/shared_memory.h"
 #include "server/runtime/tensor_store.h"
 #include "server/service/idle_streams.h"
+#include "server/service/listener_probe.h"
 #include "server/service/auth.h"
 #include "server/service/compute_service.h"
 #include "server/service/credentials.h"
@@ -75,6 +76,12 @@ struct ServerConfig {
   // refuses new calls rather than allocating more.
   int64_t grpc_memory_quota_bytes = 0;
   int max_concurrent_streams = 1024;  // concurrent calls per connection (HTTP/2 streams)
+  // A connection with no call for this long is closed (idle connections hold descriptors;
+  // clients reconnect on their next call). Zero: never.
+  absl::Duration max_connection_idle = absl::Minutes(5);
+  // How often the service port is probed (ListenerProbe); a port that refuses connections
+  // turns health NOT_SERVING. Zero: not probed.
+  absl::Duration listener_probe_period = absl::Seconds(5);
   TensorStoreOptions tensors;        // resident tensors: quotas, idle expiry
   bool allow_shared_memory = false;  // RegisterSharedMemory (clients on the same node)
   // Security (README "Security"): TLS from PEM files; bearer tokens from a token file (empty:
@@ -156,6 +163,8 @@ class Server {
   std::string backend_name_;
   bool shut_down_ = false;
   std::atomic<bool> device_lost_{false};  // set by the backend's unhealthy-device listener
+  std::atomic<bool> listener_lost_{false};  // set by listener_probe_
+  std::unique_ptr<ListenerProbe> listener_probe_;  // stopped first at shutdown
 };
 
 }  // namespace gpucompute

@@ -10,8 +10,10 @@ Environment:
 """
 
 import contextlib
+import functools
 import os
 import pathlib
+import resource
 import signal
 import subprocess
 import time
@@ -47,9 +49,10 @@ def _log_tail(path, limit=4000):
 
 
 @contextlib.contextmanager
-def run_server(tmp, *flags):
+def run_server(tmp, *flags, open_files=None):
     """Runs gpucompute-server on a free port in ``tmp``; yields "127.0.0.1:PORT".
 
+    ``open_files``: the process's limit on open descriptors (soft and hard), else inherited.
     On exit sends SIGTERM and checks that the server exits with code 0 within 30 s.
     """
     port_file, log_file = tmp / "port", tmp / "server.log"
@@ -63,7 +66,9 @@ def run_server(tmp, *flags):
         *flags,
     ]
     with open(log_file, "wb") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        limit = None if open_files is None else functools.partial(
+            resource.setrlimit, resource.RLIMIT_NOFILE, (open_files, open_files))
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, preexec_fn=limit)
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         port = ""

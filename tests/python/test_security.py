@@ -669,6 +669,33 @@ def test_gpucompute_health_exit_codes(token_server, tmp_path):
     assert "UNAVAILABLE" in down.stderr or "DEADLINE_EXCEEDED" in down.stderr
 
 
+# ---------------------------------------------------------------------------------- descriptors
+
+
+def test_descriptor_exhaustion_turns_health_not_serving(tmp_path):
+    """Idle connections past the descriptor limit: gRPC stops accepting for good (the kernel
+    still queues connections, so the port looks open). The probe sees the port unanswered and
+    health turns NOT_SERVING, so that an orchestrator restarts the server, instead of SERVING
+    on a port that serves nobody. Idle connections are also closed after
+    --max_connection_idle_s."""
+    import socket
+    health_file = tmp_path / "health_port"
+    with run_server(tmp_path, "--health_port=0", f"--health_port_file={health_file}",
+                    "--listener_probe_s=0.5", open_files=200) as target:
+        host, port = target.rsplit(":", 1)
+        assert run_cli("health", "--address", f"127.0.0.1:{health_file.read_text().strip()}"
+                       ).stdout.strip() == "SERVING"
+        idle = []
+        for _ in range(400):  # twice the limit
+            idle.append(socket.create_connection((host, int(port)), timeout=5))
+        time.sleep(1)
+        for s in idle:
+            s.close()
+        _wait_for_log(tmp_path, "no longer accepts connections", timeout=30)
+        health = run_cli("health", "--address", f"127.0.0.1:{health_file.read_text().strip()}")
+        assert health.stdout.strip() == "NOT_SERVING", health.stdout + health.stderr
+
+
 # ---------------------------------------------------------------------------------- start-up
 
 
