@@ -9,7 +9,7 @@ packages=(
   libabsl-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev liblapacke-dev libfftw3-dev
-  nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libjemalloc-dev
+  nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libmicrohttpd-dev libjemalloc-dev
   clang libclang-rt-14-dev
   python3 python3-grpcio python3-protobuf python3-numpy python3-scipy python3-astropy python3-pytest python3-matplotlib
   python3-yaml python3-kubernetes

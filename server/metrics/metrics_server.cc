@@ -1,12 +1,11 @@
 // The /metrics endpoint (see metrics_server.h).
 #include "server/metrics/metrics_server.h"
 
+#include <microhttpd.h>
+#include <netdb.h>
 #include <sys/socket.h>
 
-#include <atomic>
-#include <chrono>
-
-#include <httplib.h>
+#include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -16,8 +15,39 @@
 namespace gpucompute::metrics {
 namespace {
 
-// Scrapes are rare and small: two threads serve them (httplib's default is one per core).
-constexpr size_t kHttpThreads = 2;
+constexpr unsigned kMaxConnections = 64;
+constexpr unsigned kMaxConnectionsPerAddress = 8;
+constexpr unsigned kIdleTimeoutS = 10;
+
+MHD_Result Reply(MHD_Connection* connection, unsigned status, const std::string& body,
+                 const char* content_type) {
+  MHD_Response* response =
+      MHD_create_response_from_buffer(body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
+  if (response == nullptr) return MHD_NO;
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+  const MHD_Result queued = MHD_queue_response(connection, status, response);
+  MHD_destroy_response(response);
+  return queued;
+}
+
+// Every request: GET /metrics, GET /, else 404 (405 for other methods).
+MHD_Result Answer(void* cls, MHD_Connection* connection, const char* url, const char* method,
+                  const char* /*version*/, const char* /*upload_data*/, size_t* upload_data_size,
+                  void** /*state*/) {
+  if (*upload_data_size != 0) {
+    *upload_data_size = 0;  // a body is read and dropped
+    return MHD_YES;
+  }
+  if (std::strcmp(method, MHD_HTTP_METHOD_GET) != 0 && std::strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+    return Reply(connection, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only\n", "text/plain");
+  }
+  const auto& expose = *static_cast<const std::function<std::string()>*>(cls);
+  if (std::strcmp(url, "/metrics") == 0) return Reply(connection, MHD_HTTP_OK, expose(), kExpositionContentType);
+  if (std::strcmp(url, "/") == 0) {
+    return Reply(connection, MHD_HTTP_OK, "gpucompute: Prometheus metrics at /metrics\n", "text/plain");
+  }
+  return Reply(connection, MHD_HTTP_NOT_FOUND, "not found\n", "text/plain");
+}
 
 }  // namespace
 
@@ -29,49 +59,30 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     const std::string& host, int port, std::function<std::string()> expose) {
   std::unique_ptr<MetricsServer> s(new MetricsServer());
-  s->http_ = std::make_unique<httplib::Server>();
-  httplib::Server& http = *s->http_;
-  http.new_task_queue = [] { return new httplib::ThreadPool(kHttpThreads); };
-  // httplib sets SO_REUSEPORT by default, which lets a second server bind the same port and
-  // steal half the scrapes; SO_REUSEADDR alone still allows a quick restart.
-  http.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  http.set_read_timeout(5, 0);
-  http.set_write_timeout(5, 0);
-  http.Get("/metrics", [expose = std::move(expose)](const httplib::Request&, httplib::Response& res) {
-    res.set_content(expose(), kExpositionContentType);
-  });
-  http.Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("gpucompute: Prometheus metrics at /metrics\n", "text/plain");
-  });
-
-  if (port == 0) {
-    s->port_ = http.bind_to_any_port(host);
-    if (s->port_ <= 0) s->port_ = 0;
-  } else if (http.bind_to_port(host, port)) {
-    s->port_ = port;
+  s->expose_ = std::move(expose);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string service = absl::StrCat(port);
+  const std::string bind_host = host == "[::]" ? "::" : host;
+  if (getaddrinfo(bind_host.empty() ? nullptr : bind_host.c_str(), service.c_str(), &hints, &found) != 0 ||
+      found == nullptr) {
+    return absl::UnavailableError(absl::StrCat("metrics: cannot resolve ", host));
   }
-  if (s->port_ == 0) {
+  const unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+                         (found->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+  s->daemon_ = MHD_start_daemon(
+      flags, static_cast<uint16_t>(port), nullptr, nullptr, &Answer, &s->expose_,
+      MHD_OPTION_SOCK_ADDR, found->ai_addr, MHD_OPTION_CONNECTION_LIMIT, kMaxConnections,
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, kMaxConnectionsPerAddress, MHD_OPTION_CONNECTION_TIMEOUT,
+      kIdleTimeoutS, MHD_OPTION_END);
+  freeaddrinfo(found);
+  if (s->daemon_ == nullptr) {
     return absl::UnavailableError(absl::StrCat("metrics: could not listen on ", host, ":", port));
   }
-
-  auto finished = std::make_shared<std::atomic<bool>>(false);
-  s->listener_ = std::thread([http = s->http_.get(), finished] {
-    http->listen_after_bind();
-    finished->store(true);
-  });
-  // httplib's stop() does nothing until the accept loop runs: wait for it (it starts at once
-  // or fails at once), so that a Stop() right after Start() cannot miss the listener.
-  while (!http.is_running() && !finished->load()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  if (!http.is_running()) {
-    s->listener_.join();
-    return absl::UnavailableError(absl::StrCat("metrics: the listener on ", host, ":", s->port_,
-                                               " did not start"));
-  }
+  const MHD_DaemonInfo* bound = MHD_get_daemon_info(s->daemon_, MHD_DAEMON_INFO_BIND_PORT);
+  s->port_ = bound != nullptr ? bound->port : port;
   spdlog::info("metrics at http://{}:{}/metrics", host, s->port_);
   return s;
 }
@@ -79,8 +90,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
 MetricsServer::~MetricsServer() { Stop(); }
 
 void MetricsServer::Stop() {
-  if (http_) http_->stop();
-  if (listener_.joinable()) listener_.join();
+  if (daemon_ != nullptr) MHD_stop_daemon(daemon_);
+  daemon_ = nullptr;
 }
 
 }  // namespace gpucompute::metrics

@@ -1,17 +1,17 @@
-// The /metrics HTTP endpoint: a cpp-httplib listener on its own threads that answers
-// GET /metrics with a Registry's text exposition (and GET / with a pointer to it).
+// The /metrics HTTP endpoint: a libmicrohttpd daemon that answers GET /metrics with a
+// Registry's text exposition (and GET / with a pointer to it). One thread serves every
+// connection from an epoll loop, so a client that sends its request a byte at a time holds
+// nothing but its own connection: scrapes go on. Connections are bounded (64 in all, 8 per
+// address) and dropped after 10 s without a byte.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
 
-namespace httplib {
-class Server;
-}  // namespace httplib
+struct MHD_Daemon;
 
 namespace gpucompute::metrics {
 
@@ -24,7 +24,7 @@ class MetricsServer {
   // address cannot be bound.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& host, int port,
                                                              const Registry* registry);
-  // The same, serving what `expose` returns at each scrape (it runs on the endpoint's threads;
+  // The same, serving what `expose` returns at each scrape (it runs on the endpoint's thread;
   // what it captures must outlive the server).
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& host, int port,
                                                              std::function<std::string()> expose);
@@ -34,15 +34,15 @@ class MetricsServer {
 
   int port() const { return port_; }
 
-  // Closes the listener and waits for its threads (a scrape in progress finishes first).
+  // Closes the listener and waits for its thread (a scrape in progress finishes first).
   // Idempotent.
   void Stop();
 
  private:
   MetricsServer() = default;
 
-  std::unique_ptr<httplib::Server> http_;
-  std::thread listener_;
+  std::function<std::string()> expose_;
+  MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
 };
 

@@ -4,7 +4,13 @@
 // family has HELP and TYPE before its samples, histograms are cumulative and end in +Inf =
 // _count) and that the counts moved exactly as the calls did.
 // The backend is $GPUCOMPUTE_TEST_BACKEND (default cpu; the GPU machine runs it with cuda).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -361,6 +367,39 @@ TEST_F(MetricsServer, CancelledCallsAreCountedCancelled) {
   EXPECT_EQ(after.Get(cancelled), 1) << after.text;
   EXPECT_FALSE(after.Has(R"(gpucompute_request_failure_total{op="periodogram",code="DEADLINE_EXCEEDED"})"))
       << after.text;
+}
+
+// Clients that send their request a byte at a time (slowloris) hold only their own
+// connections: scrapes are answered meanwhile.
+TEST_F(MetricsServer, SlowClientsDoNotStallScrapes) {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> slow;
+  for (int i = 0; i < 6; ++i) {
+    slow.emplace_back([&] {
+      const int fd = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(static_cast<uint16_t>(loopback_.server->metrics_port()));
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+        const std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\n";
+        for (size_t k = 0; k < request.size() && !stop.load(); ++k) {
+          (void)send(fd, &request[k], 1, MSG_NOSIGNAL);
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        }
+      }
+      close(fd);
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // every slow client connected
+  for (int i = 0; i < 5; ++i) {
+    const absl::Time start = absl::Now();
+    const Scrape s = DoScrape();
+    EXPECT_TRUE(s.Has("gpucompute_build_info") || !s.samples.empty()) << "scrape " << i;
+    EXPECT_LT(absl::Now() - start, absl::Seconds(2)) << "scrape " << i << " waited for the slow clients";
+  }
+  stop.store(true);
+  for (auto& t : slow) t.join();
 }
 
 TEST_F(MetricsServer, ATakenPortIsAnErrorAndShutdownClosesTheEndpoint) {
