@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build-fuzz
-targets=(request_fuzzer model_upload_fuzzer)
+targets=(request_fuzzer model_upload_fuzzer tensor_stream_fuzzer)
 
 cmake -S . -B "$build" -G Ninja -DGPUCOMPUTE_CUDA=OFF -DGPUCOMPUTE_FUZZ=ON -DBUILD_TESTING=OFF \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \

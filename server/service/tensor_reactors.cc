@@ -40,7 +40,7 @@ PutTensorReactor::PutTensorReactor(grpc::CallbackServerContext* context, const S
     Finish(ToGrpcStatus(admitted.status()));
     return;
   }
-  client_ = std::move(admitted->first.id);
+  upload_.emplace(parts->tensors, std::move(admitted->first.id));
   slot_ = std::move(admitted->second);
   StartRead(&chunk_);
 }
@@ -50,7 +50,7 @@ void PutTensorReactor::OnReadDone(bool ok) {
     // The client has sent everything, or gave up.
     if (context_->IsCancelled()) {
       End(absl::CancelledError("PutTensor cancelled by the client before its end"));
-    } else if (tensor_ == nullptr) {
+    } else if (upload_->tensor() == nullptr) {
       End(absl::InvalidArgumentError("the PutTensor stream ended before its header"));
     } else {
       End(absl::OkStatus());
@@ -58,7 +58,7 @@ void PutTensorReactor::OnReadDone(bool ok) {
     return;
   }
   auto chunk = ParsePutTensorChunk(chunk_);
-  absl::Status s = chunk.ok() ? Accept(*chunk) : chunk.status();
+  absl::Status s = chunk.ok() ? upload_->Accept(*chunk) : chunk.status();
   chunk_.Clear();
   if (!s.ok()) {
     End(s);
@@ -67,68 +67,16 @@ void PutTensorReactor::OnReadDone(bool ok) {
   StartRead(&chunk_);
 }
 
-absl::Status PutTensorReactor::Open(const v1::PutTensorHeader& header) {
-  TensorStore* store = parts_->tensors;
-  if (!header.handle().empty()) {
-    auto found = store->FindForWrite(client_, header.handle());
-    if (!found.ok()) return Prefixed("header.handle", found.status());
-    const TensorSpec& spec = (*found)->spec();
-    if ((header.dtype() != v1::DTYPE_UNSPECIFIED && header.dtype() != spec.dtype) ||
-        (header.shape_size() > 0 &&
-         !std::equal(header.shape().begin(), header.shape().end(), spec.shape.begin(),
-                     spec.shape.end()))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "header: dtype and shape must be left unset, or match tensor \"", header.handle(),
-          "\", when a handle is given"));
-    }
-    tensor_ = *std::move(found);
-    return absl::OkStatus();
-  }
-  if (DTypeSize(header.dtype()) == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "header.dtype: must be set to a known dtype (got ", static_cast<int>(header.dtype()),
-        "), or give the handle of a tensor made by CreateTensor"));
-  }
-  TensorSpec spec;
-  spec.dtype = header.dtype();
-  spec.element_size = DTypeSize(header.dtype());
-  spec.shape.assign(header.shape().begin(), header.shape().end());
-  auto created = store->Create(client_, std::move(spec));
-  if (!created.ok()) {
-    if (created.status().code() == absl::StatusCode::kInvalidArgument) {
-      return Prefixed("header", created.status());
-    }
-    return created.status();
-  }
-  tensor_ = *std::move(created);
-  created_here_ = true;
-  return absl::OkStatus();
-}
-
-absl::Status PutTensorReactor::Accept(const PutTensorChunkView& chunk) {
-  if (tensor_ == nullptr) {
-    if (!chunk.header) {
-      return absl::InvalidArgumentError("header: the first PutTensor message must carry the header");
-    }
-    if (absl::Status s = Open(*chunk.header); !s.ok()) return s;
-  } else if (chunk.header) {
-    return absl::InvalidArgumentError("header: only the first PutTensor message carries it");
-  }
-  if (chunk.chunk.data_bytes() == 0) return absl::OkStatus();
-  return tensor_->Write(chunk.chunk.offset, chunk.chunk.data);
-}
-
 void PutTensorReactor::End(const absl::Status& status) {
   if (status.ok()) {
     v1::TensorInfo info;
-    FillTensorInfo(*tensor_, parts_->tensors->Now(), &info);
+    FillTensorInfo(*upload_->tensor(), parts_->tensors->Now(), &info);
     bool own_buffer = false;
     (void)grpc::SerializationTraits<v1::TensorInfo>::Serialize(info, response_, &own_buffer);
-  } else if (created_here_) {
-    // Nobody has its handle yet: the partial tensor would only hold quota until it expired.
-    (void)parts_->tensors->Delete(client_, tensor_->handle());
+    upload_->Close();
+  } else if (upload_) {
+    upload_->Abandon();
   }
-  tensor_.reset();
   slot_.Release();
   Finish(ToGrpcStatus(status));
 }

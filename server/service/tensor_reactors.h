@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <grpcpp/support/byte_buffer.h>
@@ -18,6 +19,7 @@
 #include "server/runtime/tensor_store.h"
 #include "server/service/auth.h"
 #include "server/service/service_parts.h"
+#include "server/service/tensor_upload.h"
 #include "server/service/tensor_wire.h"
 
 namespace gpucompute {
@@ -40,19 +42,15 @@ class PutTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> 
   void OnDone() override;
 
  private:
-  absl::Status Accept(const PutTensorChunkView& chunk);
-  absl::Status Open(const v1::PutTensorHeader& header);
   // Finishes with `status`; a tensor this call created is deleted unless the call succeeded.
   void End(const absl::Status& status);
 
   grpc::CallbackServerContext* const context_;
   const ServiceParts* const parts_;
   grpc::ByteBuffer* const response_;
-  std::string client_;        // the caller (Authenticate)
+  std::optional<TensorUpload> upload_;  // once the caller is admitted
   InFlightSlot slot_;
   grpc::ByteBuffer chunk_;    // the read buffer (a PutTensorChunk)
-  std::shared_ptr<ResidentTensor> tensor_;
-  bool created_here_ = false;  // by this call's header (not reserved by CreateTensor)
 };
 
 class GetTensorReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {

@@ -59,6 +59,7 @@ void AddModel(ModelRegistry& models, const std::string& name, ElementType dtype,
 
 Env* MakeEnv() {
   auto* env = new Env();
+  env->memory = std::make_unique<MemoryBudget>(env->limits.memory_budget_bytes, "--memory_budget_bytes");
   TensorStoreOptions o;
   o.max_bytes_per_client = 64 << 20;
   o.idle_expiry = absl::ZeroDuration();  // never: the handles must stay valid all run

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "google/protobuf/message.h"
+#include "server/runtime/memory_budget.h"
 #include "server/runtime/model_registry.h"
 #include "server/runtime/shared_memory.h"
 #include "server/runtime/tensor_store.h"
@@ -30,9 +31,12 @@ struct Env {
   std::unique_ptr<TensorStore> store;
   std::unique_ptr<SharedMemoryRegistry> shared_memory;
   std::unique_ptr<ModelRegistry> models;
+  std::unique_ptr<MemoryBudget> memory;  // the server's default budget; every lease given back
   std::vector<std::string> handles;  // h0, h1, ... in order
 
-  TensorContext Context() const { return TensorContext{store.get(), shared_memory.get(), kClient}; }
+  TensorContext Context() const {
+    return TensorContext{store.get(), shared_memory.get(), kClient, memory.get()};
+  }
 };
 
 // The process's environment (created on first use; aborts if it cannot be built).

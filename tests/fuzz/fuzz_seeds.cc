@@ -1,6 +1,7 @@
 // Writes the fuzz targets' seed corpus: a few valid requests per operation (inline, by handle,
-// in shared memory; every output placement) and valid LoadModel streams, one file each under
-// <dir>/request_fuzzer/ and <dir>/model_upload_fuzzer/. Handles and the region are the names
+// in shared memory; every output placement), valid LoadModel streams, and PutTensor and Submit
+// message sequences (good and bad), one file each under <dir>/request_fuzzer/,
+// <dir>/model_upload_fuzzer/ and <dir>/tensor_stream_fuzzer/. Handles and the region are the names
 // fuzz_env.h gives them ("h0".., "r"). Run by `scripts/fuzz.sh --seeds`.
 #include <cmath>
 #include <cstdint>
@@ -297,13 +298,62 @@ std::vector<std::pair<std::string, LoadModelStream>> Uploads() {
   return all;
 }
 
+// tensor_stream_fuzzer's input: messages, each a 2-byte little-endian length and its bytes.
+std::string Framed(const std::vector<std::string>& messages) {
+  std::string out;
+  for (const std::string& m : messages) {
+    out.push_back(static_cast<char>(m.size() & 0xFF));
+    out.push_back(static_cast<char>((m.size() >> 8) & 0xFF));
+    out += m;
+  }
+  return out;
+}
+
+std::string PutMessage(bool header, int64_t offset, const std::string& data, int64_t elements = 4) {
+  v1::PutTensorChunk c;
+  if (header) {
+    c.mutable_header()->set_dtype(v1::FLOAT64);
+    c.mutable_header()->add_shape(elements);
+  }
+  c.set_offset(offset);
+  c.set_data(data);
+  return c.SerializeAsString();
+}
+
+std::vector<std::pair<std::string, std::string>> Streams() {
+  const std::string eight(8, '\x11');
+  v1::SubmitRequest echo;
+  echo.set_id("e");
+  echo.mutable_echo()->mutable_tensor()->set_dtype(v1::FLOAT64);
+  echo.mutable_echo()->mutable_tensor()->add_shape(1);
+  echo.mutable_echo()->mutable_tensor()->set_data(eight);
+  return {
+      {"put_in_three_chunks", Framed({PutMessage(true, 0, eight + eight), PutMessage(false, 16, eight),
+                                      PutMessage(false, 24, eight)})},
+      {"put_overlapping", Framed({PutMessage(true, 4, eight), PutMessage(false, 0, eight + eight)})},
+      {"put_outside", Framed({PutMessage(true, 0, eight), PutMessage(false, 30, eight)})},
+      {"put_header_twice", Framed({PutMessage(true, 0, eight), PutMessage(true, 8, eight)})},
+      {"put_no_header", Framed({PutMessage(false, 0, eight)})},
+      {"put_then_corrupt", Framed({PutMessage(true, 0, eight), std::string("\x1a\xc8\x01" "abc", 6)})},
+      {"submit_jobs", Framed({echo.SerializeAsString(), echo.SerializeAsString()})},
+  };
+}
+
+bool WriteBytes(const std::string& dir, const std::string& name, const std::string& bytes) {
+  std::ofstream f(dir + "/" + name, std::ios::binary);
+  f << bytes;
+  return static_cast<bool>(f);
+}
+
 }  // namespace
 }  // namespace gpucompute::fuzz
 
 int main(int argc, char** argv) {
   using namespace gpucompute::fuzz;
   if (argc != 2) {
-    std::fprintf(stderr, "usage: %s CORPUS_DIR (holding request_fuzzer/, model_upload_fuzzer/)\n",
+    std::fprintf(stderr,
+                 "usage: %s CORPUS_DIR (holding request_fuzzer/, model_upload_fuzzer/, "
+                 "tensor_stream_fuzzer/)\n",
                  argv[0]);
     return 2;
   }
@@ -313,6 +363,9 @@ int main(int argc, char** argv) {
   }
   for (const auto& [name, m] : Uploads()) {
     if (!Write(dir + "/model_upload_fuzzer", name, m)) return 1;
+  }
+  for (const auto& [name, bytes] : Streams()) {
+    if (!WriteBytes(dir + "/tensor_stream_fuzzer", name, bytes)) return 1;
   }
   return 0;
 }

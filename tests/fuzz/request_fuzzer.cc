@@ -111,5 +111,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case v1::SubmitRequest::kEcho: fuzz::Echo(env, request.echo()); break;
     case v1::SubmitRequest::JOB_NOT_SET: break;
   }
+  if (env.memory->in_use() != 0) {  // a decode that failed or finished left a lease behind
+    std::fprintf(stderr, "FINDING: %lld bytes of the memory budget still leased\n",
+                 static_cast<long long>(env.memory->in_use()));
+    std::abort();
+  }
   return 0;
 }

@@ -354,11 +354,11 @@ TEST_F(HostileInput, SilentModelUploadIsCancelledAndReleasesItsName) {
 // Headers whose models fit one at a time but not together: the second is refused while the
 // first is still uploading (its bytes are reserved from its header on).
 TEST_F(HostileInput, ModelUploadsReserveTheirBytesFromTheHeader) {
-  // The CPU backend needs 4 x the stored bytes of host memory: two models of 1/6 of what is
-  // free now fit one at a time (2/3) but not together (4/3).
+  // The CPU backend needs 4 x the stored bytes of host memory: two models of 3/16 of what is
+  // free now fit one at a time (3/4) but not together (3/2).
   if (testing::TestBackend() != "cpu") GTEST_SKIP() << "sized for the CPU backend's host check";
   const int64_t free_bytes = static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-  const int64_t out = free_bytes / 6 / 4 / 1024;  // float32 weight [1024, out]
+  const int64_t out = free_bytes * 3 / 16 / 4 / 1024;  // float32 weight [1024, out]
   auto header = [&](const std::string& name) {
     v1::LoadModelChunk h;
     h.mutable_header()->set_name(name);
@@ -375,16 +375,21 @@ TEST_F(HostileInput, ModelUploadsReserveTheirBytesFromTheHeader) {
   v1::ModelInfo first_info;
   auto first = loopback_.stub->LoadModel(&first_context, &first_info);
   ASSERT_TRUE(first->Write(header("first")));
+  absl::SleepFor(absl::Milliseconds(200));  // the server reads the first header first
   grpc::ClientContext second_context;
   v1::ModelInfo second_info;
   auto second = loopback_.stub->LoadModel(&second_context, &second_info);
   (void)second->Write(header("second"));
   (void)second->WritesDone();
   const grpc::Status refused = second->Finish();
+  first_context.TryCancel();
+  const grpc::Status first_status = first->Finish();
+  if (first_status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+    // The host's free memory fell by a quarter meanwhile (other processes): not this test's case.
+    GTEST_SKIP() << "the host's free memory changed under the test: " << first_status.error_message();
+  }
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
   EXPECT_THAT(refused.error_message(), HasSubstr("of the other loads in progress"));
-  first_context.TryCancel();
-  (void)first->Finish();
 }
 
 // A unary operation whose body does not parse: INVALID_ARGUMENT naming the message type (gRPC
