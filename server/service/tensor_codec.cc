@@ -217,6 +217,11 @@ absl::StatusOr<std::vector<double>> DecodeVector(const TensorView& view, absl::s
   return out;
 }
 
+absl::Status Prefixed(absl::string_view field, const absl::Status& s) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(field, ": ", s.message()));
+}
+
 absl::StatusOr<std::vector<double>> DecodeVector(TensorResolver& resolver, const v1::Tensor& tensor,
                                                  absl::string_view field, bool require_finite,
                                                  DecodeBudget* budget) {

@@ -84,6 +84,9 @@ class TensorResolver {
   std::vector<std::shared_ptr<const void>> pins_;
 };
 
+// `s` with "<field>: " before its message, for an error about that field (OK stays OK).
+absl::Status Prefixed(absl::string_view field, const absl::Status& s);
+
 // A 1-D float32/float64 tensor as doubles. With `require_finite`, NaN and infinities are
 // INVALID_ARGUMENT naming the first bad index.
 absl::StatusOr<std::vector<double>> DecodeVector(const TensorView& view, absl::string_view field,

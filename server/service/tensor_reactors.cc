@@ -11,14 +11,6 @@
 #include "server/service/tensor_codec.h"
 
 namespace gpucompute {
-namespace {
-
-absl::Status Prefixed(absl::string_view field, const absl::Status& s) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(field, ": ", s.message()));
-}
-
-}  // namespace
 
 void FillTensorInfo(const ResidentTensor& tensor, absl::Time now, v1::TensorInfo* out) {
   out->set_handle(tensor.handle());

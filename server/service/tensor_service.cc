@@ -28,11 +28,6 @@ grpc::ServerUnaryReactor* Finished(grpc::CallbackServerContext* context, InFligh
   return Finished(context, status);
 }
 
-absl::Status Prefixed(absl::string_view field, const absl::Status& s) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(field, ": ", s.message()));
-}
-
 }  // namespace
 
 grpc::ServerUnaryReactor* ComputeService::CreateTensor(grpc::CallbackServerContext* context,

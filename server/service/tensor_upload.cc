@@ -8,14 +8,6 @@
 #include "server/service/tensor_codec.h"
 
 namespace gpucompute {
-namespace {
-
-absl::Status Prefixed(absl::string_view field, const absl::Status& s) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(field, ": ", s.message()));
-}
-
-}  // namespace
 
 TensorUpload::TensorUpload(TensorStore* store, std::string client)
     : store_(store), client_(std::move(client)) {}

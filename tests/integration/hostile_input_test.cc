@@ -46,6 +46,17 @@ bool Parse(grpc::ByteBuffer* buffer, Message* out) {
 // Field 1, length-delimited, 200 bytes long, of which 3 follow: no protobuf parser takes it.
 const std::string kTruncated = std::string("\x0a\xc8\x01", 3) + "abc";
 
+// The first PutTensor message of a new float64 tensor of `elements`: its header, and `data`
+// at `offset`.
+v1::PutTensorChunk NewTensorChunk(int64_t elements, std::string data, int64_t offset = 0) {
+  v1::PutTensorChunk chunk;
+  chunk.mutable_header()->set_dtype(v1::FLOAT64);
+  chunk.mutable_header()->add_shape(elements);
+  chunk.set_offset(offset);
+  chunk.set_data(std::move(data));
+  return chunk;
+}
+
 v1::SubmitRequest EchoJob(const std::string& id) {
   v1::SubmitRequest job;
   job.set_id(id);
@@ -78,11 +89,8 @@ class HostileInput : public ::testing::Test {
     grpc::ClientContext context;
     grpc::ByteBuffer response;
     auto upload = Upload("/gpucompute.v1.Compute/PutTensor", &context, &response);
-    v1::PutTensorChunk whole;
-    whole.mutable_header()->set_dtype(v1::FLOAT64);
-    whole.mutable_header()->add_shape(values);
-    whole.set_data(std::string(reinterpret_cast<const char*>(t.data()), t.size() * 8));
-    EXPECT_TRUE(upload->Write(Wire(whole)));
+    EXPECT_TRUE(upload->Write(
+        Wire(NewTensorChunk(values, std::string(reinterpret_cast<const char*>(t.data()), t.size() * 8)))));
     EXPECT_TRUE(upload->WritesDone());
     EXPECT_TRUE(upload->Finish().ok());
     v1::TensorInfo info;
@@ -181,11 +189,7 @@ TEST_F(HostileInput, CorruptPutTensorMessageIsInvalidArgumentAndLeavesNothing) {
   grpc::ClientContext context;
   grpc::ByteBuffer response;
   auto upload = Upload("/gpucompute.v1.Compute/PutTensor", &context, &response);
-  v1::PutTensorChunk first;
-  first.mutable_header()->set_dtype(v1::FLOAT64);
-  first.mutable_header()->add_shape(4);
-  first.set_data(std::string(16, '\0'));
-  ASSERT_TRUE(upload->Write(Wire(first)));
+  ASSERT_TRUE(upload->Write(Wire(NewTensorChunk(4, std::string(16, '\0')))));
   (void)upload->Write(Raw(kTruncated));
   (void)upload->WritesDone();
   const grpc::Status status = upload->Finish();
@@ -418,12 +422,7 @@ TEST_F(HostileInput, RangesNearTheTopOfInt64AreRefusedExactly) {
     grpc::ClientContext context;
     grpc::ByteBuffer response;
     auto upload = Upload("/gpucompute.v1.Compute/PutTensor", &context, &response);
-    v1::PutTensorChunk first;
-    first.mutable_header()->set_dtype(v1::FLOAT64);
-    first.mutable_header()->add_shape(4);
-    first.set_offset(kMax - 3);
-    first.set_data(std::string(16, '\0'));
-    (void)upload->Write(Wire(first));
+    (void)upload->Write(Wire(NewTensorChunk(4, std::string(16, '\0'), kMax - 3)));
     (void)upload->WritesDone();
     const grpc::Status status = upload->Finish();
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
@@ -432,21 +431,10 @@ TEST_F(HostileInput, RangesNearTheTopOfInt64AreRefusedExactly) {
   }
   // GetTensor: a length whose end passes INT64_MAX, on a complete tensor.
   {
-    grpc::ClientContext context;
-    grpc::ByteBuffer response;
-    auto upload = Upload("/gpucompute.v1.Compute/PutTensor", &context, &response);
-    v1::PutTensorChunk whole;
-    whole.mutable_header()->set_dtype(v1::FLOAT64);
-    whole.mutable_header()->add_shape(4);
-    whole.set_data(std::string(32, '\0'));
-    ASSERT_TRUE(upload->Write(Wire(whole)));
-    ASSERT_TRUE(upload->WritesDone());
-    ASSERT_TRUE(upload->Finish().ok());
-    v1::TensorInfo info;
-    ASSERT_TRUE(Parse(&response, &info));
+    const std::string handle = PutSeries(4);
     grpc::ClientContext get_context;
     v1::GetTensorRequest get;
-    get.set_handle(info.handle());
+    get.set_handle(handle);
     get.set_offset(8);
     get.set_length(kMax - 2);
     auto reader = loopback_.stub->GetTensor(&get_context, get);
