@@ -12,6 +12,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/byte_range.h"
 #include "spdlog/spdlog.h"
@@ -138,6 +139,11 @@ absl::Status SharedMemoryRegistry::Register(absl::string_view owner, absl::strin
                                             int64_t byte_size) {
   if (!enabled_) return SharedMemoryDisabledError();
   if (absl::Status s = CheckRegionName(name); !s.ok()) return s;
+  if (!absl::StartsWith(key, kSharedMemoryKeyPrefix)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "key \"", key, "\": the server opens only objects named \"", kSharedMemoryKeyPrefix,
+        "...\" (as the clients name what they create)"));
+  }
   {
     absl::MutexLock lock(&mu_);
     auto it = regions_.find(owner);

@@ -66,6 +66,11 @@ struct SharedMemoryStats {
   int64_t bytes = 0;  // mapped
 };
 
+// The objects a caller may register: those named as the clients name what they create. The
+// server opens an object with its own privileges, so this keeps a caller from naming any other
+// object on the node (another process's semaphore "/sem.X", an object of another user).
+inline constexpr char kSharedMemoryKeyPrefix[] = "/gpucompute-";
+
 class SharedMemoryRegistry {
  public:
   static constexpr int kMaxRegionsPerClient = 256;
@@ -78,7 +83,8 @@ class SharedMemoryRegistry {
   // Maps `key`'s bytes [offset, offset + byte_size) as `owner`'s region `name` (1-128 characters
   // of [A-Za-z0-9_.-]). FAILED_PRECONDITION when shared memory is off (naming the flag),
   // ALREADY_EXISTS for a name `owner` has registered, RESOURCE_EXHAUSTED beyond
-  // kMaxRegionsPerClient, else as SharedMemoryRegion::Map.
+  // kMaxRegionsPerClient, INVALID_ARGUMENT for a key that does not start with
+  // kSharedMemoryKeyPrefix, else as SharedMemoryRegion::Map.
   absl::Status Register(absl::string_view owner, absl::string_view name, absl::string_view key,
                         int64_t offset, int64_t byte_size);
 

@@ -1,6 +1,8 @@
 // What a peer that does not follow the protocol gets, through a real server on loopback: a
 // precise status, nothing lost that the server had accepted, nothing left behind, and the next
 // call served. Messages are written raw, so that they can be what no client library sends.
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
+#include "absl/strings/str_cat.h"
 #include "client/cpp/shared_memory_region.h"
 #include "gtest/gtest.h"
 #include "server/service/server.h"
@@ -409,6 +412,27 @@ TEST_F(HostileInput, UnparsableOperationRequestsAreInvalidArgument) {
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method << ": " << status.error_message();
     EXPECT_THAT(status.error_message(), HasSubstr("the request does not parse as a gpucompute.v1.")) << method;
   }
+  ExpectServing();
+}
+
+// A caller names an object that gpucompute's clients did not create (another process's
+// semaphore, an object of another user): refused before it is opened, whatever it is.
+TEST_F(HostileInput, SharedMemoryObjectsNotNamedAsTheClientsNameThemAreRefused) {
+  const std::string key = absl::StrCat("/hostile-input-test-", getpid());
+  const int fd = shm_open(key.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 4096), 0);
+  close(fd);
+  grpc::ClientContext context;
+  v1::RegisterSharedMemoryRequest request;
+  request.set_name("theirs");
+  request.set_key(key);
+  request.set_byte_size(4096);
+  v1::RegisterSharedMemoryResponse response;
+  const grpc::Status status = loopback_.stub->RegisterSharedMemory(&context, request, &response);
+  shm_unlink(key.c_str());
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("the server opens only objects named \"/gpucompute-...\""));
   ExpectServing();
 }
 

@@ -11,6 +11,9 @@ here and, once registered, by the server. Outputs written into it come back as N
 its bytes: they change when the region is written again.
 """
 
+import itertools
+import os
+import secrets
 from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
@@ -23,6 +26,14 @@ ALIGNMENT = 64  # tensors placed by put() and outputs written by the server star
 
 def _align(n):
     return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+
+
+_created = itertools.count()
+
+
+def _new_name():
+    """A new object's name: servers open only objects named "/gpucompute-..."."""
+    return f"gpucompute-{os.getpid()}-{next(_created)}-{secrets.token_hex(4)}"
 
 
 class SharedMemoryRegion:
@@ -44,7 +55,7 @@ class SharedMemoryRegion:
         if key is None:
             if not size or int(size) <= 0:
                 raise ValueError(f"size must be positive, got {size}")
-            self._shm = shared_memory.SharedMemory(create=True, size=int(size))
+            self._shm = shared_memory.SharedMemory(name=_new_name(), create=True, size=int(size))
             self._owner = True
         else:
             self._shm = shared_memory.SharedMemory(name=str(key).lstrip("/"), create=False)
