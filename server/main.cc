@@ -258,6 +258,8 @@ int RunFront(int argc, char** argv, const gpucompute::ServerConfig& server_confi
   config.max_concurrent_streams = server_config.max_concurrent_streams;
   config.grpc_memory_quota_bytes = server_config.grpc_memory_quota_bytes;
   config.grpc_args = server_config.grpc_args;
+  config.max_connection_idle = server_config.max_connection_idle;
+  config.listener_probe_period = server_config.listener_probe_period;
 
   const std::string backend = absl::GetFlag(FLAGS_backend);
   const int gpus = backend == "cpu" ? 0 : gpucompute::VisibleCudaDeviceCount();

@@ -8,6 +8,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/server_builder.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/common/status_macros.h"
@@ -34,7 +35,7 @@ absl::StatusOr<std::unique_ptr<FrontServer>> FrontServer::Start(FrontConfig conf
   // Health follows the workers: SERVING while any serves.
   FrontServer* front = s.get();
   ASSIGN_OR_RETURN(s->pool_, WorkerPool::Start(config.workers, [front](const WorkerPool& pool) {
-                     front->health_.Set(pool.AnyServing());
+                     front->health_.Set(pool.AnyServing() && !front->listener_lost_.load());
                    }));
   s->registry_->AddCallback(
       metrics::MetricType::kGauge, "gpucompute_worker_up",
@@ -83,6 +84,7 @@ absl::StatusOr<std::unique_ptr<FrontServer>> FrontServer::Start(FrontConfig conf
   listener.memory_quota_bytes = config.grpc_memory_quota_bytes;
   listener.quota_name = "gpucompute-front";
   listener.grpc_args = config.grpc_args;
+  listener.max_connection_idle = config.max_connection_idle;
   builder.RegisterCallbackGenericService(s->proxy_.get());
   ASSIGN_OR_RETURN(Listening listening, StartListening(builder, listener, config.health_port, s->health_));
   s->server_ = std::move(listening.server);
@@ -90,6 +92,16 @@ absl::StatusOr<std::unique_ptr<FrontServer>> FrontServer::Start(FrontConfig conf
   s->health_server_ = std::move(listening.health_server);
   s->health_port_ = listening.health_port;
   s->health_.Set(s->pool_->AnyServing());
+  if (config.listener_probe_period > absl::ZeroDuration() && !absl::StartsWith(config.address, "unix:")) {
+    s->listener_probe_ = std::make_unique<ListenerProbe>(
+        HostOfAddress(config.address), s->port_, config.listener_probe_period, [front] {
+          spdlog::critical("the front's port {} no longer accepts connections (gRPC stops "
+                           "accepting when every descriptor is taken): health is now NOT_SERVING",
+                           front->port_);
+          front->listener_lost_.store(true);
+          front->health_.Set(false);
+        });
+  }
   s->security_ = std::make_unique<SecurityWatch>(s->auth_.get(), s->registry_.get(),
                                                  config.auth_token_reload_interval, config.tls);
   if (config.metrics_port >= 0) {
@@ -123,6 +135,7 @@ absl::Status FrontServer::ReloadTokens() {
 void FrontServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  listener_probe_.reset();  // the port closes below: that is no loss
   if (security_) security_->Stop();
   health_.Close();
   const auto deadline = std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace);

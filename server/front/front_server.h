@@ -5,6 +5,7 @@
 // GPUs keep serving.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <utility>
@@ -21,6 +22,7 @@
 #include "server/service/auth.h"
 #include "server/service/credentials.h"
 #include "server/service/health_port.h"
+#include "server/service/listener_probe.h"
 #include "server/service/security_watch.h"
 
 namespace gpucompute::front {
@@ -37,6 +39,8 @@ struct FrontConfig {
   int max_concurrent_streams = 1024;
   int64_t grpc_memory_quota_bytes = 0;  // 0: half the host's memory
   std::vector<std::pair<std::string, std::string>> grpc_args;
+  absl::Duration max_connection_idle = absl::Minutes(5);     // as ServerConfig
+  absl::Duration listener_probe_period = absl::Seconds(5);   // as ServerConfig
   WorkerPoolOptions workers;
   std::vector<int> device_index_of_worker;  // the front's GPU index of each worker; -1: none
 };
@@ -68,7 +72,10 @@ class FrontServer {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::Server> health_server_;
   std::unique_ptr<metrics::MetricsServer> metrics_server_;
-  HealthStatus health_;  // SERVING while any worker serves; closed when Shutdown begins
+  // SERVING while any worker serves and the port accepts; closed when Shutdown begins.
+  HealthStatus health_;
+  std::atomic<bool> listener_lost_{false};  // set by listener_probe_
+  std::unique_ptr<ListenerProbe> listener_probe_;  // stopped first at shutdown
   int port_ = 0;
   int health_port_ = 0;
   bool shut_down_ = false;
