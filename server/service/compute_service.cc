@@ -8,19 +8,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "grpcpp/impl/codegen/proto_utils.h"
 #include "server/common/version.h"
 #include "server/service/call_timing.h"
 #include "server/service/operation_calls.h"
+#include "server/service/raw_calls.h"
 #include "server/service/status_mapping.h"
 #include "server/service/submit_reactor.h"
 
 namespace gpucompute {
 namespace {
 
-// A unary call of an operation, on its raw messages: the request is parsed here (a body that
-// does not parse is INVALID_ARGUMENT naming the message type; gRPC's own parsing would answer
-// UNIMPLEMENTED with no message), the response serialized once the operation is done. The
+// A unary call of an operation, on its raw messages (raw_calls.h): the request is parsed here,
+// the response serialized once the operation is done. The
 // reactor finishes then, with the server-side timings in trailing metadata. The call holds one
 // of its token's in-flight slots until then; a caller refused a token or a slot, or a request
 // that does not parse, is recorded like any failed call.
@@ -33,11 +32,7 @@ grpc::ServerUnaryReactor* RunUnary(const char* op, Run run, const ServiceParts& 
   auto admitted = AuthenticateAndEnter(*context, parts.auth);
   absl::Status refused = admitted.status();
   auto messages = std::make_shared<std::pair<Request, Response>>();  // until the reply
-  grpc::ByteBuffer copy(*raw_request);  // shares the slices; parsing consumes the buffer
-  if (refused.ok() && !grpc::SerializationTraits<Request>::Deserialize(&copy, &messages->first).ok()) {
-    refused = absl::InvalidArgumentError(absl::StrCat(
-        "the request does not parse as a ", Request::descriptor()->full_name()));
-  }
+  if (refused.ok()) refused = ParseRequest(*raw_request, &messages->first);
   if (!refused.ok()) {
     RecordCallEnd(parts.metrics, op, refused, JobTimings{}, start);
     reactor->Finish(ToGrpcStatus(refused));
@@ -59,10 +54,7 @@ grpc::ServerUnaryReactor* RunUnary(const char* op, Run run, const ServiceParts& 
         RecordCallEnd(metrics, op,
                       RecordedStatus(status, context->IsCancelled(), ToAbslTime(context->deadline())),
                       t, start);
-        if (status.ok()) {
-          bool own_buffer = false;
-          (void)grpc::SerializationTraits<Response>::Serialize(messages->second, raw_response, &own_buffer);
-        }
+        if (status.ok()) SerializeResponse(messages->second, raw_response);
         reactor->Finish(ToGrpcStatus(status));
       });
   return reactor;
@@ -117,8 +109,16 @@ size_t ComputeService::BeginShutdown() {
 
 // Open to every caller, token or not (README "Security"): version, devices and limits.
 grpc::ServerUnaryReactor* ComputeService::ServerInfo(grpc::CallbackServerContext* context,
-                                                     const v1::ServerInfoRequest* /*request*/,
-                                                     v1::ServerInfoResponse* response) {
+                                                     const grpc::ByteBuffer* request,
+                                                     grpc::ByteBuffer* response) {
+  return QuickCall<v1::ServerInfoRequest, v1::ServerInfoResponse>(
+      context, request, response,
+      [&](const auto& r, auto* out) { return ServerInfoCall(context, r, out); });
+}
+
+absl::Status ComputeService::ServerInfoCall(grpc::CallbackServerContext* /*context*/,
+                                            const v1::ServerInfoRequest& /*request*/,
+                                            v1::ServerInfoResponse* response) {
   response->set_version(GPUCOMPUTE_VERSION);
   response->set_backend(parts_.backend->name());
   response->set_nvrtc_version(parts_.backend->NvrtcVersion());
@@ -184,10 +184,7 @@ grpc::ServerUnaryReactor* ComputeService::ServerInfo(grpc::CallbackServerContext
   }
   response->set_shared_memory_enabled(parts_.shared_memory != nullptr &&
                                       parts_.shared_memory->enabled());
-
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return absl::OkStatus();
 }
 
 }  // namespace gpucompute

@@ -11,21 +11,21 @@
 
 namespace gpucompute {
 
-// The service. Taking their messages raw: PutTensor and GetTensor (tensor_wire.h), Submit (it
-// parses each job itself, to tell a corrupt message from the end of the stream) and the four
-// operations (a request that does not parse is INVALID_ARGUMENT, not gRPC's bare
-// UNIMPLEMENTED).
+// The service. Every method takes its messages raw: PutTensor and GetTensor on their wire form
+// (tensor_wire.h), Submit parsing each job itself (to tell a corrupt message from the end of
+// the stream), and the unary calls parsing their request (raw_calls.h: one that does not parse
+// is INVALID_ARGUMENT, not gRPC's bare UNIMPLEMENTED). LoadModel stays typed.
 namespace compute_service_internal {
 using C = v1::Compute;
 // Every method once: a raw method's handler takes the typed one's parameters, so the two
 // cannot be stacked on CallbackService.
 using Base = C::WithRawCallbackMethod_Periodogram<C::WithCallbackMethod_LoadModel<
-    C::WithCallbackMethod_UnloadModel<C::WithCallbackMethod_ListModels<C::WithRawCallbackMethod_Dense<
-        C::WithRawCallbackMethod_Assimilate<C::WithCallbackMethod_ServerInfo<C::WithRawCallbackMethod_Submit<
-            C::WithRawCallbackMethod_Echo<C::WithCallbackMethod_CreateTensor<C::WithRawCallbackMethod_PutTensor<
-                C::WithRawCallbackMethod_GetTensor<C::WithCallbackMethod_DeleteTensor<
-                    C::WithCallbackMethod_ListTensors<C::WithCallbackMethod_RegisterSharedMemory<
-                        C::WithCallbackMethod_UnregisterSharedMemory<C::Service>>>>>>>>>>>>>>>>;
+    C::WithRawCallbackMethod_UnloadModel<C::WithRawCallbackMethod_ListModels<C::WithRawCallbackMethod_Dense<
+        C::WithRawCallbackMethod_Assimilate<C::WithRawCallbackMethod_ServerInfo<C::WithRawCallbackMethod_Submit<
+            C::WithRawCallbackMethod_Echo<C::WithRawCallbackMethod_CreateTensor<C::WithRawCallbackMethod_PutTensor<
+                C::WithRawCallbackMethod_GetTensor<C::WithRawCallbackMethod_DeleteTensor<
+                    C::WithRawCallbackMethod_ListTensors<C::WithRawCallbackMethod_RegisterSharedMemory<
+                        C::WithRawCallbackMethod_UnregisterSharedMemory<C::Service>>>>>>>>>>>>>>>>;
 }  // namespace compute_service_internal
 using ComputeServiceBase = compute_service_internal::Base;
 
@@ -38,11 +38,9 @@ class ComputeService final : public ComputeServiceBase {
   grpc::ServerReadReactor<v1::LoadModelChunk>* LoadModel(grpc::CallbackServerContext* context,
                                                          v1::ModelInfo* response) override;
   grpc::ServerUnaryReactor* UnloadModel(grpc::CallbackServerContext* context,
-                                        const v1::UnloadModelRequest* request,
-                                        v1::UnloadModelResponse* response) override;
+      const grpc::ByteBuffer* request, grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
-                                       const v1::ListModelsRequest* request,
-                                       v1::ListModelsResponse* response) override;
+      const grpc::ByteBuffer* request, grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Dense(grpc::CallbackServerContext* context,
       const grpc::ByteBuffer* request, grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Assimilate(grpc::CallbackServerContext* context,
@@ -52,13 +50,11 @@ class ComputeService final : public ComputeServiceBase {
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Submit(
       grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* ServerInfo(grpc::CallbackServerContext* context,
-                                       const v1::ServerInfoRequest* request,
-                                       v1::ServerInfoResponse* response) override;
+      const grpc::ByteBuffer* request, grpc::ByteBuffer* response) override;
 
   // Resident tensors and shared memory (tensor_service.cc).
   grpc::ServerUnaryReactor* CreateTensor(grpc::CallbackServerContext* context,
-                                         const v1::CreateTensorRequest* request,
-                                         v1::TensorInfo* response) override;
+      const grpc::ByteBuffer* request, grpc::ByteBuffer* response) override;
   // PutTensor and GetTensor on their wire form (tensor_wire.h): PutTensorChunk in and
   // TensorInfo out, GetTensorRequest in and TensorData out.
   grpc::ServerReadReactor<grpc::ByteBuffer>* PutTensor(grpc::CallbackServerContext* context,
@@ -66,17 +62,13 @@ class ComputeService final : public ComputeServiceBase {
   grpc::ServerWriteReactor<grpc::ByteBuffer>* GetTensor(grpc::CallbackServerContext* context,
                                                         const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* DeleteTensor(grpc::CallbackServerContext* context,
-                                         const v1::DeleteTensorRequest* request,
-                                         v1::DeleteTensorResponse* response) override;
+      const grpc::ByteBuffer* request, grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListTensors(grpc::CallbackServerContext* context,
-                                        const v1::ListTensorsRequest* request,
-                                        v1::ListTensorsResponse* response) override;
+      const grpc::ByteBuffer* request, grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* RegisterSharedMemory(grpc::CallbackServerContext* context,
-                                                 const v1::RegisterSharedMemoryRequest* request,
-                                                 v1::RegisterSharedMemoryResponse* response) override;
-  grpc::ServerUnaryReactor* UnregisterSharedMemory(
-      grpc::CallbackServerContext* context, const v1::UnregisterSharedMemoryRequest* request,
-      v1::UnregisterSharedMemoryResponse* response) override;
+      const grpc::ByteBuffer* request, grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* UnregisterSharedMemory(grpc::CallbackServerContext* context,
+      const grpc::ByteBuffer* request, grpc::ByteBuffer* response) override;
 
  // Shutdown has begun (before gRPC's own drain): open Submit streams stop reading and finish
   // once their running jobs are answered; new ones are refused UNAVAILABLE. Returns the number
@@ -84,6 +76,24 @@ class ComputeService final : public ComputeServiceBase {
   size_t BeginShutdown();
 
  private:
+  // The unary management calls' bodies (answered at once; raw_calls.h QuickCall parses and
+  // serializes around them).
+  absl::Status UnloadModelCall(grpc::CallbackServerContext* context,
+                      const v1::UnloadModelRequest& request, v1::UnloadModelResponse* response);
+  absl::Status ListModelsCall(grpc::CallbackServerContext* context,
+                      const v1::ListModelsRequest& request, v1::ListModelsResponse* response);
+  absl::Status ServerInfoCall(grpc::CallbackServerContext* context,
+                      const v1::ServerInfoRequest& request, v1::ServerInfoResponse* response);
+  absl::Status CreateTensorCall(grpc::CallbackServerContext* context,
+                      const v1::CreateTensorRequest& request, v1::TensorInfo* response);
+  absl::Status DeleteTensorCall(grpc::CallbackServerContext* context,
+                      const v1::DeleteTensorRequest& request, v1::DeleteTensorResponse* response);
+  absl::Status ListTensorsCall(grpc::CallbackServerContext* context,
+                      const v1::ListTensorsRequest& request, v1::ListTensorsResponse* response);
+  absl::Status RegisterSharedMemoryCall(grpc::CallbackServerContext* context,
+                      const v1::RegisterSharedMemoryRequest& request, v1::RegisterSharedMemoryResponse* response);
+  absl::Status UnregisterSharedMemoryCall(grpc::CallbackServerContext* context,
+                      const v1::UnregisterSharedMemoryRequest& request, v1::UnregisterSharedMemoryResponse* response);
   const ServiceParts parts_;
   SubmitStreams submit_streams_;
 };

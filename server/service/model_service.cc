@@ -7,6 +7,7 @@
 #include "server/service/call_timing.h"
 #include "server/service/compute_service.h"
 #include "server/service/load_model_reactor.h"
+#include "server/service/raw_calls.h"
 #include "server/service/status_mapping.h"
 
 namespace gpucompute {
@@ -17,32 +18,39 @@ grpc::ServerReadReactor<v1::LoadModelChunk>* ComputeService::LoadModel(
 }
 
 grpc::ServerUnaryReactor* ComputeService::UnloadModel(grpc::CallbackServerContext* context,
-                                                      const v1::UnloadModelRequest* request,
-                                                      v1::UnloadModelResponse* /*response*/) {
+                                                      const grpc::ByteBuffer* request,
+                                                      grpc::ByteBuffer* response) {
+  return QuickCall<v1::UnloadModelRequest, v1::UnloadModelResponse>(
+      context, request, response,
+      [&](const auto& r, auto* out) { return UnloadModelCall(context, r, out); });
+}
+
+absl::Status ComputeService::UnloadModelCall(grpc::CallbackServerContext* context,
+                                             const v1::UnloadModelRequest& request,
+                                             v1::UnloadModelResponse* /*response*/) {
   const absl::Time start = absl::Now();
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto admitted = AuthenticateAndEnter(*context, parts_.auth);
-  const absl::Status status =
-      admitted.ok() ? parts_.models->Unload(request->name()) : admitted.status();
+  const absl::Status status = admitted.ok() ? parts_.models->Unload(request.name()) : admitted.status();
   if (admitted.ok()) admitted->second.Release();
   RecordCallEnd(parts_.metrics, "unload_model", status, JobTimings{}, start);
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+  return status;
 }
 
 grpc::ServerUnaryReactor* ComputeService::ListModels(grpc::CallbackServerContext* context,
-                                                     const v1::ListModelsRequest* /*request*/,
-                                                     v1::ListModelsResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+                                                     const grpc::ByteBuffer* request,
+                                                     grpc::ByteBuffer* response) {
+  return QuickCall<v1::ListModelsRequest, v1::ListModelsResponse>(
+      context, request, response,
+      [&](const auto& r, auto* out) { return ListModelsCall(context, r, out); });
+}
+
+absl::Status ComputeService::ListModelsCall(grpc::CallbackServerContext* context,
+                                            const v1::ListModelsRequest& /*request*/,
+                                            v1::ListModelsResponse* response) {
   auto admitted = AuthenticateAndEnter(*context, parts_.auth);
-  if (!admitted.ok()) {
-    reactor->Finish(ToGrpcStatus(admitted.status()));
-    return reactor;
-  }
+  if (!admitted.ok()) return admitted.status();
   for (const dense::ModelInfo& info : parts_.models->List()) FillModelInfo(info, response->add_models());
-  admitted->second.Release();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return absl::OkStatus();
 }
 
 }  // namespace gpucompute

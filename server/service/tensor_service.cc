@@ -8,49 +8,41 @@
 #include "absl/strings/str_cat.h"
 #include "server/service/call_timing.h"
 #include "server/service/compute_service.h"
+#include "server/service/raw_calls.h"
 #include "server/service/status_mapping.h"
 #include "server/service/tensor_codec.h"
 #include "server/service/tensor_reactors.h"
 
 namespace gpucompute {
-namespace {
-
-grpc::ServerUnaryReactor* Finished(grpc::CallbackServerContext* context, const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
-
-// Finishes a quick call: its slot goes back first, so that the caller's next call may take it.
-grpc::ServerUnaryReactor* Finished(grpc::CallbackServerContext* context, InFlightSlot& slot,
-                                   const absl::Status& status) {
-  slot.Release();
-  return Finished(context, status);
-}
-
-}  // namespace
 
 grpc::ServerUnaryReactor* ComputeService::CreateTensor(grpc::CallbackServerContext* context,
-                                                       const v1::CreateTensorRequest* request,
-                                                       v1::TensorInfo* response) {
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
+  return QuickCall<v1::CreateTensorRequest, v1::TensorInfo>(
+      context, request, response,
+      [&](const auto& r, auto* out) { return CreateTensorCall(context, r, out); });
+}
+
+absl::Status ComputeService::CreateTensorCall(grpc::CallbackServerContext* context,
+                                              const v1::CreateTensorRequest& request,
+                                              v1::TensorInfo* response) {
   auto admitted = AuthenticateAndEnter(*context, parts_.auth);
-  if (!admitted.ok()) return Finished(context, admitted.status());
+  if (!admitted.ok()) return admitted.status();
   auto& [caller, slot] = *admitted;
-  if (DTypeSize(request->dtype()) == 0) {
-    return Finished(context, slot,
-                    absl::InvalidArgumentError(absl::StrCat("dtype: must be set to a known dtype (got ",
-                                                            static_cast<int>(request->dtype()), ")")));
+  if (DTypeSize(request.dtype()) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("dtype: must be set to a known dtype (got ",
+                                                   static_cast<int>(request.dtype()), ")"));
   }
   TensorSpec spec;
-  spec.dtype = request->dtype();
-  spec.element_size = DTypeSize(request->dtype());
-  spec.shape.assign(request->shape().begin(), request->shape().end());
-  auto expiry = IdleExpiry(request->idle_expiry_ms(), "idle_expiry_ms");
-  if (!expiry.ok()) return Finished(context, slot, expiry.status());
+  spec.dtype = request.dtype();
+  spec.element_size = DTypeSize(request.dtype());
+  spec.shape.assign(request.shape().begin(), request.shape().end());
+  auto expiry = IdleExpiry(request.idle_expiry_ms(), "idle_expiry_ms");
+  if (!expiry.ok()) return expiry.status();
   auto created = parts_.tensors->Create(caller.id, std::move(spec), *expiry);
-  if (!created.ok()) return Finished(context, slot, created.status());
+  if (!created.ok()) return created.status();
   FillTensorInfo(**created, parts_.tensors->Now(), response);
-  return Finished(context, slot, absl::OkStatus());
+  return absl::OkStatus();
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* ComputeService::PutTensor(
@@ -64,20 +56,35 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ComputeService::GetTensor(
 }
 
 grpc::ServerUnaryReactor* ComputeService::DeleteTensor(grpc::CallbackServerContext* context,
-                                                       const v1::DeleteTensorRequest* request,
-                                                       v1::DeleteTensorResponse* /*response*/) {
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
+  return QuickCall<v1::DeleteTensorRequest, v1::DeleteTensorResponse>(
+      context, request, response,
+      [&](const auto& r, auto* out) { return DeleteTensorCall(context, r, out); });
+}
+
+absl::Status ComputeService::DeleteTensorCall(grpc::CallbackServerContext* context,
+                                              const v1::DeleteTensorRequest& request,
+                                              v1::DeleteTensorResponse* /*response*/) {
   auto admitted = AuthenticateAndEnter(*context, parts_.auth);
-  if (!admitted.ok()) return Finished(context, admitted.status());
+  if (!admitted.ok()) return admitted.status();
   auto& [caller, slot] = *admitted;
-  return Finished(context, slot,
-                  Prefixed("handle", parts_.tensors->Delete(caller.id, request->handle())));
+  return Prefixed("handle", parts_.tensors->Delete(caller.id, request.handle()));
 }
 
 grpc::ServerUnaryReactor* ComputeService::ListTensors(grpc::CallbackServerContext* context,
-                                                      const v1::ListTensorsRequest* /*request*/,
-                                                      v1::ListTensorsResponse* response) {
+                                                      const grpc::ByteBuffer* request,
+                                                      grpc::ByteBuffer* response) {
+  return QuickCall<v1::ListTensorsRequest, v1::ListTensorsResponse>(
+      context, request, response,
+      [&](const auto& r, auto* out) { return ListTensorsCall(context, r, out); });
+}
+
+absl::Status ComputeService::ListTensorsCall(grpc::CallbackServerContext* context,
+                                             const v1::ListTensorsRequest& /*request*/,
+                                             v1::ListTensorsResponse* response) {
   auto admitted = AuthenticateAndEnter(*context, parts_.auth);
-  if (!admitted.ok()) return Finished(context, admitted.status());
+  if (!admitted.ok()) return admitted.status();
   auto& [caller, slot] = *admitted;
   const absl::Time now = parts_.tensors->Now();
   int64_t bytes = 0;
@@ -86,27 +93,42 @@ grpc::ServerUnaryReactor* ComputeService::ListTensors(grpc::CallbackServerContex
     bytes += t->bytes();
   }
   response->set_bytes(bytes);
-  return Finished(context, slot, absl::OkStatus());
+  return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* ComputeService::RegisterSharedMemory(
-    grpc::CallbackServerContext* context, const v1::RegisterSharedMemoryRequest* request,
-    v1::RegisterSharedMemoryResponse* /*response*/) {
+grpc::ServerUnaryReactor* ComputeService::RegisterSharedMemory(grpc::CallbackServerContext* context,
+                                                               const grpc::ByteBuffer* request,
+                                                               grpc::ByteBuffer* response) {
+  return QuickCall<v1::RegisterSharedMemoryRequest, v1::RegisterSharedMemoryResponse>(
+      context, request, response,
+      [&](const auto& r, auto* out) { return RegisterSharedMemoryCall(context, r, out); });
+}
+
+absl::Status ComputeService::RegisterSharedMemoryCall(grpc::CallbackServerContext* context,
+                                                      const v1::RegisterSharedMemoryRequest& request,
+                                                      v1::RegisterSharedMemoryResponse* /*response*/) {
   auto admitted = AuthenticateAndEnter(*context, parts_.auth);
-  if (!admitted.ok()) return Finished(context, admitted.status());
+  if (!admitted.ok()) return admitted.status();
   auto& [caller, slot] = *admitted;
-  return Finished(context, slot,
-                  parts_.shared_memory->Register(caller.id, request->name(), request->key(),
-                                                 request->offset(), request->byte_size()));
+  return parts_.shared_memory->Register(caller.id, request.name(), request.key(), request.offset(),
+                                        request.byte_size());
 }
 
-grpc::ServerUnaryReactor* ComputeService::UnregisterSharedMemory(
-    grpc::CallbackServerContext* context, const v1::UnregisterSharedMemoryRequest* request,
+grpc::ServerUnaryReactor* ComputeService::UnregisterSharedMemory(grpc::CallbackServerContext* context,
+                                                                 const grpc::ByteBuffer* request,
+                                                                 grpc::ByteBuffer* response) {
+  return QuickCall<v1::UnregisterSharedMemoryRequest, v1::UnregisterSharedMemoryResponse>(
+      context, request, response,
+      [&](const auto& r, auto* out) { return UnregisterSharedMemoryCall(context, r, out); });
+}
+
+absl::Status ComputeService::UnregisterSharedMemoryCall(
+    grpc::CallbackServerContext* context, const v1::UnregisterSharedMemoryRequest& request,
     v1::UnregisterSharedMemoryResponse* /*response*/) {
   auto admitted = AuthenticateAndEnter(*context, parts_.auth);
-  if (!admitted.ok()) return Finished(context, admitted.status());
+  if (!admitted.ok()) return admitted.status();
   auto& [caller, slot] = *admitted;
-  return Finished(context, slot, parts_.shared_memory->Unregister(caller.id, request->name()));
+  return parts_.shared_memory->Unregister(caller.id, request.name());
 }
 
 }  // namespace gpucompute

@@ -399,11 +399,17 @@ TEST_F(HostileInput, ModelUploadsReserveTheirBytesFromTheHeader) {
   EXPECT_THAT(refused.error_message(), HasSubstr("of the other loads in progress"));
 }
 
-// A unary operation whose body does not parse: INVALID_ARGUMENT naming the message type (gRPC
+// A unary call whose body does not parse: INVALID_ARGUMENT naming the message type (gRPC
 // itself answers UNIMPLEMENTED with no message).
-TEST_F(HostileInput, UnparsableOperationRequestsAreInvalidArgument) {
-  for (const char* method : {"/gpucompute.v1.Compute/Periodogram", "/gpucompute.v1.Compute/Dense",
-                             "/gpucompute.v1.Compute/Assimilate", "/gpucompute.v1.Compute/Echo"}) {
+TEST_F(HostileInput, UnparsableUnaryRequestsAreInvalidArgument) {
+  for (const char* method :
+       {"/gpucompute.v1.Compute/Periodogram", "/gpucompute.v1.Compute/Dense",
+        "/gpucompute.v1.Compute/Assimilate", "/gpucompute.v1.Compute/Echo",
+        "/gpucompute.v1.Compute/ServerInfo", "/gpucompute.v1.Compute/UnloadModel",
+        "/gpucompute.v1.Compute/ListModels", "/gpucompute.v1.Compute/CreateTensor",
+        "/gpucompute.v1.Compute/DeleteTensor", "/gpucompute.v1.Compute/ListTensors",
+        "/gpucompute.v1.Compute/RegisterSharedMemory",
+        "/gpucompute.v1.Compute/UnregisterSharedMemory"}) {
     grpc::ClientContext context;
     grpc::ByteBuffer response;
     const grpc::Status status = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
