@@ -12,14 +12,14 @@
 namespace gpucompute {
 
 // The service. Every method takes its messages raw: PutTensor and GetTensor on their wire form
-// (tensor_wire.h), Submit parsing each job itself (to tell a corrupt message from the end of
-// the stream), and the unary calls parsing their request (raw_calls.h: one that does not parse
-// is INVALID_ARGUMENT, not gRPC's bare UNIMPLEMENTED). LoadModel stays typed.
+// (tensor_wire.h); Submit and LoadModel parse each message themselves, to tell a corrupt one
+// from the end of the stream; the unary calls parse their request (raw_calls.h: one that does
+// not parse is INVALID_ARGUMENT, not gRPC's bare UNIMPLEMENTED).
 namespace compute_service_internal {
 using C = v1::Compute;
 // Every method once: a raw method's handler takes the typed one's parameters, so the two
 // cannot be stacked on CallbackService.
-using Base = C::WithRawCallbackMethod_Periodogram<C::WithCallbackMethod_LoadModel<
+using Base = C::WithRawCallbackMethod_Periodogram<C::WithRawCallbackMethod_LoadModel<
     C::WithRawCallbackMethod_UnloadModel<C::WithRawCallbackMethod_ListModels<C::WithRawCallbackMethod_Dense<
         C::WithRawCallbackMethod_Assimilate<C::WithRawCallbackMethod_ServerInfo<C::WithRawCallbackMethod_Submit<
             C::WithRawCallbackMethod_Echo<C::WithRawCallbackMethod_CreateTensor<C::WithRawCallbackMethod_PutTensor<
@@ -35,8 +35,8 @@ class ComputeService final : public ComputeServiceBase {
 
   grpc::ServerUnaryReactor* Periodogram(grpc::CallbackServerContext* context,
       const grpc::ByteBuffer* request, grpc::ByteBuffer* response) override;
-  grpc::ServerReadReactor<v1::LoadModelChunk>* LoadModel(grpc::CallbackServerContext* context,
-                                                         v1::ModelInfo* response) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* LoadModel(grpc::CallbackServerContext* context,
+                                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* UnloadModel(grpc::CallbackServerContext* context,
       const grpc::ByteBuffer* request, grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,

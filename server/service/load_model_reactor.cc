@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "server/common/nvtx.h"
 #include "server/service/call_timing.h"
+#include "server/service/raw_calls.h"
 #include "server/service/status_mapping.h"
 #include "server/service/tensor_codec.h"
 #include "spdlog/spdlog.h"
@@ -31,7 +32,7 @@ void FillModelInfo(const dense::ModelInfo& info, v1::ModelInfo* out) {
 }
 
 LoadModelReactor::LoadModelReactor(grpc::CallbackServerContext* context, const ServiceParts* parts,
-                                   v1::ModelInfo* response)
+                                   grpc::ByteBuffer* response)
     : context_(context), parts_(parts), response_(response), start_(absl::Now()) {
   auto admitted = AuthenticateAndEnter(*context, parts->auth);
   if (!admitted.ok()) {
@@ -72,7 +73,17 @@ void LoadModelReactor::OnReadDone(bool ok) {
     return;
   }
   if (watch_ != 0) parts_->idle_uploads->Touch(watch_);
-  const absl::Status status = Accept(chunk_);
+  ++messages_read_;
+  v1::LoadModelChunk chunk;
+  absl::Status status = ParseRequest(chunk_, &chunk);
+  chunk_.Clear();
+  if (!status.ok()) {
+    status = absl::InvalidArgumentError(absl::StrCat(
+        "LoadModel: message ", messages_read_, " of the stream is not a LoadModelChunk (it does not "
+        "parse); nothing is loaded"));
+  } else {
+    status = Accept(chunk);
+  }
   if (!status.ok()) {
     Fail(status);
     return;
@@ -121,11 +132,13 @@ void LoadModelReactor::Load() {
   }
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   (*model)->set_load_ms(ms);
-  FillModelInfo((*model)->info(), response_);
+  v1::ModelInfo info;
+  FillModelInfo((*model)->info(), &info);
+  SerializeResponse(info, response_);
   parts_->models->Publish(*std::move(model));
   reserved_ = false;
   spdlog::info("model '{}' loaded: {} layers, {} bytes resident, {:.1f} ms", name_,
-               response_->layers_size(), response_->device_bytes(), ms);
+               info.layers_size(), info.device_bytes(), ms);
   RecordCallEnd(parts_->metrics, "load_model", absl::OkStatus(), JobTimings{}, start_);
   slot_.Release();
   Finish(grpc::Status::OK);

@@ -1,7 +1,8 @@
 // The LoadModel call: reads the header (validates it, reserves the name, checks that the model
 // fits before any byte of weights arrives), then the chunks; when the client has sent
 // everything, the loader thread converts, folds and uploads the model and publishes it.
-// Any failure releases the name: nothing is half-loaded. A stream that sends nothing for the
+// Any failure releases the name: nothing is half-loaded. Messages are parsed here, so that one
+// that does not parse fails the load INVALID_ARGUMENT instead of reading as the stream's end. A stream that sends nothing for the
 // idle timeout (--upload_idle_timeout_s) is cancelled and fails DEADLINE_EXCEEDED. A load
 // must fit beside the loads in progress (their bytes are reserved from the header on). The call authenticates its caller and
 // holds one of its token's in-flight slots until it finishes.
@@ -20,11 +21,12 @@
 
 namespace gpucompute {
 
-class LoadModelReactor final : public grpc::ServerReadReactor<v1::LoadModelChunk> {
+class LoadModelReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   // Starts reading at once; deletes itself when the call is done.
+  // `response` receives the ModelInfo.
   LoadModelReactor(grpc::CallbackServerContext* context, const ServiceParts* parts,
-                   v1::ModelInfo* response);
+                   grpc::ByteBuffer* response);
 
   void OnReadDone(bool ok) override;
   void OnDone() override;
@@ -37,8 +39,9 @@ class LoadModelReactor final : public grpc::ServerReadReactor<v1::LoadModelChunk
 
   grpc::CallbackServerContext* const context_;
   const ServiceParts* const parts_;
-  v1::ModelInfo* const response_;
-  v1::LoadModelChunk chunk_;
+  grpc::ByteBuffer* const response_;
+  grpc::ByteBuffer chunk_;  // the read buffer (a LoadModelChunk, parsed here)
+  int64_t messages_read_ = 0;
   std::unique_ptr<ModelUpload> upload_;
   bool reserved_ = false;
   std::string name_;  // reserved in the registry

@@ -12,8 +12,8 @@
 
 namespace gpucompute {
 
-grpc::ServerReadReactor<v1::LoadModelChunk>* ComputeService::LoadModel(
-    grpc::CallbackServerContext* context, v1::ModelInfo* response) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* ComputeService::LoadModel(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
   return new LoadModelReactor(context, &parts_, response);
 }
 

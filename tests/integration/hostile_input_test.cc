@@ -442,6 +442,36 @@ TEST_F(HostileInput, SharedMemoryObjectsNotNamedAsTheClientsNameThemAreRefused) 
   ExpectServing();
 }
 
+// A corrupt LoadModel message, even after a complete model: INVALID_ARGUMENT naming the
+// message, nothing loaded, the name free.
+TEST_F(HostileInput, CorruptModelUploadMessageLoadsNothing) {
+  v1::LoadModelChunk header;
+  header.mutable_header()->set_name("m");
+  v1::TensorHeader* w = header.mutable_header()->add_layers()->mutable_weight();
+  w->set_dtype(v1::FLOAT32);
+  w->add_shape(2);
+  w->add_shape(2);
+  v1::LoadModelChunk chunk;
+  chunk.mutable_chunk()->set_layer(0);
+  chunk.mutable_chunk()->set_tensor(v1::LAYER_TENSOR_WEIGHT);
+  chunk.mutable_chunk()->set_data(std::string(16, '\0'));
+  grpc::ClientContext context;
+  grpc::ByteBuffer response;
+  auto upload = Upload("/gpucompute.v1.Compute/LoadModel", &context, &response);
+  ASSERT_TRUE(upload->Write(Wire(header)));
+  ASSERT_TRUE(upload->Write(Wire(chunk)));  // the model is complete here
+  (void)upload->Write(Raw(kTruncated));
+  (void)upload->WritesDone();
+  const grpc::Status status = upload->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("message 3 of the stream is not a LoadModelChunk"));
+  grpc::ClientContext list_context;
+  v1::ListModelsResponse listed;
+  ASSERT_TRUE(loopback_.stub->ListModels(&list_context, v1::ListModelsRequest(), &listed).ok());
+  EXPECT_EQ(listed.models_size(), 0);
+  ExpectServing();
+}
+
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
 // Offsets and lengths near 2^63: INVALID_ARGUMENT, and the range in the message is the one sent
