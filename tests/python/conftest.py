@@ -10,7 +10,6 @@ Environment:
 """
 
 import contextlib
-import functools
 import os
 import pathlib
 import resource
@@ -66,9 +65,11 @@ def run_server(tmp, *flags, open_files=None):
         *flags,
     ]
     with open(log_file, "wb") as log:
-        limit = None if open_files is None else functools.partial(
-            resource.setrlimit, resource.RLIMIT_NOFILE, (open_files, open_files))
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, preexec_fn=limit)
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    if open_files is not None:
+        # Set on the running process: a preexec_fn would fork through gRPC's fork handlers,
+        # which can deadlock with this process's gRPC threads.
+        resource.prlimit(proc.pid, resource.RLIMIT_NOFILE, (open_files, open_files))
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         port = ""
