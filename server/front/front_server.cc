@@ -8,7 +8,6 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/server_builder.h>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/common/status_macros.h"
@@ -92,16 +91,11 @@ absl::StatusOr<std::unique_ptr<FrontServer>> FrontServer::Start(FrontConfig conf
   s->health_server_ = std::move(listening.health_server);
   s->health_port_ = listening.health_port;
   s->health_.Set(s->pool_->AnyServing());
-  if (config.listener_probe_period > absl::ZeroDuration() && !absl::StartsWith(config.address, "unix:")) {
-    s->listener_probe_ = std::make_unique<ListenerProbe>(
-        HostOfAddress(config.address), s->port_, config.listener_probe_period, [front] {
-          spdlog::critical("the front's port {} no longer accepts connections (gRPC stops "
-                           "accepting when every descriptor is taken): health is now NOT_SERVING",
-                           front->port_);
-          front->listener_lost_.store(true);
-          front->health_.Set(false);
-        });
-  }
+  s->listener_probe_ = ListenerProbe::Watch(config.address, s->port_, config.listener_probe_period,
+                                            "the front's port", [front] {
+                                              front->listener_lost_.store(true);
+                                              front->health_.Set(false);
+                                            });
   s->security_ = std::make_unique<SecurityWatch>(s->auth_.get(), s->registry_.get(),
                                                  config.auth_token_reload_interval, config.tls);
   if (config.metrics_port >= 0) {

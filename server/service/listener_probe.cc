@@ -10,7 +10,10 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/service/health_port.h"
+#include "spdlog/spdlog.h"
 
 namespace gpucompute {
 namespace {
@@ -52,6 +55,19 @@ ProbeResult ProbePort(const std::string& host, int port, absl::Duration timeout)
   close(fd);
   freeaddrinfo(found);
   return result;
+}
+
+std::unique_ptr<ListenerProbe> ListenerProbe::Watch(const std::string& address, int port,
+                                                    absl::Duration period, const std::string& what,
+                                                    std::function<void()> on_lost) {
+  if (period <= absl::ZeroDuration() || absl::StartsWith(address, "unix:")) return nullptr;
+  return std::make_unique<ListenerProbe>(
+      HostOfAddress(address), port, period, [what, port, on_lost = std::move(on_lost)] {
+        spdlog::critical("{} {} no longer accepts connections (gRPC stops accepting when every "
+                         "descriptor is taken): health is now NOT_SERVING",
+                         what, port);
+        on_lost();
+      });
 }
 
 ListenerProbe::ListenerProbe(std::string host, int port, absl::Duration period,

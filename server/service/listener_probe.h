@@ -10,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -21,6 +22,14 @@ namespace gpucompute {
 
 class ListenerProbe {
  public:
+  // The probe of the port bound for `address` (as the server was given it), or null when
+  // there is nothing to probe: a Unix-socket address, or a zero `period`. When the port is
+  // lost it logs so, naming `what` ("the service port", "the front's port"), then calls
+  // `on_lost`.
+  static std::unique_ptr<ListenerProbe> Watch(const std::string& address, int port,
+                                              absl::Duration period, const std::string& what,
+                                              std::function<void()> on_lost);
+
   // `host` as the server was given it ("0.0.0.0", "[::]" and "" probe the loopback address);
   // nothing is probed for Unix-socket addresses.
   ListenerProbe(std::string host, int port, absl::Duration period, std::function<void()> on_lost);

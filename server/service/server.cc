@@ -10,7 +10,6 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
 #include "server/runtime/runtime_metrics.h"
@@ -104,16 +103,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   s->health_server_ = std::move(listening.health_server);
   s->health_port_ = listening.health_port;
   s->SetServing(true);
-  if (config.listener_probe_period > absl::ZeroDuration() && !absl::StartsWith(config.address, "unix:")) {
-    s->listener_probe_ = std::make_unique<ListenerProbe>(
-        HostOfAddress(config.address), s->port_, config.listener_probe_period, [server = s.get()] {
-          spdlog::critical("the service port {} no longer accepts connections (gRPC stops "
-                           "accepting when every descriptor is taken): health is now NOT_SERVING",
-                           server->port_);
-          server->listener_lost_.store(true);
-          server->SetServing(false);
-        });
-  }
+  s->listener_probe_ = ListenerProbe::Watch(config.address, s->port_, config.listener_probe_period,
+                                            "the service port", [server = s.get()] {
+                                              server->listener_lost_.store(true);
+                                              server->SetServing(false);
+                                            });
   if (config.metrics_port >= 0) {
     ASSIGN_OR_RETURN(s->metrics_server_, metrics::MetricsServer::Start(HostOfAddress(config.address),
                                                                       config.metrics_port,
