@@ -176,3 +176,22 @@ def test_keep_above_bytes_keeps_only_the_large(client, rng):
         compute_pb2.EchoRequest(tensor=gpucompute.to_tensor(small),
                                 output_placement=tensor_pb2.OutputPlacement(
                                     keep_above_bytes=-1))), "keep_above_bytes")
+
+
+@pytest.mark.parametrize("size", [0, 5, (64 << 10) - 1, 64 << 10, (4 << 20) - 1024])
+def test_put_chunk_is_what_protobuf_parses(size, rng):
+    """The hand-built PutTensorChunk (small chunks joined, large ones filled outside the
+    interpreter lock) parses back through protobuf to the same header, offset and bytes,
+    from a view into the middle of an array too."""
+    from gpucompute import transfer
+    data = rng.integers(0, 256, size + 3, dtype=np.uint8)
+    view = memoryview(data)[3:]
+    header = compute_pb2.PutTensorHeader(handle="t-1")
+    for offset, head in ((0, b""), (123456789, header.SerializeToString())):
+        raw = transfer.put_chunk(offset, view, head)
+        assert isinstance(raw, bytes)
+        chunk = compute_pb2.PutTensorChunk.FromString(raw)
+        assert chunk.offset == offset and chunk.data == view.tobytes()
+        assert chunk.HasField("header") == bool(head)
+        if head:
+            assert chunk.header == header
