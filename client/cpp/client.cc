@@ -764,8 +764,12 @@ std::future<absl::StatusOr<PutTensorResult>> Client::PutTensorAsync(v1::DType dt
         total)));
   }
   // No more streams than chunks: a stream with nothing to send would only cost a round trip.
+  // Slices start at multiples of 64 bytes, so that no element is split between two streams
+  // (the server checks the values of whole elements as they arrive).
   const int64_t chunks = std::max<int64_t>(1, (total + put.chunk_bytes - 1) / put.chunk_bytes);
-  const int streams = static_cast<int>(std::min<int64_t>(put.streams, chunks));
+  int streams = static_cast<int>(std::min<int64_t>(put.streams, chunks));
+  const int64_t slice = std::max<int64_t>(64, ((total + streams - 1) / streams + 63) / 64 * 64);
+  streams = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(streams, (total + slice - 1) / slice)));
   v1::PutTensorHeader header;
   if (!put.handle.empty()) {
     header.set_handle(put.handle);
@@ -783,7 +787,6 @@ std::future<absl::StatusOr<PutTensorResult>> Client::PutTensorAsync(v1::DType dt
     absl::MutexLock lock(&upload->mu);
     upload->remaining = streams;
   }
-  const int64_t slice = (total + streams - 1) / streams;
   for (int i = 0; i < streams; ++i) {
     const int64_t begin = std::min(total, i * slice), end = std::min(total, begin + slice);
     auto* stream = new PutTensorStream(  // deletes itself in OnDone

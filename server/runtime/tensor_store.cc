@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "server/common/byte_range.h"
+#include "server/common/non_finite.h"
 #include "server/common/parallel_copy.h"
 #include "spdlog/spdlog.h"
 
@@ -65,6 +66,7 @@ void ResidentTensor::Adopt(std::string bytes) {
   absl::MutexLock lock(&mu_);
   received_bytes_ = bytes_;
   complete_ = true;
+  writes_finite_ = false;
 }
 
 absl::Status ResidentTensor::Write(int64_t offset, absl::string_view data) {
@@ -93,8 +95,20 @@ absl::Status ResidentTensor::Write(int64_t offset, absl::Span<const absl::string
     ParallelCopy(data_ + at, p.data(), static_cast<int64_t>(p.size()));
     at += static_cast<int64_t>(p.size());
   }
+  // The values just written, while they are in cache: a later operation reading the tensor
+  // then skips its own pass over them (216 MB took ~10 ms on 16 threads).
+  const int64_t element = spec_.element_size;
+  const bool finite = spec_.values.has_value() && element > 0 && offset % element == 0 &&
+                      n % element == 0 &&
+                      FirstNonFinite(*spec_.values, absl::string_view(data_ + offset, n)) < 0;
   absl::MutexLock lock(&mu_);
   --writers_;
+  // A write over bytes already written (or being written by another stream) may leave a mix
+  // that neither check saw: then the values are no longer known to be finite.
+  auto next = received_.upper_bound(offset);
+  const bool overwrites = (next != received_.end() && next->first < offset + n) ||
+                          (next != received_.begin() && std::prev(next)->second > offset);
+  writes_finite_ = writes_finite_ && finite && !overwrites;
   int64_t begin = offset, end = offset + n;
   auto it = received_.upper_bound(begin);
   if (it != received_.begin()) {
@@ -124,6 +138,11 @@ absl::Status ResidentTensor::Write(int64_t offset, absl::Span<const absl::string
 bool ResidentTensor::complete() const {
   absl::MutexLock lock(&mu_);
   return complete_;
+}
+
+bool ResidentTensor::values_finite() const {
+  absl::MutexLock lock(&mu_);
+  return complete_ && writes_finite_;
 }
 
 int64_t ResidentTensor::received_bytes() const {

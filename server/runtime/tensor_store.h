@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -30,6 +31,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "server/common/element_type.h"
 
 namespace gpucompute {
 
@@ -57,6 +59,9 @@ struct TensorSpec {
   int dtype = 0;
   int element_size = 0;
   std::vector<int64_t> shape;
+  // The IEEE type of the elements when they are floating point: each write then notes whether
+  // its values are all finite (ResidentTensor::values_finite), while its bytes are in cache.
+  std::optional<ElementType> values;
 };
 
 // One resident tensor. Its bytes are written (Write) until complete, then never change.
@@ -86,6 +91,9 @@ class ResidentTensor {
   absl::Status Write(int64_t offset, absl::Span<const absl::string_view> pieces);
 
   bool complete() const;
+  // Complete, and every write was of whole elements of a float type (spec().values) none of
+  // which is NaN or infinite. False for adopted tensors (kept outputs): never checked.
+  bool values_finite() const;
   int64_t received_bytes() const;  // distinct bytes written so far
   absl::Duration idle(absl::Time now) const;
   absl::Duration idle_expiry() const { return idle_expiry_; }
@@ -110,6 +118,7 @@ class ResidentTensor {
   int64_t received_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int writers_ ABSL_GUARDED_BY(mu_) = 0;
   bool complete_ ABSL_GUARDED_BY(mu_) = false;
+  bool writes_finite_ ABSL_GUARDED_BY(mu_) = true;  // every write so far checked and finite
   absl::Time last_use_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -28,7 +28,7 @@ absl::StatusOr<Viewed> View(TensorResolver& resolver, const v1::Tensor& t, bool 
                                                    rank == 1 ? "" : "s", " (got [",
                                                    absl::StrJoin(view.shape, ", "), "])"));
   }
-  return Viewed{assimilate::ArrayView{dtype, view.bytes}, std::move(view.shape)};
+  return Viewed{assimilate::ArrayView{dtype, view.bytes, view.known_finite}, std::move(view.shape)};
 }
 
 absl::Status ShapeMismatch(const std::string& field, int dim, int64_t got, absl::string_view what,

@@ -147,6 +147,7 @@ absl::StatusOr<TensorView> TensorResolver::Resolve(const v1::Tensor& tensor,
       view.shape = spec.shape;
       view.count = (*resident)->bytes() / std::max(1, spec.element_size);
       view.bytes = (*resident)->data();
+      view.known_finite = (*resident)->values_finite();
       pins_.push_back(*std::move(resident));
       return view;
     }
@@ -278,6 +279,15 @@ absl::StatusOr<ElementType> FloatElementType(v1::DType dtype, absl::string_view 
       return absl::InvalidArgumentError(absl::StrCat(field, " is ", DTypeName(dtype),
                                                      " but must be float32, float64, float16 or bfloat16"));
   }
+}
+
+TensorSpec ResidentSpec(v1::DType dtype, const google::protobuf::RepeatedField<int64_t>& shape) {
+  TensorSpec spec;
+  spec.dtype = dtype;
+  spec.element_size = DTypeSize(dtype);
+  spec.shape.assign(shape.begin(), shape.end());
+  if (auto type = FloatElementType(dtype, "dtype"); type.ok()) spec.values = *type;
+  return spec;
 }
 
 v1::DType ToWireDType(ElementType type) {

@@ -51,6 +51,9 @@ struct TensorView {
   std::vector<int64_t> shape;
   absl::string_view bytes;
   int64_t count = 0;  // elements
+  // Every value is known to be finite: a resident tensor whose bytes were checked as they
+  // arrived (ResidentTensor::values_finite), so decoders need not check them again.
+  bool known_finite = false;
 
   int rank() const { return static_cast<int>(shape.size()); }
 };
@@ -126,6 +129,9 @@ absl::StatusOr<ElementType> FloatElementType(v1::DType dtype, absl::string_view 
 
 // The wire dtype of an element type.
 v1::DType ToWireDType(ElementType type);
+// The TensorSpec of a resident tensor of `dtype` (a known one) and `shape`, float types marked
+// for the finiteness check of its writes.
+TensorSpec ResidentSpec(v1::DType dtype, const google::protobuf::RepeatedField<int64_t>& shape);
 
 // ---------------------------------------------------------------- output placement
 

@@ -33,10 +33,7 @@ absl::Status ComputeService::CreateTensorCall(grpc::CallbackServerContext* conte
     return absl::InvalidArgumentError(absl::StrCat("dtype: must be set to a known dtype (got ",
                                                    static_cast<int>(request.dtype()), ")"));
   }
-  TensorSpec spec;
-  spec.dtype = request.dtype();
-  spec.element_size = DTypeSize(request.dtype());
-  spec.shape.assign(request.shape().begin(), request.shape().end());
+  TensorSpec spec = ResidentSpec(request.dtype(), request.shape());
   auto expiry = IdleExpiry(request.idle_expiry_ms(), "idle_expiry_ms");
   if (!expiry.ok()) return expiry.status();
   auto created = parts_.tensors->Create(caller.id, std::move(spec), *expiry);

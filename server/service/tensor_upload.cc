@@ -33,11 +33,7 @@ absl::Status TensorUpload::Open(const v1::PutTensorHeader& header) {
         "header.dtype: must be set to a known dtype (got ", static_cast<int>(header.dtype()),
         "), or give the handle of a tensor made by CreateTensor"));
   }
-  TensorSpec spec;
-  spec.dtype = header.dtype();
-  spec.element_size = DTypeSize(header.dtype());
-  spec.shape.assign(header.shape().begin(), header.shape().end());
-  auto created = store_->Create(client_, std::move(spec));
+  auto created = store_->Create(client_, ResidentSpec(header.dtype(), header.shape()));
   if (!created.ok()) {
     if (created.status().code() == absl::StatusCode::kInvalidArgument) {
       return Prefixed("header", created.status());

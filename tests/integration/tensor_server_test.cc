@@ -2,6 +2,7 @@
 // client: every operation with inputs by handle and in shared memory and outputs kept or in
 // shared memory gives exactly the inline result; dense chaining; parallel and ranged transfers;
 // quotas, expiry, owner isolation and bad references.
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
@@ -439,6 +440,39 @@ TEST_F(TensorServer, SubmitStreamUsesHandlesAndPlacements) {
 }
 
 // ---------------------------------------------------------------- transfers
+
+// Resident tensors are checked for NaN and infinities as their bytes arrive, so that an
+// operation can skip its own pass: a non-finite value still gets the precise error, however the
+// bytes were cut into chunks (whole elements, elements split across chunks, several streams),
+// and the same tensor made finite is accepted.
+TEST_F(TensorServer, NonFiniteValuesInResidentTensorsAreFoundWhateverTheChunks) {
+  const v1::AssimilateRequest inline_request = AssimilateRequest();
+  const v1::Tensor& x = inline_request.problems(1).x();  // 13 x 8 doubles
+  for (double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
+    for (auto [chunk, streams] : std::vector<std::pair<int64_t, int>>{{8, 1}, {13, 1}, {40, 3}, {client::kDefaultChunkBytes, 1}}) {
+      SCOPED_TRACE(absl::StrCat(bad, ", chunks of ", chunk, " bytes over ", streams, " streams"));
+      std::string bytes = x.data();
+      std::memcpy(bytes.data() + 8 * (3 * 8 + 5), &bad, 8);  // x[3, 5]
+      for (bool finite : {false, true}) {
+        if (finite) bytes = x.data();
+        auto put = client_->PutTensor(v1::FLOAT64, {x.shape().begin(), x.shape().end()}, bytes,
+                                      {.chunk_bytes = chunk, .streams = streams});
+        ASSERT_TRUE(put.ok()) << put.status();
+        v1::AssimilateRequest r = inline_request;
+        *r.mutable_problems(1)->mutable_x() = client::HandleTensor(put->info.handle());
+        auto got = client_->Assimilate(r);
+        if (finite) {
+          EXPECT_TRUE(got.ok()) << got.status();
+        } else {
+          EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+          EXPECT_THAT(std::string(got.status().message()),
+                      HasSubstr("problems[1].x: values must be finite (x[3, 5] is"));
+        }
+        EXPECT_TRUE(client_->DeleteTensor(put->info.handle()).ok());
+      }
+    }
+  }
+}
 
 TEST_F(TensorServer, ParallelPutAndRangedGet) {
   std::string bytes(3 * 1000 * 1000 + 8, '\0');  // 375,001 doubles' worth

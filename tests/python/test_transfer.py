@@ -195,3 +195,17 @@ def test_put_chunk_is_what_protobuf_parses(size, rng):
         assert chunk.HasField("header") == bool(head)
         if head:
             assert chunk.header == header
+
+
+def test_slices_cover_each_range_once_from_multiples_of_64():
+    """Every byte of every range is in exactly one slice, slices start at multiples of 64 (no
+    element split between streams), and a large range is spread over several."""
+    from gpucompute import transfer
+    sizes = [0, 1, 1000, 72_000_000, 9_000_001, 3 << 20]
+    got = transfer.slices(sizes, 6)
+    for i, size in enumerate(sizes):
+        mine = sorted((b, e) for j, b, e in got if j == i)
+        assert mine[0][0] == 0 and mine[-1][1] == size
+        assert all(e0 == b1 for (_, e0), (b1, _) in zip(mine, mine[1:]))
+        assert all(b % 64 == 0 and (e > b or size == 0) for b, e in mine)
+    assert len([s for s in got if s[0] == 3]) > 1

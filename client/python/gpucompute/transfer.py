@@ -155,12 +155,15 @@ def tune_allocator():
 def slices(sizes, connections=MAX_CONNECTIONS, min_slice=MIN_SLICE_BYTES):
     """Splits byte ranges of the given sizes over about ``connections`` streams: a list of
     ``(index into sizes, begin, end)``, each range cut into pieces in proportion to its size,
-    none smaller than ``min_slice`` unless the whole range is."""
+    none smaller than ``min_slice`` unless the whole range is. Pieces start at multiples of 64
+    bytes, so that no element is split between two streams (the server checks the values of
+    whole elements as they arrive)."""
     total = sum(sizes)
     out = []
     for i, size in enumerate(sizes):
         pieces = max(1, min(connections * size // max(total, 1), size // min_slice))
         step = -(-size // pieces) if size else 0
+        step = -(-step // 64) * 64
         out += [(i, b, min(size, b + step)) for b in range(0, size, step or 1)] or [(i, 0, 0)]
     return out
 

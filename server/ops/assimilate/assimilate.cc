@@ -2,13 +2,12 @@
 #include "server/ops/assimilate/assimilate.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "server/common/parallel_for.h"
+#include "server/common/non_finite.h"
 
 namespace gpucompute::assimilate {
 namespace {
@@ -25,63 +24,10 @@ absl::Status CheckSize(const ArrayView& a, int64_t expected, int64_t index, absl
   return absl::OkStatus();
 }
 
-// The exponent bits of an IEEE value held in Bits (all set: an infinity or NaN).
-template <typename Bits>
-constexpr Bits kExponentBits =
-    static_cast<Bits>(sizeof(Bits) == 8 ? uint64_t{0x7FF0000000000000} : uint64_t{0x7F800000});
-
-// True when block [begin, end) of IEEE values of type Bits holds a non-finite one. Branch-free
-// over the block, so the compiler vectorises it.
-template <typename Bits>
-bool BlockHasNonFinite(const char* data, int64_t begin, int64_t end) {
-  constexpr Bits kExponent = kExponentBits<Bits>;
-  bool bad = false;
-  for (int64_t i = begin; i < end; ++i) {
-    Bits v;
-    std::memcpy(&v, data + sizeof(Bits) * i, sizeof(Bits));
-    bad |= (v & kExponent) == kExponent;
-  }
-  return bad;
-}
-
-// First non-finite value of float32/float64 bits, or -1: blocks of kBlock checked on several
-// threads for large arrays (the seed problem's 216 MB took ~40 ms on one thread), then the
-// first bad block searched element by element.
-template <typename Bits>
-int64_t FirstNonFiniteBits(const char* data, int64_t n) {
-  constexpr int64_t kBlock = 4096;
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-  std::atomic<int64_t> first_bad_block{blocks};
-  ParallelFor(blocks, n * static_cast<int64_t>(sizeof(Bits)), [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1 && b < first_bad_block.load(std::memory_order_relaxed); ++b) {
-      if (BlockHasNonFinite<Bits>(data, b * kBlock, std::min(n, (b + 1) * kBlock))) {
-        int64_t seen = first_bad_block.load();
-        while (b < seen && !first_bad_block.compare_exchange_weak(seen, b)) {
-        }
-        return;
-      }
-    }
-  }, /*min_cost_per_thread=*/int64_t{4} << 20);
-  const int64_t b = first_bad_block.load();
-  if (b == blocks) return -1;
-  constexpr Bits kExponent = kExponentBits<Bits>;
-  for (int64_t i = b * kBlock; i < n; ++i) {
-    Bits v;
-    std::memcpy(&v, data + sizeof(Bits) * i, sizeof(Bits));
-    if ((v & kExponent) == kExponent) return i;
-  }
-  return -1;
-}
-
-// First non-finite value of `a`, or -1. Fast paths for the two common dtypes.
+// First non-finite value of `a`, or -1.
 int64_t FirstNonFinite(const ArrayView& a) {
-  const int64_t n = a.size();
-  if (a.dtype == ElementType::kFloat64) return FirstNonFiniteBits<uint64_t>(a.bytes.data(), n);
-  if (a.dtype == ElementType::kFloat32) return FirstNonFiniteBits<uint32_t>(a.bytes.data(), n);
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(a.at(i))) return i;
-  }
-  return -1;
+  if (a.known_finite) return -1;
+  return gpucompute::FirstNonFinite(a.dtype, a.bytes);
 }
 
 absl::Status CheckFinite(const ArrayView& a, int64_t cols, int64_t index, absl::string_view field) {

@@ -108,6 +108,9 @@ const char* FormName(Form f);            // "auto", "observation_space", "ensemb
 struct ArrayView {
   ElementType dtype = ElementType::kFloat64;
   absl::string_view bytes;
+  // Every value is known to be finite (a resident tensor checked as its bytes arrived):
+  // validation need not read them again.
+  bool known_finite = false;
 
   int64_t size() const { return static_cast<int64_t>(bytes.size()) / ElementSize(dtype); }
   double at(int64_t i) const;  // element i widened to double (slow path: tests, validation)

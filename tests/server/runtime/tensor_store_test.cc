@@ -2,6 +2,7 @@
 // delete and expiry, owner isolation, incomplete tensors and concurrent writers.
 #include "server/runtime/tensor_store.h"
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -197,6 +198,52 @@ TEST_F(TensorStoreTest, OverlappingAndOutOfOrderChunksComplete) {
   ASSERT_TRUE((*t)->Write(15, want.substr(15, 40)).ok());
   EXPECT_TRUE((*t)->complete());
   EXPECT_EQ((*t)->data(), want);
+}
+
+// Writes of whole float elements note whether their values are finite; anything the notes
+// cannot vouch for (a NaN, an element split between writes, bytes written twice, a tensor
+// whose dtype is not a float type, a kept output) leaves the tensor unchecked.
+TEST_F(TensorStoreTest, ValuesAreKnownFiniteOnlyWhenEveryWriteWasCheckedAndFinite) {
+  TensorStore store(Options());
+  const std::vector<double> v = {1, -2, 3e300, 4, 5, 6};
+  const absl::string_view all(reinterpret_cast<const char*>(v.data()), 48);
+  TensorSpec floats = F64({6});
+  floats.values = ElementType::kFloat64;
+  struct Case {
+    const char* what;
+    std::vector<std::pair<int, int>> writes;  // byte ranges, in order
+    bool nan = false;
+    bool typed = true;
+    bool finite;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"whole elements", {{0, 16}, {16, 48}}, false, true, true},
+           {"a NaN", {{0, 16}, {16, 48}}, true, true, false},
+           {"an element split between writes", {{0, 12}, {12, 48}}, false, true, false},
+           {"bytes written twice", {{0, 24}, {16, 48}}, false, true, false},
+           {"no float type", {{0, 48}}, false, false, false}}) {
+    SCOPED_TRACE(c.what);
+    auto t = store.Create("c", c.typed ? floats : F64({6}));
+    ASSERT_TRUE(t.ok()) << t.status();
+    std::string bytes(all);
+    if (c.nan) {
+      const double nan = std::nan("");
+      std::memcpy(bytes.data() + 24, &nan, 8);
+    }
+    for (auto [b, e] : c.writes) {
+      EXPECT_FALSE((*t)->values_finite());
+      ASSERT_TRUE((*t)->Write(b, absl::string_view(bytes).substr(b, e - b)).ok());
+    }
+    EXPECT_TRUE((*t)->complete());
+    EXPECT_EQ((*t)->values_finite(), c.finite);
+    EXPECT_TRUE(store.Delete("c", (*t)->handle()).ok());
+  }
+  std::vector<NewTensor> kept(1);
+  kept[0].spec = floats;
+  kept[0].bytes = std::string(all);
+  auto added = store.AddComplete("c", std::move(kept));
+  ASSERT_TRUE(added.ok()) << added.status();
+  EXPECT_FALSE((*added)[0]->values_finite());
 }
 
 TEST_F(TensorStoreTest, ParallelWritersComplete) {
