@@ -42,9 +42,9 @@ CHUNK_BYTES = (4 << 20) - 1024
 # Slices smaller than this are not worth a connection of their own.
 MIN_SLICE_BYTES = 2 << 20
 MAX_CONNECTIONS = 16
-# Streams one call's tensors spread over. Python's threads share one interpreter lock, which
-# every message's copy holds: on the H100 machine's host a 72 MB tensor went up in 81 / 31 / 37 /
-# 47 ms and came down in 109 / 65 / 75 / 85 ms over 1 / 4 / 8 / 16 streams.
+# Streams one call's tensors spread over. On the H100 machine's host the seed EnKF (216 MB up,
+# 72 MB down) took 127 / 117 / 123 / 131 ms over 6 / 8 / 12 / 16 streams, within the run's noise
+# (tests/bench/results/2026-11-27-nvidia-h100-python-transfer-streams.jsonl).
 CALL_STREAMS = 6
 
 
