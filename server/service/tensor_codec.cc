@@ -1,6 +1,7 @@
 // Tensor decoding, resolution and output placement (see tensor_codec.h).
 #include "server/service/tensor_codec.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -11,12 +12,16 @@
 #include "absl/strings/str_join.h"
 #include "server/common/byte_range.h"
 #include "server/common/guarded_copy.h"
+#include "server/common/non_finite.h"
 #include "server/common/status_macros.h"
 
 namespace gpucompute {
 namespace {
 
 constexpr int64_t kOutputAlignment = 64;
+// Shared-memory inputs are copied and checked in blocks of this many bytes (cache-sized, and a
+// multiple of every element size).
+constexpr int64_t kCheckBlockBytes = int64_t{1} << 20;
 
 std::string ShapeString(absl::Span<const int64_t> shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
@@ -168,10 +173,22 @@ absl::StatusOr<TensorView> TensorResolver::Resolve(const v1::Tensor& tensor,
                                           /*zero_length_is_rest=*/false));
       // One guarded copy into memory of our own: read in place, the client could shrink the
       // object under any later reader (the backends), and a bus error there would take the
-      // server down. The copy is the only read of the client's memory.
+      // server down. The copy is the only read of the client's memory. Float values are
+      // checked for NaN and infinities block by block as they are copied (in cache), so
+      // that the operation need not read them again.
       std::shared_ptr<char[]> owned(new char[std::max<int64_t>(1, expected)]);
-      RETURN_IF_ERROR(GuardedCopy(owned.get(), range.region->data() + range.begin, expected, f));
+      const absl::StatusOr<ElementType> type = FloatElementType(view.dtype, f);
+      std::atomic<bool> finite{type.ok()};
+      RETURN_IF_ERROR(GuardedCopyInBlocks(
+          owned.get(), range.region->data() + range.begin, expected, f, kCheckBlockBytes,
+          [&](int64_t begin, int64_t end) {
+            if (finite.load(std::memory_order_relaxed) &&
+                FirstNonFinite(*type, absl::string_view(owned.get() + begin, end - begin)) >= 0) {
+              finite.store(false, std::memory_order_relaxed);
+            }
+          }));
       view.bytes = absl::string_view(owned.get(), static_cast<size_t>(expected));
+      view.known_finite = finite.load();
       pins_.push_back(std::move(owned));
       return view;
     }

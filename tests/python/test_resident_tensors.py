@@ -290,3 +290,27 @@ def test_quota_expiry_and_defaults(tmp_path):
         with gpucompute.SharedMemoryRegion(4096) as r:
             expect_rpc_error(grpc.StatusCode.FAILED_PRECONDITION,
                              lambda: c.register_shared_memory(r, "r"), r"--allow_shared_memory")
+
+
+def test_large_shared_memory_inputs_are_copied_and_checked_in_blocks(tc, rng):
+    """A shared-memory input over 16 MiB is copied into the region on several threads and by
+    the server in blocks that it checks for NaN and infinities as it copies: an echo returns
+    every byte, and a non-finite value anywhere (first block, a middle one, the last element)
+    is still INVALID_ARGUMENT naming its place."""
+    tc.region.reset()
+    a = rng.normal(0, 1, (17 << 20) // 8 + 3)  # not a whole number of pieces or blocks
+    np.testing.assert_array_equal(tc.echo(tc.region.put(a)), a)
+    n, N, m = 2100, 1100, 5  # X is 18.5 MB
+    X = rng.normal(0, 1, (n, N))
+    HX, y, r = rng.normal(0, 1, (m, N)), rng.normal(0, 1, m), np.ones(m)
+    for at, bad in (((0, 3), np.nan), ((1000, 7), np.inf), ((n - 1, N - 1), -np.inf)):
+        tc.region.reset()
+        Xb = X.copy()
+        Xb[at] = bad
+        with pytest.raises(grpc.RpcError) as e:
+            tc.assimilate(tc.region.put(Xb), HX, y, r)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert f"x[{at[0]}, {at[1]}] is" in e.value.details()
+    tc.region.reset()
+    Xa = tc.assimilate(tc.region.put(X), HX, y, r)
+    np.testing.assert_allclose(Xa, tc.assimilate(X, HX, y, r), rtol=0, atol=0)

@@ -18,6 +18,7 @@ from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
 
+from gpucompute.parallel_copy import copy_bytes
 from gpucompute.tensor import SharedMemoryTensor, from_bytes, numpy_dtype, wire_dtype
 from gpucompute.v1 import tensor_pb2
 
@@ -100,7 +101,7 @@ class SharedMemoryRegion:
             raise ValueError(f"{a.nbytes} bytes at offset {at} do not fit the region of "
                              f"{self.size} bytes")
         view = np.frombuffer(self._shm.buf, dtype=np.uint8, count=a.nbytes, offset=at)
-        view[:] = a.reshape(-1).view(np.uint8)
+        copy_bytes(view, a.reshape(-1).view(np.uint8))
         del view
         self._next = max(self._next, _align(at + a.nbytes))
         return SharedMemoryTensor(region=self, offset=at, dtype=code, shape=tuple(a.shape))

@@ -7,6 +7,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstring>
 #include <string>
@@ -61,6 +63,41 @@ TEST(GuardedCopy, CopiesLikeMemmove) {
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i % 253);
   ASSERT_TRUE(GuardedCopy(copy.data(), big.data(), big.size(), "x").ok());
   EXPECT_TRUE(copy == big);
+}
+
+// In blocks: every byte copied, every block visited once (on threads when large) with the
+// block's bytes already in place, and a shrunk object is still an error, not a crash.
+TEST(GuardedCopy, InBlocksVisitsEachBlockOnceAfterCopyingIt) {
+  for (int64_t n : {int64_t{0}, int64_t{1000}, (int64_t{40} << 20) + 13}) {
+    SCOPED_TRACE(n);
+    std::vector<char> src(static_cast<size_t>(n)), dst(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) src[i] = static_cast<char>(i % 251);
+    const int64_t block = int64_t{1} << 20;
+    std::vector<std::atomic<int>> visits(static_cast<size_t>((n + block - 1) / block));
+    std::atomic<bool> copied_before_visit{true};
+    ASSERT_TRUE(GuardedCopyInBlocks(dst.data(), src.data(), n, "x", block,
+                                    [&](int64_t begin, int64_t end) {
+                                      EXPECT_EQ(begin % block, 0);
+                                      EXPECT_EQ(end, std::min(n, begin + block));
+                                      if (std::memcmp(dst.data() + begin, src.data() + begin,
+                                                      end - begin) != 0) {
+                                        copied_before_visit = false;
+                                      }
+                                      ++visits[begin / block];
+                                    })
+                    .ok());
+    EXPECT_TRUE(dst == src);
+    EXPECT_TRUE(copied_before_visit);
+    for (const auto& v : visits) EXPECT_EQ(v.load(), 1);
+  }
+  ShrinkableMapping m(24 << 20);
+  m.Shrink();
+  std::vector<char> out(24 << 20);
+  const absl::Status s =
+      GuardedCopyInBlocks(out.data(), m.data(), out.size(), "x.shared_memory", 1 << 20,
+                          [](int64_t, int64_t) {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("x.shared_memory: the shared-memory object was shrunk"));
 }
 
 TEST(GuardedCopy, ReadingAShrunkObjectIsAnErrorNotACrash) {
