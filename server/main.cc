@@ -32,6 +32,9 @@ ABSL_FLAG(std::string, port_file, "", "if set, the chosen port is written here o
 ABSL_FLAG(int, metrics_port, -1,
           "Prometheus metrics at http://HOST:PORT/metrics (HOST from --address); -1: off, "
           "0 picks a free port");
+ABSL_FLAG(bool, metrics_model_names, false,
+          "label gpucompute_model_bytes by model name (names are the clients' data and /metrics "
+          "asks for no token: only where everyone who can reach it may see them); else one total");
 ABSL_FLAG(std::string, metrics_port_file, "",
           "if set, the metrics endpoint's port is written here once listening (0: no endpoint)");
 ABSL_FLAG(std::string, backend, "auto", "auto | cuda | cpu (auto: CUDA if a device is visible)");
@@ -384,6 +387,7 @@ int main(int argc, char** argv) {
   config.limits.stream.max_jobs_in_flight = std::max(1, absl::GetFlag(FLAGS_stream_max_jobs_in_flight));
   config.completion_threads = std::max(1, absl::GetFlag(FLAGS_completion_threads));
   config.metrics_port = std::max(-1, absl::GetFlag(FLAGS_metrics_port));
+  config.metrics_model_names = absl::GetFlag(FLAGS_metrics_model_names);
   config.tensors.max_bytes_per_client = std::max<int64_t>(0, absl::GetFlag(FLAGS_tensor_quota_bytes));
   config.tensors.max_total_bytes = absl::GetFlag(FLAGS_tensor_store_bytes);
   config.tensors.max_tensors_per_client = std::max(0, absl::GetFlag(FLAGS_tensor_quota_count));

@@ -36,7 +36,7 @@ metrics::CollectFn FromKernelStats(const Backend* backend, F value) {
 }  // namespace
 
 void RegisterRuntimeMetrics(metrics::Registry* registry, const Backend* backend,
-                            const ModelRegistry* models) {
+                            const ModelRegistry* models, bool model_names) {
   metrics::Registry& r = *registry;
   const std::string backend_name = backend->name();
   r.AddCallback(MetricType::kGauge, "gpucompute_build_info",
@@ -89,15 +89,25 @@ void RegisterRuntimeMetrics(metrics::Registry* registry, const Backend* backend,
                 [models] {
                   return std::vector<Sample>{{{}, static_cast<double>(models->List().size())}};
                 });
-  r.AddCallback(MetricType::kGauge, "gpucompute_model_bytes",
-                "Bytes a resident dense model holds on each device (host memory on the CPU backend), by model name.", {"model"},
-                [models] {
-                  std::vector<Sample> out;
-                  for (const dense::ModelInfo& m : models->List()) {
-                    out.push_back({{m.name}, static_cast<double>(m.device_bytes)});
-                  }
-                  return out;
-                });
+  if (model_names) {
+    r.AddCallback(MetricType::kGauge, "gpucompute_model_bytes",
+                  "Bytes a resident dense model holds on each device (host memory on the CPU backend), by model name.", {"model"},
+                  [models] {
+                    std::vector<Sample> out;
+                    for (const dense::ModelInfo& m : models->List()) {
+                      out.push_back({{m.name}, static_cast<double>(m.device_bytes)});
+                    }
+                    return out;
+                  });
+  } else {
+    r.AddCallback(MetricType::kGauge, "gpucompute_model_bytes",
+                  "Bytes the resident dense models hold on each device (host memory on the CPU backend), all models together (--metrics_model_names: by model).", {},
+                  [models] {
+                    double bytes = 0;
+                    for (const dense::ModelInfo& m : models->List()) bytes += static_cast<double>(m.device_bytes);
+                    return std::vector<Sample>{{{}, bytes}};
+                  });
+  }
 }
 
 }  // namespace gpucompute

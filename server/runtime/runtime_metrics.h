@@ -9,8 +9,10 @@
 namespace gpucompute {
 
 // Registers the families in `registry`. `backend` and `models` are borrowed: they must
-// outlive every scrape of the registry (stop the metrics endpoint first).
+// outlive every scrape of the registry (stop the metrics endpoint first). Model names appear
+// (as gpucompute_model_bytes's `model` label) only with `model_names`; else that family is one
+// total over the models.
 void RegisterRuntimeMetrics(metrics::Registry* registry, const Backend* backend,
-                            const ModelRegistry* models);
+                            const ModelRegistry* models, bool model_names);
 
 }  // namespace gpucompute

@@ -52,7 +52,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
       s->backend_.get(), config.assimilate_scheduler,
       s->metrics_->ForScheduler(AssimilateTraits::kName));
   s->models_ = std::make_unique<ModelRegistry>(config.limits.dense.max_models);
-  RegisterRuntimeMetrics(s->registry_.get(), s->backend_.get(), s->models_.get());
+  RegisterRuntimeMetrics(s->registry_.get(), s->backend_.get(), s->models_.get(),
+                         config.metrics_model_names);
   // Every op's success and duration series exist (as 0) from the start, so that rate() and
   // increase() see their first calls.
   for (const char* op : {"periodogram", "dense", "assimilate", "echo", "load_model", "unload_model"}) {

@@ -68,6 +68,9 @@ struct ServerConfig {
   // Prometheus text format at http://HOST:metrics_port/metrics, HOST being the host of
   // `address`. -1: no endpoint (the metrics are still recorded); 0 picks a free port.
   int metrics_port = -1;
+  // Label gpucompute_model_bytes by model name. Names are the clients' data and /metrics asks
+  // for no token, so by default the family is one unlabelled total.
+  bool metrics_model_names = false;
   // Extra gRPC channel arguments of the listening server (key, value); a value that parses as
   // an integer is passed as one (e.g. "grpc.http2.lookahead_bytes", "16777216").
   std::vector<std::pair<std::string, std::string>> grpc_args;

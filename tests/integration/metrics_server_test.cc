@@ -119,10 +119,13 @@ grpc::Status WithDeadline(Call call) {
 
 class MetricsServer : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Start(/*model_names=*/false); }
+
+  void Start(bool model_names) {
     if (testing::TestBackend() == "cuda" && !CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device visible";
     ServerConfig c = testing::LoopbackConfig();
     c.metrics_port = 0;
+    c.metrics_model_names = model_names;
     loopback_.Start(c);
     ASSERT_NE(loopback_.server, nullptr);
     ASSERT_GT(loopback_.server->metrics_port(), 0);
@@ -276,7 +279,9 @@ TEST_F(MetricsServer, CountsMoveWithCallsAndTheTextParses) {
   ASSERT_TRUE(LoadTinyModel("tiny").ok());
   const Scrape loaded = DoScrape();
   EXPECT_EQ(loaded.Get("gpucompute_models_loaded"), 1);
-  EXPECT_GE(loaded.Get("gpucompute_model_bytes{model=\"tiny\"}"), 32);
+  // Model names are the clients' data: by default only the total, and no name anywhere.
+  EXPECT_GE(loaded.Get("gpucompute_model_bytes"), 32);
+  EXPECT_EQ(loaded.text.find("tiny"), std::string::npos) << loaded.text;
   ASSERT_TRUE(Unload("tiny").ok());
   ASSERT_EQ(Unload("tiny").error_code(), grpc::StatusCode::NOT_FOUND);
 
@@ -305,7 +310,7 @@ TEST_F(MetricsServer, CountsMoveWithCallsAndTheTextParses) {
   EXPECT_GE(delta("gpucompute_batch_size_count{op=\"periodogram\"}"), 1);
   EXPECT_EQ(after.Get("gpucompute_pending_requests{op=\"periodogram\"}"), 0);
   EXPECT_EQ(after.Get("gpucompute_models_loaded"), 0);
-  EXPECT_FALSE(after.Has("gpucompute_model_bytes{model=\"tiny\"}"));
+  EXPECT_EQ(after.Get("gpucompute_model_bytes"), 0);
 
   // Histograms: buckets cumulative, non-decreasing, ending in +Inf == _count.
   for (const std::string family : {"gpucompute_request_duration_us", "gpucompute_queue_duration_us",
@@ -336,6 +341,19 @@ TEST_F(MetricsServer, CountsMoveWithCallsAndTheTextParses) {
 
 // A call its client cancels is counted CANCELLED, not DEADLINE_EXCEEDED (the batch it was in,
 // left by every caller, ends DEADLINE_EXCEEDED on the server).
+// --metrics_model_names: the operator who keeps /metrics in-cluster gets a series per model.
+class MetricsServerWithModelNames : public MetricsServer {
+ protected:
+  void SetUp() override { Start(/*model_names=*/true); }
+};
+
+TEST_F(MetricsServerWithModelNames, ModelBytesAreLabelledByName) {
+  ASSERT_TRUE(LoadTinyModel("tiny").ok());
+  EXPECT_GE(DoScrape().Get("gpucompute_model_bytes{model=\"tiny\"}"), 32);
+  ASSERT_TRUE(Unload("tiny").ok());
+  EXPECT_FALSE(DoScrape().Has("gpucompute_model_bytes{model=\"tiny\"}"));
+}
+
 TEST_F(MetricsServer, CancelledCallsAreCountedCancelled) {
   std::mt19937_64 rng(11);
   auto s = periodogram::testing::RandomSeries(rng, 2000, 1.5, false);
