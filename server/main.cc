@@ -16,6 +16,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
@@ -426,6 +427,9 @@ int main(int argc, char** argv) {
       return 1;  // the front is already gone (or this was not started by one)
     }
     config.tensors.handle_prefix = gpucompute::front::HandlePrefix(worker_index);
+    if (const char* secret = std::getenv(gpucompute::front::kProofSecretVariable)) {
+      config.shared_memory_proof_secret = absl::HexStringToBytes(secret);
+    }
     spdlog::set_pattern(absl::StrCat("[%Y-%m-%d %H:%M:%S.%e] [worker ", worker_index, "] [%^%l%$] %v"));
   }
   bool (*device_lost)(const gpucompute::Server&) = nullptr;

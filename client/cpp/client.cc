@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "client/cpp/large_tensors.h"
+#include "client/cpp/shared_memory_region.h"
 #include "client/cpp/tensor_util.h"
 #include "client/cpp/uninitialized_string.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
@@ -909,25 +910,37 @@ absl::StatusOr<v1::ListTensorsResponse> Client::ListTensors(CallOptions options)
 
 // ---------------------------------------------------------------- shared memory
 
-std::future<absl::Status> Client::RegisterSharedMemoryAsync(std::string name, std::string key,
-                                                            int64_t offset, int64_t byte_size,
-                                                            CallOptions options) {
+absl::Status Client::RegisterSharedMemory(std::string name, std::string key, int64_t offset,
+                                          int64_t byte_size, CallOptions options) {
+  v1::SharedMemoryProofRequest ask;
+  ask.set_key(key);
+  ask.set_offset(offset);
+  using ProofCall = UnaryCall<v1::SharedMemoryProofRequest, v1::SharedMemoryProofResponse, std::string>;
+  absl::StatusOr<std::string> proof =
+      StartUnary<v1::SharedMemoryProofRequest, v1::SharedMemoryProofResponse, std::string>(
+          std::move(ask), [&](grpc::ClientContext* c) { Configure(options, c); },
+          [this](auto* context, auto* req, auto* resp, auto callback) {
+            stub_->async()->SharedMemoryProof(context, req, resp, std::move(callback));
+          },
+          [](ProofCall& c) -> absl::StatusOr<std::string> {
+            return std::move(*c.response.mutable_proof());
+          })
+          .get();
+  if (!proof.ok()) return proof.status();
+  if (absl::Status written = WriteToSharedMemoryObject(key, offset, *proof); !written.ok()) {
+    return written;
+  }
   v1::RegisterSharedMemoryRequest request;
   request.set_name(std::move(name));
   request.set_key(std::move(key));
   request.set_offset(offset);
   request.set_byte_size(byte_size);
+  request.set_proof(*std::move(proof));
   return StartStatusUnary<v1::RegisterSharedMemoryRequest, v1::RegisterSharedMemoryResponse>(
-      std::move(request), [&](grpc::ClientContext* c) { Configure(options, c); },
-      [this](auto* context, auto* req, auto* resp, auto callback) {
-        stub_->async()->RegisterSharedMemory(context, req, resp, std::move(callback));
-      });
-}
-
-absl::Status Client::RegisterSharedMemory(std::string name, std::string key, int64_t offset,
-                                          int64_t byte_size, CallOptions options) {
-  return RegisterSharedMemoryAsync(std::move(name), std::move(key), offset, byte_size,
-                                   std::move(options))
+             std::move(request), [&](grpc::ClientContext* c) { Configure(options, c); },
+             [this](auto* context, auto* req, auto* resp, auto callback) {
+               stub_->async()->RegisterSharedMemory(context, req, resp, std::move(callback));
+             })
       .get();
 }
 

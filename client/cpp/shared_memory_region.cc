@@ -110,3 +110,28 @@ void SharedMemoryRegion::Release() {
 }
 
 }  // namespace gpucompute::client
+
+namespace gpucompute::client {
+
+absl::Status WriteToSharedMemoryObject(const std::string& key, int64_t offset,
+                                       absl::string_view bytes) {
+  const int fd = shm_open(key.c_str(), O_RDWR, 0);
+  if (fd < 0) return Errno("shm_open", key);
+  int64_t done = 0;
+  while (done < static_cast<int64_t>(bytes.size())) {
+    const ssize_t n = pwrite(fd, bytes.data() + done, bytes.size() - done, offset + done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const absl::Status s = n < 0 ? Errno("pwrite", key)
+                                   : absl::InvalidArgumentError(absl::StrCat(
+                                         "pwrite ", key, ": offset ", offset, " is past its end"));
+      close(fd);
+      return s;
+    }
+    done += n;
+  }
+  close(fd);
+  return absl::OkStatus();
+}
+
+}  // namespace gpucompute::client

@@ -3,7 +3,7 @@
 // (README "Resident tensors and shared memory"; the server needs --allow_shared_memory).
 //
 //   auto region = SharedMemoryRegion::Create(256 << 20);          // shm_open + ftruncate + mmap
-//   client->RegisterSharedMemory("in", region->key(), 0, region->size());
+//   client->RegisterSharedMemory("in", region->key(), 0, region->size());  // before writing it
 //   std::memcpy(region->data(), x.data(), bytes);
 //   request.mutable_tensor()->CopyFrom(*SharedMemoryTensor("in", 0, v1::FLOAT32, {n}));
 //
@@ -16,6 +16,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace gpucompute::client {
 
@@ -46,5 +47,9 @@ class SharedMemoryRegion {
   int64_t size_ = 0;
   bool unlink_ = false;
 };
+
+// Writes `bytes` at `offset` of the existing object `key` (RegisterSharedMemory's proof).
+absl::Status WriteToSharedMemoryObject(const std::string& key, int64_t offset,
+                                       absl::string_view bytes);
 
 }  // namespace gpucompute::client

@@ -65,6 +65,8 @@ constexpr MethodEntry kMethods[] = {
     {"GetTensor", Method::kGetTensor, "get_tensor", Fanout::kOne},
     {"DeleteTensor", Method::kDeleteTensor, "delete_tensor", Fanout::kOne},
     {"ListTensors", Method::kListTensors, "list_tensors", Fanout::kMerge},
+    // Any worker issues the proof: they share the secret that checks it.
+    {"SharedMemoryProof", Method::kSharedMemoryProof, "shared_memory_proof", Fanout::kOne},
     {"RegisterSharedMemory", Method::kRegisterSharedMemory, "register_shared_memory", Fanout::kAll},
     {"UnregisterSharedMemory", Method::kUnregisterSharedMemory, "unregister_shared_memory",
      Fanout::kAll},

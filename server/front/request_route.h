@@ -27,6 +27,7 @@ enum class Method {
   kGetTensor,
   kDeleteTensor,
   kListTensors,
+  kSharedMemoryProof,
   kRegisterSharedMemory,
   kUnregisterSharedMemory,
   kOther,  // not gpucompute.v1.Compute (reflection, ...): forwarded as it is, unauthenticated

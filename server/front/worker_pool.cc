@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "server/common/health_wire.h"
+#include "server/runtime/shared_memory_proof.h"
 #include "spdlog/spdlog.h"
 
 extern char** environ;
@@ -130,6 +131,7 @@ absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(
     WorkerPoolOptions options, std::function<void(const WorkerPool&)> on_change) {
   if (options.workers < 1) return absl::InvalidArgumentError("--workers: at least 1");
   if (options.socket_dir.empty()) return absl::InvalidArgumentError("no socket directory");
+  if (options.proof_secret_hex.empty()) options.proof_secret_hex = SharedMemoryProofs::NewSecretHex();
   if (mkdir(options.socket_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return absl::InternalError(absl::StrCat("cannot create ", options.socket_dir, ": ",
                                             std::strerror(errno)));
@@ -227,11 +229,15 @@ absl::Status WorkerPool::Spawn(Worker& w) {
 
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) env.emplace_back(*e);
+    if (std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0 &&
+        std::strncmp(*e, kProofSecretVariable, std::strlen(kProofSecretVariable)) != 0) {
+      env.emplace_back(*e);
+    }
   }
   if (!w.device.empty()) env.push_back(absl::StrCat("CUDA_VISIBLE_DEVICES=", w.device));
   // The worker checks it is still the front's child (it ends with the front: PDEATHSIG).
   env.push_back(absl::StrCat(kFrontPidVariable, "=", getpid()));
+  env.push_back(absl::StrCat(kProofSecretVariable, "=", options_.proof_secret_hex));
   std::vector<char*> argv, envp;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -29,6 +29,9 @@ namespace gpucompute::front {
 
 // The environment variable that tells a worker its front's pid.
 inline constexpr char kFrontPidVariable[] = "GPUCOMPUTE_FRONT_PID";
+// The one that gives every worker the front's shared-memory proof secret (hex): a proof one
+// worker issues checks on all of them, since registration reaches every worker.
+inline constexpr char kProofSecretVariable[] = "GPUCOMPUTE_SHARED_MEMORY_PROOF_SECRET";
 
 struct WorkerPoolOptions {
   std::string executable;               // the server binary (the front's own)
@@ -41,6 +44,8 @@ struct WorkerPoolOptions {
   absl::Duration start_timeout = absl::Minutes(5);  // spawn to SERVING, else killed
   absl::Duration stop_grace = absl::Seconds(30);    // SIGTERM to SIGKILL on Stop
   int channels_per_worker = 4;          // HTTP/2 connections to each worker
+  // The shared-memory proof secret every worker gets (hex; empty: a random one per pool).
+  std::string proof_secret_hex;
   // TESTS ONLY: the worker of this index runs with --inject_sticky_fault_device=0 and
   // --inject_sticky_fault_after_batches=N in its first incarnation (not after a restart).
   int inject_fault_worker = -1;

@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/byte_range.h"
+#include "server/common/guarded_copy.h"
 #include "spdlog/spdlog.h"
 
 namespace gpucompute {
@@ -134,16 +135,40 @@ absl::Status SharedMemoryRegion::CheckStillMapped() const {
 
 // ---------------------------------------------------------------- SharedMemoryRegistry
 
-absl::Status SharedMemoryRegistry::Register(absl::string_view owner, absl::string_view name,
-                                            absl::string_view key, int64_t offset,
-                                            int64_t byte_size) {
-  if (!enabled_) return SharedMemoryDisabledError();
-  if (absl::Status s = CheckRegionName(name); !s.ok()) return s;
+absl::Status SharedMemoryRegistry::CheckKey(absl::string_view key) const {
   if (!absl::StartsWith(key, kSharedMemoryKeyPrefix)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "key \"", key, "\": the server opens only objects named \"", kSharedMemoryKeyPrefix,
         "...\" (as the clients name what they create)"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> SharedMemoryRegistry::IssueProof(absl::string_view owner,
+                                                             absl::string_view key,
+                                                             int64_t offset) const {
+  if (!enabled_) return SharedMemoryDisabledError();
+  if (absl::Status s = CheckKey(key); !s.ok()) return s;
+  if (offset < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("offset: must be >= 0 (got ", offset, ")"));
+  }
+  return proofs_.Issue(owner, key, offset, absl::Now());
+}
+
+absl::Status SharedMemoryRegistry::Register(absl::string_view owner, absl::string_view name,
+                                            absl::string_view key, int64_t offset,
+                                            int64_t byte_size, absl::string_view proof) {
+  if (!enabled_) return SharedMemoryDisabledError();
+  if (absl::Status s = CheckRegionName(name); !s.ok()) return s;
+  if (absl::Status s = CheckKey(key); !s.ok()) return s;
+  if (byte_size < SharedMemoryProofs::kProofBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "byte_size: ", byte_size, " bytes cannot hold the registration proof (",
+        SharedMemoryProofs::kProofBytes, " bytes at the start of the region)"));
+  }
+  // Before the object is even opened: a caller without a proof of its own makes the server
+  // touch nothing.
+  if (absl::Status s = proofs_.Check(owner, key, offset, proof, absl::Now()); !s.ok()) return s;
   {
     absl::MutexLock lock(&mu_);
     auto it = regions_.find(owner);
@@ -162,6 +187,17 @@ absl::Status SharedMemoryRegistry::Register(absl::string_view owner, absl::strin
   // Mapped outside the lock (a system call or two); the name is checked again below.
   auto region = SharedMemoryRegion::Map(std::string(name), std::string(key), offset, byte_size);
   if (!region.ok()) return region.status();
+  // The proof in the region: written there by whoever can write the object.
+  char found[SharedMemoryProofs::kProofBytes];
+  if (!GuardedMemmove(found, (*region)->data(), sizeof(found))) {
+    return absl::InvalidArgumentError("key: the object was shrunk while it was being registered");
+  }
+  if (std::memcmp(found, proof.data(), sizeof(found)) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "proof: the region of \"", key, "\" at offset ", offset,
+        " does not start with it; write the proof there before registering (the server registers "
+        "only objects the caller can write)"));
+  }
   absl::MutexLock lock(&mu_);
   auto& mine = regions_[owner];
   if (!mine.emplace(std::string(name), *std::move(region)).second) {

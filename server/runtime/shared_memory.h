@@ -3,8 +3,10 @@
 // and tensors then name (region, offset, length) instead of carrying bytes. The server maps the
 // region read-write once, at registration; inputs are copied out of it and outputs into it.
 //
-// Off unless the server runs with --allow_shared_memory: any client that can reach the port
-// could otherwise make the server map objects it can open. A client may shrink (ftruncate) a
+// Off unless the server runs with --allow_shared_memory. A caller registers only objects it can
+// write itself (shared_memory_proof.h): it writes the bytes of a proof the server gave it at the
+// start of the region, and the server finds them there. So a peer cannot make the server map
+// another process's memory, whatever privileges the server has. A client may shrink (ftruncate) a
 // registered object while the server uses it: each use re-checks the object's size, and the
 // copies that touch the region (server/common/guarded_copy.h) turn the bus error of a read or
 // write past the object's end into an error for that call, so the server does not crash.
@@ -24,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "server/runtime/shared_memory_proof.h"
 
 namespace gpucompute {
 
@@ -75,18 +78,29 @@ class SharedMemoryRegistry {
  public:
   static constexpr int kMaxRegionsPerClient = 256;
 
-  explicit SharedMemoryRegistry(bool enabled) : enabled_(enabled) {}
+  // `proof_secret`: SharedMemoryProofs' (empty: a random one of this registry's own).
+  explicit SharedMemoryRegistry(bool enabled, std::string proof_secret = "")
+      : enabled_(enabled), proofs_(std::move(proof_secret)) {}
   ~SharedMemoryRegistry() { Clear(); }
 
   bool enabled() const { return enabled_; }
 
+  // A proof for `owner` to register bytes from `offset` of `key` (SharedMemoryProofs::Issue).
+  // FAILED_PRECONDITION when off; INVALID_ARGUMENT for a key Register would refuse or a
+  // negative offset.
+  absl::StatusOr<std::string> IssueProof(absl::string_view owner, absl::string_view key,
+                                         int64_t offset) const;
+
   // Maps `key`'s bytes [offset, offset + byte_size) as `owner`'s region `name` (1-128 characters
-  // of [A-Za-z0-9_.-]). FAILED_PRECONDITION when shared memory is off (naming the flag),
-  // ALREADY_EXISTS for a name `owner` has registered, RESOURCE_EXHAUSTED beyond
+  // of [A-Za-z0-9_.-]) once `proof`, issued to `owner` for this key and offset, checks and is
+  // found at the start of the region. FAILED_PRECONDITION when shared memory is off (naming the
+  // flag), ALREADY_EXISTS for a name `owner` has registered, RESOURCE_EXHAUSTED beyond
   // kMaxRegionsPerClient, INVALID_ARGUMENT for a key that does not start with
-  // kSharedMemoryKeyPrefix, else as SharedMemoryRegion::Map.
+  // kSharedMemoryKeyPrefix or a region smaller than a proof, PERMISSION_DENIED for a proof that
+  // does not check or is not in the region (the object is then unmapped at once), else as
+  // SharedMemoryRegion::Map.
   absl::Status Register(absl::string_view owner, absl::string_view name, absl::string_view key,
-                        int64_t offset, int64_t byte_size);
+                        int64_t offset, int64_t byte_size, absl::string_view proof);
 
   // Removes `owner`'s region `name`, or every region of `owner` when `name` is empty.
   // NOT_FOUND for an unknown name.
@@ -106,7 +120,10 @@ class SharedMemoryRegistry {
   SharedMemoryStats Stats() const;
 
  private:
+  absl::Status CheckKey(absl::string_view key) const;
+
   const bool enabled_;
+  const SharedMemoryProofs proofs_;
   mutable absl::Mutex mu_;
   // owner -> name -> region
   absl::flat_hash_map<std::string,

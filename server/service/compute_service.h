@@ -24,8 +24,9 @@ using Base = C::WithRawCallbackMethod_Periodogram<C::WithRawCallbackMethod_LoadM
         C::WithRawCallbackMethod_Assimilate<C::WithRawCallbackMethod_ServerInfo<C::WithRawCallbackMethod_Submit<
             C::WithRawCallbackMethod_Echo<C::WithRawCallbackMethod_CreateTensor<C::WithRawCallbackMethod_PutTensor<
                 C::WithRawCallbackMethod_GetTensor<C::WithRawCallbackMethod_DeleteTensor<
-                    C::WithRawCallbackMethod_ListTensors<C::WithRawCallbackMethod_RegisterSharedMemory<
-                        C::WithRawCallbackMethod_UnregisterSharedMemory<C::Service>>>>>>>>>>>>>>>>;
+                    C::WithRawCallbackMethod_ListTensors<C::WithRawCallbackMethod_SharedMemoryProof<
+                        C::WithRawCallbackMethod_RegisterSharedMemory<
+                            C::WithRawCallbackMethod_UnregisterSharedMemory<C::Service>>>>>>>>>>>>>>>>>;
 }  // namespace compute_service_internal
 using ComputeServiceBase = compute_service_internal::Base;
 
@@ -65,6 +66,8 @@ class ComputeService final : public ComputeServiceBase {
       const grpc::ByteBuffer* request, grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListTensors(grpc::CallbackServerContext* context,
       const grpc::ByteBuffer* request, grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* SharedMemoryProof(grpc::CallbackServerContext* context,
+      const grpc::ByteBuffer* request, grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* RegisterSharedMemory(grpc::CallbackServerContext* context,
       const grpc::ByteBuffer* request, grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* UnregisterSharedMemory(grpc::CallbackServerContext* context,
@@ -90,6 +93,8 @@ class ComputeService final : public ComputeServiceBase {
                       const v1::DeleteTensorRequest& request, v1::DeleteTensorResponse* response);
   absl::Status ListTensorsCall(grpc::CallbackServerContext* context,
                       const v1::ListTensorsRequest& request, v1::ListTensorsResponse* response);
+  absl::Status SharedMemoryProofCall(grpc::CallbackServerContext* context,
+                      const v1::SharedMemoryProofRequest& request, v1::SharedMemoryProofResponse* response);
   absl::Status RegisterSharedMemoryCall(grpc::CallbackServerContext* context,
                       const v1::RegisterSharedMemoryRequest& request, v1::RegisterSharedMemoryResponse* response);
   absl::Status UnregisterSharedMemoryCall(grpc::CallbackServerContext* context,

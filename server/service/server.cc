@@ -65,7 +65,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     return metrics::ResidentTensorCounts{stats.tensors, stats.bytes};
   });
   s->loader_ = std::make_unique<CompletionQueue>(1);
-  s->shared_memory_ = std::make_unique<SharedMemoryRegistry>(config.allow_shared_memory);
+  s->shared_memory_ = std::make_unique<SharedMemoryRegistry>(config.allow_shared_memory,
+                                                             config.shared_memory_proof_secret);
   s->memory_ = std::make_unique<MemoryBudget>(config.limits.memory_budget_bytes, "--memory_budget_bytes");
   ServiceParts parts;
   parts.memory = s->memory_.get();

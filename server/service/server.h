@@ -87,6 +87,8 @@ struct ServerConfig {
   absl::Duration listener_probe_period = absl::Seconds(5);
   TensorStoreOptions tensors;        // resident tensors: quotas, idle expiry
   bool allow_shared_memory = false;  // RegisterSharedMemory (clients on the same node)
+  // Secret of the registration proofs (shared_memory_proof.h); empty: a random one.
+  std::string shared_memory_proof_secret;
   // Security (README "Security"): TLS from PEM files; bearer tokens from a token file (empty:
   // none; format in auth.h) with a default per-token limit of calls in flight; a plaintext
   // port on the host of `address` serving only grpc.health.v1 (-1: none; 0 picks a free port).

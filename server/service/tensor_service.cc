@@ -93,6 +93,26 @@ absl::Status ComputeService::ListTensorsCall(grpc::CallbackServerContext* contex
   return absl::OkStatus();
 }
 
+grpc::ServerUnaryReactor* ComputeService::SharedMemoryProof(grpc::CallbackServerContext* context,
+                                                            const grpc::ByteBuffer* request,
+                                                            grpc::ByteBuffer* response) {
+  return QuickCall<v1::SharedMemoryProofRequest, v1::SharedMemoryProofResponse>(
+      context, request, response,
+      [&](const auto& r, auto* out) { return SharedMemoryProofCall(context, r, out); });
+}
+
+absl::Status ComputeService::SharedMemoryProofCall(grpc::CallbackServerContext* context,
+                                                   const v1::SharedMemoryProofRequest& request,
+                                                   v1::SharedMemoryProofResponse* response) {
+  auto admitted = AuthenticateAndEnter(*context, parts_.auth);
+  if (!admitted.ok()) return admitted.status();
+  auto& [caller, slot] = *admitted;
+  auto proof = parts_.shared_memory->IssueProof(caller.id, request.key(), request.offset());
+  if (!proof.ok()) return proof.status();
+  response->set_proof(*std::move(proof));
+  return absl::OkStatus();
+}
+
 grpc::ServerUnaryReactor* ComputeService::RegisterSharedMemory(grpc::CallbackServerContext* context,
                                                                const grpc::ByteBuffer* request,
                                                                grpc::ByteBuffer* response) {
@@ -108,7 +128,7 @@ absl::Status ComputeService::RegisterSharedMemoryCall(grpc::CallbackServerContex
   if (!admitted.ok()) return admitted.status();
   auto& [caller, slot] = *admitted;
   return parts_.shared_memory->Register(caller.id, request.name(), request.key(), request.offset(),
-                                        request.byte_size());
+                                        request.byte_size(), request.proof());
 }
 
 grpc::ServerUnaryReactor* ComputeService::UnregisterSharedMemory(grpc::CallbackServerContext* context,

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "tests/server/runtime/register_own_region.h"
 #include "google/protobuf/stubs/logging.h"
 #include "gpucompute/v1/tensor.pb.h"
 #include "server/ops/dense/cpu_dense.h"
@@ -94,15 +95,15 @@ Env* MakeEnv() {
   if (fd < 0 || ftruncate(fd, kRegionBytes) != 0) {
     Die("shm_open", absl::InternalError(std::strerror(errno)));
   }
-  void* p = mmap(nullptr, kRegionBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) Die("mmap", absl::InternalError(std::strerror(errno)));
-  std::vector<float> ones(kRegionBytes / sizeof(float), 1.0f);
-  std::memcpy(p, ones.data(), kRegionBytes);
-  munmap(p, kRegionBytes);
   close(fd);
-  absl::Status registered = env->shared_memory->Register(kClient, kRegion, key, 0, kRegionBytes);
+  // Registered as a client registers (the proof written into the object first), then filled
+  // with ones over the proof.
+  absl::Status registered =
+      testing::RegisterOwnRegion(*env->shared_memory, kClient, kRegion, key, 0, kRegionBytes);
   shm_unlink(key.c_str());
   if (!registered.ok()) Die("shared memory", registered);
+  std::vector<float> ones(kRegionBytes / sizeof(float), 1.0f);
+  std::memcpy((*env->shared_memory->Find(kClient, kRegion))->data(), ones.data(), kRegionBytes);
 
   env->models = std::make_unique<ModelRegistry>(env->limits.dense.max_models);
   AddModel(*env->models, "m", ElementType::kFloat32, {{3, 5}, {5, 2}});

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -83,6 +84,44 @@ class HostileInput : public ::testing::Test {
     loopback_ = {};
     loopback_.Start(c);
     ASSERT_NE(loopback_.server, nullptr);
+  }
+
+  // A proof for `client` (x-gpucompute-client; empty: none, the caller is then its address)
+  // to register `key` from `offset`.
+  std::string Proof(const std::string& key, int64_t offset, const std::string& client) {
+    grpc::ClientContext context;
+    if (!client.empty()) context.AddMetadata("x-gpucompute-client", client);
+    v1::SharedMemoryProofRequest request;
+    request.set_key(key);
+    request.set_offset(offset);
+    v1::SharedMemoryProofResponse response;
+    const grpc::Status status = loopback_.stub->SharedMemoryProof(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response.proof();
+  }
+
+  // RegisterSharedMemory through the raw stub as `client` with `proof`.
+  grpc::Status Register(const std::string& name, const std::string& key, int64_t offset,
+                        int64_t bytes, const std::string& proof, const std::string& client) {
+    grpc::ClientContext context;
+    if (!client.empty()) context.AddMetadata("x-gpucompute-client", client);
+    v1::RegisterSharedMemoryRequest request;
+    request.set_name(name);
+    request.set_key(key);
+    request.set_offset(offset);
+    request.set_byte_size(bytes);
+    request.set_proof(proof);
+    v1::RegisterSharedMemoryResponse response;
+    return loopback_.stub->RegisterSharedMemory(&context, request, &response);
+  }
+
+  // As the clients register: a proof, written at `offset` in the object when it has room there,
+  // then the registration with it.
+  grpc::Status RegisterWithProof(const std::string& name, const std::string& key, int64_t offset,
+                                 int64_t bytes, const std::string& client = "") {
+    const std::string proof = Proof(key, offset, client);
+    (void)client::WriteToSharedMemoryObject(key, offset, proof);
+    return Register(name, key, offset, bytes, proof, client);
   }
 
   // A complete resident tensor of `values` float64 values 0, 0.01, 0.02, ...: its handle.
@@ -235,13 +274,8 @@ TEST_F(HostileInput, HugeDenseOutputIsRefusedBeforeItIsAllocatedWhateverItsPlace
   auto object = client::SharedMemoryRegion::Create(1 << 20);
   ASSERT_TRUE(object.ok()) << object.status();
   {
-    grpc::ClientContext context;
-    v1::RegisterSharedMemoryRequest request;
-    request.set_name("out");
-    request.set_key(object->key());
-    request.set_byte_size(1 << 20);
-    v1::RegisterSharedMemoryResponse response;
-    ASSERT_TRUE(loopback_.stub->RegisterSharedMemory(&context, request, &response).ok());
+    const grpc::Status registered = RegisterWithProof("out", object->key(), 0, 1 << 20);
+    ASSERT_TRUE(registered.ok()) << registered.error_message();
   }
   struct Case {
     const char* what;
@@ -408,7 +442,7 @@ TEST_F(HostileInput, UnparsableUnaryRequestsAreInvalidArgument) {
         "/gpucompute.v1.Compute/ServerInfo", "/gpucompute.v1.Compute/UnloadModel",
         "/gpucompute.v1.Compute/ListModels", "/gpucompute.v1.Compute/CreateTensor",
         "/gpucompute.v1.Compute/DeleteTensor", "/gpucompute.v1.Compute/ListTensors",
-        "/gpucompute.v1.Compute/RegisterSharedMemory",
+        "/gpucompute.v1.Compute/SharedMemoryProof", "/gpucompute.v1.Compute/RegisterSharedMemory",
         "/gpucompute.v1.Compute/UnregisterSharedMemory"}) {
     grpc::ClientContext context;
     grpc::ByteBuffer response;
@@ -429,16 +463,64 @@ TEST_F(HostileInput, SharedMemoryObjectsNotNamedAsTheClientsNameThemAreRefused) 
   ASSERT_GE(fd, 0);
   ASSERT_EQ(ftruncate(fd, 4096), 0);
   close(fd);
-  grpc::ClientContext context;
-  v1::RegisterSharedMemoryRequest request;
-  request.set_name("theirs");
-  request.set_key(key);
-  request.set_byte_size(4096);
-  v1::RegisterSharedMemoryResponse response;
-  const grpc::Status status = loopback_.stub->RegisterSharedMemory(&context, request, &response);
+  const grpc::Status status = Register("theirs", key, 0, 4096, "", "");
   shm_unlink(key.c_str());
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
   EXPECT_THAT(status.error_message(), HasSubstr("the server opens only objects named \"/gpucompute-...\""));
+  ExpectServing();
+}
+
+// Another process's object, even one named as the clients name theirs: the server maps only
+// regions whose first bytes hold a proof it issued to this caller for this key and offset,
+// which only a process that can write the object can put there. Every way a caller without
+// that access might try is PERMISSION_DENIED, and nothing is registered.
+TEST_F(HostileInput, SharedMemoryOfAnotherProcessCannotBeRegistered) {
+  auto victim = client::SharedMemoryRegion::Create(1 << 16);
+  ASSERT_TRUE(victim.ok()) << victim.status();
+  std::memset(victim->data(), 7, 1 << 16);  // the victim's own data
+  const std::string key = victim->key();
+  const std::string mine = Proof(key, 0, "mallory");
+  const std::string victims = Proof(key, 0, "victim");
+  std::string tampered = mine;
+  tampered.back() ^= 1;
+  struct Case {
+    const char* what;
+    std::string proof;
+    std::string written;  // what the region starts with ("": the victim's data)
+    int64_t offset;
+    const char* message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"no proof", "", "", 0, "proof: missing"},
+           {"a proof of its own, not in the region", mine, "", 0, "does not start with it"},
+           {"another caller's proof, in the region", victims, victims, 0,
+            "not one this server gave this caller"},
+           {"a proof for another offset", Proof(key, 4096, "mallory"), "", 0,
+            "not one this server gave this caller"},
+           {"a tampered proof", tampered, tampered, 0, "not one this server gave this caller"},
+           {"a proof of the wrong size", mine.substr(1), "", 0, "bytes, not 56"}}) {
+    SCOPED_TRACE(c.what);
+    std::memset(victim->data(), 7, 64);
+    if (!c.written.empty()) std::memcpy(victim->data(), c.written.data(), c.written.size());
+    const grpc::Status status = Register("stolen", key, c.offset, 1 << 16, c.proof, "mallory");
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr(c.message));
+  }
+  // Nothing of mallory's is registered: a tensor naming the region is NOT_FOUND.
+  {
+    grpc::ClientContext context;
+    context.AddMetadata("x-gpucompute-client", "mallory");
+    v1::EchoRequest echo;
+    echo.mutable_tensor()->set_dtype(v1::UINT8);
+    echo.mutable_tensor()->add_shape(8);
+    echo.mutable_tensor()->mutable_shared_memory()->set_region("stolen");
+    echo.mutable_tensor()->mutable_shared_memory()->set_length(8);
+    v1::EchoResponse response;
+    EXPECT_EQ(loopback_.stub->Echo(&context, echo, &response).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  // The owner, who can write its object, registers it.
+  const grpc::Status owner = RegisterWithProof("mine", key, 0, 1 << 16, "victim");
+  EXPECT_TRUE(owner.ok()) << owner.error_message();
   ExpectServing();
 }
 
@@ -509,14 +591,7 @@ TEST_F(HostileInput, RangesNearTheTopOfInt64AreRefusedExactly) {
   {
     auto object = client::SharedMemoryRegion::Create(4096);
     ASSERT_TRUE(object.ok()) << object.status();
-    grpc::ClientContext context;
-    v1::RegisterSharedMemoryRequest request;
-    request.set_name("far");
-    request.set_key(object->key());
-    request.set_offset(kMax - 10);
-    request.set_byte_size(100);
-    v1::RegisterSharedMemoryResponse response;
-    const grpc::Status status = loopback_.stub->RegisterSharedMemory(&context, request, &response);
+    const grpc::Status status = RegisterWithProof("far", object->key(), kMax - 10, 100);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
     EXPECT_THAT(status.error_message(), HasSubstr("[9223372036854775797, 9223372036854775897) is outside"));
   }

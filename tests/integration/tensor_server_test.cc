@@ -668,13 +668,13 @@ TEST_F(TensorServer, BadReferencesNameTheField) {
 }
 
 TEST_F(TensorServer, RegisterErrors) {
-  EXPECT_EQ(client_->RegisterSharedMemory("shm", region_->key(), 0, 10).code(),
+  EXPECT_EQ(client_->RegisterSharedMemory("shm", region_->key(), 0, 64).code(),
             absl::StatusCode::kAlreadyExists);
-  EXPECT_EQ(client_->RegisterSharedMemory("x", "/gpucompute-no-such-object", 0, 10).code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->RegisterSharedMemory("x", "/gpucompute-no-such-object", 0, 64).code(),
+            absl::StatusCode::kNotFound);  // the client cannot write the proof there
   EXPECT_EQ(client_->RegisterSharedMemory("x", region_->key(), 0, kRegionBytes + 1).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(client_->RegisterSharedMemory("bad name", region_->key(), 0, 10).code(),
+  EXPECT_EQ(client_->RegisterSharedMemory("bad name", region_->key(), 0, 64).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(client_->UnregisterSharedMemory("shm").ok());
   EXPECT_EQ(client_->UnregisterSharedMemory("shm").code(), absl::StatusCode::kNotFound);

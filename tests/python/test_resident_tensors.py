@@ -250,13 +250,28 @@ def test_register_errors(tc):
                          lambda: tc.register_shared_memory(r, "py"), r"name")
         expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT,
                          lambda: tc.register_shared_memory(r, "bad/name"), r"name")
+    def proof(key):
+        return tc.stub.SharedMemoryProof(compute_pb2.SharedMemoryProofRequest(key=key),
+                                         timeout=30).proof
+
     expect_rpc_error(grpc.StatusCode.NOT_FOUND, lambda: tc.stub.RegisterSharedMemory(
         compute_pb2.RegisterSharedMemoryRequest(name="x", key="/gpucompute-missing",
-                                                byte_size=10), timeout=30), r"key")
+                                                byte_size=64, proof=proof("/gpucompute-missing")),
+        timeout=30), r"key")
     expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT, lambda: tc.stub.RegisterSharedMemory(
         compute_pb2.RegisterSharedMemoryRequest(name="x", key=tc.region.key,
-                                                byte_size=(64 << 20) + 1), timeout=30),
+                                                byte_size=(64 << 20) + 1,
+                                                proof=proof(tc.region.key)), timeout=30),
         r"outside the object")
+    # Registering an object without writing the proof into it (as a caller who cannot write
+    # another process's object would): refused.
+    expect_rpc_error(grpc.StatusCode.PERMISSION_DENIED, lambda: tc.stub.RegisterSharedMemory(
+        compute_pb2.RegisterSharedMemoryRequest(name="x", key=tc.region.key, byte_size=64),
+        timeout=30), r"proof: missing")
+    expect_rpc_error(grpc.StatusCode.PERMISSION_DENIED, lambda: tc.stub.RegisterSharedMemory(
+        compute_pb2.RegisterSharedMemoryRequest(name="x", key=tc.region.key, byte_size=64,
+                                                proof=proof(tc.region.key)), timeout=30),
+        r"does not start with it")
 
 
 def test_server_info(tc):

@@ -32,7 +32,7 @@ def front(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("workers")
     metrics_file = tmp / "metrics_port"
     with run_server(tmp, f"--workers={WORKERS}", "--cpu_threads=1", "--metrics_port=0",
-                    f"--metrics_port_file={metrics_file}") as target:
+                    f"--metrics_port_file={metrics_file}", "--allow_shared_memory") as target:
         with gpucompute.Client(target, timeout=60.0) as c:
             c.wait_for_ready(timeout=STARTUP_TIMEOUT_S)
             yield c, target, int(metrics_file.read_text())
@@ -105,6 +105,41 @@ def sample(metrics_port, series):
 def scrape_worker(metrics_port, worker):
     """Periodograms worker `worker` has answered (its series, merged by the front)."""
     return sample(metrics_port, f'gpucompute_request_success_total{{worker="{worker}",op="periodogram"}}')
+
+
+def test_shared_memory_registers_on_every_worker_with_one_proof(front, rng):
+    """The proof comes from one worker and the registration reaches all of them: they share the
+    front's secret, so every worker maps the region, and calls on either read it."""
+    client, _, metrics_port = front
+    region = client.create_shared_memory(1 << 20)
+    try:
+        a = rng.normal(0, 1, 1000)
+        x = region.put(a)
+        def echoes():
+            return [sample(metrics_port, f'gpucompute_request_success_total{{worker="{w}",op="echo"}}')
+                    for w in range(WORKERS)]
+
+        before, errors, got = echoes(), [], []
+
+        def call():  # at once, so that the front spreads them over the workers
+            try:
+                got.append(client.echo(x))
+            except Exception as e:  # noqa: BLE001 (reported below)
+                errors.append(e)
+
+        threads = [threading.Thread(target=call) for _ in range(32)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert not errors, errors
+        for g in got:
+            np.testing.assert_array_equal(g, a)
+        after = echoes()
+        assert all(n > m for n, m in zip(after, before)), (before, after)
+    finally:
+        client.unregister_shared_memory(region)
+        region.close()
 
 
 def test_handles_name_their_worker_and_calls_follow_them(front, rng):

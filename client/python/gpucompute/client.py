@@ -775,10 +775,17 @@ class Client:
     def register_shared_memory(self, region, name=None, *, timeout=None):
         """Registers a ``SharedMemoryRegion`` (all of it) with the server, which must run with
         ``--allow_shared_memory``, as ``name`` (default: derived from its key); returns it.
-        Tensors put in it (``region.put``) and outputs placed in it then skip the wire."""
+        Tensors put in it (``region.put``) and outputs placed in it then skip the wire.
+
+        The server registers only objects the caller can write: this writes the proof the
+        server gives (``SharedMemoryProof``, 56 bytes) at the start of the region first, so
+        register a region before putting anything in it."""
         name = name or region.key.lstrip("/").replace("/", "_")[:128]
+        proof = self._call(self.stub.SharedMemoryProof, compute_pb2.SharedMemoryProofRequest(
+            key=region.key, offset=0), timeout).proof
+        region.buf[:len(proof)] = proof
         self._call(self.stub.RegisterSharedMemory, compute_pb2.RegisterSharedMemoryRequest(
-            name=name, key=region.key, offset=0, byte_size=int(region.size)), timeout)
+            name=name, key=region.key, offset=0, byte_size=int(region.size), proof=proof), timeout)
         region.name = name
         self._regions[name] = region
         return region

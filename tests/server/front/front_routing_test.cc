@@ -37,6 +37,9 @@ TEST(RequestRoute, MethodsAndFanout) {
   EXPECT_EQ(MethodOf("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"), Method::kOther);
   EXPECT_EQ(FanoutOf(Method::kLoadModel), Fanout::kAll);
   EXPECT_EQ(FanoutOf(Method::kRegisterSharedMemory), Fanout::kAll);
+  // Any one worker issues a registration proof; every worker checks it (one secret).
+  EXPECT_EQ(MethodOf("/gpucompute.v1.Compute/SharedMemoryProof"), Method::kSharedMemoryProof);
+  EXPECT_EQ(FanoutOf(Method::kSharedMemoryProof), Fanout::kOne);
   EXPECT_EQ(FanoutOf(Method::kListTensors), Fanout::kMerge);
   EXPECT_EQ(FanoutOf(Method::kServerInfo), Fanout::kMerge);
   EXPECT_EQ(FanoutOf(Method::kPeriodogram), Fanout::kOne);

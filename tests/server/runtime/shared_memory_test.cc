@@ -1,5 +1,5 @@
-// SharedMemoryRegistry: disabled by default, key and name rules, ranges within the object,
-// duplicates, owner isolation, and regions that stay mapped while held.
+// SharedMemoryRegistry: disabled by default, key and name rules, registration proofs, ranges
+// within the object, duplicates, owner isolation, and regions that stay mapped while held.
 #include "server/runtime/shared_memory.h"
 
 #include <fcntl.h>
@@ -8,8 +8,11 @@
 
 #include <cstring>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "tests/server/runtime/register_own_region.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -41,10 +44,13 @@ class ShmObject {
   std::string key_;
 };
 
+using testing::RegisterOwnRegion;
+
 TEST(SharedMemoryRegistryTest, DisabledNamesTheFlag) {
   SharedMemoryRegistry registry(/*enabled=*/false);
   ShmObject obj(4096);
-  for (const absl::Status& s : {registry.Register("c", "r", obj.key(), 0, 4096),
+  for (const absl::Status& s : {registry.Register("c", "r", obj.key(), 0, 4096, ""),
+                                registry.IssueProof("c", obj.key(), 0).status(),
                                 registry.Find("c", "r").status(), registry.Unregister("c", "r")}) {
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_THAT(std::string(s.message()), HasSubstr("--allow_shared_memory"));
@@ -54,7 +60,7 @@ TEST(SharedMemoryRegistryTest, DisabledNamesTheFlag) {
 TEST(SharedMemoryRegistryTest, RegisterMapsTheRegionReadWrite) {
   SharedMemoryRegistry registry(true);
   ShmObject obj(3 * 4096);
-  ASSERT_TRUE(registry.Register("c", "r", obj.key(), 5000, 6000).ok());
+  ASSERT_TRUE(RegisterOwnRegion(registry, "c", "r", obj.key(), 5000, 6000).ok());
   auto region = registry.Find("c", "r");
   ASSERT_TRUE(region.ok()) << region.status();
   EXPECT_EQ((*region)->size(), 6000);
@@ -87,7 +93,7 @@ TEST(SharedMemoryRegistryTest, BadKeysAndNames) {
            {"a/b", obj.key(), absl::StatusCode::kInvalidArgument, "name"},
            {std::string(129, 'a'), obj.key(), absl::StatusCode::kInvalidArgument, "name"},
        }) {
-    const absl::Status s = registry.Register("c", c.name, c.key, 0, 16);
+    const absl::Status s = RegisterOwnRegion(registry, "c", c.name, c.key, 0, 64);
     EXPECT_EQ(s.code(), c.code) << c.name << " " << c.key << ": " << s;
     EXPECT_THAT(std::string(s.message()), HasSubstr(c.message));
   }
@@ -97,33 +103,33 @@ TEST(SharedMemoryRegistryTest, BadKeysAndNames) {
 TEST(SharedMemoryRegistryTest, RegionsOutsideTheObjectAreRefused) {
   SharedMemoryRegistry registry(true);
   ShmObject obj(4096);
-  EXPECT_EQ(registry.Register("c", "r", obj.key(), 0, 4097).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(registry.Register("c", "r", obj.key(), 4000, 97).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(registry.Register("c", "r", obj.key(), -1, 10).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(registry.Register("c", "r", obj.key(), 0, 0).code(), absl::StatusCode::kInvalidArgument);
-  const absl::Status s = registry.Register("c", "r", obj.key(), 4000, 97);
+  EXPECT_EQ(RegisterOwnRegion(registry, "c", "r", obj.key(), 0, 4097).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RegisterOwnRegion(registry, "c", "r", obj.key(), 4000, 97).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RegisterOwnRegion(registry, "c", "r", obj.key(), -1, 10).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RegisterOwnRegion(registry, "c", "r", obj.key(), 0, 0).code(), absl::StatusCode::kInvalidArgument);
+  const absl::Status s = RegisterOwnRegion(registry, "c", "r", obj.key(), 4000, 97);
   EXPECT_THAT(std::string(s.message()), HasSubstr("outside the object"));
-  EXPECT_TRUE(registry.Register("c", "r", obj.key(), 4000, 96).ok());
+  EXPECT_TRUE(RegisterOwnRegion(registry, "c", "r", obj.key(), 4000, 96).ok());
 }
 
 TEST(SharedMemoryRegistryTest, DuplicateNamesPerClient) {
   SharedMemoryRegistry registry(true);
   ShmObject obj(4096);
-  ASSERT_TRUE(registry.Register("c", "r", obj.key(), 0, 4096).ok());
-  EXPECT_EQ(registry.Register("c", "r", obj.key(), 0, 10).code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(RegisterOwnRegion(registry, "c", "r", obj.key(), 0, 4096).ok());
+  EXPECT_EQ(RegisterOwnRegion(registry, "c", "r", obj.key(), 0, 64).code(), absl::StatusCode::kAlreadyExists);
   // Names are per client.
-  EXPECT_TRUE(registry.Register("d", "r", obj.key(), 0, 10).ok());
+  EXPECT_TRUE(RegisterOwnRegion(registry, "d", "r", obj.key(), 0, 64).ok());
   EXPECT_EQ(registry.Find("e", "r").status().code(), absl::StatusCode::kNotFound);
   ASSERT_TRUE(registry.Unregister("c", "r").ok());
-  EXPECT_TRUE(registry.Register("c", "r", obj.key(), 0, 10).ok());
+  EXPECT_TRUE(RegisterOwnRegion(registry, "c", "r", obj.key(), 0, 64).ok());
 }
 
 TEST(SharedMemoryRegistryTest, UnregisterOneOrAll) {
   SharedMemoryRegistry registry(true);
   ShmObject obj(4096);
-  ASSERT_TRUE(registry.Register("c", "a", obj.key(), 0, 10).ok());
-  ASSERT_TRUE(registry.Register("c", "b", obj.key(), 0, 10).ok());
-  ASSERT_TRUE(registry.Register("d", "a", obj.key(), 0, 10).ok());
+  ASSERT_TRUE(RegisterOwnRegion(registry, "c", "a", obj.key(), 0, 64).ok());
+  ASSERT_TRUE(RegisterOwnRegion(registry, "c", "b", obj.key(), 0, 64).ok());
+  ASSERT_TRUE(RegisterOwnRegion(registry, "d", "a", obj.key(), 0, 64).ok());
   EXPECT_EQ(registry.Unregister("c", "zz").code(), absl::StatusCode::kNotFound);
   ASSERT_TRUE(registry.Unregister("c", "").ok());
   EXPECT_TRUE(registry.List("c").empty());
@@ -134,7 +140,7 @@ TEST(SharedMemoryRegistryTest, UnregisterOneOrAll) {
 TEST(SharedMemoryRegistryTest, HeldRegionsStayMappedAfterUnregister) {
   SharedMemoryRegistry registry(true);
   ShmObject obj(4096);
-  ASSERT_TRUE(registry.Register("c", "r", obj.key(), 0, 4096).ok());
+  ASSERT_TRUE(RegisterOwnRegion(registry, "c", "r", obj.key(), 0, 4096).ok());
   auto held = registry.Find("c", "r");
   ASSERT_TRUE(held.ok());
   ASSERT_TRUE(registry.Unregister("c", "r").ok());
@@ -146,13 +152,59 @@ TEST(SharedMemoryRegistryTest, HeldRegionsStayMappedAfterUnregister) {
 TEST(SharedMemoryRegistryTest, ShrunkObjectsAreDetected) {
   SharedMemoryRegistry registry(true);
   ShmObject obj(8192);
-  ASSERT_TRUE(registry.Register("c", "r", obj.key(), 0, 8192).ok());
+  ASSERT_TRUE(RegisterOwnRegion(registry, "c", "r", obj.key(), 0, 8192).ok());
   obj.Truncate(4096);
   auto region = registry.Find("c", "r");
   ASSERT_TRUE(region.ok());
   const absl::Status s = (*region)->CheckStillMapped();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(s.message()), HasSubstr("shrunk"));
+}
+
+// Proofs: the owner's own, for this key and offset, unexpired; anything else is refused, and a
+// proof that checks must also be found at the start of the region.
+TEST(SharedMemoryProofsTest, OnlyTheIssuedProofChecksAndOnlyUntilItExpires) {
+  const SharedMemoryProofs proofs;
+  const absl::Time now = absl::FromUnixSeconds(2000000000);
+  const std::string proof = proofs.Issue("alice", "/gpucompute-x", 64, now);
+  ASSERT_EQ(proof.size(), static_cast<size_t>(SharedMemoryProofs::kProofBytes));
+  EXPECT_NE(proof, proofs.Issue("alice", "/gpucompute-x", 64, now));  // random each time
+  EXPECT_TRUE(proofs.Check("alice", "/gpucompute-x", 64, proof, now).ok());
+  EXPECT_TRUE(proofs.Check("alice", "/gpucompute-x", 64, proof, now + SharedMemoryProofs::kLifetime).ok());
+  const absl::Status expired =
+      proofs.Check("alice", "/gpucompute-x", 64, proof, now + SharedMemoryProofs::kLifetime + absl::Seconds(1));
+  EXPECT_EQ(expired.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(expired.message()), HasSubstr("expired"));
+  for (const auto& [owner, key, offset] : std::vector<std::tuple<std::string, std::string, int64_t>>{
+           {"bob", "/gpucompute-x", 64}, {"alice", "/gpucompute-y", 64}, {"alice", "/gpucompute-x", 0},
+           {"alic", "e/gpucompute-x", 64}}) {
+    EXPECT_EQ(proofs.Check(owner, key, offset, proof, now).code(), absl::StatusCode::kPermissionDenied)
+        << owner << " " << key << " " << offset;
+  }
+  for (size_t i = 0; i < proof.size(); ++i) {  // any byte changed, the expiry's too
+    std::string bad = proof;
+    bad[i] ^= 0x20;
+    EXPECT_FALSE(proofs.Check("alice", "/gpucompute-x", 64, bad, now).ok()) << i;
+  }
+  // Another server's secret: its proofs do not check here; the same secret's do.
+  EXPECT_FALSE(SharedMemoryProofs().Check("alice", "/gpucompute-x", 64, proof, now).ok());
+  const SharedMemoryProofs a(std::string(32, 's')), b(std::string(32, 's'));
+  EXPECT_TRUE(b.Check("alice", "/gpucompute-x", 64, a.Issue("alice", "/gpucompute-x", 64, now), now).ok());
+}
+
+TEST(SharedMemoryRegistryTest, TheProofMustBeInTheRegion) {
+  SharedMemoryRegistry registry(true);
+  ShmObject obj(4096);
+  auto proof = registry.IssueProof("c", obj.key(), 0);
+  ASSERT_TRUE(proof.ok()) << proof.status();
+  const absl::Status s = registry.Register("c", "r", obj.key(), 0, 4096, *proof);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("does not start with it"));
+  EXPECT_EQ(registry.Stats().regions, 0);
+  EXPECT_EQ(registry.Register("c", "r", obj.key(), 0, 55, *proof).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.IssueProof("c", "/elsewhere", 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.IssueProof("c", obj.key(), -1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(RegisterOwnRegion(registry, "c", "r", obj.key(), 0, 4096).ok());
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "tests/server/runtime/register_own_region.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -41,7 +42,7 @@ class TensorCodecTest : public ::testing::Test {
     ASSERT_EQ(ftruncate(fd, 8192), 0);
     close(fd);
     // The region is the object's bytes [4096, 8192).
-    ASSERT_TRUE(shm_->Register("c", "r", key_, 4096, 4096).ok());
+    ASSERT_TRUE(testing::RegisterOwnRegion(*shm_, "c", "r", key_, 4096, 4096).ok());
     region_ = *shm_->Find("c", "r");
   }
   void TearDown() override { shm_unlink(key_.c_str()); }
