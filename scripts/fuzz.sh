@@ -8,7 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build-fuzz
-targets=(request_fuzzer model_upload_fuzzer tensor_stream_fuzzer)
+targets=(request_fuzzer model_upload_fuzzer tensor_stream_fuzzer operation_fuzzer shared_memory_fuzzer)
+# Each target's committed seeds: operation_fuzzer runs the requests request_fuzzer decodes.
+seeds_of() { if [ "$1" = operation_fuzzer ]; then echo tests/fuzz/corpus/request_fuzzer; else echo "tests/fuzz/corpus/$1"; fi; }
 
 cmake -S . -B "$build" -G Ninja -DGPUCOMPUTE_CUDA=OFF -DGPUCOMPUTE_FUZZ=ON -DBUILD_TESTING=OFF \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -16,7 +18,7 @@ cmake -S . -B "$build" -G Ninja -DGPUCOMPUTE_CUDA=OFF -DGPUCOMPUTE_FUZZ=ON -DBUI
 cmake --build "$build" -j "${JOBS:-$(nproc)}" --target "${targets[@]}" fuzz_seeds
 
 if [ "${1:-}" = "--seeds" ]; then
-  for t in "${targets[@]}"; do rm -rf "tests/fuzz/corpus/$t"; mkdir -p "tests/fuzz/corpus/$t"; done
+  for t in "${targets[@]}"; do rm -rf "$(seeds_of "$t")"; mkdir -p "$(seeds_of "$t")"; done
   "$build/tests/fuzz/fuzz_seeds" tests/fuzz/corpus
   exit 0
 fi
@@ -30,7 +32,7 @@ for t in "${targets[@]}"; do
   # A request bigger than 64 KiB adds nothing that a small one does not reach; -rss_limit_mb and
   # -malloc_limit_mb catch an allocation that the input's sizes drive beyond any limit.
   echo "fuzz.sh: $t for ${seconds}s"
-  if ! "$build/tests/fuzz/$t" "$corpus" "tests/fuzz/corpus/$t" -dict=tests/fuzz/gpucompute.dict \
+  if ! "$build/tests/fuzz/$t" "$corpus" "$(seeds_of "$t")" -dict=tests/fuzz/gpucompute.dict \
        -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
        -malloc_limit_mb=1024 -artifact_prefix="$findings/" -print_final_stats=1 \
        >"$build/$t.log" 2>&1; then

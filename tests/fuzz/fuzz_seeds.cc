@@ -1,7 +1,8 @@
 // Writes the fuzz targets' seed corpus: a few valid requests per operation (inline, by handle,
 // in shared memory; every output placement), valid LoadModel streams, and PutTensor and Submit
-// message sequences (good and bad), one file each under <dir>/request_fuzzer/,
-// <dir>/model_upload_fuzzer/ and <dir>/tensor_stream_fuzzer/. Handles and the region are the names
+// message sequences (good and bad), and shared-memory registrations by their owner and by
+// others, one file each under <dir>/request_fuzzer/, <dir>/model_upload_fuzzer/,
+// <dir>/tensor_stream_fuzzer/ and <dir>/shared_memory_fuzzer/. Handles and the region are the names
 // fuzz_env.h gives them ("h0".., "r"). Run by `scripts/fuzz.sh --seeds`.
 #include <cmath>
 #include <cstdint>
@@ -339,6 +340,52 @@ std::vector<std::pair<std::string, std::string>> Streams() {
   };
 }
 
+// shared_memory_fuzzer's input: calls of several owners on "k0" and "k1" (the fuzzer's two
+// objects): the owner's own registration, and the ways another caller might try.
+SharedMemoryStep Step(const std::string& owner) {
+  SharedMemoryStep s;
+  s.set_owner(owner);
+  return s;
+}
+SharedMemoryStep ProofStep(const std::string& owner, const std::string& key, int64_t offset) {
+  SharedMemoryStep s = Step(owner);
+  s.mutable_proof()->set_key(key);
+  s.mutable_proof()->set_offset(offset);
+  return s;
+}
+SharedMemoryStep RegisterStep(const std::string& owner, const std::string& name, const std::string& key,
+                              int64_t offset, int64_t bytes, bool write, bool use_issued) {
+  SharedMemoryStep s = Step(owner);
+  v1::RegisterSharedMemoryRequest* r = s.mutable_register_();
+  r->set_name(name);
+  r->set_key(key);
+  r->set_offset(offset);
+  r->set_byte_size(bytes);
+  s.set_write_proof(write);
+  s.set_use_issued_proof(use_issued);
+  return s;
+}
+
+std::vector<std::pair<std::string, SharedMemorySteps>> Registrations() {
+  std::vector<std::pair<std::string, SharedMemorySteps>> all;
+  auto add = [&](const char* name, std::vector<SharedMemoryStep> steps) {
+    SharedMemorySteps s;
+    for (SharedMemoryStep& step : steps) *s.add_steps() = std::move(step);
+    all.emplace_back(name, std::move(s));
+  };
+  add("owner_registers", {ProofStep("a", "k0", 0), RegisterStep("a", "r", "k0", 0, 4096, true, true)});
+  add("owner_registers_at_an_offset",
+      {ProofStep("a", "k1", 1024), RegisterStep("a", "r", "k1", 1024, 2048, true, true)});
+  add("other_caller_unwritten", {ProofStep("a", "k0", 0), RegisterStep("a", "r", "k0", 0, 4096, true, true),
+                                 ProofStep("b", "k0", 0), RegisterStep("b", "s", "k0", 0, 4096, false, true)});
+  add("no_proof", {RegisterStep("b", "s", "k0", 0, 4096, false, false)});
+  add("register_twice_then_unregister",
+      {ProofStep("a", "k0", 0), RegisterStep("a", "r", "k0", 0, 4096, true, true),
+       RegisterStep("a", "r", "k0", 0, 4096, true, true), Step("a")});
+  all.back().second.mutable_steps(3)->mutable_unregister()->set_name("r");
+  return all;
+}
+
 bool WriteBytes(const std::string& dir, const std::string& name, const std::string& bytes) {
   std::ofstream f(dir + "/" + name, std::ios::binary);
   f << bytes;
@@ -353,7 +400,7 @@ int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr,
                  "usage: %s CORPUS_DIR (holding request_fuzzer/, model_upload_fuzzer/, "
-                 "tensor_stream_fuzzer/)\n",
+                 "tensor_stream_fuzzer/, shared_memory_fuzzer/)\n",
                  argv[0]);
     return 2;
   }
@@ -366,6 +413,9 @@ int main(int argc, char** argv) {
   }
   for (const auto& [name, bytes] : Streams()) {
     if (!WriteBytes(dir + "/tensor_stream_fuzzer", name, bytes)) return 1;
+  }
+  for (const auto& [name, steps] : Registrations()) {
+    if (!WriteBytes(dir + "/shared_memory_fuzzer", name, steps.SerializeAsString())) return 1;
   }
   return 0;
 }
