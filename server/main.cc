@@ -54,8 +54,8 @@ ABSL_FLAG(int64_t, upload_idle_timeout_s, 60,
           "and reservation are released)");
 ABSL_FLAG(int64_t, memory_budget_bytes, int64_t{1} << 30,
           "host memory the work in progress may hold, server-wide (the periodogram's decoded "
-          "inputs with their working copies, and its outputs); a request over it is "
-          "RESOURCE_EXHAUSTED");
+          "inputs with their working copies, and its outputs; every operation's copies of "
+          "shared-memory inputs); a request over it is RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, max_response_bytes, int64_t{1} << 30,
           "largest response message sent; larger inline outputs are RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, max_series_per_request, 100000, "series per periodogram request");

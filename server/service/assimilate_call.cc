@@ -34,10 +34,13 @@ void RunAssimilate(const ServiceParts& parts, const v1::AssimilateRequest& reque
     return;
   }
   auto typed = std::make_shared<const assimilate::Request>(*std::move(decoded));
-  // The pins keep resident or shared-memory input bytes alive until the result is in.
+  // The pins keep resident or shared-memory input bytes alive until the result is in; then they
+  // go (with the memory-budget leases of shared-memory copies) before the reply, which the
+  // caller's next request may be waiting for.
   auto on_result = [response, typed, done, &request, context = resolver.context(),
                     pins = resolver.pins()](absl::StatusOr<assimilate::Output> result,
-                                            const JobTimings& timings) {
+                                            const JobTimings& timings) mutable {
+    pins.reset();
     if (!result.ok()) {
       done(result.status(), timings);
       return;

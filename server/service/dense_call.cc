@@ -33,9 +33,11 @@ void RunDense(const ServiceParts& parts, const v1::DenseRequest& request,
     finish(absl::OkStatus(), JobTimings{});
     return;
   }
-  // The pins keep resident or shared-memory input bytes alive until the result is in.
+  // The pins keep resident or shared-memory input bytes alive until the result is in; then they
+  // go (with the memory-budget leases of shared-memory copies) before the reply.
   auto on_result = [output, finish, pins = resolver.pins()](absl::StatusOr<dense::Output> result,
-                                                            const JobTimings& timings) {
+                                                            const JobTimings& timings) mutable {
+    pins.reset();
     if (result.ok()) output->set_data(std::move(*result));
     finish(result.status(), timings);
   };

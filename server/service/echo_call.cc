@@ -10,24 +10,22 @@ namespace gpucompute {
 
 void RunEcho(const ServiceParts& parts, const v1::EchoRequest& request,
              v1::EchoResponse* response, CallContext call, CallDone done) {
-  TensorResolver resolver(TensorContextOf(parts, call));
-  absl::StatusOr<TensorView> view = resolver.Resolve(request.tensor(), "tensor");
-  if (!view.ok()) {
-    done(view.status(), JobTimings{});
-    return;
-  }
-  if (request.discard()) {
-    done(absl::OkStatus(), JobTimings{});
-    return;
-  }
-  v1::Tensor* out = response->mutable_tensor();
-  out->set_dtype(view->dtype);
-  out->mutable_shape()->Add(view->shape.begin(), view->shape.end());
-  // The resolver's pins keep the source bytes alive until here.
-  const absl::string_view source = view->bytes;
-  const absl::Status placed =
-      PlaceOutputs(resolver.context(), request.output_placement(), {OutputTensor{out, &source}});
-  done(placed, JobTimings{});
+  // The resolver, with the copies it holds and their memory-budget leases, goes before the
+  // reply: the caller's next request may need them.
+  absl::Status status = [&] {
+    TensorResolver resolver(TensorContextOf(parts, call));
+    absl::StatusOr<TensorView> view = resolver.Resolve(request.tensor(), "tensor");
+    if (!view.ok()) return view.status();
+    if (request.discard()) return absl::OkStatus();
+    v1::Tensor* out = response->mutable_tensor();
+    out->set_dtype(view->dtype);
+    out->mutable_shape()->Add(view->shape.begin(), view->shape.end());
+    // The resolver's pins keep the source bytes alive until here.
+    const absl::string_view source = view->bytes;
+    return PlaceOutputs(resolver.context(), request.output_placement(),
+                        {OutputTensor{out, &source}});
+  }();
+  done(status, JobTimings{});
 }
 
 }  // namespace gpucompute

@@ -25,8 +25,8 @@ struct StreamLimits {
 
 struct ServiceLimits {
   // Server-wide: host memory the work in progress may hold (MemoryBudget): the periodogram's
-  // decoded inputs (twice: with their working copies) and its outputs, from decoding until
-  // the reply.
+  // decoded inputs (twice: with their working copies) and its outputs, and every operation's
+  // copies of shared-memory inputs, from decoding until the reply.
   int64_t memory_budget_bytes = int64_t{1} << 30;
   int64_t max_request_bytes = int64_t{1} << 30;    // gRPC receive limit
   // An upload stream (LoadModel) that sends nothing for this long is cancelled.

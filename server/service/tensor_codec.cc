@@ -23,6 +23,12 @@ constexpr int64_t kOutputAlignment = 64;
 // multiple of every element size).
 constexpr int64_t kCheckBlockBytes = int64_t{1} << 20;
 
+// A copy of client memory and the budget lease that pays for it, released together.
+struct LeasedBytes {
+  MemoryLease lease;
+  std::unique_ptr<char[]> bytes;
+};
+
 std::string ShapeString(absl::Span<const int64_t> shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
 }
@@ -175,21 +181,29 @@ absl::StatusOr<TensorView> TensorResolver::Resolve(const v1::Tensor& tensor,
       // object under any later reader (the backends), and a bus error there would take the
       // server down. The copy is the only read of the client's memory. Float values are
       // checked for NaN and infinities block by block as they are copied (in cache), so
-      // that the operation need not read them again.
-      std::shared_ptr<char[]> owned(new char[std::max<int64_t>(1, expected)]);
+      // that the operation need not read them again. The copy is leased from the server's
+      // memory budget first and held with it: a request naming a large region many times is
+      // refused, not allocated.
+      auto copy = std::make_shared<LeasedBytes>();
+      if (context_.memory != nullptr) {
+        ASSIGN_OR_RETURN(copy->lease, context_.memory->Acquire(
+                                          expected, absl::StrCat(f, " (copied out of the region)")));
+      }
+      copy->bytes.reset(new char[std::max<int64_t>(1, expected)]);
+      char* const owned = copy->bytes.get();
       const absl::StatusOr<ElementType> type = FloatElementType(view.dtype, f);
       std::atomic<bool> finite{type.ok()};
       RETURN_IF_ERROR(GuardedCopyInBlocks(
-          owned.get(), range.region->data() + range.begin, expected, f, kCheckBlockBytes,
+          owned, range.region->data() + range.begin, expected, f, kCheckBlockBytes,
           [&](int64_t begin, int64_t end) {
             if (finite.load(std::memory_order_relaxed) &&
-                FirstNonFinite(*type, absl::string_view(owned.get() + begin, end - begin)) >= 0) {
+                FirstNonFinite(*type, absl::string_view(owned + begin, end - begin)) >= 0) {
               finite.store(false, std::memory_order_relaxed);
             }
           }));
-      view.bytes = absl::string_view(owned.get(), static_cast<size_t>(expected));
+      view.bytes = absl::string_view(owned, static_cast<size_t>(expected));
       view.known_finite = finite.load();
-      pins_.push_back(std::move(owned));
+      pins_.push_back(std::move(copy));
       return view;
     }
   }

@@ -52,6 +52,13 @@ const std::string kTruncated = std::string("\x0a\xc8\x01", 3) + "abc";
 
 // The first PutTensor message of a new float64 tensor of `elements`: its header, and `data`
 // at `offset`.
+// An inline float64 tensor of `shape` holding `values`.
+void Fill(v1::Tensor* t, std::vector<int64_t> shape, const std::vector<double>& values) {
+  t->set_dtype(v1::FLOAT64);
+  for (int64_t d : shape) t->add_shape(d);
+  t->set_data(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(double));
+}
+
 v1::PutTensorChunk NewTensorChunk(int64_t elements, std::string data, int64_t offset = 0) {
   v1::PutTensorChunk chunk;
   chunk.mutable_header()->set_dtype(v1::FLOAT64);
@@ -343,6 +350,51 @@ TEST_F(HostileInput, ResidentTensorNamedManyTimesIsBoundedByTheServersMemoryBudg
     EXPECT_TRUE(fits.ok()) << fits.error_message();
   }
   EXPECT_EQ(loopback_.server->memory_in_use(), 0);
+  ExpectServing();
+}
+
+// A shared-memory region named by many tensors of one request: each is copied out of the
+// client's memory, so each copy is leased from the server's budget first, and a request that
+// would hold more is refused before it copies; the leases go with the request.
+TEST_F(HostileInput, SharedMemoryNamedManyTimesIsBoundedByTheServersMemoryBudget) {
+  ServerConfig c = Config();
+  c.limits.memory_budget_bytes = int64_t{16} << 20;
+  Start(c);
+  constexpr int64_t kN = 512, kn = 1024;  // x: 1024 x 512 doubles, 4 MiB
+  auto object = client::SharedMemoryRegion::Create(int64_t{8} << 20);
+  ASSERT_TRUE(object.ok()) << object.status();
+  ASSERT_TRUE(RegisterWithProof("in", object->key(), 0, int64_t{8} << 20).ok());
+  double* x = reinterpret_cast<double*>(object->data());
+  for (int64_t i = 0; i < kn * kN; ++i) x[i] = static_cast<double>(i % 7);
+  auto assimilate = [&](int problems) {
+    v1::AssimilateRequest request;
+    for (int p = 0; p < problems; ++p) {
+      v1::AssimilationProblem* problem = request.add_problems();
+      v1::Tensor* t = problem->mutable_x();
+      t->set_dtype(v1::FLOAT64);
+      t->add_shape(kn);
+      t->add_shape(kN);
+      t->mutable_shared_memory()->set_region("in");
+      t->mutable_shared_memory()->set_length(kn * kN * 8);
+      std::vector<double> hx(2 * kN, 1.0), y(2, 0.0), r(2, 1.0);
+      for (int64_t j = 0; j < kN; ++j) hx[j] = static_cast<double>(j % 5);
+      Fill(problem->mutable_hx(), {2, kN}, hx);
+      Fill(problem->mutable_y(), {2}, y);
+      Fill(problem->mutable_obs_error_variance(), {2}, r);
+    }
+    grpc::ClientContext context;
+    v1::AssimilateResponse response;
+    return loopback_.stub->Assimilate(&context, request, &response);
+  };
+  const grpc::Status refused = assimilate(8);  // 8 copies of 4 MiB
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_THAT(refused.error_message(), HasSubstr("copied out of the region"));
+  EXPECT_THAT(refused.error_message(), HasSubstr("(--memory_budget_bytes)"));
+  for (int i = 0; i < 3; ++i) {  // two copies fit, again and again: nothing was left held
+    const grpc::Status fits = assimilate(2);
+    EXPECT_TRUE(fits.ok()) << fits.error_message();
+    EXPECT_EQ(loopback_.server->memory_in_use(), 0);
+  }
   ExpectServing();
 }
 
