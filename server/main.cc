@@ -56,6 +56,9 @@ ABSL_FLAG(int64_t, memory_budget_bytes, int64_t{1} << 30,
           "host memory the work in progress may hold, server-wide (the periodogram's decoded "
           "inputs with their working copies, and its outputs; every operation's copies of "
           "shared-memory inputs); a request over it is RESOURCE_EXHAUSTED");
+ABSL_FLAG(double, memory_budget_share, 0.5,
+          "the part of --memory_budget_bytes that one caller's work may hold (0 < share <= 1), so "
+          "that one caller cannot take all of it");
 ABSL_FLAG(int64_t, max_response_bytes, int64_t{1} << 30,
           "largest response message sent; larger inline outputs are RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, max_series_per_request, 100000, "series per periodogram request");
@@ -363,6 +366,11 @@ int main(int argc, char** argv) {
   config.scheduler.max_queue_depth = std::max(1, absl::GetFlag(FLAGS_max_queue_depth));
   config.limits.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   config.limits.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_bytes);
+  config.limits.memory_budget_share = absl::GetFlag(FLAGS_memory_budget_share);
+  if (!(config.limits.memory_budget_share > 0 && config.limits.memory_budget_share <= 1)) {
+    spdlog::critical("--memory_budget_share {}: must be > 0 and <= 1", config.limits.memory_budget_share);
+    return 2;
+  }
   config.limits.upload_idle_timeout = absl::Seconds(std::max<int64_t>(1, absl::GetFlag(FLAGS_upload_idle_timeout_s)));
   config.limits.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   config.limits.max_series_per_request = absl::GetFlag(FLAGS_max_series_per_request);

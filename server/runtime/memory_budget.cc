@@ -1,6 +1,7 @@
 // The server's host-memory budget (see memory_budget.h).
 #include "server/runtime/memory_budget.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -9,13 +10,16 @@
 namespace gpucompute {
 
 MemoryLease::MemoryLease(MemoryLease&& other) noexcept
-    : budget_(std::exchange(other.budget_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+    : budget_(std::exchange(other.budget_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      caller_(std::move(other.caller_)) {}
 
 MemoryLease& MemoryLease::operator=(MemoryLease&& other) noexcept {
   if (this != &other) {
     Release();
     budget_ = std::exchange(other.budget_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
+    caller_ = std::move(other.caller_);
   }
   return *this;
 }
@@ -23,15 +27,21 @@ MemoryLease& MemoryLease::operator=(MemoryLease&& other) noexcept {
 MemoryLease::~MemoryLease() { Release(); }
 
 void MemoryLease::Release() {
-  if (budget_ != nullptr) budget_->Give(bytes_);
+  if (budget_ != nullptr) budget_->Give(bytes_, caller_);
   budget_ = nullptr;
   bytes_ = 0;
 }
 
-MemoryBudget::MemoryBudget(int64_t limit_bytes, std::string flag)
-    : limit_(limit_bytes), flag_(std::move(flag)) {}
+MemoryBudget::MemoryBudget(int64_t limit_bytes, std::string flag, double caller_share,
+                           std::string share_flag)
+    : limit_(limit_bytes),
+      flag_(std::move(flag)),
+      caller_limit_(static_cast<int64_t>(static_cast<double>(limit_bytes) *
+                                         std::clamp(caller_share, 0.0, 1.0))),
+      share_flag_(std::move(share_flag)) {}
 
-absl::StatusOr<MemoryLease> MemoryBudget::Acquire(int64_t bytes, absl::string_view what) {
+absl::StatusOr<MemoryLease> MemoryBudget::Acquire(int64_t bytes, absl::string_view what,
+                                                  absl::string_view caller) {
   if (bytes < 0) return absl::InternalError(absl::StrCat(what, ": a lease of ", bytes, " bytes"));
   absl::MutexLock lock(&mu_);
   if (bytes > limit_ - in_use_) {
@@ -40,8 +50,16 @@ absl::StatusOr<MemoryLease> MemoryBudget::Acquire(int64_t bytes, absl::string_vi
         " are held by the work in progress; the server's limit is ", limit_, " bytes (", flag_,
         ")"));
   }
+  auto mine = by_caller_.find(caller);
+  const int64_t held = mine == by_caller_.end() ? 0 : mine->second;
+  if (bytes > caller_limit_ - held) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, " would hold ", bytes, " bytes of host memory while this caller's work holds ", held,
+        "; one caller may hold ", caller_limit_, " bytes (", share_flag_, " of ", flag_, ")"));
+  }
   in_use_ += bytes;
-  return MemoryLease(this, bytes);
+  if (bytes > 0) by_caller_[caller] += bytes;
+  return MemoryLease(this, bytes, std::string(caller));
 }
 
 int64_t MemoryBudget::in_use() const {
@@ -49,9 +67,18 @@ int64_t MemoryBudget::in_use() const {
   return in_use_;
 }
 
-void MemoryBudget::Give(int64_t bytes) {
+int64_t MemoryBudget::in_use(absl::string_view caller) const {
+  absl::MutexLock lock(&mu_);
+  auto it = by_caller_.find(caller);
+  return it == by_caller_.end() ? 0 : it->second;
+}
+
+void MemoryBudget::Give(int64_t bytes, const std::string& caller) {
   absl::MutexLock lock(&mu_);
   in_use_ -= bytes;
+  if (bytes == 0) return;
+  auto it = by_caller_.find(caller);
+  if (it != by_caller_.end() && (it->second -= bytes) <= 0) by_caller_.erase(it);
 }
 
 }  // namespace gpucompute

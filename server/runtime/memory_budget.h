@@ -1,13 +1,15 @@
 // One budget of host memory for the work the server has accepted: a request takes a lease of
 // what it will hold (decoded inputs, their working copies, outputs) before it allocates it,
 // and gives it back when it is done. A request that does not fit is refused
-// RESOURCE_EXHAUSTED at once instead of growing the process until the kernel kills it.
-// Thread-safe.
+// RESOURCE_EXHAUSTED at once instead of growing the process until the kernel kills it. Each
+// caller may hold only its share of the budget, so that one caller's work cannot take all of
+// it from the others. Thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -31,35 +33,46 @@ class MemoryLease {
 
  private:
   friend class MemoryBudget;
-  MemoryLease(MemoryBudget* budget, int64_t bytes) : budget_(budget), bytes_(bytes) {}
+  MemoryLease(MemoryBudget* budget, int64_t bytes, std::string caller)
+      : budget_(budget), bytes_(bytes), caller_(std::move(caller)) {}
   void Release();
 
   MemoryBudget* budget_ = nullptr;
   int64_t bytes_ = 0;
+  std::string caller_;
 };
 
 class MemoryBudget {
  public:
-  // `limit_bytes` in all; `flag` names the setting in error messages ("--memory_budget_bytes").
-  MemoryBudget(int64_t limit_bytes, std::string flag);
+  // `limit_bytes` in all, of which one caller may hold `caller_share` (a fraction, 0 < share
+  // <= 1); `flag` and `share_flag` name the settings in error messages.
+  MemoryBudget(int64_t limit_bytes, std::string flag, double caller_share = 1.0,
+               std::string share_flag = "");
   MemoryBudget(const MemoryBudget&) = delete;
   MemoryBudget& operator=(const MemoryBudget&) = delete;
 
-  // A lease of `bytes` (>= 0) when they fit beside the leases held now, else
-  // RESOURCE_EXHAUSTED saying `what` asked for how much, what is held and the limit.
-  absl::StatusOr<MemoryLease> Acquire(int64_t bytes, absl::string_view what);
+  // A lease of `bytes` (>= 0) for `caller` when they fit beside the leases held now, in all and
+  // within the caller's share, else RESOURCE_EXHAUSTED saying `what` asked for how much, what
+  // is held and the limit.
+  absl::StatusOr<MemoryLease> Acquire(int64_t bytes, absl::string_view what,
+                                      absl::string_view caller = "");
 
   int64_t limit() const { return limit_; }
+  int64_t caller_limit() const { return caller_limit_; }
   int64_t in_use() const;
+  int64_t in_use(absl::string_view caller) const;
 
  private:
   friend class MemoryLease;
-  void Give(int64_t bytes);
+  void Give(int64_t bytes, const std::string& caller);
 
   const int64_t limit_;
   const std::string flag_;
+  const int64_t caller_limit_;
+  const std::string share_flag_;
   mutable absl::Mutex mu_;
   int64_t in_use_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, int64_t> by_caller_ ABSL_GUARDED_BY(mu_);  // > 0 only
 };
 
 }  // namespace gpucompute

@@ -165,7 +165,8 @@ absl::Status LeaseOutputsAndResamplings(const periodogram::Request& out, int64_t
     const periodogram::SeriesSpec& s = out.series[i];
     bytes += 2 * 8 * static_cast<int64_t>(s.t.size() + s.y.size() + s.dy.size()) + s.grid.size() * elem;
   }
-  ASSIGN_OR_RETURN(MemoryLease lease, budget->shared->Acquire(bytes, "the periodogram's outputs"));
+  ASSIGN_OR_RETURN(MemoryLease lease,
+                   budget->shared->Acquire(bytes, "the periodogram's outputs", budget->caller));
   budget->leases.push_back(std::move(lease));
   return absl::OkStatus();
 }
@@ -220,7 +221,7 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
   // Twice the message limit: inline float32 data decodes to twice its bytes.
   DecodeBudget budget(limits.max_request_bytes > (INT64_MAX >> 1) ? INT64_MAX
                                                                   : 2 * limits.max_request_bytes,
-                      resolver.context().memory);
+                      resolver.context().memory, resolver.context().client);
   periodogram::Request out;
   switch (request.dtype()) {
     case v1::DTYPE_UNSPECIFIED:

@@ -67,7 +67,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   s->loader_ = std::make_unique<CompletionQueue>(1);
   s->shared_memory_ = std::make_unique<SharedMemoryRegistry>(config.allow_shared_memory,
                                                              config.shared_memory_proof_secret);
-  s->memory_ = std::make_unique<MemoryBudget>(config.limits.memory_budget_bytes, "--memory_budget_bytes");
+  s->memory_ = std::make_unique<MemoryBudget>(config.limits.memory_budget_bytes, "--memory_budget_bytes",
+                                              config.limits.memory_budget_share, "--memory_budget_share");
   ServiceParts parts;
   parts.memory = s->memory_.get();
   s->idle_uploads_ = std::make_unique<IdleStreams>(config.limits.upload_idle_timeout);

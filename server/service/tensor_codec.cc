@@ -186,8 +186,9 @@ absl::StatusOr<TensorView> TensorResolver::Resolve(const v1::Tensor& tensor,
       // refused, not allocated.
       auto copy = std::make_shared<LeasedBytes>();
       if (context_.memory != nullptr) {
-        ASSIGN_OR_RETURN(copy->lease, context_.memory->Acquire(
-                                          expected, absl::StrCat(f, " (copied out of the region)")));
+        ASSIGN_OR_RETURN(copy->lease,
+                         context_.memory->Acquire(expected, absl::StrCat(f, " (copied out of the region)"),
+                                                  context_.client));
       }
       copy->bytes.reset(new char[std::max<int64_t>(1, expected)]);
       char* const owned = copy->bytes.get();
@@ -280,7 +281,8 @@ absl::StatusOr<std::vector<double>> DecodeVector(TensorResolver& resolver, const
     }
     budget->left -= bytes;
     if (budget->shared != nullptr) {
-      ASSIGN_OR_RETURN(MemoryLease lease, budget->shared->Acquire(2 * bytes, absl::StrCat(field, " (decoded)")));
+      ASSIGN_OR_RETURN(MemoryLease lease, budget->shared->Acquire(2 * bytes, absl::StrCat(field, " (decoded)"),
+                                                                  budget->caller));
       budget->leases.push_back(std::move(lease));
     }
   }

@@ -101,11 +101,13 @@ absl::StatusOr<std::vector<double>> DecodeVector(const TensorView& view, absl::s
 // (the vector and the working copy an operation makes of it) before it is allocated; the leases
 // are the caller's to hold until the request is done.
 struct DecodeBudget {
-  explicit DecodeBudget(int64_t limit_bytes, MemoryBudget* shared_budget = nullptr)
-      : limit(limit_bytes), left(limit_bytes), shared(shared_budget) {}
+  explicit DecodeBudget(int64_t limit_bytes, MemoryBudget* shared_budget = nullptr,
+                        std::string caller_id = "")
+      : limit(limit_bytes), left(limit_bytes), shared(shared_budget), caller(std::move(caller_id)) {}
   int64_t limit;
   int64_t left;
   MemoryBudget* shared;
+  std::string caller;  // whose share of `shared` the leases take
   std::vector<MemoryLease> leases;
 };
 

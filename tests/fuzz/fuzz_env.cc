@@ -60,7 +60,8 @@ void AddModel(ModelRegistry& models, const std::string& name, ElementType dtype,
 
 Env* MakeEnv() {
   auto* env = new Env();
-  env->memory = std::make_unique<MemoryBudget>(env->limits.memory_budget_bytes, "--memory_budget_bytes");
+  env->memory = std::make_unique<MemoryBudget>(env->limits.memory_budget_bytes, "--memory_budget_bytes",
+                                               env->limits.memory_budget_share, "--memory_budget_share");
   TensorStoreOptions o;
   o.max_bytes_per_client = 64 << 20;
   o.idle_expiry = absl::ZeroDuration();  // never: the handles must stay valid all run

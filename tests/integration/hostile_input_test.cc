@@ -338,6 +338,7 @@ TEST_F(HostileInput, CompressedMessagesAreRefused) {
 TEST_F(HostileInput, ResidentTensorNamedManyTimesIsBoundedByTheServersMemoryBudget) {
   ServerConfig c = Config();
   c.limits.memory_budget_bytes = int64_t{64} << 20;
+  c.limits.memory_budget_share = 1.0;  // one caller here: the whole budget
   Start(c);
   const std::string handle = PutSeries(int64_t{1} << 20);  // 8 MiB
   // 8 series x (t, y) x 8 MiB, twice (the working copies): 256 MiB.
@@ -389,7 +390,11 @@ TEST_F(HostileInput, SharedMemoryNamedManyTimesIsBoundedByTheServersMemoryBudget
   const grpc::Status refused = assimilate(8);  // 8 copies of 4 MiB
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
   EXPECT_THAT(refused.error_message(), HasSubstr("copied out of the region"));
-  EXPECT_THAT(refused.error_message(), HasSubstr("(--memory_budget_bytes)"));
+  EXPECT_THAT(refused.error_message(), HasSubstr("--memory_budget_bytes)"));
+  // 3 copies fit the budget but not one caller's share of it (half).
+  const grpc::Status over_share = assimilate(3);
+  EXPECT_EQ(over_share.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << over_share.error_message();
+  EXPECT_THAT(over_share.error_message(), HasSubstr("one caller may hold 8388608 bytes (--memory_budget_share"));
   for (int i = 0; i < 3; ++i) {  // two copies fit, again and again: nothing was left held
     const grpc::Status fits = assimilate(2);
     EXPECT_TRUE(fits.ok()) << fits.error_message();

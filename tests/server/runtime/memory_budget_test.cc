@@ -73,5 +73,32 @@ TEST(MemoryBudget, ConcurrentLeasesNeverPassTheLimit) {
   EXPECT_EQ(budget.in_use(), 0);
 }
 
+// A caller holds at most its share; others still get theirs, and a caller's leases coming back
+// free its share again.
+TEST(MemoryBudget, EachCallerHoldsAtMostItsShare) {
+  MemoryBudget budget(100, "--memory_budget_bytes", 0.5, "--memory_budget_share");
+  EXPECT_EQ(budget.caller_limit(), 50);
+  auto a1 = budget.Acquire(30, "a1", "alice");
+  ASSERT_TRUE(a1.ok());
+  auto a2 = budget.Acquire(21, "a2", "alice");
+  ASSERT_FALSE(a2.ok());
+  EXPECT_EQ(a2.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(a2.status().message()),
+              HasSubstr("a2 would hold 21 bytes of host memory while this caller's work holds 30"));
+  EXPECT_THAT(std::string(a2.status().message()),
+              HasSubstr("one caller may hold 50 bytes (--memory_budget_share of --memory_budget_bytes)"));
+  auto b = budget.Acquire(50, "b", "bob");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(budget.in_use("alice"), 30);
+  EXPECT_EQ(budget.in_use("bob"), 50);
+  // The budget in all binds before a share does.
+  auto c = budget.Acquire(21, "c", "carol");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("the server's limit is 100"));
+  *a1 = MemoryLease();
+  EXPECT_EQ(budget.in_use("alice"), 0);
+  EXPECT_TRUE(budget.Acquire(20, "a3", "alice").ok());
+}
+
 }  // namespace
 }  // namespace gpucompute
