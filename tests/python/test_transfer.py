@@ -209,3 +209,72 @@ def test_slices_cover_each_range_once_from_multiples_of_64():
         assert all(e0 == b1 for (_, e0), (b1, _) in zip(mine, mine[1:]))
         assert all(b % 64 == 0 and (e > b or size == 0) for b, e in mine)
     assert len([s for s in got if s[0] == 3]) > 1
+
+
+def _survey(rng, count):
+    out = []
+    for n in rng.integers(50, 800, count):
+        t = np.sort(rng.uniform(0, 100, int(n)))
+        out.append((t, np.sin(2 * np.pi * rng.uniform(0.1, 2.0) * t) + rng.normal(0, 0.5, int(n))))
+    return out
+
+
+def test_many_series_are_split_over_connections_as_one_call(tc, rng):
+    """A periodogram of many series (here ~2 MB of samples) goes as several requests over the
+    transfer connections at once and gives what one request gives, in order, for every
+    output placement that allows it; a bad series still gets the error naming it as the caller
+    numbered it."""
+    from gpucompute import transfer
+    series = _survey(rng, 300)
+    request = compute_pb2.PeriodogramRequest(
+        series=[compute_pb2.Series(t=gpucompute.to_tensor(t), y=gpucompute.to_tensor(y))
+                for t, y in series],
+        frequency=compute_pb2.FrequencyGrid(uniform=compute_pb2.UniformGrid(f0=0.05, df=0.01, n=200)),
+        top_k=3,
+        false_alarm=compute_pb2.FalseAlarmSpec(method=compute_pb2.FALSE_ALARM_METHOD_BALUEV))
+    assert len(transfer.split_series(request)) > 1  # it is split
+    grid = gpucompute.UniformGrid(0.05, 0.01, 200)
+    want = tc.stub.Periodogram(request, timeout=60).results
+    for output in (None, "discard", "keep"):
+        got = tc.periodogram(series, grid, top_k=3, false_alarm="baluev", output=output)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert (g.peak_index, g.peak_power) == (w.peak_index, w.peak_power)
+            assert g.false_alarm["peak_probability"] == w.false_alarm.peak_probability
+            assert [p["index"] for p in g.peaks] == [p.index for p in w.peaks]
+            if output is None:
+                np.testing.assert_array_equal(g.power, np.frombuffer(w.power.data, "<f8"))
+            elif output == "keep":
+                np.testing.assert_array_equal(tc.get_tensor(g.power),
+                                              np.frombuffer(w.power.data, "<f8"))
+                tc.delete_tensor(g.power)
+            else:
+                assert g.power is None
+    bad = list(series)
+    t, y = bad[250]
+    bad[250] = (t, np.where(np.arange(len(y)) == 7, np.nan, y))
+    expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT, lambda: tc.periodogram(bad, grid),
+                     r"series\[250\]\.y")
+
+
+def test_split_series_keeps_order_fields_and_what_must_stay_whole(rng):
+    """Parts hold consecutive series, each exactly once, in about equal bytes, with every
+    other field; small requests, outputs in shared memory and bootstrap stay one request."""
+    from gpucompute import transfer
+    series = [compute_pb2.Series(t=gpucompute.to_tensor(t), y=gpucompute.to_tensor(y))
+              for t, y in _survey(rng, 400)]
+    request = compute_pb2.PeriodogramRequest(series=series, top_k=5, nterms=2)
+    parts = transfer.split_series(request, parts=16)
+    assert 2 <= len(parts) <= 16
+    assert [s for p in parts for s in p.series] == list(request.series)
+    sizes = [p.ByteSize() for p in parts]
+    assert max(sizes) < 2 * request.ByteSize() / len(parts)
+    assert all(p.top_k == 5 and p.nterms == 2 for p in parts)
+    assert transfer.split_series(compute_pb2.PeriodogramRequest(series=series[:3])) == \
+        [compute_pb2.PeriodogramRequest(series=series[:3])]
+    shm = compute_pb2.PeriodogramRequest(series=series)
+    shm.output_placement.shared_memory.region = "r"
+    assert len(transfer.split_series(shm)) == 1
+    boot = compute_pb2.PeriodogramRequest(series=series)
+    boot.false_alarm.method = compute_pb2.FALSE_ALARM_METHOD_BOOTSTRAP
+    assert len(transfer.split_series(boot)) == 1

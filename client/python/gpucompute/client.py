@@ -191,13 +191,16 @@ class Client:
             return grpc.insecure_channel(self.target, options=opts)
         return grpc.secure_channel(self.target, self._credentials, options=opts)
 
-    def _operation(self, method, build, output, timeout, decode):
+    def _operation(self, method, build, output, timeout, decode, split=None):
         """One operation call as every plain call makes it: ``build(encode)`` makes the request
         (large arrays reserved as resident tensors by ``encode``), the output placement is the
         caller's (``output``) or the automatic one, the large inputs are uploaded in parallel,
         the call is made, and ``decode(response, output_of)`` builds the result, where
         ``output_of(tensor)`` gives each output as the caller gets it (large ones fetched in
-        parallel). Whatever was moved is deleted before this returns or raises."""
+        parallel). Whatever was moved is deleted before this returns or raises.
+
+        ``split(request)``, for periodograms: the request as several, sent at once over the
+        transfer connections and their responses joined (``_split_call``)."""
         with transfer.CallTensors(self.stub, self._transfers, self._metadata,
                                   self.transfer_threshold,
                                   self.timeout if timeout is None else timeout) as moved:
@@ -206,9 +209,30 @@ class Client:
             if placement is not None:
                 request.output_placement.CopyFrom(placement)
             moved.send()
-            response = self._call(method, request, timeout)
+            parts = [request] if split is None else split(request)
+            if len(parts) > 1:
+                response = self._split_call(method, request, parts, timeout)
+            else:
+                response = self._call(method, request, timeout)
             moved.release_inputs()
             return decode(response, lambda t: self._output(t, moved))
+
+    def _split_call(self, method, request, parts, timeout):
+        """The Periodogram ``request`` as ``parts`` (transfer.split_series), one per transfer
+        connection at once; the responses' results joined in order. The timings
+        (``last_timings``) are the first part's. If a part fails, the whole request is sent as
+        it is, so that an error names its series as the caller numbered them."""
+        timeout = self.timeout if timeout is None else timeout
+        try:
+            answers = self._transfers.map(
+                lambda conn, part: self._transfers.periodogram(conn, part, timeout), parts)
+        except grpc.RpcError:
+            return self._call(method, request, timeout)
+        response = compute_pb2.PeriodogramResponse()
+        for part_response, _ in answers:
+            response.results.extend(part_response.results)
+        self._local.metadata = answers[0][1]
+        return response
 
     def __enter__(self):
         return self
@@ -374,7 +398,8 @@ class Client:
                     f"{len(request.series)} series")
             return [_result(r, *g, decode=output_of) for r, g in zip(response.results, grids)]
 
-        return self._operation(self.stub.Periodogram, build, output, timeout, decode)
+        return self._operation(self.stub.Periodogram, build, output, timeout, decode,
+                               split=transfer.split_series)
 
     def lombscargle(self, t, y, dy=None, frequency=None, *, fit_mean=True, center_data=True,
                     normalization="standard", dtype="float64", samples_per_peak=5,
