@@ -109,6 +109,13 @@ def health(target, *, service="", timeout=5.0, credentials=None):
     return {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}.get(status, "UNKNOWN")
 
 
+@dataclasses.dataclass
+class _JoinedResults:
+    """The results of a split Periodogram call, in order: what ``periodogram``'s decode reads
+    of a PeriodogramResponse."""
+    results: list
+
+
 class Client:
     """A connection to a gpucompute server.
 
@@ -219,20 +226,18 @@ class Client:
 
     def _split_call(self, method, request, parts, timeout):
         """The Periodogram ``request`` as ``parts`` (transfer.split_series), one per transfer
-        connection at once; the responses' results joined in order. The timings
-        (``last_timings``) are the first part's. If a part fails, the whole request is sent as
-        it is, so that an error names its series as the caller numbered them."""
+        connection at once; the responses' results joined in order (a list, not copied into one
+        message). The timings (``last_timings``) are the first part's. If a part fails, the
+        whole request is sent as it is, so that an error names its series as the caller
+        numbered them."""
         timeout = self.timeout if timeout is None else timeout
         try:
             answers = self._transfers.map(
                 lambda conn, part: self._transfers.periodogram(conn, part, timeout), parts)
         except grpc.RpcError:
             return self._call(method, request, timeout)
-        response = compute_pb2.PeriodogramResponse()
-        for part_response, _ in answers:
-            response.results.extend(part_response.results)
         self._local.metadata = answers[0][1]
-        return response
+        return _JoinedResults([r for part_response, _ in answers for r in part_response.results])
 
     def __enter__(self):
         return self

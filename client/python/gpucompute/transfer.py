@@ -31,6 +31,7 @@ import threading
 
 import grpc
 import numpy as np
+from google.protobuf import message
 
 from gpucompute.tensor import from_bytes, inline_tensor, numpy_dtype
 from gpucompute.v1 import compute_pb2, tensor_pb2
@@ -312,9 +313,16 @@ def split_series(request, parts=SPLIT_PARTS, min_bytes=MIN_SPLIT_BYTES):
     parts = max(1, min(parts, n, total // max(1, min_bytes)))
     if parts <= 1:
         return [request]
-    base = compute_pb2.PeriodogramRequest()
-    base.CopyFrom(request)
-    del base.series[:]
+    base = compute_pb2.PeriodogramRequest()  # every field but the series (copying those is slow)
+    for field, value in request.ListFields():
+        if field.name == "series":
+            continue
+        if isinstance(value, message.Message):
+            getattr(base, field.name).CopyFrom(value)
+        elif isinstance(value, (str, bytes, int, float, bool)):
+            setattr(base, field.name, value)
+        else:  # a repeated field
+            getattr(base, field.name).extend(value)
     out, begin, done = [], 0, 0
     for k in range(1, parts + 1):
         end, goal = begin, total * k // parts
