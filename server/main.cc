@@ -54,7 +54,7 @@ ABSL_FLAG(int64_t, upload_idle_timeout_s, 60,
           "and reservation are released)");
 ABSL_FLAG(int64_t, memory_budget_bytes, int64_t{1} << 30,
           "host memory the work in progress may hold, server-wide (the periodogram's decoded "
-          "inputs with their working copies, and its outputs; every operation's copies of "
+          "inputs with their working copies; every operation's outputs and copies of "
           "shared-memory inputs); a request over it is RESOURCE_EXHAUSTED");
 ABSL_FLAG(double, memory_budget_share, 0.5,
           "the part of --memory_budget_bytes that one caller's work may hold (0 < share <= 1), so "

@@ -33,14 +33,27 @@ void RunAssimilate(const ServiceParts& parts, const v1::AssimilateRequest& reque
     done(absl::OkStatus(), JobTimings{});
     return;
   }
+  // The analyses and innovation means are leased from the server's memory budget while they
+  // are computed.
+  int64_t output_bytes = 0;
+  for (const assimilate::Problem& p : decoded->problems) {
+    output_bytes += p.n * p.N * ElementSize(decoded->dtype) + p.m * 8;
+  }
+  absl::StatusOr<MemoryLease> lease = LeaseOutputs(resolver.context(), output_bytes, "the analyses");
+  if (!lease.ok()) {
+    done(lease.status(), JobTimings{});
+    return;
+  }
+  auto held = std::make_shared<MemoryLease>(*std::move(lease));
   auto typed = std::make_shared<const assimilate::Request>(*std::move(decoded));
   // The pins keep resident or shared-memory input bytes alive until the result is in; then they
   // go (with the memory-budget leases of shared-memory copies) before the reply, which the
   // caller's next request may be waiting for.
   auto on_result = [response, typed, done, &request, context = resolver.context(),
-                    pins = resolver.pins()](absl::StatusOr<assimilate::Output> result,
-                                            const JobTimings& timings) mutable {
+                    pins = resolver.pins(), held](absl::StatusOr<assimilate::Output> result,
+                                                  const JobTimings& timings) mutable {
     pins.reset();
+    held.reset();
     if (!result.ok()) {
       done(result.status(), timings);
       return;

@@ -18,6 +18,15 @@ void RunDense(const ServiceParts& parts, const v1::DenseRequest& request,
       [&] { return DecodeDenseRequest(request, *parts.models, parts.limits, &resolver); });
   if (!decoded) return;
   const dense::ModelInfo& info = decoded->model->info();
+  // The output is leased from the server's memory budget while it is computed.
+  absl::StatusOr<MemoryLease> lease = LeaseOutputs(
+      resolver.context(), decoded->rows * info.out_features() * ElementSize(info.dtype),
+      "the dense output");
+  if (!lease.ok()) {
+    done(lease.status(), JobTimings{});
+    return;
+  }
+  auto held = std::make_shared<MemoryLease>(*std::move(lease));
   v1::Tensor* output = response->mutable_output();
   output->set_dtype(ToWireDType(info.dtype));
   output->add_shape(decoded->rows);
@@ -34,10 +43,11 @@ void RunDense(const ServiceParts& parts, const v1::DenseRequest& request,
     return;
   }
   // The pins keep resident or shared-memory input bytes alive until the result is in; then they
-  // go (with the memory-budget leases of shared-memory copies) before the reply.
-  auto on_result = [output, finish, pins = resolver.pins()](absl::StatusOr<dense::Output> result,
-                                                            const JobTimings& timings) mutable {
+  // go (with the memory-budget leases of shared-memory copies and of the output) before the reply.
+  auto on_result = [output, finish, pins = resolver.pins(), held](
+                       absl::StatusOr<dense::Output> result, const JobTimings& timings) mutable {
     pins.reset();
+    held.reset();
     if (result.ok()) output->set_data(std::move(*result));
     finish(result.status(), timings);
   };

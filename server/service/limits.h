@@ -25,7 +25,7 @@ struct StreamLimits {
 
 struct ServiceLimits {
   // Server-wide: host memory the work in progress may hold (MemoryBudget): the periodogram's
-  // decoded inputs (twice: with their working copies) and its outputs, and every operation's
+  // decoded inputs (twice: with their working copies), and every operation's outputs and
   // copies of shared-memory inputs, from decoding until the reply.
   int64_t memory_budget_bytes = int64_t{1} << 30;
   // The part of that budget one caller's work may hold (0 < share <= 1).

@@ -211,6 +211,12 @@ absl::StatusOr<TensorView> TensorResolver::Resolve(const v1::Tensor& tensor,
   return absl::InvalidArgumentError(absl::StrCat(field, ": unknown payload"));
 }
 
+absl::StatusOr<MemoryLease> LeaseOutputs(const TensorContext& context, int64_t bytes,
+                                         absl::string_view what) {
+  if (context.memory == nullptr) return MemoryLease();
+  return context.memory->Acquire(bytes, what, context.client);
+}
+
 TensorPins TensorResolver::pins() const {
   if (pins_.empty()) return nullptr;
   return std::make_shared<const std::vector<std::shared_ptr<const void>>>(pins_);

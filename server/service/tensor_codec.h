@@ -157,6 +157,12 @@ absl::StatusOr<absl::Duration> IdleExpiry(int64_t milliseconds, absl::string_vie
 absl::Status CheckOutputBytes(const TensorContext& context, const v1::OutputPlacement& placement,
                               int64_t bytes);
 
+// A lease of `bytes` of the server's memory budget (context.memory, the caller's share) for
+// outputs an operation is about to compute: RESOURCE_EXHAUSTED naming `what` when they do not
+// fit beside the work in progress. An empty lease without a budget.
+absl::StatusOr<MemoryLease> LeaseOutputs(const TensorContext& context, int64_t bytes,
+                                         absl::string_view what);
+
 // Checks, before any work is done, that `placement` can be honoured: a store for `keep` and
 // `keep_above_bytes` (>= 0); a registered region, and offset/length within it, for
 // `shared_memory`; idle_expiry_ms >= 0. Errors name `output_placement...`.

@@ -131,6 +131,29 @@ class HostileInput : public ::testing::Test {
     return Register(name, key, offset, bytes, proof, client);
   }
 
+  // Model "wide": float32, one layer 1 -> `out` of zero weights.
+  void LoadWideModel(int64_t out) {
+    grpc::ClientContext context;
+    v1::ModelInfo info;
+    auto writer = loopback_.stub->LoadModel(&context, &info);
+    v1::LoadModelChunk header;
+    header.mutable_header()->set_name("wide");
+    header.mutable_header()->set_dtype(v1::FLOAT32);
+    v1::TensorHeader* w = header.mutable_header()->add_layers()->mutable_weight();
+    w->set_dtype(v1::FLOAT32);
+    w->add_shape(1);
+    w->add_shape(out);
+    ASSERT_TRUE(writer->Write(header));
+    v1::LoadModelChunk chunk;
+    chunk.mutable_chunk()->set_layer(0);
+    chunk.mutable_chunk()->set_tensor(v1::LAYER_TENSOR_WEIGHT);
+    chunk.mutable_chunk()->set_data(std::string(out * 4, '\0'));
+    ASSERT_TRUE(writer->Write(chunk));
+    ASSERT_TRUE(writer->WritesDone());
+    const grpc::Status loaded = writer->Finish();
+    ASSERT_TRUE(loaded.ok()) << loaded.error_message();
+  }
+
   // A complete resident tensor of `values` float64 values 0, 0.01, 0.02, ...: its handle.
   std::string PutSeries(int64_t values) {
     std::vector<double> t(static_cast<size_t>(values));
@@ -257,27 +280,7 @@ TEST_F(HostileInput, CorruptPutTensorMessageIsInvalidArgumentAndLeavesNothing) {
 // placement is bounded before any work.
 TEST_F(HostileInput, HugeDenseOutputIsRefusedBeforeItIsAllocatedWhateverItsPlacement) {
   constexpr int64_t kOut = int64_t{1} << 20, kRows = 32768;
-  {
-    grpc::ClientContext context;
-    v1::ModelInfo info;
-    auto writer = loopback_.stub->LoadModel(&context, &info);
-    v1::LoadModelChunk header;
-    header.mutable_header()->set_name("wide");
-    header.mutable_header()->set_dtype(v1::FLOAT32);
-    v1::TensorHeader* w = header.mutable_header()->add_layers()->mutable_weight();
-    w->set_dtype(v1::FLOAT32);
-    w->add_shape(1);
-    w->add_shape(kOut);
-    ASSERT_TRUE(writer->Write(header));
-    v1::LoadModelChunk chunk;
-    chunk.mutable_chunk()->set_layer(0);
-    chunk.mutable_chunk()->set_tensor(v1::LAYER_TENSOR_WEIGHT);
-    chunk.mutable_chunk()->set_data(std::string(kOut * 4, '\0'));
-    ASSERT_TRUE(writer->Write(chunk));
-    ASSERT_TRUE(writer->WritesDone());
-    const grpc::Status loaded = writer->Finish();
-    ASSERT_TRUE(loaded.ok()) << loaded.error_message();
-  }
+  LoadWideModel(kOut);
   auto object = client::SharedMemoryRegion::Create(1 << 20);
   ASSERT_TRUE(object.ok()) << object.status();
   {
@@ -359,9 +362,9 @@ TEST_F(HostileInput, ResidentTensorNamedManyTimesIsBoundedByTheServersMemoryBudg
 // would hold more is refused before it copies; the leases go with the request.
 TEST_F(HostileInput, SharedMemoryNamedManyTimesIsBoundedByTheServersMemoryBudget) {
   ServerConfig c = Config();
-  c.limits.memory_budget_bytes = int64_t{16} << 20;
+  c.limits.memory_budget_bytes = int64_t{34} << 20;  // one caller: 17 MiB
   Start(c);
-  constexpr int64_t kN = 512, kn = 1024;  // x: 1024 x 512 doubles, 4 MiB
+  constexpr int64_t kN = 512, kn = 1024;  // x: 1024 x 512 doubles, 4 MiB (and so each analysis)
   auto object = client::SharedMemoryRegion::Create(int64_t{8} << 20);
   ASSERT_TRUE(object.ok()) << object.status();
   ASSERT_TRUE(RegisterWithProof("in", object->key(), 0, int64_t{8} << 20).ok());
@@ -391,12 +394,41 @@ TEST_F(HostileInput, SharedMemoryNamedManyTimesIsBoundedByTheServersMemoryBudget
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
   EXPECT_THAT(refused.error_message(), HasSubstr("copied out of the region"));
   EXPECT_THAT(refused.error_message(), HasSubstr("--memory_budget_bytes)"));
-  // 3 copies fit the budget but not one caller's share of it (half).
+  // 3 copies and their 3 analyses (24 MiB) fit the budget but not one caller's share of it.
   const grpc::Status over_share = assimilate(3);
   EXPECT_EQ(over_share.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << over_share.error_message();
-  EXPECT_THAT(over_share.error_message(), HasSubstr("one caller may hold 8388608 bytes (--memory_budget_share"));
-  for (int i = 0; i < 3; ++i) {  // two copies fit, again and again: nothing was left held
+  EXPECT_THAT(over_share.error_message(), HasSubstr("the analyses would hold 12582960 bytes"));
+  EXPECT_THAT(over_share.error_message(), HasSubstr("one caller may hold 17825792 bytes (--memory_budget_share"));
+  for (int i = 0; i < 3; ++i) {  // two fit (16 MiB and 32 bytes), again and again: nothing left held
     const grpc::Status fits = assimilate(2);
+    EXPECT_TRUE(fits.ok()) << fits.error_message();
+    EXPECT_EQ(loopback_.server->memory_in_use(), 0);
+  }
+  ExpectServing();
+}
+
+// Outputs computed are leased from the server's memory budget too: a Dense request whose output
+// would take more than the caller's share of it is refused before it runs, one that fits runs,
+// again and again.
+TEST_F(HostileInput, DenseOutputsAreBoundedByTheServersMemoryBudget) {
+  ServerConfig c = Config();
+  c.limits.memory_budget_bytes = int64_t{16} << 20;  // one caller: 8 MiB
+  Start(c);
+  constexpr int64_t kOut = int64_t{1} << 20;  // 4 MiB of float32 output a row
+  LoadWideModel(kOut);
+  auto dense = [&](int rows) {
+    v1::DenseRequest request;
+    request.set_model("wide");
+    Fill(request.mutable_input(), {rows, 1}, std::vector<double>(rows, 1.0));
+    grpc::ClientContext context;
+    v1::DenseResponse response;
+    return loopback_.stub->Dense(&context, request, &response);
+  };
+  const grpc::Status refused = dense(3);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_THAT(refused.error_message(), HasSubstr("the dense output would hold 12582912 bytes"));
+  for (int i = 0; i < 3; ++i) {
+    const grpc::Status fits = dense(2);
     EXPECT_TRUE(fits.ok()) << fits.error_message();
     EXPECT_EQ(loopback_.server->memory_in_use(), 0);
   }
