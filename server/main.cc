@@ -103,6 +103,8 @@ ABSL_FLAG(int, tensor_quota_count, gpucompute::TensorStoreOptions{}.max_tensors_
 ABSL_FLAG(double, tensor_idle_expiry_s,
           absl::ToDoubleSeconds(gpucompute::TensorStoreOptions{}.idle_expiry),
           "a resident tensor unused this long (s) is freed; 0: never");
+ABSL_FLAG(int, max_shared_memory_regions, gpucompute::SharedMemoryRegistry::kDefaultMaxRegions,
+          "shared-memory regions of all callers together (each holds a descriptor and a mapping)");
 ABSL_FLAG(bool, allow_shared_memory, false,
           "let clients on this node register POSIX shared-memory regions (RegisterSharedMemory) "
           "for inputs and outputs");
@@ -405,6 +407,7 @@ int main(int argc, char** argv) {
   config.tensors.sweep_interval =
       std::clamp(config.tensors.idle_expiry / 4, absl::Milliseconds(50), absl::Seconds(5));
   config.allow_shared_memory = absl::GetFlag(FLAGS_allow_shared_memory);
+  config.max_shared_memory_regions = std::max(0, absl::GetFlag(FLAGS_max_shared_memory_regions));
   config.tls.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   config.tls.key_file = absl::GetFlag(FLAGS_tls_key_file);
   config.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);

@@ -144,6 +144,21 @@ absl::Status SharedMemoryRegistry::CheckKey(absl::string_view key) const {
   return absl::OkStatus();
 }
 
+absl::Status SharedMemoryRegistry::CheckRoomLocked(absl::string_view owner) const {
+  auto it = regions_.find(owner);
+  if (it != regions_.end() && it->second.size() >= kMaxRegionsPerClient) {
+    return absl::ResourceExhaustedError(absl::StrCat("client \"", owner, "\" has ", it->second.size(),
+                                                     " shared-memory regions; the limit is ",
+                                                     kMaxRegionsPerClient));
+  }
+  if (regions_held_ >= max_regions_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the server holds ", regions_held_, " shared-memory regions of all its callers; the limit is ",
+        max_regions_, " (--max_shared_memory_regions)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> SharedMemoryRegistry::IssueProof(absl::string_view owner,
                                                              absl::string_view key,
                                                              int64_t offset) const {
@@ -172,17 +187,11 @@ absl::Status SharedMemoryRegistry::Register(absl::string_view owner, absl::strin
   {
     absl::MutexLock lock(&mu_);
     auto it = regions_.find(owner);
-    if (it != regions_.end()) {
-      if (it->second.contains(name)) {
-        return absl::AlreadyExistsError(
-            absl::StrCat("name \"", name, "\": a shared-memory region of that name is registered"));
-      }
-      if (it->second.size() >= kMaxRegionsPerClient) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "client \"", owner, "\" has ", it->second.size(), " shared-memory regions; the limit is ",
-            kMaxRegionsPerClient));
-      }
+    if (it != regions_.end() && it->second.contains(name)) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("name \"", name, "\": a shared-memory region of that name is registered"));
     }
+    if (absl::Status s = CheckRoomLocked(owner); !s.ok()) return s;
   }
   // Mapped outside the lock (a system call or two); the name is checked again below.
   auto region = SharedMemoryRegion::Map(std::string(name), std::string(key), offset, byte_size);
@@ -199,11 +208,13 @@ absl::Status SharedMemoryRegistry::Register(absl::string_view owner, absl::strin
         "only objects the caller can write)"));
   }
   absl::MutexLock lock(&mu_);
+  if (absl::Status s = CheckRoomLocked(owner); !s.ok()) return s;  // others registered meanwhile
   auto& mine = regions_[owner];
   if (!mine.emplace(std::string(name), *std::move(region)).second) {
     return absl::AlreadyExistsError(
         absl::StrCat("name \"", name, "\": a shared-memory region of that name is registered"));
   }
+  ++regions_held_;
   return absl::OkStatus();
 }
 
@@ -215,6 +226,7 @@ absl::Status SharedMemoryRegistry::Unregister(absl::string_view owner, absl::str
   auto it = regions_.find(owner);
   if (name.empty()) {
     if (it != regions_.end()) {
+      regions_held_ -= static_cast<int>(it->second.size());
       dropped.swap(it->second);
       regions_.erase(it);
     }
@@ -226,6 +238,7 @@ absl::Status SharedMemoryRegistry::Unregister(absl::string_view owner, absl::str
   }
   auto node = it->second.extract(name);
   dropped.emplace(std::string(name), std::move(node.mapped()));
+  --regions_held_;
   if (it->second.empty()) regions_.erase(it);
   return absl::OkStatus();
 }
@@ -259,6 +272,7 @@ void SharedMemoryRegistry::Clear() {
   decltype(regions_) dropped;
   absl::MutexLock lock(&mu_);
   dropped.swap(regions_);
+  regions_held_ = 0;
 }
 
 SharedMemoryStats SharedMemoryRegistry::Stats() const {

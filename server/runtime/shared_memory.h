@@ -77,10 +77,14 @@ inline constexpr char kSharedMemoryKeyPrefix[] = "/gpucompute-";
 class SharedMemoryRegistry {
  public:
   static constexpr int kMaxRegionsPerClient = 256;
+  // All callers' regions together (each holds a descriptor and a mapping; callers name
+  // themselves, so the per-client limit alone bounds nothing).
+  static constexpr int kDefaultMaxRegions = 1024;
 
   // `proof_secret`: SharedMemoryProofs' (empty: a random one of this registry's own).
-  explicit SharedMemoryRegistry(bool enabled, std::string proof_secret = "")
-      : enabled_(enabled), proofs_(std::move(proof_secret)) {}
+  explicit SharedMemoryRegistry(bool enabled, std::string proof_secret = "",
+                                int max_regions = kDefaultMaxRegions)
+      : enabled_(enabled), proofs_(std::move(proof_secret)), max_regions_(max_regions) {}
   ~SharedMemoryRegistry() { Clear(); }
 
   bool enabled() const { return enabled_; }
@@ -95,7 +99,7 @@ class SharedMemoryRegistry {
   // of [A-Za-z0-9_.-]) once `proof`, issued to `owner` for this key and offset, checks and is
   // found at the start of the region. FAILED_PRECONDITION when shared memory is off (naming the
   // flag), ALREADY_EXISTS for a name `owner` has registered, RESOURCE_EXHAUSTED beyond
-  // kMaxRegionsPerClient, INVALID_ARGUMENT for a key that does not start with
+  // kMaxRegionsPerClient or the server's `max_regions` (--max_shared_memory_regions), INVALID_ARGUMENT for a key that does not start with
   // kSharedMemoryKeyPrefix or a region smaller than a proof, PERMISSION_DENIED for a proof that
   // does not check or is not in the region (the object is then unmapped at once), else as
   // SharedMemoryRegion::Map.
@@ -121,10 +125,14 @@ class SharedMemoryRegistry {
 
  private:
   absl::Status CheckKey(absl::string_view key) const;
+  // RESOURCE_EXHAUSTED when `owner` or the server holds as many regions as allowed.
+  absl::Status CheckRoomLocked(absl::string_view owner) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const bool enabled_;
   const SharedMemoryProofs proofs_;
+  const int max_regions_;
   mutable absl::Mutex mu_;
+  int regions_held_ ABSL_GUARDED_BY(mu_) = 0;
   // owner -> name -> region
   absl::flat_hash_map<std::string,
                       absl::flat_hash_map<std::string, std::shared_ptr<SharedMemoryRegion>>>

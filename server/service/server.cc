@@ -66,7 +66,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   });
   s->loader_ = std::make_unique<CompletionQueue>(1);
   s->shared_memory_ = std::make_unique<SharedMemoryRegistry>(config.allow_shared_memory,
-                                                             config.shared_memory_proof_secret);
+                                                             config.shared_memory_proof_secret,
+                                                             config.max_shared_memory_regions);
   s->memory_ = std::make_unique<MemoryBudget>(config.limits.memory_budget_bytes, "--memory_budget_bytes",
                                               config.limits.memory_budget_share, "--memory_budget_share");
   ServiceParts parts;

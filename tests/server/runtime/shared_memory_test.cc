@@ -207,5 +207,23 @@ TEST(SharedMemoryRegistryTest, TheProofMustBeInTheRegion) {
   EXPECT_TRUE(RegisterOwnRegion(registry, "c", "r", obj.key(), 0, 4096).ok());
 }
 
+// Callers name themselves, so the server bounds all their regions together (each holds a
+// descriptor): past the limit registration is RESOURCE_EXHAUSTED naming the flag, and an
+// unregistered region makes room again.
+TEST(SharedMemoryRegistryTest, AllCallersTogetherAreBoundedByTheServersLimit) {
+  SharedMemoryRegistry registry(true, "", /*max_regions=*/3);
+  ShmObject obj(4096);
+  for (const char* owner : {"a", "b", "c"}) {
+    ASSERT_TRUE(RegisterOwnRegion(registry, owner, "r", obj.key(), 0, 64).ok()) << owner;
+  }
+  const absl::Status s = RegisterOwnRegion(registry, "d", "r", obj.key(), 0, 64);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("(--max_shared_memory_regions)"));
+  ASSERT_TRUE(registry.Unregister("b", "").ok());
+  EXPECT_TRUE(RegisterOwnRegion(registry, "d", "r", obj.key(), 0, 64).ok());
+  registry.Clear();
+  EXPECT_TRUE(RegisterOwnRegion(registry, "e", "r", obj.key(), 0, 64).ok());
+}
+
 }  // namespace
 }  // namespace gpucompute
