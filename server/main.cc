@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -439,7 +440,19 @@ int main(int argc, char** argv) {
     }
     config.tensors.handle_prefix = gpucompute::front::HandlePrefix(worker_index);
     if (const char* secret = std::getenv(gpucompute::front::kProofSecretVariable)) {
-      config.shared_memory_proof_secret = absl::HexStringToBytes(secret);
+      const absl::string_view hex(secret);
+      const bool is_hex = hex.size() % 2 == 0 && std::all_of(hex.begin(), hex.end(), [](char c) {
+                            return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+                          });
+      std::string bytes = is_hex ? absl::HexStringToBytes(hex) : std::string();
+      if (bytes.size() < gpucompute::SharedMemoryProofs::kMinSecretBytes) {
+        spdlog::critical("{}: not a hex secret of at least {} bytes",
+                         gpucompute::front::kProofSecretVariable,
+                         gpucompute::SharedMemoryProofs::kMinSecretBytes);
+        return 2;
+      }
+      config.shared_memory_proof_secret = std::move(bytes);
+      unsetenv(gpucompute::front::kProofSecretVariable);
     }
     spdlog::set_pattern(absl::StrCat("[%Y-%m-%d %H:%M:%S.%e] [worker ", worker_index, "] [%^%l%$] %v"));
   }

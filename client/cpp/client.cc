@@ -927,21 +927,26 @@ absl::Status Client::RegisterSharedMemory(std::string name, std::string key, int
           })
           .get();
   if (!proof.ok()) return proof.status();
-  if (absl::Status written = WriteToSharedMemoryObject(key, offset, *proof); !written.ok()) {
-    return written;
-  }
+  // The proof goes where the region starts for as long as the call takes; the bytes it covers
+  // are put back after (the server has read it by then, every worker of a worker-mode front too).
+  absl::StatusOr<std::string> covered = SwapSharedMemoryBytes(key, offset, *proof);
+  if (!covered.ok()) return covered.status();
   v1::RegisterSharedMemoryRequest request;
   request.set_name(std::move(name));
-  request.set_key(std::move(key));
+  request.set_key(key);
   request.set_offset(offset);
   request.set_byte_size(byte_size);
   request.set_proof(*std::move(proof));
-  return StartStatusUnary<v1::RegisterSharedMemoryRequest, v1::RegisterSharedMemoryResponse>(
-             std::move(request), [&](grpc::ClientContext* c) { Configure(options, c); },
-             [this](auto* context, auto* req, auto* resp, auto callback) {
-               stub_->async()->RegisterSharedMemory(context, req, resp, std::move(callback));
-             })
-      .get();
+  absl::Status registered =
+      StartStatusUnary<v1::RegisterSharedMemoryRequest, v1::RegisterSharedMemoryResponse>(
+          std::move(request), [&](grpc::ClientContext* c) { Configure(options, c); },
+          [this](auto* context, auto* req, auto* resp, auto callback) {
+            stub_->async()->RegisterSharedMemory(context, req, resp, std::move(callback));
+          })
+          .get();
+  absl::StatusOr<std::string> restored = SwapSharedMemoryBytes(key, offset, *covered);
+  if (registered.ok() && !restored.ok()) return restored.status();
+  return registered;
 }
 
 std::future<absl::Status> Client::UnregisterSharedMemoryAsync(std::string name,

@@ -335,8 +335,8 @@ class Client {
   // (SharedMemoryRegion::key()) as region `name`; tensors then name (region, offset, length)
   // with SharedMemoryTensor(), outputs go there with SharedMemoryOutputs(). The server
   // registers only objects the caller can write: this asks for a proof (SharedMemoryProof),
-  // writes it at `offset` in the object (its first 56 bytes: register before filling the
-  // region) and registers with it. Two calls.
+  // writes it at `offset` in the object (56 bytes, put back as they were once registered) and
+  // registers with it. Two calls.
   absl::Status RegisterSharedMemory(std::string name, std::string key, int64_t offset,
                                     int64_t byte_size, CallOptions options = {});
   // Unregisters region `name`, or every region of the caller when `name` is empty.

@@ -113,25 +113,30 @@ void SharedMemoryRegion::Release() {
 
 namespace gpucompute::client {
 
-absl::Status WriteToSharedMemoryObject(const std::string& key, int64_t offset,
-                                       absl::string_view bytes) {
+absl::StatusOr<std::string> SwapSharedMemoryBytes(const std::string& key, int64_t offset,
+                                                  absl::string_view bytes) {
   const int fd = shm_open(key.c_str(), O_RDWR, 0);
   if (fd < 0) return Errno("shm_open", key);
-  int64_t done = 0;
-  while (done < static_cast<int64_t>(bytes.size())) {
-    const ssize_t n = pwrite(fd, bytes.data() + done, bytes.size() - done, offset + done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const absl::Status s = n < 0 ? Errno("pwrite", key)
-                                   : absl::InvalidArgumentError(absl::StrCat(
-                                         "pwrite ", key, ": offset ", offset, " is past its end"));
-      close(fd);
-      return s;
-    }
-    done += n;
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (fstat(fd, &st) != 0) return Errno("fstat", key);
+  const int64_t n = static_cast<int64_t>(bytes.size());
+  if (offset < 0 || offset > st.st_size || n > st.st_size - offset) {  // a write would grow it
+    return absl::InvalidArgumentError(absl::StrCat(key, ": bytes [", offset, ", +", n,
+                                                   ") are outside the object of ", st.st_size,
+                                                   " bytes (a region must hold ", n, ")"));
   }
-  close(fd);
-  return absl::OkStatus();
+  std::string previous(bytes.size(), '\0');
+  if (pread(fd, previous.data(), previous.size(), offset) != static_cast<ssize_t>(n)) {
+    return Errno("pread", key);
+  }
+  if (pwrite(fd, bytes.data(), bytes.size(), offset) != static_cast<ssize_t>(n)) {
+    return Errno("pwrite", key);
+  }
+  return previous;
 }
 
 }  // namespace gpucompute::client

@@ -3,7 +3,7 @@
 // (README "Resident tensors and shared memory"; the server needs --allow_shared_memory).
 //
 //   auto region = SharedMemoryRegion::Create(256 << 20);          // shm_open + ftruncate + mmap
-//   client->RegisterSharedMemory("in", region->key(), 0, region->size());  // before writing it
+//   client->RegisterSharedMemory("in", region->key(), 0, region->size());
 //   std::memcpy(region->data(), x.data(), bytes);
 //   request.mutable_tensor()->CopyFrom(*SharedMemoryTensor("in", 0, v1::FLOAT32, {n}));
 //
@@ -48,8 +48,10 @@ class SharedMemoryRegion {
   bool unlink_ = false;
 };
 
-// Writes `bytes` at `offset` of the existing object `key` (RegisterSharedMemory's proof).
-absl::Status WriteToSharedMemoryObject(const std::string& key, int64_t offset,
-                                       absl::string_view bytes);
+// Writes `bytes` at `offset` of the existing object `key` and returns what was there
+// (RegisterSharedMemory's proof, put back after). INVALID_ARGUMENT when the object does not
+// reach that far (a write would grow it).
+absl::StatusOr<std::string> SwapSharedMemoryBytes(const std::string& key, int64_t offset,
+                                                  absl::string_view bytes);
 
 }  // namespace gpucompute::client

@@ -15,7 +15,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/byte_range.h"
-#include "server/common/guarded_copy.h"
 #include "spdlog/spdlog.h"
 
 namespace gpucompute {
@@ -63,10 +62,8 @@ absl::Status CheckRegionName(absl::string_view name) {
 
 // ---------------------------------------------------------------- SharedMemoryRegion
 
-absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegion::Map(std::string name,
-                                                                           std::string key,
-                                                                           int64_t offset,
-                                                                           int64_t size) {
+absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegion::Map(
+    std::string name, std::string key, int64_t offset, int64_t size, absl::string_view prefix) {
   if (absl::Status s = CheckKey(key); !s.ok()) return s;
   if (offset < 0) {
     return absl::InvalidArgumentError(absl::StrCat("offset: must be >= 0 (got ", offset, ")"));
@@ -84,6 +81,20 @@ absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> SharedMemoryRegion::Map(std:
   struct stat st;
   if (fstat(r->fd_, &st) != 0) {
     return absl::InternalError(absl::StrCat("key \"", r->key_, "\": fstat: ", std::strerror(errno)));
+  }
+  // The proof first, read without mapping anything: until it is found, the object's size is
+  // not told and no page of it is touched.
+  if (!prefix.empty()) {
+    std::string found(prefix.size(), '\0');
+    const bool fits = offset <= st.st_size &&
+                      static_cast<int64_t>(prefix.size()) <= st.st_size - offset;
+    if (!fits || pread(r->fd_, found.data(), found.size(), offset) != static_cast<ssize_t>(found.size()) ||
+        found != prefix) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "proof: the region of \"", r->key_, "\" at offset ", offset,
+          " does not start with it; write the proof there before registering (the server "
+          "registers only objects the caller can write)"));
+    }
   }
   if (offset > st.st_size || size > st.st_size - offset) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -194,19 +205,9 @@ absl::Status SharedMemoryRegistry::Register(absl::string_view owner, absl::strin
     if (absl::Status s = CheckRoomLocked(owner); !s.ok()) return s;
   }
   // Mapped outside the lock (a system call or two); the name is checked again below.
-  auto region = SharedMemoryRegion::Map(std::string(name), std::string(key), offset, byte_size);
+  // Mapped only once the proof is found in the object: written there by whoever can write it.
+  auto region = SharedMemoryRegion::Map(std::string(name), std::string(key), offset, byte_size, proof);
   if (!region.ok()) return region.status();
-  // The proof in the region: written there by whoever can write the object.
-  char found[SharedMemoryProofs::kProofBytes];
-  if (!GuardedMemmove(found, (*region)->data(), sizeof(found))) {
-    return absl::InvalidArgumentError("key: the object was shrunk while it was being registered");
-  }
-  if (std::memcmp(found, proof.data(), sizeof(found)) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "proof: the region of \"", key, "\" at offset ", offset,
-        " does not start with it; write the proof there before registering (the server registers "
-        "only objects the caller can write)"));
-  }
   absl::MutexLock lock(&mu_);
   if (absl::Status s = CheckRoomLocked(owner); !s.ok()) return s;  // others registered meanwhile
   auto& mine = regions_[owner];

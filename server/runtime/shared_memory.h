@@ -33,11 +33,13 @@ namespace gpucompute {
 // One mapped region [offset, offset + size) of a POSIX shared-memory object.
 class SharedMemoryRegion {
  public:
-  // Opens `key` read-write and maps the region. INVALID_ARGUMENT for a malformed key or a region
-  // outside the object, NOT_FOUND when no such object exists, PERMISSION_DENIED when the server
-  // may not open it.
+  // Opens `key` read-write and maps the region. With a `prefix`, the object's bytes at `offset`
+  // must be it (read before anything is mapped or the object's size is told; else
+  // PERMISSION_DENIED). INVALID_ARGUMENT for a malformed key or a region outside the object,
+  // NOT_FOUND when no such object exists, PERMISSION_DENIED when the server may not open it.
   static absl::StatusOr<std::shared_ptr<SharedMemoryRegion>> Map(std::string name, std::string key,
-                                                                 int64_t offset, int64_t size);
+                                                                 int64_t offset, int64_t size,
+                                                                 absl::string_view prefix = {});
   ~SharedMemoryRegion();  // unmaps and closes
   SharedMemoryRegion(const SharedMemoryRegion&) = delete;
   SharedMemoryRegion& operator=(const SharedMemoryRegion&) = delete;

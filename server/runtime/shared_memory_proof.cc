@@ -17,6 +17,7 @@ namespace {
 
 constexpr int kNonceBytes = 16;
 constexpr int kExpiryBytes = 8;
+constexpr unsigned int kMacBytes = 32;
 
 // OpenSSL's generator (seeded by the kernel); a server without randomness cannot run safely.
 std::string RandomBytes(int n) {
@@ -47,7 +48,13 @@ absl::Status Denied(absl::string_view why) {
 }  // namespace
 
 SharedMemoryProofs::SharedMemoryProofs(std::string secret)
-    : secret_(secret.empty() ? RandomBytes(32) : std::move(secret)) {}
+    : secret_(secret.empty() ? RandomBytes(32) : std::move(secret)) {
+  if (secret_.size() < kMinSecretBytes) {
+    spdlog::critical("a shared-memory proof secret of {} bytes: at least {} are needed",
+                     secret_.size(), kMinSecretBytes);
+    std::abort();
+  }
+}
 
 std::string SharedMemoryProofs::NewSecretHex() { return absl::BytesToHexString(RandomBytes(32)); }
 
@@ -63,8 +70,14 @@ std::string SharedMemoryProofs::Mac(absl::string_view owner, absl::string_view k
   message.append(nonce_and_expiry.data(), nonce_and_expiry.size());
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
-  HMAC(EVP_sha256(), secret_.data(), static_cast<int>(secret_.size()),
-       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &length);
+  // A MAC that could not be computed must not compare equal to anything: no server runs so.
+  if (HMAC(EVP_sha256(), secret_.data(), static_cast<int>(secret_.size()),
+           reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac,
+           &length) == nullptr ||
+      length != kMacBytes) {
+    spdlog::critical("HMAC-SHA256 failed: shared-memory proofs cannot be checked");
+    std::abort();
+  }
   return std::string(reinterpret_cast<const char*>(mac), length);
 }
 

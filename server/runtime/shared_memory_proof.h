@@ -13,6 +13,7 @@
 // proof issued to the attacker: writing one there is the access the attacker lacks.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -25,9 +26,11 @@ namespace gpucompute {
 class SharedMemoryProofs {
  public:
   static constexpr int kProofBytes = 56;  // random 16, expiry 8, MAC 32
+  static constexpr size_t kMinSecretBytes = 16;
   static constexpr absl::Duration kLifetime = absl::Minutes(1);
 
-  // `secret`: at least 16 bytes; empty draws 32 random ones (a server of its own).
+  // `secret`: at least kMinSecretBytes (shorter aborts: a weak secret must not serve); empty
+  // draws 32 random ones (a server of its own).
   explicit SharedMemoryProofs(std::string secret = "");
 
   // A new proof for `owner` to register bytes from `offset` of object `key`, valid until

@@ -667,6 +667,22 @@ TEST_F(TensorServer, BadReferencesNameTheField) {
   EXPECT_TRUE(client_->Periodogram(r).ok());
 }
 
+// Registration writes the server's proof at the start of the region for the length of the call
+// and puts back what was there; a region too small for a proof is refused by the client.
+TEST_F(TensorServer, RegisteringKeepsWhatTheRegionHolds) {
+  auto region = client::SharedMemoryRegion::Create(4096);
+  ASSERT_TRUE(region.ok()) << region.status();
+  for (int i = 0; i < 4096; ++i) region->data()[i] = static_cast<char>(i * 31 + 7);
+  const std::string before(region->data(), 4096);
+  ASSERT_TRUE(client_->RegisterSharedMemory("kept", region->key(), 0, 4096).ok());
+  EXPECT_TRUE(std::string(region->data(), 4096) == before);
+  EXPECT_TRUE(client_->UnregisterSharedMemory("kept").ok());
+  auto tiny = client::SharedMemoryRegion::Create(40);
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  EXPECT_EQ(client_->RegisterSharedMemory("tiny", tiny->key(), 0, 40).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(TensorServer, RegisterErrors) {
   EXPECT_EQ(client_->RegisterSharedMemory("shm", region_->key(), 0, 64).code(),
             absl::StatusCode::kAlreadyExists);

@@ -244,6 +244,23 @@ def test_bad_references_name_the_field(tc, mlp):
     np.testing.assert_array_equal(tc.echo(np.ones(3)), np.ones(3))  # still serving
 
 
+def test_registering_keeps_what_the_region_holds(tc, rng):
+    """The proof goes at the start of the region only for the registration call: data put there
+    before registering is intact after, and the server reads it."""
+    with gpucompute.SharedMemoryRegion(4096) as r:
+        a = rng.normal(0, 1, 500)
+        x = r.put(a)
+        tc.register_shared_memory(r, "kept")
+        try:
+            np.testing.assert_array_equal(r.ndarray((500,), np.float64), a)
+            np.testing.assert_array_equal(tc.echo(x), a)
+        finally:
+            tc.unregister_shared_memory(r)
+        with pytest.raises(ValueError, match="cannot hold"):
+            with gpucompute.SharedMemoryRegion(40) as tiny:
+                tc.register_shared_memory(tiny, "tiny")
+
+
 def test_register_errors(tc):
     with gpucompute.SharedMemoryRegion(4096) as r:
         expect_rpc_error(grpc.StatusCode.ALREADY_EXISTS,
@@ -258,11 +275,16 @@ def test_register_errors(tc):
         compute_pb2.RegisterSharedMemoryRequest(name="x", key="/gpucompute-missing",
                                                 byte_size=64, proof=proof("/gpucompute-missing")),
         timeout=30), r"key")
-    expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT, lambda: tc.stub.RegisterSharedMemory(
-        compute_pb2.RegisterSharedMemoryRequest(name="x", key=tc.region.key,
-                                                byte_size=(64 << 20) + 1,
-                                                proof=proof(tc.region.key)), timeout=30),
-        r"outside the object")
+    p = proof(tc.region.key)
+    covered = bytes(tc.region.buf[:len(p)])
+    tc.region.buf[:len(p)] = p  # the proof found, then the range is checked
+    try:
+        expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT, lambda: tc.stub.RegisterSharedMemory(
+            compute_pb2.RegisterSharedMemoryRequest(name="x", key=tc.region.key,
+                                                    byte_size=(64 << 20) + 1, proof=p),
+            timeout=30), r"outside the object")
+    finally:
+        tc.region.buf[:len(p)] = covered
     # Registering an object without writing the proof into it (as a caller who cannot write
     # another process's object would): refused.
     expect_rpc_error(grpc.StatusCode.PERMISSION_DENIED, lambda: tc.stub.RegisterSharedMemory(

@@ -808,14 +808,22 @@ class Client:
         Tensors put in it (``region.put``) and outputs placed in it then skip the wire.
 
         The server registers only objects the caller can write: this writes the proof the
-        server gives (``SharedMemoryProof``, 56 bytes) at the start of the region first, so
-        register a region before putting anything in it."""
+        server gives (``SharedMemoryProof``, 56 bytes) at the start of the region for as long
+        as the registration takes, and puts the bytes it covered back after."""
         name = name or region.key.lstrip("/").replace("/", "_")[:128]
         proof = self._call(self.stub.SharedMemoryProof, compute_pb2.SharedMemoryProofRequest(
             key=region.key, offset=0), timeout).proof
+        if region.size < len(proof):
+            raise ValueError(f"a region of {region.size} bytes cannot hold the server's "
+                             f"{len(proof)}-byte registration proof")
+        covered = bytes(region.buf[:len(proof)])
         region.buf[:len(proof)] = proof
-        self._call(self.stub.RegisterSharedMemory, compute_pb2.RegisterSharedMemoryRequest(
-            name=name, key=region.key, offset=0, byte_size=int(region.size), proof=proof), timeout)
+        try:
+            self._call(self.stub.RegisterSharedMemory, compute_pb2.RegisterSharedMemoryRequest(
+                name=name, key=region.key, offset=0, byte_size=int(region.size), proof=proof),
+                timeout)
+        finally:
+            region.buf[:len(proof)] = covered
         region.name = name
         self._regions[name] = region
         return region

@@ -8,8 +8,8 @@
 
 A region is a ``multiprocessing.shared_memory.SharedMemory`` (``/dev/shm`` on Linux) mapped
 here and, once registered, by the server. The server registers only objects the caller can
-write: registering writes the server's proof into the region's first 56 bytes (so register
-before putting anything there, as ``create_shared_memory`` does). Outputs written into it come back as NumPy views of
+write: registering writes the server's proof into the region's first 56 bytes for as long as
+the call takes, and puts back what was there. Outputs written into it come back as NumPy views of
 its bytes: they change when the region is written again.
 """
 
