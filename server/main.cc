@@ -57,9 +57,10 @@ ABSL_FLAG(int64_t, memory_budget_bytes, int64_t{1} << 30,
           "host memory the work in progress may hold, server-wide (the periodogram's decoded "
           "inputs with their working copies; every operation's outputs and copies of "
           "shared-memory inputs); a request over it is RESOURCE_EXHAUSTED");
-ABSL_FLAG(double, memory_budget_share, 0.5,
+ABSL_FLAG(double, memory_budget_share, -1,
           "the part of --memory_budget_bytes that one caller's work may hold (0 < share <= 1), so "
-          "that one caller cannot take all of it");
+          "that one caller cannot take all of it; default 0.5 with --auth_token_file (callers "
+          "are then their tokens), else 1 (callers name themselves)");
 ABSL_FLAG(int64_t, max_response_bytes, int64_t{1} << 30,
           "largest response message sent; larger inline outputs are RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, max_series_per_request, 100000, "series per periodogram request");
@@ -370,6 +371,9 @@ int main(int argc, char** argv) {
   config.limits.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   config.limits.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_bytes);
   config.limits.memory_budget_share = absl::GetFlag(FLAGS_memory_budget_share);
+  if (config.limits.memory_budget_share < 0) {
+    config.limits.memory_budget_share = absl::GetFlag(FLAGS_auth_token_file).empty() ? 1.0 : 0.5;
+  }
   if (!(config.limits.memory_budget_share > 0 && config.limits.memory_budget_share <= 1)) {
     spdlog::critical("--memory_budget_share {}: must be > 0 and <= 1", config.limits.memory_budget_share);
     return 2;

@@ -46,20 +46,15 @@ void RunAssimilate(const ServiceParts& parts, const v1::AssimilateRequest& reque
   }
   auto held = std::make_shared<MemoryLease>(*std::move(lease));
   auto typed = std::make_shared<const assimilate::Request>(*std::move(decoded));
-  // The pins keep resident or shared-memory input bytes alive until the result is in; then they
-  // go (with the memory-budget leases of shared-memory copies) before the reply, which the
-  // caller's next request may be waiting for.
+  // The pins keep resident or shared-memory input bytes alive until the result is in; they and
+  // the outputs' lease go before the reply, which the caller's next request may be waiting for.
   auto on_result = [response, typed, done, &request, context = resolver.context(),
-                    pins = resolver.pins(), held](absl::StatusOr<assimilate::Output> result,
-                                                  const JobTimings& timings) mutable {
-    pins.reset();
-    held.reset();
-    if (!result.ok()) {
-      done(result.status(), timings);
-      return;
-    }
-    if (!result->status.ok()) {
-      done(result->status, timings);
+                    pins = resolver.TakePins(), held = std::move(held)](
+                       absl::StatusOr<assimilate::Output> result, const JobTimings& timings) mutable {
+    pins.reset();  // the inputs are no longer read
+    if (!result.ok() || !result->status.ok()) {
+      held.reset();
+      done(result.ok() ? result->status : result.status(), timings);
       return;
     }
     const v1::DType dtype = ToWireDType(typed->dtype);
@@ -83,7 +78,9 @@ void RunAssimilate(const ServiceParts& parts, const v1::AssimilateRequest& reque
       out->set_analysis_spread(r.analysis_spread);
       out->set_form(ToWireForm(r.form));
     }
-    done(PlaceOutputs(context, request.output_placement(), outputs), timings);
+    const absl::Status placed = PlaceOutputs(context, request.output_placement(), outputs);
+    held.reset();  // after placing, before the reply
+    done(placed, timings);
   };
   internal::EnqueueCall(*parts.assimilate, std::move(typed), std::move(call), std::move(on_result),
                         done);

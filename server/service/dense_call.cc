@@ -31,25 +31,27 @@ void RunDense(const ServiceParts& parts, const v1::DenseRequest& request,
   output->set_dtype(ToWireDType(info.dtype));
   output->add_shape(decoded->rows);
   output->add_shape(info.out_features());
-  // Places the filled output; `request` outlives the call.
+  // Places the filled output, then gives the inputs and the output's lease back before the
+  // reply (the caller's next request may need them); `request` outlives the call.
   auto finish = [output, &request, context = resolver.context(), done](
-                    absl::Status status, const JobTimings& timings) {
+                    absl::Status status, const JobTimings& timings, TensorPins& pins,
+                    std::shared_ptr<MemoryLease>& held) {
     if (status.ok()) status = PlaceOutputs(context, request.output_placement(), {output});
-    done(status, timings);
-  };
-  if (decoded->rows == 0) {
-    output->set_data("");
-    finish(absl::OkStatus(), JobTimings{});
-    return;
-  }
-  // The pins keep resident or shared-memory input bytes alive until the result is in; then they
-  // go (with the memory-budget leases of shared-memory copies and of the output) before the reply.
-  auto on_result = [output, finish, pins = resolver.pins(), held](
-                       absl::StatusOr<dense::Output> result, const JobTimings& timings) mutable {
     pins.reset();
     held.reset();
+    done(status, timings);
+  };
+  TensorPins pins = resolver.TakePins();
+  if (decoded->rows == 0) {
+    output->set_data("");
+    finish(absl::OkStatus(), JobTimings{}, pins, held);
+    return;
+  }
+  // The pins keep resident or shared-memory input bytes alive until the result is in.
+  auto on_result = [output, finish, pins = std::move(pins), held = std::move(held)](
+                       absl::StatusOr<dense::Output> result, const JobTimings& timings) mutable {
     if (result.ok()) output->set_data(std::move(*result));
-    finish(result.status(), timings);
+    finish(result.status(), timings, pins, held);
   };
   internal::EnqueueCall(*parts.dense, std::make_shared<const dense::Request>(*std::move(decoded)),
                         std::move(call), std::move(on_result), done);

@@ -28,8 +28,10 @@ struct ServiceLimits {
   // decoded inputs (twice: with their working copies), and every operation's outputs and
   // copies of shared-memory inputs, from decoding until the reply.
   int64_t memory_budget_bytes = int64_t{1} << 30;
-  // The part of that budget one caller's work may hold (0 < share <= 1).
-  double memory_budget_share = 0.5;
+  // The part of that budget one caller's work may hold (0 < share <= 1). The server's flag
+  // makes it 0.5 when callers are authenticated by tokens (else they name themselves, and a
+  // share would bind only honest ones).
+  double memory_budget_share = 1.0;
   int64_t max_request_bytes = int64_t{1} << 30;    // gRPC receive limit
   // An upload stream (LoadModel) that sends nothing for this long is cancelled.
   absl::Duration upload_idle_timeout = absl::Seconds(60);

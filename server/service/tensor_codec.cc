@@ -217,6 +217,12 @@ absl::StatusOr<MemoryLease> LeaseOutputs(const TensorContext& context, int64_t b
   return context.memory->Acquire(bytes, what, context.client);
 }
 
+TensorPins TensorResolver::TakePins() {
+  TensorPins pins = this->pins();
+  pins_.clear();
+  return pins;
+}
+
 TensorPins TensorResolver::pins() const {
   if (pins_.empty()) return nullptr;
   return std::make_shared<const std::vector<std::shared_ptr<const void>>>(pins_);

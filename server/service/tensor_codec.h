@@ -79,6 +79,9 @@ class TensorResolver {
   // What the views resolved so far point into (null when all were inline). The resolver keeps
   // its own reference too.
   TensorPins pins() const;
+  // The same, handed over: the resolver keeps none, so that whoever takes them decides when the
+  // bytes (and the memory-budget leases of shared-memory copies) go.
+  TensorPins TakePins();
 
   const TensorContext& context() const { return context_; }
 

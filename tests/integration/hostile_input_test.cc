@@ -341,7 +341,6 @@ TEST_F(HostileInput, CompressedMessagesAreRefused) {
 TEST_F(HostileInput, ResidentTensorNamedManyTimesIsBoundedByTheServersMemoryBudget) {
   ServerConfig c = Config();
   c.limits.memory_budget_bytes = int64_t{64} << 20;
-  c.limits.memory_budget_share = 1.0;  // one caller here: the whole budget
   Start(c);
   const std::string handle = PutSeries(int64_t{1} << 20);  // 8 MiB
   // 8 series x (t, y) x 8 MiB, twice (the working copies): 256 MiB.
@@ -362,7 +361,8 @@ TEST_F(HostileInput, ResidentTensorNamedManyTimesIsBoundedByTheServersMemoryBudg
 // would hold more is refused before it copies; the leases go with the request.
 TEST_F(HostileInput, SharedMemoryNamedManyTimesIsBoundedByTheServersMemoryBudget) {
   ServerConfig c = Config();
-  c.limits.memory_budget_bytes = int64_t{34} << 20;  // one caller: 17 MiB
+  c.limits.memory_budget_bytes = int64_t{34} << 20;
+  c.limits.memory_budget_share = 0.5;  // one caller: 17 MiB
   Start(c);
   constexpr int64_t kN = 512, kn = 1024;  // x: 1024 x 512 doubles, 4 MiB (and so each analysis)
   auto object = client::SharedMemoryRegion::Create(int64_t{8} << 20);
@@ -412,7 +412,8 @@ TEST_F(HostileInput, SharedMemoryNamedManyTimesIsBoundedByTheServersMemoryBudget
 // again and again.
 TEST_F(HostileInput, DenseOutputsAreBoundedByTheServersMemoryBudget) {
   ServerConfig c = Config();
-  c.limits.memory_budget_bytes = int64_t{16} << 20;  // one caller: 8 MiB
+  c.limits.memory_budget_bytes = int64_t{16} << 20;
+  c.limits.memory_budget_share = 0.5;  // one caller: 8 MiB
   Start(c);
   constexpr int64_t kOut = int64_t{1} << 20;  // 4 MiB of float32 output a row
   LoadWideModel(kOut);
