@@ -255,6 +255,10 @@ def test_many_series_are_split_over_connections_as_one_call(tc, rng):
     bad[250] = (t, np.where(np.arange(len(y)) == 7, np.nan, y))
     expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT, lambda: tc.periodogram(bad, grid),
                      r"series\[250\]\.y")
+    # The parts that succeeded kept their outputs: deleted before the error is raised.
+    expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT,
+                     lambda: tc.periodogram(bad, grid, output="keep"), r"series\[250\]\.y")
+    assert tc.list_tensors() == []
 
 
 def test_split_series_keeps_order_fields_and_what_must_stay_whole(rng):

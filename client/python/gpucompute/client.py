@@ -109,6 +109,12 @@ def health(target, *, service="", timeout=5.0, credentials=None):
     return {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}.get(status, "UNKNOWN")
 
 
+# A split periodogram's part refused with one of these is sent again whole: the error then
+# names the series as the caller numbered them (transfer.split_series numbers them per part).
+_SPLIT_RETRIED = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
+                  grpc.StatusCode.FAILED_PRECONDITION)
+
+
 @dataclasses.dataclass
 class _JoinedResults:
     """The results of a split Periodogram call, in order: what ``periodogram``'s decode reads
@@ -227,15 +233,33 @@ class Client:
     def _split_call(self, method, request, parts, timeout):
         """The Periodogram ``request`` as ``parts`` (transfer.split_series), one per transfer
         connection at once; the responses' results joined in order (a list, not copied into one
-        message). The timings (``last_timings``) are the first part's. If a part fails, the
-        whole request is sent as it is, so that an error names its series as the caller
-        numbered them."""
+        message). The timings (``last_timings``) are the first part's. Every part is waited
+        for. If one was refused for what it holds (INVALID_ARGUMENT, NOT_FOUND,
+        FAILED_PRECONDITION), the outputs the others kept are deleted and the whole request is
+        sent as it is, so that the error names its series as the caller numbered them; any
+        other failure is raised as it is."""
         timeout = self.timeout if timeout is None else timeout
-        try:
-            answers = self._transfers.map(
-                lambda conn, part: self._transfers.periodogram(conn, part, timeout), parts)
-        except grpc.RpcError:
-            return self._call(method, request, timeout)
+
+        def send(conn, part):
+            try:
+                return self._transfers.periodogram(conn, part, timeout)
+            except grpc.RpcError as e:
+                return e
+
+        answers = self._transfers.map(send, parts)
+        failed = [a for a in answers if isinstance(a, grpc.RpcError)]
+        if failed:
+            kept = [r.power.handle for a in answers if not isinstance(a, grpc.RpcError)
+                    for r in a[0].results if r.power.WhichOneof("payload") == "handle"]
+            for handle in kept:
+                try:
+                    self.stub.DeleteTensor(compute_pb2.DeleteTensorRequest(handle=handle),
+                                           timeout=timeout, metadata=self._metadata)
+                except grpc.RpcError:
+                    pass  # expires on its own
+            if failed[0].code() in _SPLIT_RETRIED:
+                return self._call(method, request, timeout)
+            raise failed[0]
         self._local.metadata = answers[0][1]
         return _JoinedResults([r for part_response, _ in answers for r in part_response.results])
 
