@@ -379,6 +379,11 @@ std::vector<std::pair<std::string, SharedMemorySteps>> Registrations() {
   add("other_caller_unwritten", {ProofStep("a", "k0", 0), RegisterStep("a", "r", "k0", 0, 4096, true, true),
                                  ProofStep("b", "k0", 0), RegisterStep("b", "s", "k0", 0, 4096, false, true)});
   add("no_proof", {RegisterStep("b", "s", "k0", 0, 4096, false, false)});
+  {
+    SharedMemoryStep steal = RegisterStep("b", "s", "k0", 0, 4096, true, true);
+    steal.set_any_proof(true);  // another caller's proof, written where it belongs
+    add("another_callers_proof", {ProofStep("a", "k0", 0), steal});
+  }
   add("register_twice_then_unregister",
       {ProofStep("a", "k0", 0), RegisterStep("a", "r", "k0", 0, 4096, true, true),
        RegisterStep("a", "r", "k0", 0, 4096, true, true), Step("a")});

@@ -139,7 +139,7 @@ void Periodogram(const v1::PeriodogramRequest& request) {
   const absl::Status status = RunToTheEnd(request, &response, RunPeriodogram);
   CheckStatus(status, request);
   if (!status.ok()) return;
-  FUZZ_CHECK(response.results_size() >= 1, "a result per series");
+  FUZZ_CHECK(response.results_size() == request.series_size(), "a result per series");
   for (const v1::SeriesResult& r : response.results()) {
     CheckPlaced(request.output_placement(), r.power(), request);
   }

@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "fuzz_input.pb.h"
@@ -48,9 +49,14 @@ const std::string& ObjectKey(int i) {
   return objects.keys[i];
 }
 
+// "k0" and "k1" are the fuzzer's objects; any other key is one that does not exist (so that no
+// input touches other objects of the machine), kept well-formed or not as it came.
 std::string MapKey(const std::string& key) {
   if (key == "k0") return ObjectKey(0);
   if (key == "k1") return ObjectKey(1);
+  if (key.rfind(kSharedMemoryKeyPrefix, 0) == 0) {
+    return absl::StrCat("/gpucompute-shm-fuzz-missing-", getpid());
+  }
   return key;
 }
 
@@ -97,10 +103,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   SharedMemorySteps steps;
   if (!steps.ParseFromArray(data, static_cast<int>(size))) return -1;
   if (steps.steps_size() > 64) return -1;
-  SharedMemoryRegistry registry(/*enabled=*/true);
-  // Proofs issued, by (owner, key, offset): the last one, and all of them.
+  // A fixed secret: a finding replays.
+  SharedMemoryRegistry registry(/*enabled=*/true, std::string(32, 'f'));
+  // Proofs issued, by (owner, key, offset): the last one, and all of them (in order too).
   std::map<std::tuple<std::string, std::string, int64_t>, std::string> last;
   std::set<std::tuple<std::string, std::string, int64_t, std::string>> issued;
+  std::vector<std::string> all_issued;
   for (const SharedMemoryStep& step : steps.steps()) {
     const std::string& owner = step.owner();
     switch (step.call_case()) {
@@ -111,6 +119,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (proof.ok()) {
           last[{owner, key, step.proof().offset()}] = *proof;
           issued.insert({owner, key, step.proof().offset(), *proof});
+          all_issued.push_back(*proof);
         }
         break;
       }
@@ -118,13 +127,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const v1::RegisterSharedMemoryRequest& r = step.register_();
         const std::string key = MapKey(r.key());
         std::string proof = r.proof();
-        auto it = last.find({owner, key, r.offset()});
-        if (it != last.end()) {
-          if (step.use_issued_proof()) proof = it->second;
-          if (step.write_proof() && r.offset() >= 0 && r.offset() < kObjectBytes) {
+        // The proof the step uses and writes: its own last one, or any issued so far.
+        const std::string* chosen = nullptr;
+        if (step.any_proof()) {
+          if (!all_issued.empty()) chosen = &all_issued[step.proof_choice() % all_issued.size()];
+        } else if (auto it = last.find({owner, key, r.offset()}); it != last.end()) {
+          chosen = &it->second;
+        }
+        if (chosen != nullptr) {
+          if (step.use_issued_proof()) proof = *chosen;
+          // Within the object only: a write past its end would grow it.
+          if (step.write_proof() && r.offset() >= 0 &&
+              r.offset() <= kObjectBytes - static_cast<int64_t>(chosen->size())) {
             const int fd = shm_open(key.c_str(), O_RDWR, 0);
             if (fd >= 0) {
-              (void)!pwrite(fd, it->second.data(), it->second.size(), r.offset());
+              (void)!pwrite(fd, chosen->data(), chosen->size(), r.offset());
               close(fd);
             }
           }
