@@ -151,6 +151,14 @@ void MapHandles(const Env& env, google::protobuf::Message* message) {
   }
 }
 
+void CheckNoLeaseLeft(const Env& env) {
+  if (env.memory->in_use() != 0) {  // a call that failed or finished left a lease behind
+    std::fprintf(stderr, "FINDING: %lld bytes of the memory budget still leased\n",
+                 static_cast<long long>(env.memory->in_use()));
+    std::abort();
+  }
+}
+
 void CheckStatus(const absl::Status& status, const google::protobuf::Message& what) {
   static const bool verbose = std::getenv("GPUCOMPUTE_FUZZ_VERBOSE") != nullptr;
   if (verbose) std::fprintf(stderr, "status: %s\n", status.ToString().c_str());

@@ -7,6 +7,8 @@
 // decoding; any other handle stays as it is and is NOT_FOUND.
 #pragma once
 
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +46,20 @@ Env& GetEnv();
 
 // Rewrites every gpucompute.v1.Tensor.handle "h<digit>" in `message` (recursively).
 void MapHandles(const Env& env, google::protobuf::Message* message);
+
+// Aborts with "FINDING: <what>" and the request (a protobuf message named `request` in scope)
+// unless `cond` holds: a handled request that broke its own contract.
+#define FUZZ_CHECK(cond, what)                                                        \
+  do {                                                                                \
+    if (!(cond)) {                                                                    \
+      std::fprintf(stderr, "FINDING: %s (%s) for %s\n", what, #cond,                  \
+                   request.ShortDebugString().substr(0, 4000).c_str());               \
+      std::abort();                                                                   \
+    }                                                                                 \
+  } while (0)
+
+// Aborts unless every lease of the memory budget came back once an input was handled.
+void CheckNoLeaseLeft(const Env& env);
 
 // Aborts, printing `status` and `what`, unless `status` is OK or one of the codes bad input may
 // get: INVALID_ARGUMENT, RESOURCE_EXHAUSTED, NOT_FOUND, FAILED_PRECONDITION. Anything else

@@ -31,15 +31,6 @@
 namespace gpucompute::fuzz {
 namespace {
 
-#define FUZZ_CHECK(cond, what)                                                        \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
-      std::fprintf(stderr, "FINDING: %s (%s) for %s\n", what, #cond,                  \
-                   request.ShortDebugString().substr(0, 4000).c_str());               \
-      std::abort();                                                                   \
-    }                                                                                 \
-  } while (0)
-
 // The CPU backend, its completion thread and the three schedulers, over GetEnv()'s registries.
 struct Operations {
   CompletionQueue completions{1};
@@ -187,10 +178,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case v1::SubmitRequest::kEcho: fuzz::Echo(request.echo()); break;
     case v1::SubmitRequest::JOB_NOT_SET: break;
   }
-  if (env.memory->in_use() != 0) {  // a call that failed or finished left a lease behind
-    std::fprintf(stderr, "FINDING: %lld bytes of the memory budget still leased\n",
-                 static_cast<long long>(env.memory->in_use()));
-    std::abort();
-  }
+  fuzz::CheckNoLeaseLeft(env);
   return 0;
 }

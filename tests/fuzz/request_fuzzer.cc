@@ -19,15 +19,6 @@
 namespace gpucompute::fuzz {
 namespace {
 
-#define FUZZ_CHECK(cond, what)                                                        \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
-      std::fprintf(stderr, "FINDING: %s (%s) for %s\n", what, #cond,                  \
-                   request.ShortDebugString().substr(0, 4000).c_str());               \
-      std::abort();                                                                   \
-    }                                                                                 \
-  } while (0)
-
 void Periodogram(Env& env, const v1::PeriodogramRequest& request) {
   TensorResolver resolver(env.Context());
   auto decoded = DecodePeriodogramRequest(request, env.limits, &resolver);
@@ -111,10 +102,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case v1::SubmitRequest::kEcho: fuzz::Echo(env, request.echo()); break;
     case v1::SubmitRequest::JOB_NOT_SET: break;
   }
-  if (env.memory->in_use() != 0) {  // a decode that failed or finished left a lease behind
-    std::fprintf(stderr, "FINDING: %lld bytes of the memory budget still leased\n",
-                 static_cast<long long>(env.memory->in_use()));
-    std::abort();
-  }
+  fuzz::CheckNoLeaseLeft(env);
   return 0;
 }

@@ -66,26 +66,36 @@ def test_server_info_lists_the_workers(front):
     assert len({w["pid"] for w in ws}) == WORKERS
 
 
-def test_calls_spread_over_the_workers_and_match_astropy(front, rng):
-    client, _, metrics_port = front
-    before = {w: scrape_worker(metrics_port, w) for w in range(WORKERS)}
-    f = np.linspace(0.05, 1.0, 400)
+def at_once(call, n=32):
+    """``call()`` on ``n`` threads at once (so that the front spreads the calls over the
+    workers): their results, once every one succeeded."""
     results, errors = [], []
 
-    def call():
+    def run():
         try:
-            t, y = series(np.random.default_rng(rng.integers(1 << 62)))
-            results.append((client.lombscargle(t, y, frequency=f)[1], astropy_power(t, y, None, f)))
+            results.append(call())
         except Exception as e:  # noqa: BLE001 (reported below)
             errors.append(e)
 
-    threads = [threading.Thread(target=call) for _ in range(32)]
+    threads = [threading.Thread(target=run) for _ in range(n)]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
     assert not errors, errors
-    for ours, ref in results:
+    return results
+
+
+def test_calls_spread_over_the_workers_and_match_astropy(front, rng):
+    client, _, metrics_port = front
+    before = {w: scrape_worker(metrics_port, w) for w in range(WORKERS)}
+    f = np.linspace(0.05, 1.0, 400)
+
+    def call():
+        t, y = series(np.random.default_rng(rng.integers(1 << 62)))
+        return client.lombscargle(t, y, frequency=f)[1], astropy_power(t, y, None, f)
+
+    for ours, ref in at_once(call):
         assert_power_close(ours, ref, rtol_of_max=1e-9)
     after = {w: scrape_worker(metrics_port, w) for w in range(WORKERS)}
     served = [after[w] - before[w] for w in range(WORKERS)]
@@ -115,26 +125,14 @@ def test_shared_memory_registers_on_every_worker_with_one_proof(front, rng):
     try:
         a = rng.normal(0, 1, 1000)
         x = region.put(a)
+
         def echoes():
             return [sample(metrics_port, f'gpucompute_request_success_total{{worker="{w}",op="echo"}}')
                     for w in range(WORKERS)]
 
-        before, errors, got = echoes(), [], []
-
-        def call():  # at once, so that the front spreads them over the workers
-            try:
-                got.append(client.echo(x))
-            except Exception as e:  # noqa: BLE001 (reported below)
-                errors.append(e)
-
-        threads = [threading.Thread(target=call) for _ in range(32)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        assert not errors, errors
-        for g in got:
-            np.testing.assert_array_equal(g, a)
+        before = echoes()
+        for got in at_once(lambda: client.echo(x)):
+            np.testing.assert_array_equal(got, a)
         after = echoes()
         assert all(n > m for n, m in zip(after, before)), (before, after)
     finally:
