@@ -6,6 +6,7 @@ mid-way is freed after its own short expiry; outputs can be discarded (peaks and
 probabilities without the power arrays) or kept above a size (keep_above_bytes)."""
 
 import os
+import signal
 import time
 
 import grpc
@@ -282,3 +283,24 @@ def test_split_series_keeps_order_fields_and_what_must_stay_whole(rng):
     boot = compute_pb2.PeriodogramRequest(series=series)
     boot.false_alarm.method = compute_pb2.FALSE_ALARM_METHOD_BOOTSTRAP
     assert len(transfer.split_series(boot)) == 1
+
+
+def test_parallel_copies_work_in_a_forked_child():
+    """The copy threads are the process's own: a child forked after a parallel copy starts its
+    own instead of waiting on its parent's."""
+    from gpucompute import parallel_copy
+    src = np.arange(40 << 20, dtype=np.uint8)
+    dst = np.empty_like(src)
+    parallel_copy.copy_bytes(dst, src)  # the parent's pool exists now
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(30)  # a child waiting on threads it does not have dies, not hangs
+        try:
+            out = np.empty_like(src)
+            parallel_copy.copy_bytes(out, src)
+            os._exit(0 if np.array_equal(out, src) else 1)
+        except BaseException:  # noqa: BLE001 (the child reports by its exit status)
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert np.array_equal(dst, src)

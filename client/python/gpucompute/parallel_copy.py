@@ -18,6 +18,16 @@ _lock = threading.Lock()
 _pool = None
 
 
+def _forget_pool():
+    """In a forked child: the parent's threads are not there, so start a pool of its own."""
+    global _lock, _pool
+    _lock, _pool = threading.Lock(), None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
 def _threads():
     global _pool
     with _lock:
