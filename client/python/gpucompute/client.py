@@ -393,6 +393,11 @@ class Client:
 
         Returns:
           A list of ``PeriodogramResult``, in the order of ``series``.
+
+        Many series (a request of more than ~256 KiB) go as up to 16 requests of consecutive
+        series at once, each over a connection of its own, and come back as one list
+        (``transfer.split_series``); not when the powers go to shared memory or the false-alarm
+        method is bootstrap, where the answer would change.
         """
         if frequency is None:
             frequency = AutoGrid(samples_per_peak, nyquist_factor,
