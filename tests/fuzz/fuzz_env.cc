@@ -159,6 +159,22 @@ void CheckNoLeaseLeft(const Env& env) {
   }
 }
 
+int FuzzSubmitRequest(const uint8_t* data, size_t size, const SubmitHandlers& handlers) {
+  Env& env = GetEnv();
+  v1::SubmitRequest request;
+  if (!request.ParseFromArray(data, static_cast<int>(size))) return -1;
+  MapHandles(env, &request);
+  switch (request.job_case()) {
+    case v1::SubmitRequest::kPeriodogram: handlers.periodogram(request.periodogram()); break;
+    case v1::SubmitRequest::kDense: handlers.dense(request.dense()); break;
+    case v1::SubmitRequest::kAssimilate: handlers.assimilate(request.assimilate()); break;
+    case v1::SubmitRequest::kEcho: handlers.echo(request.echo()); break;
+    case v1::SubmitRequest::JOB_NOT_SET: break;
+  }
+  CheckNoLeaseLeft(env);
+  return 0;
+}
+
 void CheckStatus(const absl::Status& status, const google::protobuf::Message& what) {
   static const bool verbose = std::getenv("GPUCOMPUTE_FUZZ_VERBOSE") != nullptr;
   if (verbose) std::fprintf(stderr, "status: %s\n", status.ToString().c_str());

@@ -9,12 +9,14 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "google/protobuf/message.h"
+#include "gpucompute/v1/compute.pb.h"
 #include "server/runtime/memory_budget.h"
 #include "server/runtime/model_registry.h"
 #include "server/runtime/shared_memory.h"
@@ -60,6 +62,19 @@ void MapHandles(const Env& env, google::protobuf::Message* message);
 
 // Aborts unless every lease of the memory budget came back once an input was handled.
 void CheckNoLeaseLeft(const Env& env);
+
+// What a target does with each operation's request of a SubmitRequest.
+struct SubmitHandlers {
+  std::function<void(const v1::PeriodogramRequest&)> periodogram;
+  std::function<void(const v1::DenseRequest&)> dense;
+  std::function<void(const v1::AssimilateRequest&)> assimilate;
+  std::function<void(const v1::EchoRequest&)> echo;
+};
+
+// The entry of a target whose input is a SubmitRequest: parses `data` (-1, not kept in the
+// corpus, when it does not parse), maps its handles, hands the job to its handler, then checks
+// that no lease is left.
+int FuzzSubmitRequest(const uint8_t* data, size_t size, const SubmitHandlers& handlers);
 
 // Aborts, printing `status` and `what`, unless `status` is OK or one of the codes bad input may
 // get: INVALID_ARGUMENT, RESOURCE_EXHAUSTED, NOT_FOUND, FAILED_PRECONDITION. Anything else

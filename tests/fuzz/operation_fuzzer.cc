@@ -166,18 +166,6 @@ void Echo(const v1::EchoRequest& request) {
 }  // namespace gpucompute::fuzz
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace gpucompute;
-  fuzz::Env& env = fuzz::GetEnv();
-  v1::SubmitRequest request;
-  if (!request.ParseFromArray(data, static_cast<int>(size))) return -1;  // not kept in the corpus
-  fuzz::MapHandles(env, &request);
-  switch (request.job_case()) {
-    case v1::SubmitRequest::kPeriodogram: fuzz::Periodogram(request.periodogram()); break;
-    case v1::SubmitRequest::kDense: fuzz::Dense(request.dense()); break;
-    case v1::SubmitRequest::kAssimilate: fuzz::Assimilate(request.assimilate()); break;
-    case v1::SubmitRequest::kEcho: fuzz::Echo(request.echo()); break;
-    case v1::SubmitRequest::JOB_NOT_SET: break;
-  }
-  fuzz::CheckNoLeaseLeft(env);
-  return 0;
+  using namespace gpucompute::fuzz;
+  return FuzzSubmitRequest(data, size, {Periodogram, Dense, Assimilate, Echo});
 }

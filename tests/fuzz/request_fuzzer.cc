@@ -92,16 +92,10 @@ void Echo(Env& env, const v1::EchoRequest& request) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gpucompute;
   fuzz::Env& env = fuzz::GetEnv();
-  v1::SubmitRequest request;
-  if (!request.ParseFromArray(data, static_cast<int>(size))) return -1;  // not kept in the corpus
-  fuzz::MapHandles(env, &request);
-  switch (request.job_case()) {
-    case v1::SubmitRequest::kPeriodogram: fuzz::Periodogram(env, request.periodogram()); break;
-    case v1::SubmitRequest::kDense: fuzz::Dense(env, request.dense()); break;
-    case v1::SubmitRequest::kAssimilate: fuzz::Assimilate(env, request.assimilate()); break;
-    case v1::SubmitRequest::kEcho: fuzz::Echo(env, request.echo()); break;
-    case v1::SubmitRequest::JOB_NOT_SET: break;
-  }
-  fuzz::CheckNoLeaseLeft(env);
-  return 0;
+  return fuzz::FuzzSubmitRequest(
+      data, size,
+      {[&](const v1::PeriodogramRequest& r) { fuzz::Periodogram(env, r); },
+       [&](const v1::DenseRequest& r) { fuzz::Dense(env, r); },
+       [&](const v1::AssimilateRequest& r) { fuzz::Assimilate(env, r); },
+       [&](const v1::EchoRequest& r) { fuzz::Echo(env, r); }});
 }
