@@ -41,11 +41,12 @@ void PrintReadable(const std::string& target, const v1::ServerInfoResponse& info
   for (const std::string& name : k.kernels()) std::printf("  - %s\n", name.c_str());
   auto print_batching = [](const char* label, const v1::BatchingStats& b) {
     std::printf("%-13s %lld requests in %lld batches (largest %lld), %lld rejected (queue "
-                "full), %lld expired before dispatch\n",
+                "full), %lld expired before dispatch, %lld queued now\n",
                 label, static_cast<long long>(b.requests()), static_cast<long long>(b.batches()),
                 static_cast<long long>(b.largest_batch()),
                 static_cast<long long>(b.rejected_queue_full()),
-                static_cast<long long>(b.expired_before_dispatch()));
+                static_cast<long long>(b.expired_before_dispatch()),
+                static_cast<long long>(b.queued()));
   };
   print_batching("periodogram", info.periodogram_batching());
   print_batching("dense", info.dense_batching());

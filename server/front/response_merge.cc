@@ -39,6 +39,7 @@ void AddStats(const v1::BatchingStats& from, v1::BatchingStats* to) {
   to->set_largest_batch(std::max(to->largest_batch(), from.largest_batch()));
   to->set_rejected_queue_full(to->rejected_queue_full() + from.rejected_queue_full());
   to->set_expired_before_dispatch(to->expired_before_dispatch() + from.expired_before_dispatch());
+  to->set_queued(to->queued() + from.queued());
 }
 
 const WorkerReply* FirstOk(const std::vector<WorkerReply>& replies) {

@@ -69,7 +69,9 @@ void BatchScheduler<Traits>::Shutdown() {
 template <typename Traits>
 BatchingStats BatchScheduler<Traits>::Stats() const {
   absl::MutexLock lock(&mu_);
-  return stats_;
+  BatchingStats stats = stats_;
+  stats.queued = static_cast<int64_t>(queue_.size());
+  return stats;
 }
 
 template <typename Traits>

@@ -52,6 +52,7 @@ struct BatchingStats {
   int64_t largest_batch = 0;
   int64_t rejected_queue_full = 0;
   int64_t expired_before_dispatch = 0;
+  int64_t queued = 0;  // waiting now, not yet dispatched
 };
 
 // Traits: `Request`, `Result` (one per request), `Key(request)` (equality-comparable),

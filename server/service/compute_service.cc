@@ -66,6 +66,7 @@ void FillBatchingStats(const BatchingStats& b, v1::BatchingStats* out) {
   out->set_largest_batch(b.largest_batch);
   out->set_rejected_queue_full(b.rejected_queue_full);
   out->set_expired_before_dispatch(b.expired_before_dispatch);
+  out->set_queued(b.queued);
 }
 
 }  // namespace

@@ -3,10 +3,12 @@
 // (tests/client/CMakeLists.txt, gpucompute_client_server_test).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/cpp/client.h"
 #include "gtest/gtest.h"
@@ -53,6 +55,19 @@ class ClientServerTest : public ::testing::Test {
     absl::StatusOr<ProcessResult> r = RunProcess(argv, absl::Seconds(300));
     EXPECT_TRUE(r.ok()) << r.status();
     return r.value_or(ProcessResult{});
+  }
+
+  // Polls ServerInfo until `condition` holds on it (true) or `timeout` passes (false): tests
+  // wait on what the server shows instead of sleeping and assuming it got there.
+  bool WaitForServerInfo(const std::function<bool(const v1::ServerInfoResponse&)>& condition,
+                         absl::Duration timeout = absl::Seconds(60)) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      absl::StatusOr<client::ServerInfoResult> r = client_->ServerInfo();
+      if (r.ok() && condition(r->info)) return true;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return false;
   }
 
   // A path in this test's temporary directory.

@@ -140,12 +140,13 @@ class SubmitStreamShutdownTest : public SubmitStreamTest {
  protected:
   static constexpr int kInFlight = 8;
   static constexpr int64_t kSlowFrequencies = 3000000;  // x 1000 samples, on one CPU thread
-  // The first job runs ~3 s on one CPU thread; while it does, the next ones wait (up to 2 s)
-  // for a batch to fill, so that the server holds exactly kInFlight jobs (and reads no more)
-  // when the signal comes 0.5 s in.
+  // The first job runs ~3 s on one CPU thread. A batch waits for company up to
+  // max_queue_delay (here longer than the test) unless nothing runs, so the next jobs stay
+  // queued while it runs: the server holds exactly kInFlight jobs (and reads no more) when
+  // the test, having seen them queued, sends the signal.
   void SetUp() override {
     StartServer("gpucompute-submit-shutdown", "cpu",
-                {"--max_queue_delay_us=2000000", "--max_batch_size=64", "--cpu_threads=1",
+                {"--max_queue_delay_us=600000000", "--max_batch_size=64", "--cpu_threads=1",
                  absl::StrCat("--stream_max_jobs_in_flight=", kInFlight),
                  "--shutdown_grace_s=300"});
   }
@@ -167,11 +168,18 @@ TEST_F(SubmitStreamShutdownTest, RunningJobsFinishAndTheStreamEndsUnavailable) {
     job.set_id(std::to_string(i));
     *job.mutable_periodogram() = i == 0 ? Periodogram(1000, kSlowFrequencies) : Periodogram(200 + i, 500);
     ASSERT_TRUE(stream->Submit(job).ok());
+    if (i == 0) {  // job 0 reaches the idle server and runs at once
+      ASSERT_TRUE(WaitForServerInfo([](const v1::ServerInfoResponse& info) {
+        return info.periodogram_batching().requests() == 1;
+      })) << "job 0 never ran";
+    }
   }
-  absl::SleepFor(absl::Milliseconds(500));  // the server reads kInFlight jobs, then waits
+  ASSERT_TRUE(WaitForServerInfo([](const v1::ServerInfoResponse& info) {
+    return info.periodogram_batching().queued() == kInFlight - 1;
+  })) << "the server never read " << kInFlight << " jobs";
   {
     absl::MutexLock lock(&got.mu);
-    ASSERT_TRUE(got.results.empty()) << "a job finished before its batch's delay";
+    ASSERT_TRUE(got.results.empty()) << "job 0 finished before the signal: too short here";
   }
   const absl::Time signalled = absl::Now();
   absl::StatusOr<int> exit_code = server_->Stop(absl::Seconds(150));

@@ -136,3 +136,33 @@ def rng():
     seed = int(seed) if seed else int(np.random.SeedSequence().entropy % (1 << 63))
     print(f"GPUCOMPUTE_TEST_SEED={seed}")
     return np.random.default_rng(seed)
+
+
+def wait_until(condition, what, timeout_s=60.0, poll_s=0.02):
+    """Polls ``condition()`` until it returns a true value, and returns that value; fails the
+    test, naming ``what``, after ``timeout_s``. Tests wait on state the server shows (metrics,
+    its log, a reply) with this instead of sleeping and assuming: on a loaded 2-core machine a
+    sleep of any length can end before the server got there."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s} s waiting for {what}", pytrace=False)
+        time.sleep(poll_s)
+
+
+def metric(metrics_port, series, default=None):
+    """The value of one series (name and labels as /metrics prints them, e.g.
+    'gpucompute_pending_requests{op="periodogram"}') on a server's metrics endpoint, or
+    ``default`` when absent (None: fail)."""
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30) as r:
+        text = r.read().decode()
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line[len(series) + 1:])
+    if default is None:
+        raise AssertionError(f"{series} not in /metrics")
+    return default

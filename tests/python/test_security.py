@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import gpucompute
-from conftest import _server_binary, run_server
+from conftest import _server_binary, metric, run_server, wait_until
 from gpucompute.v1 import compute_pb2, compute_pb2_grpc, tensor_pb2
 
 _REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -465,16 +465,6 @@ def _replace(path, text):
     os.replace(tmp, path)
 
 
-def _metric(target_metrics_port, series):
-    import urllib.request
-    text = urllib.request.urlopen(f"http://127.0.0.1:{target_metrics_port}/metrics",
-                                  timeout=10).read().decode()
-    for line in text.splitlines():
-        if line.startswith(series + " "):
-            return float(line.split()[-1])
-    raise AssertionError(f"{series} not in /metrics")
-
-
 def _server_pid(tmp):
     """The pid of the gpucompute-server run_server started in `tmp` (by its --port_file; in
     worker mode its workers have the same flags, and a --worker_index of their own)."""
@@ -554,8 +544,8 @@ def test_sighup_reloads_the_token_file(tmp_path):
         finally:
             release.set()
         held.result(timeout=30)
-        assert _metric(mport, 'gpucompute_auth_token_reloads_total{result="ok"}') == 2
-        assert _metric(mport, 'gpucompute_auth_token_reloads_total{result="error"}') == 2
+        assert metric(mport, 'gpucompute_auth_token_reloads_total{result="ok"}') == 2
+        assert metric(mport, 'gpucompute_auth_token_reloads_total{result="error"}') == 2
         for c in (alice, carol, slow):
             c.close()
         channel.close()

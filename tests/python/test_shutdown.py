@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import gpucompute
-from conftest import _server_binary, backend
+from conftest import _server_binary, backend, metric, wait_until
 
 CALLERS = 12
 
@@ -131,20 +131,29 @@ def _pairs_per_second(client, rng):
     return t.size * 200_000 / max(time.monotonic() - start, 1e-4)
 
 
-@pytest.mark.skipif(backend() != "cpu", reason="holds jobs with a ~3 s CPU periodogram; the "
-                    "stream's shutdown is the service layer's, the same on every backend")
+@pytest.mark.skipif(backend() != "cpu", reason="holds jobs behind a CPU periodogram of seconds; "
+                    "the stream's shutdown is the service layer's, the same on every backend")
 def test_sigterm_finishes_open_submit_streams(tmp_path):
-    """Three open streams at SIGTERM: one with IN_FLIGHT jobs running and more queued behind
-    them in the client, one that sends a job after the signal, and an idle one."""
+    """Three open streams at SIGTERM: one with IN_FLIGHT jobs read (one running, the others
+    queued) and more behind them in the client, one that sends a job after the signal, and an
+    idle one. Each step waits for the server to show that it got there (its metrics, its log)."""
     in_flight = 8
-    # The first job of `busy` runs ~3 s; the others wait behind it for a batch (2 s at most),
-    # so the server holds exactly `in_flight` of its jobs, and reads no more, at the signal.
+    # Job 0 of `busy` runs for seconds. A batch waits for company up to max_queue_delay (here
+    # longer than the test) unless nothing runs, so the jobs read after job 0 stay queued until
+    # it ends (or the shutdown dispatches them): at the signal the server holds exactly
+    # `in_flight` of busy's jobs, and reads no more.
+    mport_file = tmp_path / "mport"
     proc, target = _start(tmp_path, f"--stream_max_jobs_in_flight={in_flight}",
-                          "--max_queue_delay_us=2000000", "--shutdown_grace_s=300")
+                          "--max_queue_delay_us=600000000", "--shutdown_grace_s=300",
+                          "--metrics_port=0", f"--metrics_port_file={mport_file}")
     client = gpucompute.Client(target, timeout=60)
     rng = np.random.default_rng(7)
-    slow_frequencies = min(1 << 24, max(1 << 20, int(3.0 * _pairs_per_second(client, rng) / 800)))
+    slow_frequencies = min(1 << 24, max(1 << 20, int(4.0 * _pairs_per_second(client, rng) / 800)))
     pb = gpucompute.client.compute_pb2
+    mport = int(mport_file.read_text())
+
+    def periodogram_metric(name):
+        return metric(mport, f'{name}{{op="periodogram"}}', 0.0)
 
     def job(t, y, frequencies):
         grid = gpucompute.UniformGrid(0.05, 0.8 / frequencies, frequencies)
@@ -165,25 +174,32 @@ def test_sigterm_finishes_open_submit_streams(tmp_path):
     for th in readers:
         th.start()
     try:
+        finished = periodogram_metric("gpucompute_compute_duration_us_count")
+        dispatched = periodogram_metric("gpucompute_queue_duration_us_count")
         expected = {}
         for i in range(20):
             t, y, f0 = _series(rng)
             busy.submit(i, job(t, y, slow_frequencies if i == 0 else 4000))
             expected[str(i)] = f0
-        # Job 0 reaches an idle server and runs at once; the others queue behind it. `held`
-        # is sent only then, so that it queues too (sent at once, it could reach the idle
-        # server first and run alone).
-        time.sleep(0.5)
+            if i == 0:  # job 0 reaches the idle server and runs at once
+                wait_until(lambda: periodogram_metric("gpucompute_queue_duration_us_count")
+                           > dispatched, "job 0 to run")
+        wait_until(lambda: periodogram_metric("gpucompute_pending_requests") == in_flight - 1,
+                   f"{in_flight - 1} of busy's jobs to queue behind job 0")
         t, y, f_held = _series(rng)
         late.submit("held", job(t, y, 4000))  # queued with busy's: late is open at the signal
-        time.sleep(0.5)  # the server has read `in_flight` of busy's jobs and late's by now
+        wait_until(lambda: periodogram_metric("gpucompute_pending_requests") == in_flight,
+                   "late's job to queue")
+        assert periodogram_metric("gpucompute_compute_duration_us_count") == finished, \
+            "job 0 finished before the signal: it is too short for this machine"
         with lock:
             assert stream_results["busy"] == stream_results["late"] == [], \
                 "a job finished before the signal"
         signalled = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        time.sleep(0.5)
-        late.submit("after-signal", job(t, y, 4000))  # read while busy drains: not run
+        wait_until(lambda: "open Submit stream(s)" in (tmp_path / "server.log").read_text(),
+                   "the server to log its shutdown")
+        late.submit("after-signal", job(t, y, 4000))  # read while job 0 runs: not run
         for th in readers:
             th.join(150)
         exit_code = proc.wait(timeout=150)

@@ -7,14 +7,13 @@ probabilities without the power arrays) or kept above a size (keep_above_bytes).
 
 import os
 import signal
-import time
 
 import grpc
 import numpy as np
 import pytest
 
 import gpucompute
-from conftest import client_of_server
+from conftest import client_of_server, wait_until
 from gpucompute.v1 import compute_pb2, tensor_pb2
 from rpc_util import expect_rpc_error
 
@@ -125,13 +124,12 @@ def test_an_abandoned_transfer_expires(tmp_path):
         pytest.skip("needs a server started by the tests")
     with client_of_server(tmp_path, "--tensor_quota_bytes=3000000") as c:
         info = c.stub.CreateTensor(compute_pb2.CreateTensorRequest(
-            dtype=tensor_pb2.UINT8, shape=[2_000_000], idle_expiry_ms=300))
+            dtype=tensor_pb2.UINT8, shape=[2_000_000], idle_expiry_ms=3000))
         c.write_tensor(info.handle, b"\1" * 1_000_000)
         assert [t["complete"] for t in c.list_tensors()] == [False]
         expect_rpc_error(grpc.StatusCode.RESOURCE_EXHAUSTED,
                          lambda: c.put_tensor(np.zeros(1_500_000, np.uint8)), "quota")
-        time.sleep(1.5)
-        assert c.list_tensors() == []
+        wait_until(lambda: c.list_tensors() == [], "the abandoned tensor to expire")
         c.delete_tensor(c.put_tensor(np.zeros(1_500_000, np.uint8)))  # the quota is free again
         expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT, lambda: c.stub.CreateTensor(
             compute_pb2.CreateTensorRequest(dtype=tensor_pb2.UINT8, shape=[4],

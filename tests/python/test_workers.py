@@ -9,14 +9,13 @@ import os
 import signal
 import threading
 import time
-import urllib.request
 
 import grpc
 import numpy as np
 import pytest
 
 import gpucompute
-from conftest import STARTUP_TIMEOUT_S, run_server
+from conftest import STARTUP_TIMEOUT_S, metric, run_server, wait_until
 from dense_util import upload_chunk, upload_header
 from gpucompute.v1 import compute_pb2_grpc
 from series_util import assert_power_close, astropy_power
@@ -102,19 +101,9 @@ def test_calls_spread_over_the_workers_and_match_astropy(front, rng):
     assert sum(served) == 32 and all(n > 0 for n in served), served
 
 
-def sample(metrics_port, series):
-    """The value of `series` (name and labels as exposed) in the front's /metrics; 0 if absent."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    for line in text.splitlines():
-        if line.startswith(series + " "):
-            return float(line[len(series) + 1:])
-    return 0.0
-
-
 def scrape_worker(metrics_port, worker):
     """Periodograms worker `worker` has answered (its series, merged by the front)."""
-    return sample(metrics_port, f'gpucompute_request_success_total{{worker="{worker}",op="periodogram"}}')
+    return metric(metrics_port, f'gpucompute_request_success_total{{worker="{worker}",op="periodogram"}}', 0.0)
 
 
 def test_shared_memory_registers_on_every_worker_with_one_proof(front, rng):
@@ -127,7 +116,7 @@ def test_shared_memory_registers_on_every_worker_with_one_proof(front, rng):
         x = region.put(a)
 
         def echoes():
-            return [sample(metrics_port, f'gpucompute_request_success_total{{worker="{w}",op="echo"}}')
+            return [metric(metrics_port, f'gpucompute_request_success_total{{worker="{w}",op="echo"}}', 0.0)
                     for w in range(WORKERS)]
 
         before = echoes()
@@ -250,7 +239,7 @@ def test_a_dead_worker_fails_only_its_calls_and_is_started_again(front, rng):
             outcomes.append((e.code(), e.details()))
 
     def in_flight():  # per worker, from /metrics (scraping it routes no call to a worker)
-        return [sample(metrics_port, f'gpucompute_worker_calls_in_flight{{worker="{i}"}}')
+        return [metric(metrics_port, f'gpucompute_worker_calls_in_flight{{worker="{i}"}}', 0.0)
                 for i in range(WORKERS)]
 
     # One call, then the other once the first is routed: least-loaded routing sends it to the
@@ -283,7 +272,7 @@ def test_a_dead_worker_fails_only_its_calls_and_is_started_again(front, rng):
     # Started again; it holds no model until one is loaded again (the other worker still does).
     ws = wait_until_all_serve(client)
     assert ws[1]["restarts"] == restarts + 1 and ws[1]["pid"] != victim["pid"]
-    restarts_metric = sample(metrics_port, f'gpucompute_worker_restarts_total{{worker="{victim["index"]}"}}')
+    restarts_metric = metric(metrics_port, f'gpucompute_worker_restarts_total{{worker="{victim["index"]}"}}', 0.0)
     assert restarts_metric == restarts + 1
     for _ in range(6):
         np.testing.assert_allclose(client.dense("survivor", x), x @ w, rtol=1e-5, atol=1e-6)
