@@ -1,9 +1,11 @@
 // PeriodogramRequestBuilder and the grid/result helpers.
 #include "client/cpp/periodogram_request_builder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -165,6 +167,31 @@ PeriodogramRequestBuilder& PeriodogramRequestBuilder::SetSeriesDType(v1::DType d
   return *this;
 }
 
+bool PeriodogramRequestBuilder::Packable() const {
+  if (series_.size() < 2) return false;
+  const bool with_dy = !series_[0].dy.empty();
+  return std::all_of(series_.begin(), series_.end(), [&](const SeriesData& s) {
+    return !s.grid && s.dy.empty() != with_dy;
+  });
+}
+
+absl::StatusOr<v1::PackedSeries> PeriodogramRequestBuilder::Packed() const {
+  std::vector<double> t, y, dy;
+  v1::PackedSeries packed;
+  for (const SeriesData& s : series_) {
+    t.insert(t.end(), s.t.begin(), s.t.end());
+    y.insert(y.end(), s.y.begin(), s.y.end());
+    dy.insert(dy.end(), s.dy.begin(), s.dy.end());
+    packed.add_lengths(static_cast<int64_t>(s.t.size()));
+  }
+  ASSIGN_OR_RETURN(*packed.mutable_t(), MakeTensor(t, series_dtype_));
+  ASSIGN_OR_RETURN(*packed.mutable_y(), MakeTensor(y, series_dtype_));
+  if (!dy.empty()) {
+    ASSIGN_OR_RETURN(*packed.mutable_dy(), MakeTensor(dy, series_dtype_));
+  }
+  return packed;
+}
+
 absl::StatusOr<v1::PeriodogramRequest> PeriodogramRequestBuilder::Build() const {
   if (dtype_ != v1::FLOAT64 && dtype_ != v1::FLOAT32) {
     return absl::InvalidArgumentError(
@@ -181,6 +208,12 @@ absl::StatusOr<v1::PeriodogramRequest> PeriodogramRequestBuilder::Build() const 
       return absl::InvalidArgumentError(absl::StrCat("series[", i, "]: dy has ", s.dy.size(),
                                                      " values but t has ", s.t.size()));
     }
+  }
+  if (Packable()) {
+    ASSIGN_OR_RETURN(*request.mutable_packed_series(), Packed());
+  }
+  for (size_t i = 0; i < series_.size() && !request.has_packed_series(); ++i) {
+    const SeriesData& s = series_[i];
     v1::Series* series = request.add_series();
     ASSIGN_OR_RETURN(*series->mutable_t(), MakeTensor(s.t, series_dtype_));
     ASSIGN_OR_RETURN(*series->mutable_y(), MakeTensor(s.y, series_dtype_));

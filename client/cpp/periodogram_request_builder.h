@@ -90,9 +90,15 @@ class PeriodogramRequestBuilder {
 
   // INVALID_ARGUMENT (naming the series) when t and y differ in length, dy is neither empty
   // nor as long as t, or a dtype is not float32/float64. The server checks everything else.
+  // Two or more series without grids of their own, all or none with dy, go packed
+  // (PeriodogramRequest.packed_series: three tensors, not a message per series); the results
+  // and the server's errors are the same, series numbered as added.
   absl::StatusOr<v1::PeriodogramRequest> Build() const;
 
  private:
+  bool Packable() const;
+  absl::StatusOr<v1::PackedSeries> Packed() const;
+
   struct SeriesData {
     std::vector<double> t, y, dy;
     std::optional<v1::FrequencyGrid> grid;

@@ -249,6 +249,7 @@ int64_t OutputBytesBound(const v1::SubmitRequest& request, int64_t dense_out_byt
         const int64_t n = s.has_frequency() ? GridSize(s.frequency()) : GridSize(p.frequency());
         bytes += Align64(n * size) + 64;
       }
+      bytes += p.packed_series().lengths_size() * (Align64(GridSize(p.frequency()) * size) + 64);
       break;
     }
     case v1::SubmitRequest::kDense: {

@@ -126,6 +126,12 @@ void ForEachInputTensor(v1::SubmitRequest& request, Fn&& fn) {
         if (s.has_y()) fn(*s.mutable_y());
         if (s.has_dy()) fn(*s.mutable_dy());
       }
+      if (request.periodogram().has_packed_series()) {
+        v1::PackedSeries& p = *request.mutable_periodogram()->mutable_packed_series();
+        if (p.has_t()) fn(*p.mutable_t());
+        if (p.has_y()) fn(*p.mutable_y());
+        if (p.has_dy()) fn(*p.mutable_dy());
+      }
       break;
     case v1::SubmitRequest::kDense:
       if (request.dense().has_input()) fn(*request.mutable_dense()->mutable_input());

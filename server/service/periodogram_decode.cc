@@ -9,6 +9,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/element_type.h"
+#include "server/common/non_finite.h"
 #include "server/common/status_macros.h"
 #include "server/ops/periodogram/false_alarm.h"
 #include "server/ops/periodogram/nufft.h"
@@ -210,6 +212,166 @@ absl::Status AddBootstrapSeries(periodogram::Request* out, const ServiceLimits& 
   return absl::OkStatus();
 }
 
+
+// What every series of one request shares, and what its series add up to.
+struct SeriesContext {
+  const v1::PeriodogramRequest& request;
+  const ServiceLimits& limits;
+  TensorResolver& resolver;
+  DecodeBudget& budget;
+  bool fit_mean = true;
+  bool center_data = true;
+  periodogram::Normalization normalization = periodogram::Normalization::kStandard;
+  int nterms = 1;
+  periodogram::ComputeType dtype = periodogram::ComputeType::kFloat64;
+  int64_t pairs = 0;
+  int64_t output_bytes = 0;  // inline in the response
+  int64_t power_bytes = 0;   // wherever placed
+};
+
+// A series' decoded samples against the per-series rules: at least 2 and at most the limit,
+// y (and dy) as long as t, dy finite and > 0.
+absl::Status CheckSamples(const periodogram::SeriesSpec& s, bool has_dy, const std::string& field,
+                          const ServiceLimits& limits) {
+  if (static_cast<int64_t>(s.t.size()) > limits.max_samples_per_series) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(field, ".t: ", s.t.size(), " samples is over the limit of ",
+                     limits.max_samples_per_series, " per series"));
+  }
+  if (s.t.size() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".t: a series needs at least 2 samples (got ", s.t.size(), ")"));
+  }
+  if (s.y.size() != s.t.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".y: length ", s.y.size(),
+                                                   " differs from t's length ", s.t.size()));
+  }
+  if (!has_dy) return absl::OkStatus();
+  if (s.dy.size() != s.t.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".dy: length ", s.dy.size(), " differs from t's length ", s.t.size()));
+  }
+  for (size_t k = 0; k < s.dy.size(); ++k) {
+    if (!std::isfinite(s.dy[k]) || !(s.dy[k] > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".dy: values must be finite and > 0 (index ", k, " is ", s.dy[k], ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Completes a series whose samples are decoded and checked: its grid (its own, else the
+// request's), the request's options, its method and model; adds its pairs and output bytes.
+absl::Status FinishSeries(SeriesContext& c, periodogram::SeriesSpec& s, const std::string& field,
+                          const v1::FrequencyGrid* own_grid, const v1::ModelSpec* own_model) {
+  const v1::PeriodogramRequest& request = c.request;
+  const v1::FrequencyGrid* spec = own_grid != nullptr         ? own_grid
+                                  : request.has_frequency() ? &request.frequency()
+                                                            : nullptr;
+  const std::string grid_field = own_grid != nullptr ? field + ".frequency" : "frequency";
+  ASSIGN_OR_RETURN(s.grid, DecodeGrid(spec, s.t, grid_field, c.limits, c.resolver, c.budget));
+  s.fit_mean = c.fit_mean;
+  s.center_data = c.center_data;
+  s.normalization = c.normalization;
+  s.nterms = c.nterms;
+  switch (request.method()) {
+    case v1::PERIODOGRAM_METHOD_DIRECT: s.method = periodogram::Method::kDirect; break;
+    case v1::PERIODOGRAM_METHOD_FAST:
+      if (!s.grid.uniform) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "method: fast needs a uniform or automatic grid (", grid_field,
+            " lists explicit frequencies)"));
+      }
+      s.method = periodogram::Method::kFast;
+      break;
+    default: s.method = periodogram::AutoMethod(s, c.dtype); break;
+  }
+  if (own_model != nullptr || request.model_parameters()) {
+    ASSIGN_OR_RETURN(s.model, DecodeModelSpec(own_model != nullptr ? *own_model
+                                                                    : v1::ModelSpec::default_instance(),
+                                              field + ".model", c.limits, c.resolver, c.budget));
+    c.output_bytes += static_cast<int64_t>(s.model->t.size()) * 8 + 16 * (2 * c.nterms + 1);
+  }
+  const int64_t power_bytes = s.grid.size() * periodogram::ElementSize(c.dtype);
+  c.pairs += static_cast<int64_t>(s.t.size()) * s.grid.size();
+  c.output_bytes += InlineOutputBytes(request.output_placement(), power_bytes);
+  c.power_bytes += power_bytes;
+  return absl::OkStatus();
+}
+
+// The first NaN or infinity of a packed array (whose lengths are checked), named as the
+// series and the index within it where it falls, as a Series' array would be.
+absl::Status CheckPackedFinite(const std::vector<double>& values, const v1::PackedSeries& packed,
+                               int first, const char* array) {
+  const int64_t k = FirstNonFinite(
+      ElementType::kFloat64,
+      absl::string_view(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(double)));
+  if (k < 0) return absl::OkStatus();
+  int64_t begin = 0;
+  int j = 0;
+  while (begin + packed.lengths(j) <= k) begin += packed.lengths(j++);
+  return absl::InvalidArgumentError(absl::StrCat("series[", first + j, "].", array,
+                                                 ": values must be finite (index ", k - begin,
+                                                 " is ", values[k], ")"));
+}
+
+// The packed series, after the request's `series` in `series`: the three tensors decoded once,
+// split by `lengths`, each part checked and completed as a Series of its own and named as one
+// (series[series_size + j]).
+absl::Status DecodePackedSeries(SeriesContext& c, std::vector<periodogram::SeriesSpec>& series) {
+  const v1::PackedSeries& packed = c.request.packed_series();
+  if (!packed.has_t()) return absl::InvalidArgumentError("packed_series.t: missing");
+  if (!packed.has_y()) return absl::InvalidArgumentError("packed_series.y: missing");
+  // Finiteness is checked once the lengths are, so that an error names the series.
+  ASSIGN_OR_RETURN(std::vector<double> t,
+                   DecodeVector(c.resolver, packed.t(), "packed_series.t", false, &c.budget));
+  ASSIGN_OR_RETURN(std::vector<double> y,
+                   DecodeVector(c.resolver, packed.y(), "packed_series.y", false, &c.budget));
+  if (y.size() != t.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("packed_series.y: length ", y.size(),
+                                                   " differs from t's length ", t.size()));
+  }
+  std::vector<double> dy;
+  if (packed.has_dy()) {
+    ASSIGN_OR_RETURN(dy, DecodeVector(c.resolver, packed.dy(), "packed_series.dy",
+                                      /*require_finite=*/false, &c.budget));
+    if (dy.size() != t.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "packed_series.dy: length ", dy.size(), " differs from t's length ", t.size()));
+    }
+  }
+  const int64_t total = static_cast<int64_t>(t.size());
+  int64_t end = 0;
+  for (int j = 0; j < packed.lengths_size(); ++j) {
+    const int64_t n = packed.lengths(j);
+    if (n < 0 || n > total - end) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "packed_series.lengths[", j, "]: ", n, " samples from sample ", end,
+          " do not fit in t's ", total));
+    }
+    end += n;
+  }
+  if (end != total) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "packed_series.lengths: they add up to ", end, " samples, but t has ", total));
+  }
+  const int first = c.request.series_size();
+  RETURN_IF_ERROR(CheckPackedFinite(t, packed, first, "t"));
+  RETURN_IF_ERROR(CheckPackedFinite(y, packed, first, "y"));
+  int64_t begin = 0;
+  for (int j = 0; j < packed.lengths_size(); ++j) {
+    periodogram::SeriesSpec& s = series[first + j];
+    const int64_t stop = begin + packed.lengths(j);
+    s.t.assign(t.begin() + begin, t.begin() + stop);
+    s.y.assign(y.begin() + begin, y.begin() + stop);
+    if (!dy.empty()) s.dy.assign(dy.begin() + begin, dy.begin() + stop);
+    const std::string field = absl::StrCat("series[", first + j, "]");
+    RETURN_IF_ERROR(CheckSamples(s, packed.has_dy(), field, c.limits));
+    RETURN_IF_ERROR(FinishSeries(c, s, field, nullptr, nullptr));
+    begin = stop;
+  }
+  return absl::OkStatus();
+}
 }  // namespace
 
 absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::PeriodogramRequest& request,
@@ -236,12 +398,14 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
         "normalization: unknown value ", request.normalization(),
         " (standard, model, log or psd)"));
   }
-  if (request.series_size() == 0) {
+  const int64_t series_count =
+      request.series_size() + int64_t{request.packed_series().lengths_size()};
+  if (series_count == 0) {
     return absl::InvalidArgumentError("series: at least one series is required");
   }
-  if (request.series_size() > limits.max_series_per_request) {
+  if (series_count > limits.max_series_per_request) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("series: ", request.series_size(), " series is over the limit of ",
+        absl::StrCat("series: ", series_count, " series is over the limit of ",
                      limits.max_series_per_request, " per request"));
   }
   if (!v1::PeriodogramMethod_IsValid(request.method())) {
@@ -263,14 +427,13 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
   if (request.has_false_alarm()) {
     ASSIGN_OR_RETURN(out.false_alarm, DecodeFalseAlarm(request.false_alarm()));
   }
-  const bool fit_mean = request.has_fit_mean() ? request.fit_mean() : true;
-  const bool center_data = request.has_center_data() ? request.center_data() : true;
-  const auto normalization = static_cast<periodogram::Normalization>(request.normalization());
-  const int64_t elem = periodogram::ElementSize(out.dtype);
-  int64_t pairs = 0;
-  int64_t output_bytes = 0;  // inline in the response
-  int64_t power_bytes = 0;   // wherever placed
-  out.series.resize(request.series_size());
+  SeriesContext c{request, limits, resolver, budget};
+  c.fit_mean = request.has_fit_mean() ? request.fit_mean() : true;
+  c.center_data = request.has_center_data() ? request.center_data() : true;
+  c.normalization = static_cast<periodogram::Normalization>(request.normalization());
+  c.nterms = nterms;
+  c.dtype = out.dtype;
+  out.series.resize(series_count);
   for (int i = 0; i < request.series_size(); ++i) {
     const v1::Series& in = request.series(i);
     periodogram::SeriesSpec& s = out.series[i];
@@ -278,64 +441,19 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
     if (!in.has_t()) return absl::InvalidArgumentError(field + ".t: missing");
     if (!in.has_y()) return absl::InvalidArgumentError(field + ".y: missing");
     ASSIGN_OR_RETURN(s.t, DecodeVector(resolver, in.t(), field + ".t", true, &budget));
-    if (static_cast<int64_t>(s.t.size()) > limits.max_samples_per_series) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(field, ".t: ", s.t.size(), " samples is over the limit of ",
-                       limits.max_samples_per_series, " per series"));
-    }
-    if (s.t.size() < 2) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ".t: a series needs at least 2 samples (got ", s.t.size(), ")"));
-    }
     ASSIGN_OR_RETURN(s.y, DecodeVector(resolver, in.y(), field + ".y", true, &budget));
-    if (s.y.size() != s.t.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ".y: length ", s.y.size(),
-                                                     " differs from t's length ", s.t.size()));
-    }
     if (in.has_dy()) {
-      ASSIGN_OR_RETURN(s.dy, DecodeVector(resolver, in.dy(), field + ".dy", /*require_finite=*/false,
-                                          &budget));
-      if (s.dy.size() != s.t.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, ".dy: length ", s.dy.size(), " differs from t's length ", s.t.size()));
-      }
-      for (size_t k = 0; k < s.dy.size(); ++k) {
-        if (!std::isfinite(s.dy[k]) || !(s.dy[k] > 0)) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              field, ".dy: values must be finite and > 0 (index ", k, " is ", s.dy[k], ")"));
-        }
-      }
+      ASSIGN_OR_RETURN(s.dy, DecodeVector(resolver, in.dy(), field + ".dy",
+                                          /*require_finite=*/false, &budget));
     }
-    const v1::FrequencyGrid* spec = in.has_frequency()        ? &in.frequency()
-                                    : request.has_frequency() ? &request.frequency()
-                                                              : nullptr;
-    const std::string grid_field = in.has_frequency() ? field + ".frequency" : "frequency";
-    ASSIGN_OR_RETURN(s.grid, DecodeGrid(spec, s.t, grid_field, limits, resolver, budget));
-    s.fit_mean = fit_mean;
-    s.center_data = center_data;
-    s.normalization = normalization;
-    s.nterms = nterms;
-    switch (request.method()) {
-      case v1::PERIODOGRAM_METHOD_DIRECT: s.method = periodogram::Method::kDirect; break;
-      case v1::PERIODOGRAM_METHOD_FAST:
-        if (!s.grid.uniform) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "method: fast needs a uniform or automatic grid (", grid_field,
-              " lists explicit frequencies)"));
-        }
-        s.method = periodogram::Method::kFast;
-        break;
-      default: s.method = periodogram::AutoMethod(s, out.dtype); break;
-    }
-    if (in.has_model() || request.model_parameters()) {
-      ASSIGN_OR_RETURN(s.model,
-                       DecodeModelSpec(in.model(), field + ".model", limits, resolver, budget));
-      output_bytes += static_cast<int64_t>(s.model->t.size()) * 8 + 16 * (2 * nterms + 1);
-    }
-    pairs += static_cast<int64_t>(s.t.size()) * s.grid.size();
-    output_bytes += InlineOutputBytes(request.output_placement(), s.grid.size() * elem);
-    power_bytes += s.grid.size() * elem;
+    RETURN_IF_ERROR(CheckSamples(s, in.has_dy(), field, limits));
+    RETURN_IF_ERROR(FinishSeries(c, s, field, in.has_frequency() ? &in.frequency() : nullptr,
+                                 in.has_model() ? &in.model() : nullptr));
   }
+  if (request.has_packed_series()) RETURN_IF_ERROR(DecodePackedSeries(c, out.series));
+  int64_t pairs = c.pairs;
+  int64_t output_bytes = c.output_bytes;
+  const int64_t power_bytes = c.power_bytes;
   RETURN_IF_ERROR(CheckOutputBytes(resolver.context(), request.output_placement(), power_bytes));
   out.user_series = static_cast<int64_t>(out.series.size());
   if (pairs > limits.max_pairs_per_request) {

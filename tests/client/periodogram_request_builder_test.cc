@@ -73,6 +73,27 @@ TEST(PeriodogramRequestBuilderTest, SetsEveryOption) {
   EXPECT_EQ(Decode(r->series(1).frequency().explicit_frequencies()), f);
 }
 
+TEST(PeriodogramRequestBuilderTest, SeriesSharingTheGridGoPacked) {
+  const std::vector<double> t3 = {0, 1, 2}, y3 = {1, 0, 1}, t2 = {5, 6}, y2 = {2, 3};
+  absl::StatusOr<v1::PeriodogramRequest> r =
+      PeriodogramRequestBuilder().AddSeries(t3, y3).AddSeries(t2, y2).Build();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->series_size(), 0);
+  ASSERT_TRUE(r->has_packed_series());
+  EXPECT_THAT(r->packed_series().lengths(), ElementsAre(3, 2));
+  EXPECT_THAT(Decode(r->packed_series().t()), ElementsAre(0, 1, 2, 5, 6));
+  EXPECT_THAT(Decode(r->packed_series().y()), ElementsAre(1, 0, 1, 2, 3));
+  EXPECT_FALSE(r->packed_series().has_dy());
+  // With dy on every series, dy is packed too; on some only, nothing is.
+  r = PeriodogramRequestBuilder().AddSeries(t3, y3, y3).AddSeries(t2, y2, y2).Build();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(Decode(r->packed_series().dy()), ElementsAre(1, 0, 1, 2, 3));
+  r = PeriodogramRequestBuilder().AddSeries(t3, y3, y3).AddSeries(t2, y2).Build();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->has_packed_series());
+  EXPECT_EQ(r->series_size(), 2);
+}
+
 TEST(PeriodogramRequestBuilderTest, RejectsMismatchedLengths) {
   const std::vector<double> t3 = {0, 1, 2}, t2 = {0, 1};
   absl::StatusOr<v1::PeriodogramRequest> r =

@@ -57,6 +57,26 @@ def test_bad_values(client, rng, field, value):
     _check_still_serving(client, rng)
 
 
+@pytest.mark.parametrize("field,value", [("y", np.nan), ("t", np.inf), ("dy", 0.0)])
+def test_bad_values_in_packed_series_name_their_series(client, rng, field, value):
+    """Many (t, y, dy) arrays travel packed, each array's series in one tensor: a bad value is
+    still named by its series and its index there, and so is a series too short."""
+    series = [_good(rng) for _ in range(4)]
+    assert gpucompute.client._packed_series(series) is not None
+    arrays = dict(zip(("t", "y", "dy"), (a.copy() for a in series[2])))
+    k = int(rng.integers(len(arrays["t"])))
+    arrays[field][k] = value
+    series[2] = (arrays["t"], arrays["y"], arrays["dy"])
+    expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT,
+                     lambda: client.lombscargle_batch(series, [0.5, 1.0]),
+                     rf"series\[2\]\.{field}: values must be finite( and > 0)? \(index {k} ")
+    series[2] = tuple(a[:1] for a in series[1])
+    expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT,
+                     lambda: client.lombscargle_batch(series, [0.5, 1.0]),
+                     r"series\[2\]\.t: a series needs at least 2 samples \(got 1\)")
+    _check_still_serving(client, rng)
+
+
 @pytest.mark.parametrize("bad", [0.0, -0.3, np.nan, np.inf])
 def test_bad_explicit_frequency(client, rng, bad):
     t, y, dy = _good(rng)

@@ -137,11 +137,12 @@ def test_an_abandoned_transfer_expires(tmp_path):
 
 
 def _survey(rng, count):
-    series = []
-    for n in rng.integers(50, 400, count):
-        t = np.sort(rng.uniform(0, 30, n))
-        series.append((t, np.sin(2 * np.pi * rng.uniform(0.2, 2) * t) + rng.normal(0, 1, n)))
-    return series
+    """`count` light curves of 50-800 samples over 100 time units."""
+    out = []
+    for n in rng.integers(50, 800, count):
+        t = np.sort(rng.uniform(0, 100, int(n)))
+        out.append((t, np.sin(2 * np.pi * rng.uniform(0.1, 2.0) * t) + rng.normal(0, 0.5, int(n))))
+    return out
 
 
 def test_discard_returns_peaks_and_false_alarms_only(client, rng):
@@ -210,21 +211,17 @@ def test_slices_cover_each_range_once_from_multiples_of_64():
     assert len([s for s in got if s[0] == 3]) > 1
 
 
-def _survey(rng, count):
-    out = []
-    for n in rng.integers(50, 800, count):
-        t = np.sort(rng.uniform(0, 100, int(n)))
-        out.append((t, np.sin(2 * np.pi * rng.uniform(0.1, 2.0) * t) + rng.normal(0, 0.5, int(n))))
-    return out
-
-
-def test_many_series_are_split_over_connections_as_one_call(tc, rng):
-    """A periodogram of many series (here ~2 MB of samples) goes as several requests over the
-    transfer connections at once and gives what one request gives, in order, for every
-    output placement that allows it; a bad series still gets the error naming it as the caller
-    numbered it."""
+@pytest.mark.parametrize("form", ["packed", "split"])
+def test_many_series_in_one_call(tc, rng, form):
+    """A periodogram of many series (here ~2 MB of samples) gives what one request of Series
+    gives, in order, for every output placement that allows it, whether the series go packed
+    (arrays: PackedSeries, three tensors) or, as dicts, as several requests over the transfer
+    connections at once; a bad series still gets the error naming it as the caller numbered
+    it."""
     from gpucompute import transfer
     series = _survey(rng, 300)
+    items = series if form == "packed" else [dict(t=t, y=y) for t, y in series]
+    assert (gpucompute.client._packed_series(items) is not None) == (form == "packed")
     request = compute_pb2.PeriodogramRequest(
         series=[compute_pb2.Series(t=gpucompute.to_tensor(t), y=gpucompute.to_tensor(y))
                 for t, y in series],
@@ -235,7 +232,7 @@ def test_many_series_are_split_over_connections_as_one_call(tc, rng):
     grid = gpucompute.UniformGrid(0.05, 0.01, 200)
     want = tc.stub.Periodogram(request, timeout=60).results
     for output in (None, "discard", "keep"):
-        got = tc.periodogram(series, grid, top_k=3, false_alarm="baluev", output=output)
+        got = tc.periodogram(items, grid, top_k=3, false_alarm="baluev", output=output)
         assert len(got) == len(want)
         for g, w in zip(got, want):
             assert (g.peak_index, g.peak_power) == (w.peak_index, w.peak_power)
@@ -249,9 +246,10 @@ def test_many_series_are_split_over_connections_as_one_call(tc, rng):
                 tc.delete_tensor(g.power)
             else:
                 assert g.power is None
-    bad = list(series)
-    t, y = bad[250]
-    bad[250] = (t, np.where(np.arange(len(y)) == 7, np.nan, y))
+    bad = list(items)
+    t, y = series[250]
+    y = np.where(np.arange(len(y)) == 7, np.nan, y)
+    bad[250] = (t, y) if form == "packed" else dict(t=t, y=y)
     expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT, lambda: tc.periodogram(bad, grid),
                      r"series\[250\]\.y")
     # The parts that succeeded kept their outputs: deleted before the error is raised.

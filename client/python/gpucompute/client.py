@@ -394,10 +394,14 @@ class Client:
         Returns:
           A list of ``PeriodogramResult``, in the order of ``series``.
 
-        Many series (a request of more than ~256 KiB) go as up to 16 requests of consecutive
-        series at once, each over a connection of its own, and come back as one list
-        (``transfer.split_series``); not when the powers go to shared memory or the false-alarm
-        method is bootstrap, where the answer would change.
+        Two or more series given as ``(t, y)`` or ``(t, y, dy)`` arrays (all or none with dy)
+        travel packed: each array's series end to end in one tensor (``PackedSeries``), large
+        ones uploaded over several connections, instead of a message per series. Other lists
+        (per-series grids or models, references) of more than ~256 KiB go as up to 16 requests
+        of consecutive series at once, each over a connection of its own, and come back as one
+        list (``transfer.split_series``); not when the powers go to shared memory or the
+        false-alarm method is bootstrap, where the answer would change. Either way the results
+        and errors are the same, series numbered as given.
         """
         if frequency is None:
             frequency = AutoGrid(samples_per_peak, nyquist_factor,
@@ -419,6 +423,11 @@ class Client:
         grids = []  # (FrequencyGrid in effect, explicit frequencies or None) per series
 
         def build(encode):
+            packed = _packed_series(series)
+            if packed is not None:
+                _set_packed_series(request.packed_series, *packed, encode)
+                grids.extend([shared_grid] * len(packed[3]))
+                return request
             series_field = request.series
             for item in series:
                 own_grid = _add_series(series_field, item, encode)
@@ -426,10 +435,9 @@ class Client:
             return request
 
         def decode(response, output_of):
-            if len(response.results) != len(request.series):
+            if len(response.results) != len(grids):
                 raise RuntimeError(
-                    f"server returned {len(response.results)} results for "
-                    f"{len(request.series)} series")
+                    f"server returned {len(response.results)} results for {len(grids)} series")
             return [_result(r, *g, decode=output_of) for r, g in zip(response.results, grids)]
 
         return self._operation(self.stub.Periodogram, build, output, timeout, decode,
@@ -978,6 +986,43 @@ def _add_series(series_field, item, encode):
             msg.model.t.CopyFrom(to_tensor(np.asarray(model["t"], np.float64).ravel(), _FLOAT64))
         msg.model.SetInParent()
     return own_grid
+
+
+def _packed_series(series):
+    """``(t, y, dy or None, lengths)``: the series of ``series`` end to end as float64 arrays,
+    when there are at least two and each is a ``(t, y)`` or ``(t, y, dy)`` of 1-D host arrays
+    of one length (all or none with dy); else None, and they go one ``Series`` each (where the
+    server names whatever is wrong with one)."""
+    if len(series) < 2:
+        return None
+    columns = None
+    for item in series:
+        if isinstance(item, dict) or len(item) not in (2, 3):
+            return None
+        if columns is None:
+            columns = [[] for _ in item]
+        if len(item) != len(columns):
+            return None
+        if any(is_prepared(a) for a in item):
+            return None
+        arrays = [np.asarray(a) for a in item]
+        if any(a.ndim != 1 or a.dtype.kind not in "fiu" or a.size != arrays[0].size
+               for a in arrays):
+            return None
+        for column, a in zip(columns, arrays):
+            column.append(a)
+    lengths = [a.size for a in columns[0]]
+    packed = [np.concatenate(column).astype("<f8", copy=False) for column in columns]
+    return packed[0], packed[1], packed[2] if len(packed) == 3 else None, lengths
+
+
+def _set_packed_series(field, t, y, dy, lengths, encode):
+    """Fills the request's ``PackedSeries`` ``field``; ``encode`` as in ``_add_series``."""
+    field.t.CopyFrom(to_tensor(t, _FLOAT64, encode))
+    field.y.CopyFrom(to_tensor(y, _FLOAT64, encode))
+    if dy is not None:
+        field.dy.CopyFrom(to_tensor(dy, _FLOAT64, encode))
+    field.lengths.extend(lengths)
 
 
 def _handle(handle):

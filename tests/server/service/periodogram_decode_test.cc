@@ -88,6 +88,92 @@ TEST(PeriodogramDecode, RejectsBadSeries) {
   ExpectError(r, absl::StatusCode::kInvalidArgument, "series[0].y.shape: must be 1-D");
 }
 
+// Two series packed after one Series: the second and third of the request.
+v1::PeriodogramRequest GoodPacked() {
+  v1::PeriodogramRequest r = Good();
+  v1::PackedSeries* p = r.mutable_packed_series();
+  *p->mutable_t() = Vec({0, 1, 2.5, 0.5, 1, 1.5, 4});
+  *p->mutable_y() = Vec({1, 0, -1, 2, 1, 0, 3});
+  p->add_lengths(3);
+  p->add_lengths(4);
+  return r;
+}
+
+TEST(PeriodogramDecode, PackedSeriesFollowTheSeriesWithTheRequestsOptions) {
+  v1::PeriodogramRequest r = GoodPacked();
+  r.set_fit_mean(false);
+  r.mutable_frequency()->mutable_uniform()->set_f0(0.1);
+  r.mutable_frequency()->mutable_uniform()->set_df(0.05);
+  r.mutable_frequency()->mutable_uniform()->set_n(7);
+  auto d = DecodePeriodogramRequest(r, {});
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->series.size(), 3u);
+  EXPECT_EQ(d->user_series, 3);
+  EXPECT_EQ(d->series[1].t, (std::vector<double>{0, 1, 2.5}));
+  EXPECT_EQ(d->series[1].y, (std::vector<double>{1, 0, -1}));
+  EXPECT_EQ(d->series[2].t, (std::vector<double>{0.5, 1, 1.5, 4}));
+  EXPECT_EQ(d->series[2].y, (std::vector<double>{2, 1, 0, 3}));
+  for (const periodogram::SeriesSpec& s : d->series) {
+    EXPECT_FALSE(s.fit_mean);
+    ASSERT_TRUE(s.grid.uniform.has_value());
+    EXPECT_EQ(s.grid.uniform->n, 7);
+  }
+  EXPECT_TRUE(d->series[1].dy.empty());
+
+  // Packed alone, with dy.
+  r = GoodPacked();
+  r.clear_series();
+  *r.mutable_packed_series()->mutable_dy() = Vec({1, 1, 1, 2, 2, 2, 2});
+  d = DecodePeriodogramRequest(r, {});
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->series.size(), 2u);
+  EXPECT_EQ(d->series[1].dy, (std::vector<double>{2, 2, 2, 2}));
+}
+
+TEST(PeriodogramDecode, PackedSeriesErrorsNameTheSeries) {
+  v1::PeriodogramRequest r = GoodPacked();
+  r.mutable_packed_series()->set_lengths(1, 5);
+  ExpectError(r, absl::StatusCode::kInvalidArgument,
+              "packed_series.lengths[1]: 5 samples from sample 3 do not fit in t's 7");
+  r = GoodPacked();
+  r.mutable_packed_series()->set_lengths(1, -1);
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "packed_series.lengths[1]: -1 samples");
+  r = GoodPacked();
+  r.mutable_packed_series()->set_lengths(1, 3);
+  ExpectError(r, absl::StatusCode::kInvalidArgument,
+              "packed_series.lengths: they add up to 6 samples, but t has 7");
+  r = GoodPacked();
+  r.mutable_packed_series()->set_lengths(0, 1);
+  r.mutable_packed_series()->set_lengths(1, 6);
+  ExpectError(r, absl::StatusCode::kInvalidArgument,
+              "series[1].t: a series needs at least 2 samples (got 1)");
+  r = GoodPacked();
+  *r.mutable_packed_series()->mutable_y() = Vec({1, 0, -1, 2, 1, NAN, 3});
+  ExpectError(r, absl::StatusCode::kInvalidArgument,
+              "series[2].y: values must be finite (index 2 is nan)");
+  r = GoodPacked();
+  *r.mutable_packed_series()->mutable_t() = Vec({0, 1, 2.5, INFINITY, 1, 1.5, 4});
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "series[2].t: values must be finite (index 0");
+  r = GoodPacked();
+  *r.mutable_packed_series()->mutable_dy() = Vec({1, 1, 1, 1, 0, 1, 1});
+  ExpectError(r, absl::StatusCode::kInvalidArgument,
+              "series[2].dy: values must be finite and > 0 (index 1 is 0)");
+  r = GoodPacked();
+  *r.mutable_packed_series()->mutable_y() = Vec({1, 0});
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "packed_series.y: length 2 differs from t's length 7");
+  r = GoodPacked();
+  r.mutable_packed_series()->clear_t();
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "packed_series.t: missing");
+  r = GoodPacked();
+  r.mutable_packed_series()->mutable_y()->set_dtype(v1::INT32);
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "packed_series.y.dtype: must be float32 or float64");
+  // Series and packed series count together against the limit.
+  ServiceLimits limits;
+  limits.max_series_per_request = 2;
+  ExpectError(GoodPacked(), absl::StatusCode::kResourceExhausted,
+              "series: 3 series is over the limit of 2", limits);
+}
+
 TEST(PeriodogramDecode, RejectsBadFrequencies) {
   auto r = Good();
   *r.mutable_frequency()->mutable_explicit_frequencies() = Vec({0.1, 0.0, 0.3});
