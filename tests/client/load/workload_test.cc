@@ -76,11 +76,12 @@ WorkloadConfig SmallConfig() {
 TEST(RequestTest, PeriodogramShapes) {
   absl::StatusOr<v1::SubmitRequest> r = MakeRequest(Op::kPeriodogram, SmallConfig(), "", 1);
   ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_EQ(r->periodogram().series_size(), 3);
+  // Three series on one grid, all with dy: packed.
+  ASSERT_EQ(r->periodogram().packed_series().lengths_size(), 3);
   EXPECT_EQ(r->periodogram().dtype(), v1::FLOAT32);
   EXPECT_EQ(r->periodogram().frequency().uniform().n(), 70);
-  EXPECT_EQ(r->periodogram().series(0).t().dtype(), v1::FLOAT32);
-  EXPECT_THAT(r->periodogram().series(2).y().shape(), ElementsAre(50));
+  EXPECT_EQ(r->periodogram().packed_series().t().dtype(), v1::FLOAT32);
+  EXPECT_THAT(r->periodogram().packed_series().y().shape(), ElementsAre(150));
   EXPECT_EQ(InputTensorBytes(*r), 3 * 3 * 50 * 4);  // t, y, dy of 3 series, float32
   EXPECT_EQ(OutputBytesBound(*r, 0), 3 * (320 + 64));  // 70 * 4 = 280 -> 320, plus slack
 }
