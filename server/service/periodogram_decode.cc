@@ -301,18 +301,18 @@ absl::Status FinishSeries(SeriesContext& c, periodogram::SeriesSpec& s, const st
 
 // The first NaN or infinity of a packed array (whose lengths are checked), named as the
 // series and the index within it where it falls, as a Series' array would be.
-absl::Status CheckPackedFinite(const std::vector<double>& values, const v1::PackedSeries& packed,
-                               int first, const char* array) {
+absl::Status CheckPackedFinite(const TensorView& view, const v1::PackedSeries& packed, int first,
+                               const char* array) {
+  if (view.known_finite) return absl::OkStatus();
   const int64_t k = FirstNonFinite(
-      ElementType::kFloat64,
-      absl::string_view(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(double)));
+      view.dtype == v1::FLOAT32 ? ElementType::kFloat32 : ElementType::kFloat64, view.bytes);
   if (k < 0) return absl::OkStatus();
   int64_t begin = 0;
   int j = 0;
   while (begin + packed.lengths(j) <= k) begin += packed.lengths(j++);
   return absl::InvalidArgumentError(absl::StrCat("series[", first + j, "].", array,
                                                  ": values must be finite (index ", k - begin,
-                                                 " is ", values[k], ")"));
+                                                 " is ", DecodeVectorRange(view, k, k + 1)[0], ")"));
 }
 
 // The packed series, after the request's `series` in `series`: the three tensors decoded once,
@@ -322,38 +322,36 @@ absl::Status DecodePackedSeries(SeriesContext& c, std::vector<periodogram::Serie
   const v1::PackedSeries& packed = c.request.packed_series();
   if (!packed.has_t()) return absl::InvalidArgumentError("packed_series.t: missing");
   if (!packed.has_y()) return absl::InvalidArgumentError("packed_series.y: missing");
-  // Finiteness is checked once the lengths are, so that an error names the series.
-  ASSIGN_OR_RETURN(std::vector<double> t,
-                   DecodeVector(c.resolver, packed.t(), "packed_series.t", false, &c.budget));
-  ASSIGN_OR_RETURN(std::vector<double> y,
-                   DecodeVector(c.resolver, packed.y(), "packed_series.y", false, &c.budget));
-  if (y.size() != t.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("packed_series.y: length ", y.size(),
-                                                   " differs from t's length ", t.size()));
+  // Views, decoded series by series straight into each series' vectors (one copy).
+  ASSIGN_OR_RETURN(const TensorView t,
+                   ResolveVector(c.resolver, packed.t(), "packed_series.t", &c.budget));
+  ASSIGN_OR_RETURN(const TensorView y,
+                   ResolveVector(c.resolver, packed.y(), "packed_series.y", &c.budget));
+  if (y.count != t.count) {
+    return absl::InvalidArgumentError(absl::StrCat("packed_series.y: length ", y.count,
+                                                   " differs from t's length ", t.count));
   }
-  std::vector<double> dy;
+  TensorView dy;
   if (packed.has_dy()) {
-    ASSIGN_OR_RETURN(dy, DecodeVector(c.resolver, packed.dy(), "packed_series.dy",
-                                      /*require_finite=*/false, &c.budget));
-    if (dy.size() != t.size()) {
+    ASSIGN_OR_RETURN(dy, ResolveVector(c.resolver, packed.dy(), "packed_series.dy", &c.budget));
+    if (dy.count != t.count) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "packed_series.dy: length ", dy.size(), " differs from t's length ", t.size()));
+          "packed_series.dy: length ", dy.count, " differs from t's length ", t.count));
     }
   }
-  const int64_t total = static_cast<int64_t>(t.size());
   int64_t end = 0;
   for (int j = 0; j < packed.lengths_size(); ++j) {
     const int64_t n = packed.lengths(j);
-    if (n < 0 || n > total - end) {
+    if (n < 0 || n > t.count - end) {
       return absl::InvalidArgumentError(absl::StrCat(
           "packed_series.lengths[", j, "]: ", n, " samples from sample ", end,
-          " do not fit in t's ", total));
+          " do not fit in t's ", t.count));
     }
     end += n;
   }
-  if (end != total) {
+  if (end != t.count) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "packed_series.lengths: they add up to ", end, " samples, but t has ", total));
+        "packed_series.lengths: they add up to ", end, " samples, but t has ", t.count));
   }
   const int first = c.request.series_size();
   RETURN_IF_ERROR(CheckPackedFinite(t, packed, first, "t"));
@@ -362,9 +360,9 @@ absl::Status DecodePackedSeries(SeriesContext& c, std::vector<periodogram::Serie
   for (int j = 0; j < packed.lengths_size(); ++j) {
     periodogram::SeriesSpec& s = series[first + j];
     const int64_t stop = begin + packed.lengths(j);
-    s.t.assign(t.begin() + begin, t.begin() + stop);
-    s.y.assign(y.begin() + begin, y.begin() + stop);
-    if (!dy.empty()) s.dy.assign(dy.begin() + begin, dy.begin() + stop);
+    s.t = DecodeVectorRange(t, begin, stop);
+    s.y = DecodeVectorRange(y, begin, stop);
+    if (packed.has_dy()) s.dy = DecodeVectorRange(dy, begin, stop);
     const std::string field = absl::StrCat("series[", first + j, "]");
     RETURN_IF_ERROR(CheckSamples(s, packed.has_dy(), field, c.limits));
     RETURN_IF_ERROR(FinishSeries(c, s, field, nullptr, nullptr));
@@ -372,6 +370,7 @@ absl::Status DecodePackedSeries(SeriesContext& c, std::vector<periodogram::Serie
   }
   return absl::OkStatus();
 }
+
 }  // namespace
 
 absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::PeriodogramRequest& request,

@@ -230,8 +230,9 @@ TensorPins TensorResolver::pins() const {
 
 // ---------------------------------------------------------------- decoding and encoding
 
-absl::StatusOr<std::vector<double>> DecodeVector(const TensorView& view, absl::string_view field,
-                                                 bool require_finite) {
+namespace {
+
+absl::Status CheckFloatVector(const TensorView& view, absl::string_view field) {
   if (view.rank() != 1) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ".shape: must be 1-D (got ", view.rank(), " dimensions)"));
@@ -240,17 +241,30 @@ absl::StatusOr<std::vector<double>> DecodeVector(const TensorView& view, absl::s
     return absl::InvalidArgumentError(absl::StrCat(
         field, ".dtype: must be float32 or float64 (got ", DTypeName(view.dtype), ")"));
   }
-  std::vector<double> out(static_cast<size_t>(view.count));
-  const char* data = view.bytes.data();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<double> DecodeVectorRange(const TensorView& view, int64_t begin, int64_t end) {
+  std::vector<double> out(static_cast<size_t>(end - begin));
   if (view.dtype == v1::FLOAT64) {
-    if (!out.empty()) std::memcpy(out.data(), data, out.size() * sizeof(double));
+    if (!out.empty()) std::memcpy(out.data(), view.bytes.data() + 8 * begin, out.size() * 8);
   } else {
+    const char* data = view.bytes.data() + 4 * begin;
     for (size_t i = 0; i < out.size(); ++i) {
       float v;
       std::memcpy(&v, data + 4 * i, 4);
       out[i] = v;
     }
   }
+  return out;
+}
+
+absl::StatusOr<std::vector<double>> DecodeVector(const TensorView& view, absl::string_view field,
+                                                 bool require_finite) {
+  RETURN_IF_ERROR(CheckFloatVector(view, field));
+  std::vector<double> out = DecodeVectorRange(view, 0, view.count);
   if (require_finite) {
     for (size_t i = 0; i < out.size(); ++i) {
       if (!std::isfinite(out[i])) {
@@ -267,9 +281,8 @@ absl::Status Prefixed(absl::string_view field, const absl::Status& s) {
   return absl::Status(s.code(), absl::StrCat(field, ": ", s.message()));
 }
 
-absl::StatusOr<std::vector<double>> DecodeVector(TensorResolver& resolver, const v1::Tensor& tensor,
-                                                 absl::string_view field, bool require_finite,
-                                                 DecodeBudget* budget) {
+absl::StatusOr<TensorView> ResolveVector(TensorResolver& resolver, const v1::Tensor& tensor,
+                                         absl::string_view field, DecodeBudget* budget) {
   // What the message states is checked first, so that a wrong rank or dtype is reported as such
   // rather than as a byte count that does not match (a handle may leave both unset).
   const bool by_handle = tensor.payload_case() == v1::Tensor::kHandle;
@@ -283,6 +296,7 @@ absl::StatusOr<std::vector<double>> DecodeVector(TensorResolver& resolver, const
         field, ".dtype: must be float32 or float64 (got ", DTypeName(tensor.dtype()), ")"));
   }
   ASSIGN_OR_RETURN(const TensorView view, resolver.Resolve(tensor, field));
+  RETURN_IF_ERROR(CheckFloatVector(view, field));
   if (budget != nullptr) {
     const int64_t bytes = view.count * static_cast<int64_t>(sizeof(double));
     if (bytes > budget->left) {
@@ -298,6 +312,13 @@ absl::StatusOr<std::vector<double>> DecodeVector(TensorResolver& resolver, const
       budget->leases.push_back(std::move(lease));
     }
   }
+  return view;
+}
+
+absl::StatusOr<std::vector<double>> DecodeVector(TensorResolver& resolver, const v1::Tensor& tensor,
+                                                 absl::string_view field, bool require_finite,
+                                                 DecodeBudget* budget) {
+  ASSIGN_OR_RETURN(const TensorView view, ResolveVector(resolver, tensor, field, budget));
   return DecodeVector(view, field, require_finite);
 }
 

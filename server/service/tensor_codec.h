@@ -121,6 +121,13 @@ struct DecodeBudget {
 absl::StatusOr<std::vector<double>> DecodeVector(TensorResolver& resolver, const v1::Tensor& tensor,
                                                  absl::string_view field, bool require_finite = true,
                                                  DecodeBudget* budget = nullptr);
+// The checks and the charge of DecodeVector without the decoding: the view of a 1-D float32
+// or float64 tensor, for a caller that decodes parts of it (DecodeVectorRange) while the
+// resolver holds it.
+absl::StatusOr<TensorView> ResolveVector(TensorResolver& resolver, const v1::Tensor& tensor,
+                                         absl::string_view field, DecodeBudget* budget = nullptr);
+// Elements [begin, end) of such a view, as doubles (no finiteness check).
+std::vector<double> DecodeVectorRange(const TensorView& view, int64_t begin, int64_t end);
 // The same for an inline Tensor (tests, clients of the codec).
 absl::StatusOr<std::vector<double>> DecodeVector(const v1::Tensor& tensor, absl::string_view field,
                                                  bool require_finite = true);

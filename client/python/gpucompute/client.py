@@ -992,24 +992,29 @@ def _packed_series(series):
     """``(t, y, dy or None, lengths)``: the series of ``series`` end to end as float64 arrays,
     when there are at least two and each is a ``(t, y)`` or ``(t, y, dy)`` of 1-D host arrays
     of one length (all or none with dy); else None, and they go one ``Series`` each (where the
-    server names whatever is wrong with one)."""
+    server names whatever is wrong with one). A survey has thousands: plain loops, NumPy
+    arrays taken as they are."""
     if len(series) < 2:
         return None
     columns = None
     for item in series:
-        if isinstance(item, dict) or len(item) not in (2, 3):
+        if isinstance(item, dict):
             return None
         if columns is None:
-            columns = [[] for _ in item]
+            if len(item) not in (2, 3):
+                return None
+            columns = tuple([] for _ in item)
         if len(item) != len(columns):
             return None
-        if any(is_prepared(a) for a in item):
-            return None
-        arrays = [np.asarray(a) for a in item]
-        if any(a.ndim != 1 or a.dtype.kind not in "fiu" or a.size != arrays[0].size
-               for a in arrays):
-            return None
-        for column, a in zip(columns, arrays):
+        size = -1
+        for column, a in zip(columns, item):
+            if type(a) is not np.ndarray:
+                if is_prepared(a):
+                    return None
+                a = np.asarray(a)
+            if a.ndim != 1 or a.dtype.kind not in "fiu" or (size >= 0 and a.size != size):
+                return None
+            size = a.size
             column.append(a)
     lengths = [a.size for a in columns[0]]
     packed = [np.concatenate(column).astype("<f8", copy=False) for column in columns]
@@ -1041,8 +1046,12 @@ def _float64_array(values):
     return np.fromiter(values, np.float64, len(values))
 
 
+_NO_VALUES = ()  # an empty repeated field's values
+
+
 def _result(result, grid_msg, explicit, decode=from_tensor):
-    """Builds a ``PeriodogramResult`` from a ``SeriesResult`` and the grid that was asked for."""
+    """Builds a ``PeriodogramResult`` from a ``SeriesResult`` and the grid that was asked for.
+    A survey decodes thousands: each sub-message is read once, and empty parts cost nothing."""
     power = decode(result.power)
     grid = None
     if result.HasField("grid"):
@@ -1057,9 +1066,10 @@ def _result(result, grid_msg, explicit, decode=from_tensor):
     false_alarm = None
     if result.HasField("false_alarm"):
         f = result.false_alarm
+        probabilities, levels = f.probabilities, f.levels
         false_alarm = {"peak_probability": f.peak_probability,
-                       "probabilities": _float64_array(f.probabilities),
-                       "levels": _float64_array(f.levels)}
+                       "probabilities": _float64_array(probabilities or _NO_VALUES),
+                       "levels": _float64_array(levels or _NO_VALUES)}
     model = None
     if result.HasField("model"):
         m = result.model
@@ -1068,12 +1078,9 @@ def _result(result, grid_msg, explicit, decode=from_tensor):
     peaks = [{"frequency": p.frequency, "power": p.power, "index": p.index,
               "false_alarm_probability": p.false_alarm_probability} for p in result.peaks]
     method = "fast" if result.method == compute_pb2.PERIODOGRAM_METHOD_FAST else "direct"
-    return PeriodogramResult(explicit_frequency=None if grid is not None else explicit,
-                             power=power,
-                             peak_frequency=result.peak_frequency,
-                             peak_power=result.peak_power,
-                             peak_index=int(result.peak_index), grid=grid, method=method,
-                             peaks=peaks, false_alarm=false_alarm, model=model)
+    return PeriodogramResult(power, result.peak_frequency, result.peak_power,
+                             int(result.peak_index), grid, method, peaks, false_alarm, model,
+                             None if grid is not None else explicit)
 
 
 _INT64_TYPES = (FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64)

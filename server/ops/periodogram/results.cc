@@ -11,30 +11,46 @@
 namespace gpucompute::periodogram {
 namespace {
 
+// The k highest local maxima in one pass, kept in a heap of at most k whose top is the lowest
+// kept (a survey's noisy power has a local maximum every few frequencies: collecting them all
+// would allocate and sort millions).
 template <typename T>
 std::vector<Peak> TopPeaksTyped(const T* power, const Grid& grid, int k) {
   const int64_t n = grid.size();
-  std::vector<Peak> maxima;
-  // Neighbours that are NaN do not count; a plateau reports its first index.
-  int64_t prev = -1;  // the last non-NaN index before i
-  for (int64_t i = 0; i < n; ++i) {
-    if (std::isnan(power[i])) continue;
-    int64_t next = i + 1;
-    while (next < n && std::isnan(power[next])) ++next;
-    const bool left_ok = prev < 0 || power[i] > power[prev];
-    const bool right_ok = next >= n || power[i] >= power[next];
-    if (left_ok && right_ok) {
-      maxima.push_back(Peak{i, grid.frequency(i), static_cast<double>(power[i]), 0});
-    }
-    prev = i;
-  }
+  std::vector<Peak> kept;
+  if (k <= 0) return kept;
+  kept.reserve(static_cast<size_t>(std::min<int64_t>(k, n)));
   auto higher = [](const Peak& a, const Peak& b) {
     return a.power > b.power || (a.power == b.power && a.index < b.index);
   };
-  const size_t keep = std::min(maxima.size(), static_cast<size_t>(k));
-  std::partial_sort(maxima.begin(), maxima.begin() + keep, maxima.end(), higher);
-  maxima.resize(keep);
-  return maxima;
+  // Only a value above the lowest kept can enter (once k are kept; a later equal one loses
+  // the tie): a comparison per value, the neighbours looked at for those few. NaN never
+  // passes, and a neighbour that is NaN does not count (the nearest non-NaN one does); a
+  // plateau reports its first index.
+  bool full = false;
+  double threshold = 0;  // the lowest kept power, once full
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = static_cast<double>(power[i]);
+    if (full ? !(v > threshold) : std::isnan(v)) continue;
+    int64_t left = i - 1, right = i + 1;
+    while (left >= 0 && std::isnan(power[left])) --left;
+    while (right < n && std::isnan(power[right])) ++right;
+    if ((left >= 0 && !(v > power[left])) || (right < n && !(v >= power[right]))) continue;
+    const Peak candidate{i, 0, v, 0};
+    if (kept.size() < static_cast<size_t>(k)) {
+      kept.push_back(candidate);
+      std::push_heap(kept.begin(), kept.end(), higher);
+    } else {
+      std::pop_heap(kept.begin(), kept.end(), higher);
+      kept.back() = candidate;
+      std::push_heap(kept.begin(), kept.end(), higher);
+    }
+    full = kept.size() == static_cast<size_t>(k);
+    if (full) threshold = kept.front().power;
+  }
+  std::sort_heap(kept.begin(), kept.end(), higher);  // highest first
+  for (Peak& peak : kept) peak.frequency = grid.frequency(peak.index);
+  return kept;
 }
 
 }  // namespace

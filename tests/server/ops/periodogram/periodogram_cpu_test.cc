@@ -1,11 +1,16 @@
 // CPU reference periodogram against known answers and an independent port of Astropy's
 // time-shift (tau) formula.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "server/ops/periodogram/cpu_periodogram.h"
 #include "server/ops/periodogram/nufft.h"
+#include "server/ops/periodogram/periodogram.h"
 #include "tests/server/ops/periodogram/test_series.h"
 
 namespace gpucompute::periodogram {
@@ -198,6 +203,57 @@ TEST(NufftTerms, OrderIsThePowerKernels) {
       for (int j = 1; j <= q; ++j, ++i) {
         EXPECT_TRUE(terms[i].weighted_y) << "q " << q << " term " << i;
         EXPECT_EQ(terms[i].j, j) << "q " << q << " term " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gpucompute::periodogram
+
+namespace gpucompute::periodogram {
+namespace {
+
+// The k highest local maxima by their definition (no non-NaN neighbour larger; a plateau
+// counts at its first index; ties by lower index), found the slow way.
+std::vector<int64_t> ReferenceTopPeaks(const std::vector<double>& p, int k) {
+  std::vector<int64_t> maxima;
+  for (int64_t i = 0; i < static_cast<int64_t>(p.size()); ++i) {
+    if (std::isnan(p[i])) continue;
+    int64_t left = i - 1, right = i + 1;
+    while (left >= 0 && std::isnan(p[left])) --left;
+    while (right < static_cast<int64_t>(p.size()) && std::isnan(p[right])) ++right;
+    if ((left < 0 || p[i] > p[left]) && (right >= static_cast<int64_t>(p.size()) || p[i] >= p[right])) {
+      maxima.push_back(i);
+    }
+  }
+  std::stable_sort(maxima.begin(), maxima.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+  if (static_cast<int64_t>(maxima.size()) > k) maxima.resize(k);
+  return maxima;
+}
+
+TEST(TopPeaks, MatchTheirDefinitionWithNaNsPlateausAndTies) {
+  std::mt19937_64 rng(21);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 300);
+    std::vector<double> p(n);
+    for (double& v : p) {
+      const uint64_t r = rng() % 10;
+      v = r == 0   ? std::nan("")
+          : r == 1 ? std::numeric_limits<double>::infinity()
+                   : static_cast<double>(rng() % 7);  // few values: many ties
+    }
+    Grid grid;
+    grid.uniform = UniformGrid{0.5, 0.25, n};
+    const std::string bytes(reinterpret_cast<const char*>(p.data()), p.size() * sizeof(double));
+    for (int k : {1, 3, 10, 1000}) {
+      const std::vector<Peak> got = TopPeaks(ComputeType::kFloat64, bytes, grid, k);
+      const std::vector<int64_t> want = ReferenceTopPeaks(p, k);
+      ASSERT_EQ(got.size(), want.size()) << "trial " << trial << " k " << k;
+      for (size_t j = 0; j < got.size(); ++j) {
+        EXPECT_EQ(got[j].index, want[j]) << "trial " << trial << " k " << k << " peak " << j;
+        EXPECT_EQ(got[j].power, p[want[j]]);
+        EXPECT_DOUBLE_EQ(got[j].frequency, 0.5 + 0.25 * want[j]);
       }
     }
   }
