@@ -20,14 +20,17 @@ start_server /tmp/gce.port "$out/e2e-servers.log" --allow_shared_memory --metric
 status=0
 PYTHONPATH="$root/python" python3 "$here/e2e_bench.py" --target "$target" "$@" \
   2>>"$out/e2e-bench.err" | tee "$out/e2e_bench.jsonl" || status=1
-load() {  # case name, then gpucompute-load flags
+load() {  # case name, then gpucompute-load flags (concurrency 1 unless they say otherwise)
   local name=$1; shift
   echo "==== gpucompute-load $name: $*"
-  gpucompute-load --target "$target" --progress off --concurrency 1 \
+  gpucompute-load --target "$target" --progress off --concurrency "${CONCURRENCY:-1}" \
     --json "$out/e2e-load-$name.jsonl" "$@" 2>>"$out/e2e-bench.err" || status=1
 }
 load periodogram --op periodogram --samples 1000 --frequencies 1000 --compare-echo \
   --duration 5s --warmup 1s
+# Small requests under load: throughput at concurrency 64 against Echo's.
+CONCURRENCY=64 load periodogram-c64 --op periodogram --samples 1000 --frequencies 1000 \
+  --compare-echo --duration 5s --warmup 1s
 load dense_row --op dense --in 1024 --out 4096 --layers 1 --rows 1 --model-dtype bfloat16 \
   --compare-echo --duration 5s --warmup 1s
 load enkf --op assimilate --n 3000 --m 3000 --members 3000 --method enkf --variants 1 \
