@@ -7,14 +7,15 @@
 
 #include "server/service/operation_call_util.h"
 #include "server/service/operation_calls.h"
+#include "server/service/periodogram_columns.h"
 #include "server/service/periodogram_decode.h"
 #include "server/service/tensor_codec.h"
 
 namespace gpucompute {
 namespace {
 
-// Top-k peaks, false-alarm values and the model (what FinishResults added).
-void EncodeExtras(periodogram::SeriesPower& p, v1::SeriesResult* out) {
+// Top-k peaks and false-alarm values (what FinishResults added besides the model).
+void EncodePeaksAndFalseAlarm(const periodogram::SeriesPower& p, v1::SeriesResult* out) {
   for (const periodogram::Peak& peak : p.peaks) {
     v1::PeriodogramPeak* o = out->add_peaks();
     o->set_frequency(peak.frequency);
@@ -29,6 +30,10 @@ void EncodeExtras(periodogram::SeriesPower& p, v1::SeriesResult* out) {
                                     p.false_alarm->probabilities.end());
     f->mutable_levels()->Add(p.false_alarm->levels.begin(), p.false_alarm->levels.end());
   }
+}
+
+// The best-fit model, when asked for.
+void EncodeModel(const periodogram::SeriesPower& p, v1::SeriesResult* out) {
   if (p.model) {
     v1::ModelResult* m = out->mutable_model();
     m->set_frequency(p.model->frequency);
@@ -74,6 +79,8 @@ void RunPeriodogram(const ServiceParts& parts, const v1::PeriodogramRequest& req
       v1::SeriesResult* out = response->add_results();
       EncodeVector(dtype, s.grid.size(), std::move(p.power), out->mutable_power());
       outputs.push_back(out->mutable_power());
+      EncodeModel(p, out);
+      if (request.result_columns()) continue;  // the rest goes in columns, below
       if (s.grid.uniform) {
         out->mutable_grid()->set_f0(s.grid.uniform->f0);
         out->mutable_grid()->set_df(s.grid.uniform->df);
@@ -84,7 +91,10 @@ void RunPeriodogram(const ServiceParts& parts, const v1::PeriodogramRequest& req
       out->set_peak_index(p.peak_index);
       out->set_method(s.method == periodogram::Method::kFast ? v1::PERIODOGRAM_METHOD_FAST
                                                              : v1::PERIODOGRAM_METHOD_DIRECT);
-      EncodeExtras(p, out);
+      EncodePeaksAndFalseAlarm(p, out);
+    }
+    if (request.result_columns()) {
+      EncodePeriodogramColumns(*typed, *result, response->mutable_columns());
     }
     const absl::Status placed = PlaceOutputs(context, request.output_placement(), outputs);
     leases->clear();  // before the reply: the caller's next request may need them

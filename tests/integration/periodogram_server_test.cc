@@ -2,6 +2,7 @@
 // $GPUCOMPUTE_TEST_BACKEND (default cpu; the GPU machine runs it with cuda too).
 #include <atomic>
 #include <cstdlib>
+#include <initializer_list>
 #include <random>
 #include <thread>
 
@@ -92,6 +93,14 @@ class PeriodogramServer : public ::testing::Test {
     }
   }
 
+  // `t` viewed as 1-D of `shape` elements (DecodeVector reads 1-D tensors only).
+  static v1::Tensor TensorOfShape(const v1::Tensor& t, std::initializer_list<int64_t> shape) {
+    v1::Tensor out = t;
+    out.clear_shape();
+    for (int64_t d : shape) out.add_shape(d);
+    return out;
+  }
+
   testing::LoopbackServer loopback_;
   std::unique_ptr<Server> server_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -112,6 +121,67 @@ TEST_F(PeriodogramServer, ComputesBatchAndSendsTimings) {
                             "x-gpucompute-total-us", "x-gpucompute-batch-requests"}) {
       EXPECT_EQ(md.count(key), 1u) << key;
     }
+  }
+}
+
+// The same series packed, results as columns: every column row equals the SeriesResult the
+// plain request gets, and each SeriesResult then holds only its power.
+TEST_F(PeriodogramServer, PackedSeriesAndResultColumnsMatchPlainSeries) {
+  std::mt19937_64 rng(std::random_device{}());
+  std::vector<periodogram::SeriesSpec> specs;
+  v1::PeriodogramRequest plain = RandomRequest(rng, 6, v1::FLOAT64, &specs);
+  for (v1::Series& s : *plain.mutable_series()) s.clear_dy();  // packed: all or none with dy
+  plain.set_top_k(4);
+  plain.mutable_false_alarm()->add_probabilities(0.01);
+  plain.mutable_false_alarm()->add_powers(0.3);
+  plain.mutable_false_alarm()->add_powers(0.6);
+  v1::PeriodogramRequest packed = plain;
+  packed.clear_series();
+  std::vector<double> t, y;
+  for (const v1::Series& s : plain.series()) {
+    const std::vector<double> st = *DecodeVector(s.t(), "t"), sy = *DecodeVector(s.y(), "y");
+    t.insert(t.end(), st.begin(), st.end());
+    y.insert(y.end(), sy.begin(), sy.end());
+    packed.mutable_packed_series()->add_lengths(static_cast<int64_t>(st.size()));
+  }
+  *packed.mutable_packed_series()->mutable_t() = Vec(t);
+  *packed.mutable_packed_series()->mutable_y() = Vec(y);
+  packed.set_result_columns(true);
+  v1::PeriodogramResponse want, got;
+  ASSERT_TRUE(Call(plain, &want).ok());
+  ASSERT_TRUE(Call(packed, &got).ok());
+  ASSERT_EQ(got.results_size(), 6);
+  const v1::PeriodogramColumns& c = got.columns();
+  const std::vector<double> peak_frequency = *DecodeVector(c.peak_frequency(), "f");
+  const std::vector<double> grid = *DecodeVector(TensorOfShape(c.grid(), {18}), "grid");
+  const std::vector<double> peaks_power = *DecodeVector(TensorOfShape(c.peaks_power(), {24}), "p");
+  const std::vector<double> levels = *DecodeVector(TensorOfShape(c.false_alarm_levels(), {6}), "l");
+  const std::vector<double> probabilities =
+      *DecodeVector(TensorOfShape(c.false_alarm_probabilities(), {12}), "p");
+  ASSERT_EQ(c.peak_index().dtype(), v1::INT64);
+  const auto* peak_index = reinterpret_cast<const int64_t*>(c.peak_index().data().data());
+  const auto* peaks_index = reinterpret_cast<const int64_t*>(c.peaks_index().data().data());
+  EXPECT_THAT(c.peaks_index().shape(), ::testing::ElementsAre(6, 4));
+  for (int i = 0; i < 6; ++i) {
+    const v1::SeriesResult& w = want.results(i);
+    const v1::SeriesResult& g = got.results(i);
+    EXPECT_EQ(g.power().data(), w.power().data()) << i;
+    EXPECT_FALSE(g.has_grid() || g.has_false_alarm() || g.peaks_size() > 0) << i;
+    EXPECT_EQ(peak_frequency[i], w.peak_frequency());
+    EXPECT_EQ(peak_index[i], w.peak_index());
+    EXPECT_EQ(grid[3 * i], w.grid().f0());
+    EXPECT_EQ(grid[3 * i + 1], w.grid().df());
+    EXPECT_EQ(grid[3 * i + 2], static_cast<double>(w.grid().n()));
+    for (int j = 0; j < 4; ++j) {
+      if (j < w.peaks_size()) {
+        EXPECT_EQ(peaks_index[4 * i + j], w.peaks(j).index());
+        EXPECT_EQ(peaks_power[4 * i + j], w.peaks(j).power());
+      } else {
+        EXPECT_EQ(peaks_index[4 * i + j], -1);
+      }
+    }
+    EXPECT_EQ(levels[i], w.false_alarm().levels(0));
+    EXPECT_EQ(probabilities[2 * i + 1], w.false_alarm().probabilities(1));
   }
 }
 

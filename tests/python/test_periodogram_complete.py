@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 from astropy.timeseries import LombScargle
 
+import gpucompute
+
 from series_util import make_series
 
 NORMALIZATIONS = ["standard", "model", "log", "psd"]
@@ -232,3 +234,40 @@ def test_bad_options_are_invalid_argument(client, rng):
     # ... and the server keeps serving.
     (r,) = client.periodogram([(t, y, dy)], top_k=1)
     assert r.peaks[0]["index"] == r.peak_index
+
+
+@pytest.mark.parametrize("frequency", ["auto", "uniform", "explicit"])
+@pytest.mark.parametrize("output", [None, "discard"])
+def test_packed_series_with_columns_give_what_series_give(client, rng, frequency, output):
+    """Arrays go packed and their results come back as columns (PeriodogramColumns); dicts go
+    one Series each with one SeriesResult each. Both give the same results, field by field:
+    grids, peaks (fewer maxima than top_k included), false-alarm values and models."""
+    series = mixed_series(rng, count=6)
+    series.append(make_series(rng, 5, baseline=1.0, f_signal=1.0))  # fewer maxima than top_k
+    arrays = [(t, y, dy) for t, y, dy, _ in series]
+    dicts = [dict(t=t, y=y, dy=dy) for t, y, dy in arrays]
+    assert gpucompute.client._packed_series(arrays) is not None
+    assert gpucompute.client._packed_series(dicts) is None
+    grid = {"auto": None, "uniform": gpucompute.UniformGrid(0.05, 0.01, 300),
+            "explicit": np.sort(rng.uniform(0.05, 3.0, 200))}[frequency]
+    options = dict(top_k=25, model_parameters=True, output=output,
+                   false_alarm={"method": "baluev", "probabilities": [0.01, 0.1],
+                                "powers": [0.2, 0.5, 0.9]})
+    packed = client.periodogram(arrays, grid, **options)
+    plain = client.periodogram(dicts, grid, **options)
+    assert len(packed) == len(plain) == len(series)
+    for p, q in zip(packed, plain):
+        assert (p.peak_frequency, p.peak_power, p.peak_index, p.method, p.grid) == \
+            (q.peak_frequency, q.peak_power, q.peak_index, q.method, q.grid)
+        np.testing.assert_array_equal(p.frequency, q.frequency)
+        assert p.peaks == q.peaks
+        assert p.false_alarm["peak_probability"] == q.false_alarm["peak_probability"]
+        np.testing.assert_array_equal(p.false_alarm["probabilities"], q.false_alarm["probabilities"])
+        np.testing.assert_array_equal(p.false_alarm["levels"], q.false_alarm["levels"])
+        assert p.model["frequency"] == q.model["frequency"]
+        np.testing.assert_array_equal(p.model["parameters"], q.model["parameters"])
+        if output == "discard":
+            assert p.power is None and q.power is None
+        else:
+            np.testing.assert_array_equal(p.power, q.power)
+    assert len(packed[-1].peaks) < 25

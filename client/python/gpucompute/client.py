@@ -427,6 +427,7 @@ class Client:
             if packed is not None:
                 _set_packed_series(request.packed_series, *packed, encode)
                 grids.extend([shared_grid] * len(packed[3]))
+                request.result_columns = True  # many results: a few arrays to decode
                 return request
             series_field = request.series
             for item in series:
@@ -438,6 +439,10 @@ class Client:
             if len(response.results) != len(grids):
                 raise RuntimeError(
                     f"server returned {len(response.results)} results for {len(grids)} series")
+            if request.result_columns:
+                return _results_from_columns(response, grids, output_of,
+                                             discarded=output == "discard",
+                                             with_models=request.model_parameters)
             return [_result(r, *g, decode=output_of) for r, g in zip(response.results, grids)]
 
         return self._operation(self.stub.Periodogram, build, output, timeout, decode,
@@ -1047,22 +1052,80 @@ def _float64_array(values):
 
 
 _NO_VALUES = ()  # an empty repeated field's values
+_NO_GRID = (math.nan, math.nan, math.nan)  # a result without a grid of its own
+
+
+def _model(m):
+    """A ``ModelResult`` as ``PeriodogramResult.model``'s dict."""
+    return {"frequency": m.frequency, "parameters": _float64_array(m.parameters),
+            "offset": m.offset, "y": from_tensor(m.y) if m.HasField("y") else None}
+
+
+def _grid_used(row, grid_msg, explicit):
+    """The ``UniformGrid`` a result's power belongs to: ``row`` (f0, df, n as the server sent
+    them; NaN for explicit frequencies), else the uniform grid asked for; None with explicit
+    frequencies."""
+    f0, df, n = row
+    if f0 == f0:  # not NaN
+        return UniformGrid(f0, df, int(n))
+    if explicit is not None:
+        return None
+    if grid_msg.WhichOneof("kind") == "uniform":
+        return UniformGrid(grid_msg.uniform.f0, grid_msg.uniform.df, int(grid_msg.uniform.n))
+    raise RuntimeError("server did not return the automatic grid it used")
+
+
+def _results_from_columns(response, grids, output_of, discarded, with_models):
+    """``PeriodogramResult``s of a response with ``result_columns``: each field's column decoded
+    once, the results made from its rows; each ``SeriesResult`` read only for its power (not
+    at all when the powers were discarded) and model."""
+    c = response.columns
+    n = len(grids)
+    if len(response.results) != n or tuple(c.peak_index.shape) != (n,):
+        raise RuntimeError(f"server returned columns of {tuple(c.peak_index.shape)} results "
+                           f"for {n} series")
+    peak_frequency = from_tensor(c.peak_frequency).tolist()
+    peak_power = from_tensor(c.peak_power).tolist()
+    peak_index = from_tensor(c.peak_index).tolist()
+    fast = (from_tensor(c.method) == compute_pb2.PERIODOGRAM_METHOD_FAST).tolist()
+    grid_rows = from_tensor(c.grid).tolist()
+    peak_rows = [[]] * n
+    if len(c.peaks_index.shape) == 2:
+        columns = [from_tensor(t).tolist() for t in (
+            c.peaks_frequency, c.peaks_power, c.peaks_index, c.peaks_false_alarm_probability)]
+        peak_rows = [[{"frequency": f, "power": p, "index": k, "false_alarm_probability": q}
+                      for f, p, k, q in zip(*row) if k >= 0] for row in zip(*columns)]
+    false_alarms = [None] * n
+    if c.HasField("false_alarm_peak_probability"):
+        probabilities = from_tensor(c.false_alarm_probabilities)
+        levels = from_tensor(c.false_alarm_levels)
+        false_alarms = [{"peak_probability": p, "probabilities": probabilities[i],
+                         "levels": levels[i]}
+                        for i, p in enumerate(from_tensor(c.false_alarm_peak_probability).tolist())]
+    results = response.results
+    out = []
+    for i in range(n):
+        grid_msg, explicit = grids[i]
+        grid = _grid_used(grid_rows[i], grid_msg, explicit)
+        result = results[i] if with_models or not discarded else None
+        power = None if discarded else output_of(result.power)
+        model = _model(result.model) if with_models and result.HasField("model") else None
+        out.append(PeriodogramResult(power, peak_frequency[i], peak_power[i], peak_index[i], grid,
+                                     "fast" if fast[i] else "direct", peak_rows[i],
+                                     false_alarms[i], model,
+                                     None if grid is not None else explicit))
+    return out
 
 
 def _result(result, grid_msg, explicit, decode=from_tensor):
     """Builds a ``PeriodogramResult`` from a ``SeriesResult`` and the grid that was asked for.
     A survey decodes thousands: each sub-message is read once, and empty parts cost nothing."""
     power = decode(result.power)
-    grid = None
     if result.HasField("grid"):
         returned = result.grid
         grid = UniformGrid(returned.f0, returned.df, int(returned.n))
-    elif explicit is not None:
-        pass
-    elif grid_msg.WhichOneof("kind") == "uniform":
-        grid = UniformGrid(grid_msg.uniform.f0, grid_msg.uniform.df, int(grid_msg.uniform.n))
     else:
-        raise RuntimeError("server did not return the automatic grid it used")
+        grid = _grid_used(_NO_GRID, grid_msg, explicit)
     false_alarm = None
     if result.HasField("false_alarm"):
         f = result.false_alarm
@@ -1070,11 +1133,7 @@ def _result(result, grid_msg, explicit, decode=from_tensor):
         false_alarm = {"peak_probability": f.peak_probability,
                        "probabilities": _float64_array(probabilities or _NO_VALUES),
                        "levels": _float64_array(levels or _NO_VALUES)}
-    model = None
-    if result.HasField("model"):
-        m = result.model
-        model = {"frequency": m.frequency, "parameters": _float64_array(m.parameters),
-                 "offset": m.offset, "y": from_tensor(m.y) if m.HasField("y") else None}
+    model = _model(result.model) if result.HasField("model") else None
     peaks = [{"frequency": p.frequency, "power": p.power, "index": p.index,
               "false_alarm_probability": p.false_alarm_probability} for p in result.peaks]
     method = "fast" if result.method == compute_pb2.PERIODOGRAM_METHOD_FAST else "direct"
