@@ -175,6 +175,20 @@ std::vector<std::pair<std::string, v1::SubmitRequest>> Requests() {
     p->mutable_false_alarm()->set_method(v1::FALSE_ALARM_METHOD_BALUEV);
     p->mutable_output_placement()->set_discard(true);
   }
+  {  // periodogram: packed series (one of them also a Series), results as columns
+    v1::PeriodogramRequest* p = add("periodogram_packed_columns").mutable_periodogram();
+    v1::Series* s = p->add_series();
+    Fill(s->mutable_t(), v1::FLOAT64, {16}, Times(16));
+    Fill(s->mutable_y(), v1::FLOAT64, {16}, Values(16));
+    v1::PackedSeries* packed = p->mutable_packed_series();
+    Fill(packed->mutable_t(), v1::FLOAT64, {16}, Times(16));
+    Fill(packed->mutable_y(), v1::FLOAT32, {16}, std::vector<float>(16, 0.5f));
+    packed->add_lengths(6);
+    packed->add_lengths(10);
+    p->set_top_k(2);
+    p->mutable_false_alarm()->add_probabilities(0.1);
+    p->set_result_columns(true);
+  }
   {  // echo: kept above a size, with an idle expiry of its own
     v1::EchoRequest* e = add("echo_keep_above").mutable_echo();
     Fill(e->mutable_tensor(), v1::UINT8, {6}, std::vector<uint8_t>{1, 2, 3, 4, 5, 6});

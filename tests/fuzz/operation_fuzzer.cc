@@ -130,9 +130,16 @@ void Periodogram(const v1::PeriodogramRequest& request) {
   const absl::Status status = RunToTheEnd(request, &response, RunPeriodogram);
   CheckStatus(status, request);
   if (!status.ok()) return;
-  FUZZ_CHECK(response.results_size() == request.series_size(), "a result per series");
+  const int series = request.series_size() + request.packed_series().lengths_size();
+  FUZZ_CHECK(response.results_size() == series, "a result per series, packed ones included");
   for (const v1::SeriesResult& r : response.results()) {
     CheckPlaced(request.output_placement(), r.power(), request);
+  }
+  FUZZ_CHECK(response.has_columns() == request.result_columns(), "columns when asked for");
+  if (request.result_columns()) {
+    FUZZ_CHECK(response.columns().peak_index().shape_size() == 1 &&
+                   response.columns().peak_index().shape(0) == series,
+               "a column row per series");
   }
 }
 
