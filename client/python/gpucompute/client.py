@@ -1081,7 +1081,7 @@ def _results_from_columns(response, grids, output_of, discarded, with_models):
     at all when the powers were discarded) and model."""
     c = response.columns
     n = len(grids)
-    if len(response.results) != n or tuple(c.peak_index.shape) != (n,):
+    if tuple(c.peak_index.shape) != (n,):
         raise RuntimeError(f"server returned columns of {tuple(c.peak_index.shape)} results "
                            f"for {n} series")
     peak_frequency = from_tensor(c.peak_frequency).tolist()
@@ -1089,7 +1089,7 @@ def _results_from_columns(response, grids, output_of, discarded, with_models):
     peak_index = from_tensor(c.peak_index).tolist()
     fast = (from_tensor(c.method) == compute_pb2.PERIODOGRAM_METHOD_FAST).tolist()
     grid_rows = from_tensor(c.grid).tolist()
-    peak_rows = [[]] * n
+    peak_rows = [[] for _ in range(n)]
     if len(c.peaks_index.shape) == 2:
         columns = [from_tensor(t).tolist() for t in (
             c.peaks_frequency, c.peaks_power, c.peaks_index, c.peaks_false_alarm_probability)]
