@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <string>
@@ -21,22 +22,28 @@
 namespace gpucompute {
 namespace {
 
-// A POSIX shm object of `bytes`, mapped read-write; Shrink() truncates it to nothing.
+// A POSIX shm object of `bytes`, mapped read-write; Shrink() truncates it to nothing. Its name
+// is unlinked as soon as it is open (the descriptor and the mapping keep the object), so that
+// nothing is left in /dev/shm by a test process that dies, as the death test's child does:
+// a name left behind would be taken again by a later process of the same pid.
 class ShrinkableMapping {
  public:
   explicit ShrinkableMapping(size_t bytes) : bytes_(bytes) {
-    key_ = absl::StrCat("/gpucompute-guarded-copy-test-", getpid(), "-", counter_++);
-    fd_ = shm_open(key_.c_str(), O_CREAT | O_RDWR | O_EXCL, 0600);
-    EXPECT_GE(fd_, 0);
+    const std::string key = absl::StrCat("/gpucompute-guarded-copy-test-", getpid(), "-", counter_++);
+    fd_ = shm_open(key.c_str(), O_CREAT | O_RDWR | O_EXCL, 0600);
+    EXPECT_GE(fd_, 0) << key << ": " << std::strerror(errno);
+    if (fd_ < 0) return;
+    shm_unlink(key.c_str());
     EXPECT_EQ(ftruncate(fd_, static_cast<off_t>(bytes)), 0);
-    data_ = static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0));
-    EXPECT_NE(data_, MAP_FAILED);
+    void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    EXPECT_NE(data, MAP_FAILED);
+    if (data == MAP_FAILED) return;
+    data_ = static_cast<char*>(data);
     for (size_t i = 0; i < bytes; ++i) data_[i] = static_cast<char>(i * 7 + 1);
   }
   ~ShrinkableMapping() {
-    munmap(data_, bytes_);
-    close(fd_);
-    shm_unlink(key_.c_str());
+    if (data_ != nullptr) munmap(data_, bytes_);
+    if (fd_ >= 0) close(fd_);
   }
   void Shrink() { ASSERT_EQ(ftruncate(fd_, 0), 0); }
   char* data() const { return data_; }
@@ -44,7 +51,6 @@ class ShrinkableMapping {
  private:
   static inline int counter_ = 0;
   size_t bytes_;
-  std::string key_;
   int fd_ = -1;
   char* data_ = nullptr;
 };
