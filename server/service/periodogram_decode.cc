@@ -9,8 +9,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "server/common/element_type.h"
-#include "server/common/non_finite.h"
 #include "server/common/status_macros.h"
 #include "server/ops/periodogram/false_alarm.h"
 #include "server/ops/periodogram/nufft.h"
@@ -303,16 +301,12 @@ absl::Status FinishSeries(SeriesContext& c, periodogram::SeriesSpec& s, const st
 // series and the index within it where it falls, as a Series' array would be.
 absl::Status CheckPackedFinite(const TensorView& view, const v1::PackedSeries& packed, int first,
                                const char* array) {
-  if (view.known_finite) return absl::OkStatus();
-  const int64_t k = FirstNonFinite(
-      view.dtype == v1::FLOAT32 ? ElementType::kFloat32 : ElementType::kFloat64, view.bytes);
+  const int64_t k = FirstNonFinite(view);
   if (k < 0) return absl::OkStatus();
   int64_t begin = 0;
   int j = 0;
   while (begin + packed.lengths(j) <= k) begin += packed.lengths(j++);
-  return absl::InvalidArgumentError(absl::StrCat("series[", first + j, "].", array,
-                                                 ": values must be finite (index ", k - begin,
-                                                 " is ", DecodeVectorRange(view, k, k + 1)[0], ")"));
+  return NonFiniteError(absl::StrCat("series[", first + j, "].", array), view, k, k - begin);
 }
 
 // The packed series, after the request's `series` in `series`: the three tensors decoded once,
@@ -455,6 +449,10 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
   const int64_t power_bytes = c.power_bytes;
   RETURN_IF_ERROR(CheckOutputBytes(resolver.context(), request.output_placement(), power_bytes));
   out.user_series = static_cast<int64_t>(out.series.size());
+  const v1::OutputPlacement& placement = request.output_placement();
+  if (placement.target_case() == v1::OutputPlacement::kDiscard && placement.discard()) {
+    for (periodogram::SeriesSpec& s : out.series) s.power_discarded = true;
+  }
   if (pairs > limits.max_pairs_per_request) {
     return absl::ResourceExhaustedError(
         absl::StrCat("series: ", pairs, " sample-frequency pairs is over the limit of ",

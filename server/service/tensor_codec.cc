@@ -264,16 +264,24 @@ std::vector<double> DecodeVectorRange(const TensorView& view, int64_t begin, int
 absl::StatusOr<std::vector<double>> DecodeVector(const TensorView& view, absl::string_view field,
                                                  bool require_finite) {
   RETURN_IF_ERROR(CheckFloatVector(view, field));
-  std::vector<double> out = DecodeVectorRange(view, 0, view.count);
   if (require_finite) {
-    for (size_t i = 0; i < out.size(); ++i) {
-      if (!std::isfinite(out[i])) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, ": values must be finite (index ", i, " is ", out[i], ")"));
-      }
-    }
+    const int64_t k = FirstNonFinite(view);
+    if (k >= 0) return NonFiniteError(field, view, k, k);
   }
-  return out;
+  return DecodeVectorRange(view, 0, view.count);
+}
+
+int64_t FirstNonFinite(const TensorView& view) {
+  if (view.known_finite) return -1;
+  return FirstNonFinite(view.dtype == v1::FLOAT32 ? ElementType::kFloat32 : ElementType::kFloat64,
+                        view.bytes);
+}
+
+absl::Status NonFiniteError(absl::string_view field, const TensorView& view, int64_t index,
+                            int64_t shown_index) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": values must be finite (index ", shown_index,
+                                                 " is ", DecodeVectorRange(view, index, index + 1)[0],
+                                                 ")"));
 }
 
 absl::Status Prefixed(absl::string_view field, const absl::Status& s) {

@@ -97,6 +97,12 @@ absl::Status Prefixed(absl::string_view field, const absl::Status& s);
 // INVALID_ARGUMENT naming the first bad index.
 absl::StatusOr<std::vector<double>> DecodeVector(const TensorView& view, absl::string_view field,
                                                  bool require_finite = true);
+// The index of the first NaN or infinity of a float32/float64 view, -1 when there is none
+// (at once when the view is known_finite).
+int64_t FirstNonFinite(const TensorView& view);
+// The error for that value: "<field>: values must be finite (index <shown_index> is <value>)".
+absl::Status NonFiniteError(absl::string_view field, const TensorView& view, int64_t index,
+                            int64_t shown_index);
 // What one call may decode into host vectors. Inline data is bounded by the message size, but
 // resident tensors and shared memory are not, and many fields of one request may name the same
 // one: a request of 100,000 series naming one 16M-sample tensor would decode 25 TB.

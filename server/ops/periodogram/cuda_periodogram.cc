@@ -16,6 +16,7 @@
 #include "kernels/lombscargle_product.cuh"
 #include "kernels/nufft_kernels.cuh"
 #include "kernels/peak_reduce.cuh"
+#include "kernels/top_peaks.cuh"
 #include "server/common/nvtx.h"
 #include "server/common/parallel_for.h"
 #include "server/common/status_macros.h"
@@ -36,15 +37,16 @@ size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // Byte offsets of the sections of the input buffer (the same on host and device).
 struct InputLayout {
-  size_t desc = 0, work = 0, seg = 0, hdesc = 0, hwork = 0, ndesc = 0, ntrans = 0, pdesc = 0, t = 0,
-         w = 0, wy = 0, freqs = 0, done = 0, total = 0;
+  size_t desc = 0, work = 0, seg = 0, hdesc = 0, hwork = 0, ndesc = 0, ntrans = 0, pdesc = 0,
+         topk = 0, t = 0, w = 0, wy = 0, freqs = 0, done = 0, total = 0;
 };
 
 // `blocks`: the NVRTC kernel's work items; `counters`: its chunks' completion counters (0 when
 // no chunk is summed in parts), zeros copied in with the rest.
 InputLayout MakeInputLayout(size_t series, size_t blocks, size_t samples, size_t freqs, int elem,
                             size_t harmonic_series, size_t harmonic_blocks, size_t fast_series,
-                            size_t transforms, size_t product_pieces, size_t counters) {
+                            size_t transforms, size_t product_pieces, size_t top_peaks_series,
+                            size_t counters) {
   InputLayout l;
   size_t at = 0;
   l.desc = at;   at = AlignUp(at + series * sizeof(LsSeriesDesc));
@@ -55,6 +57,7 @@ InputLayout MakeInputLayout(size_t series, size_t blocks, size_t samples, size_t
   l.ndesc = at;  at = AlignUp(at + fast_series * sizeof(kernels::NufftSeriesDesc));
   l.ntrans = at; at = AlignUp(at + transforms * sizeof(kernels::NufftTransform));
   l.pdesc = at;  at = AlignUp(at + product_pieces * sizeof(kernels::ProductSeriesDesc));
+  l.topk = at;   at = AlignUp(at + top_peaks_series * sizeof(kernels::TopPeaksDesc));
   l.t = at;      at = AlignUp(at + samples * sizeof(double));
   l.w = at;      at = AlignUp(at + samples * elem);
   l.wy = at;     at = AlignUp(at + samples * elem);
@@ -175,6 +178,33 @@ enum class SeriesKind { kDirect1, kHarmonicDirect, kFast, kProduct };
 SeriesKind KindOf(const SeriesSpec& s) {
   if (s.method == Method::kFast && s.grid.uniform) return SeriesKind::kFast;
   return s.nterms > 1 ? SeriesKind::kHarmonicDirect : SeriesKind::kDirect1;
+}
+
+// Where a series' power goes: back to the host, or nowhere past the device: a bootstrap
+// series needs only its peak, and discarded power only its peak and top-k peaks, found on the
+// device (kernels/top_peaks.cuh) unless more are wanted than it finds.
+struct PowerPlan {
+  bool copied = true;
+  int device_top_k = 0;  // > 0: the top-k peaks are found on the device
+};
+
+std::vector<PowerPlan> PlanPower(const Batch& batch) {
+  std::vector<PowerPlan> plans;
+  plans.reserve(static_cast<size_t>(batch.series_count()));
+  for (const auto& request : batch.requests) {
+    const bool device_top_k = request->top_k <= kernels::kMaxDeviceTopPeaks;
+    for (const SeriesSpec& s : request->series) {
+      PowerPlan plan;
+      if (s.peak_only()) {
+        plan.copied = false;
+      } else if (s.power_discarded && device_top_k) {
+        plan.copied = false;
+        plan.device_top_k = request->top_k;
+      }
+      plans.push_back(plan);
+    }
+  }
+  return plans;
 }
 
 // How the NVRTC kernel sums each nterms = 1 direct series' chunks: with all their samples in
@@ -395,6 +425,7 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   const bool f32 = batch.dtype == ComputeType::kFloat32;
   const std::vector<const SeriesSpec*> series = batch.all_series();
   const size_t n_series = series.size();
+  const std::vector<PowerPlan> power_plans = PlanPower(batch);
 
   // Each series' moments (a few passes over its samples), once: planning and packing read them.
   std::vector<SeriesMoments> moments(n_series);
@@ -435,6 +466,8 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   PendingPeriodogram pending;
   pending.dtype = batch.dtype;
   pending.out_offsets.assign(n_series, -1);
+  pending.top_peaks.assign(n_series, -1);
+  pending.top_peaks_k.assign(n_series, 0);
   InputLayout layout;
   const int64_t per_block = static_cast<int64_t>(shape.block) * shape.k;
   // Per series: its index in its kind's table, first partial peak, partial count.
@@ -453,6 +486,7 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   std::vector<int64_t> nufft_windows;             // per fast series: L, or 0 (full grid)
   std::vector<int> harmonic_order;                // harmonic series, by nterms
   int64_t n_blocks = 0, harmonic_blocks = 0, total_partials = 0, copied_freqs = 0, scratch_freqs = 0;
+  int64_t top_peaks_series = 0, top_peaks_entries = 0;  // found on the device
   int64_t grid_cells = 0, window_cells = 0, n_transforms = 0, max_fast_samples = 0;
   SampleParts split;  // how the NVRTC kernel's chunks are summed (PlanSampleParts)
   int n_harmonic = 0, n_fast = 0;
@@ -464,7 +498,11 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
       const int64_t nf = s.grid.size();
       samples += static_cast<int64_t>(s.t.size());
       if (!s.grid.uniform) explicit_freqs += nf;
-      if (!s.peak_only()) copied_freqs += nf;
+      if (power_plans[i].copied) copied_freqs += nf;
+      if (power_plans[i].device_top_k > 0) {
+        ++top_peaks_series;
+        top_peaks_entries += power_plans[i].device_top_k;
+      }
       switch (kinds[i]) {
         case SeriesKind::kDirect1:
           partial_count[i] = CeilDiv(nf, per_block);
@@ -554,6 +592,7 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
 
     layout = MakeInputLayout(n_series, split.work_items, samples, explicit_freqs, elem, n_harmonic,
                              harmonic_blocks, n_fast, n_transforms, pieces.size(),
+                             static_cast<size_t>(top_peaks_series),
                              split.sum_rows > 0 ? static_cast<size_t>(n_blocks) : 0);
     RETURN_IF_ERROR(slot.staging_in.Reserve(layout.total));
     char* base = static_cast<char*>(slot.staging_in.data());
@@ -567,15 +606,20 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
     auto* hwork = reinterpret_cast<LsBlockWork*>(base + layout.hwork);
     auto* ndesc = reinterpret_cast<NufftSeriesDesc*>(base + layout.ndesc);
     auto* ntrans = reinterpret_cast<NufftTransform*>(base + layout.ntrans);
+    auto* topk = reinterpret_cast<kernels::TopPeaksDesc*>(base + layout.topk);
     auto* t = reinterpret_cast<double*>(base + layout.t);
     auto* freqs = reinterpret_cast<double*>(base + layout.freqs);
     // Offsets first (cheap, serial), then the per-sample work on several threads when the
     // batch is large: each series writes only its own ranges. Power that is copied back comes
-    // first in the output; peak-only nterms = 1 direct series write theirs to device scratch
-    // after the peaks (the NVRTC kernel always writes power).
+    // first in the output, then the peaks and the top-k peaks found on the device. Power not
+    // copied back is written to device scratch after them where it is read (device top-k) or
+    // always written (the NVRTC kernel's nterms = 1 direct series), else not at all.
     const size_t power_bytes = AlignUp(static_cast<size_t>(copied_freqs) * elem);
-    const size_t scratch_at = (power_bytes + AlignUp(n_series * sizeof(LsPeak))) / elem;
+    pending.top_peaks_offset = power_bytes + AlignUp(n_series * sizeof(LsPeak));
+    const size_t scratch_at =
+        (pending.top_peaks_offset + AlignUp(static_cast<size_t>(top_peaks_entries) * sizeof(LsPeak))) / elem;
     int64_t sample_at = 0, freq_at = 0, copied_at = 0, scratch_offset = 0, grid_at = 0, window_at = 0;
+    int64_t top_peaks_at = 0, top_peaks_entry = 0;
     int transform_at = 0;
     for (size_t i = 0; i < n_series; ++i) {
       const SeriesSpec& s = *series[i];
@@ -586,16 +630,24 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
       d.n_freq = nf;
       d.n_samples = static_cast<int>(s.t.size());
       d.explicit_offset = s.grid.uniform ? -1 : freq_at;
-      const bool copied = !s.peak_only();
-      if (copied) {
+      const PowerPlan& plan = power_plans[i];
+      if (plan.copied) {
         pending.out_offsets[i] = copied_at;
         d.out_offset = copied_at;
         copied_at += nf;
       } else {
         d.out_offset = static_cast<long long>(scratch_at) + scratch_offset;
-        if (kinds[i] == SeriesKind::kDirect1) scratch_offset += nf;
+        if (kinds[i] == SeriesKind::kDirect1 || plan.device_top_k > 0) scratch_offset += nf;
       }
-      const long long out_offset = copied ? d.out_offset : -1;  // the nvcc kernels skip -1
+      if (plan.device_top_k > 0) {
+        topk[top_peaks_at++] = kernels::TopPeaksDesc{d.out_offset, nf, top_peaks_entry,
+                                                     plan.device_top_k, 0};
+        pending.top_peaks[i] = top_peaks_entry;
+        pending.top_peaks_k[i] = plan.device_top_k;
+        top_peaks_entry += plan.device_top_k;
+      }
+      // The nvcc kernels skip -1.
+      const long long out_offset = plan.copied || plan.device_top_k > 0 ? d.out_offset : -1;
       begins[i] = partial_begin[i];
       ends[i] = partial_begin[i] + partial_count[i];
       if (product_first[i] >= 0) {
@@ -748,9 +800,10 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   }
 
   const size_t power_bytes = pending.peaks_offset;
-  // Output: power, then one peak per series (both copied back), then device-only scratch
-  // power and one partial peak per block.
-  const size_t out_bytes = power_bytes + AlignUp(n_series * sizeof(LsPeak));
+  // Output: power, one peak per series and the device's top-k peaks (copied back), then
+  // device-only scratch power and one partial peak per block.
+  const size_t out_bytes =
+      pending.top_peaks_offset + AlignUp(static_cast<size_t>(top_peaks_entries) * sizeof(LsPeak));
   const size_t partials_at = out_bytes + AlignUp(static_cast<size_t>(scratch_freqs) * elem);
   // Then the part sums of chunks summed in parts (SampleParts).
   const size_t part_sums_at = AlignUp(partials_at + static_cast<size_t>(total_partials) * sizeof(LsPeak));
@@ -1014,6 +1067,15 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
     CUDA_RETURN_IF_ERROR(kernels::LaunchReducePeaks(partials, begins, begins + n_series,
                                                     static_cast<int>(n_series), peaks, stream));
     CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+    if (top_peaks_series > 0) {
+      const auto* descs = reinterpret_cast<const kernels::TopPeaksDesc*>(in + layout.topk);
+      auto* top = reinterpret_cast<LsPeak*>(static_cast<char*>(d_out) + pending.top_peaks_offset);
+      const int count = static_cast<int>(top_peaks_series);
+      CUDA_RETURN_IF_ERROR(
+          f32 ? kernels::LaunchTopPeaks(static_cast<const float*>(a_power), descs, count, top, stream)
+              : kernels::LaunchTopPeaks(static_cast<const double*>(a_power), descs, count, top, stream));
+      CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+    }
     if (options && options->after) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->after, stream));
   }
   {
@@ -1030,6 +1092,7 @@ std::vector<SeriesPower> UnpackPeriodogram(const PendingPeriodogram& pending,
   const int elem = ElementSize(pending.dtype);
   const char* base = static_cast<const char*>(slot.staging_out.data());
   const auto* peaks = reinterpret_cast<const LsPeak*>(base + pending.peaks_offset);
+  const auto* top_peaks = reinterpret_cast<const LsPeak*>(base + pending.top_peaks_offset);
   const std::vector<const SeriesSpec*> series = batch.all_series();
   std::vector<SeriesPower> out(series.size());
   int64_t total = 0;
@@ -1050,6 +1113,12 @@ std::vector<SeriesPower> UnpackPeriodogram(const PendingPeriodogram& pending,
       p.peak_index = peak.index < 0 ? 0 : peak.index;
       p.peak_frequency = s.grid.frequency(p.peak_index);
       p.peak_power = peak.index < 0 ? std::nan("") : peak.value;
+      if (pending.top_peaks[i] >= 0) {  // the device's top-k, highest first, then index -1
+        const LsPeak* top = top_peaks + pending.top_peaks[i];
+        for (const LsPeak* e = top; e < top + pending.top_peaks_k[i] && e->index >= 0; ++e) {
+          p.peaks.push_back(Peak{e->index, s.grid.frequency(e->index), e->value, 0});
+        }
+      }
     }
   }, /*min_cost_per_thread=*/int64_t{1} << 21);
   return out;

@@ -43,8 +43,13 @@ std::vector<CudaKernelShape> DefaultKernelShapes(ComputeType dtype);
 // Where one enqueued batch's results will be in the slot's output staging buffer.
 struct PendingPeriodogram {
   ComputeType dtype = ComputeType::kFloat64;
-  std::vector<int64_t> out_offsets;  // per series, in elements of power; -1: peak only
+  std::vector<int64_t> out_offsets;  // per series, in elements of power; -1: not copied back
   size_t peaks_offset = 0;           // bytes; one LsPeak per series
+  // The top-k peaks found on the device (of discarded power), from top_peaks_offset (bytes):
+  // per series its first LsPeak entry (-1: none) and its k.
+  size_t top_peaks_offset = 0;
+  std::vector<int64_t> top_peaks;
+  std::vector<int> top_peaks_k;
 };
 
 // Benchmark and diagnostic knobs: events recorded on the stream just before the first compute

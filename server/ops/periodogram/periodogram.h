@@ -103,6 +103,9 @@ struct SeriesSpec {
   // bootstrap): only its peak is used, so backends may skip returning its power.
   int bootstrap_of = -1;
   bool peak_only() const { return bootstrap_of >= 0; }
+  // The caller discards the power (output_placement.discard): a backend may leave it where it
+  // was computed and return only what the results are built from (peak, top-k peaks).
+  bool power_discarded = false;
 };
 
 // One decoded request: all its series share the compute dtype. The caller's series come
@@ -181,7 +184,9 @@ struct ModelResult {
 // The result for one series: power in the request's dtype as raw little-endian bytes (moved
 // into the response Tensor without a copy), the peak, and what FinishResults adds.
 struct SeriesPower {
-  std::string power;  // empty for peak-only (bootstrap) series
+  // Empty for peak-only (bootstrap) series, and for discarded power the backend kept to itself
+  // (it then found the top-k peaks too).
+  std::string power;
   int64_t peak_index = 0;
   double peak_frequency = 0;
   double peak_power = 0;

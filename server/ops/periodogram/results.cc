@@ -69,7 +69,10 @@ void FinishSeries(const Request& request, const std::vector<double>& maxima, Ser
                   int64_t i) {
   const SeriesSpec& s = request.series[i];
   SeriesPower& r = *result;
-  if (request.top_k > 0) r.peaks = TopPeaks(request.dtype, r.power, s.grid, request.top_k);
+  // Without power (discarded, never copied back) the backend found the peaks.
+  if (request.top_k > 0 && !r.power.empty()) {
+    r.peaks = TopPeaks(request.dtype, r.power, s.grid, request.top_k);
+  }
   if (request.false_alarm) {
     const FalseAlarmSpec& spec = *request.false_alarm;
     const NullHypothesis null = MakeNullHypothesis(s);

@@ -8,6 +8,7 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "server/ops/periodogram/cpu_periodogram.h"
+#include "kernels/top_peaks.cuh"
 #include "server/ops/periodogram/cuda_periodogram.h"
 #include "server/runtime/backend.h"
 #include "server/runtime/completion_queue.h"
@@ -373,6 +374,162 @@ TEST_F(PeriodogramCuda, ProductFormMatchesCpu) {
     options.product_piece = 1000;
     Compare(*r, RunWithOptions(r, options));
   }
+}
+
+// A request whose power is discarded keeps it on the device and finds its top-k peaks there:
+// the same peaks as the host finds in the same power copied back, for every kind of series
+// (nterms 1 direct, product form, fast, multi-harmonic; explicit grids; peak-only
+// resamplings), grids of one and three frequencies, a series whose power is all NaN, and a k
+// above the device's limit (the power then comes back and the host finds them). The fast
+// method spreads with atomic additions, so two runs of a fast series differ in the last bits:
+// there the peaks must match within rounding (rank by rank, and each at its index in the
+// other run's power), elsewhere exactly.
+void ExpectSamePeaks(ComputeType dtype, const periodogram::SeriesSpec& s,
+                     const periodogram::SeriesPower& want, const periodogram::SeriesPower& got, int k) {
+  const auto peaks = periodogram::TopPeaks(dtype, want.power, s.grid, k);
+  ASSERT_EQ(got.peaks.size(), peaks.size());
+  if (s.method != periodogram::Method::kFast) {
+    EXPECT_EQ(got.peak_index, want.peak_index);
+    for (size_t j = 0; j < peaks.size(); ++j) {
+      EXPECT_EQ(got.peaks[j].index, peaks[j].index) << "peak " << j;
+      EXPECT_EQ(got.peaks[j].power, peaks[j].power) << "peak " << j;
+      EXPECT_EQ(got.peaks[j].frequency, peaks[j].frequency) << "peak " << j;
+    }
+    return;
+  }
+  auto power_at = [&](int64_t i) {
+    return dtype == ComputeType::kFloat32 ? reinterpret_cast<const float*>(want.power.data())[i]
+                                          : reinterpret_cast<const double*>(want.power.data())[i];
+  };
+  const double tol = (dtype == ComputeType::kFloat64 ? 1e-9 : 1e-4) * std::max(1.0, std::abs(want.peak_power));
+  EXPECT_NEAR(got.peak_power, want.peak_power, tol);
+  for (size_t j = 0; j < peaks.size(); ++j) {
+    EXPECT_NEAR(got.peaks[j].power, peaks[j].power, tol) << "peak " << j;
+    EXPECT_NEAR(got.peaks[j].power, power_at(got.peaks[j].index), tol) << "peak " << j;
+    EXPECT_EQ(got.peaks[j].frequency, s.grid.frequency(got.peaks[j].index)) << "peak " << j;
+  }
+}
+
+TEST_F(PeriodogramCuda, DiscardedPowerStaysOnTheDeviceWithItsPeaks) {
+  std::mt19937_64 rng(std::random_device{}());
+  for (auto dtype : {ComputeType::kFloat64, ComputeType::kFloat32}) {
+    for (int k : {1, 5, kernels::kMaxDeviceTopPeaks, kernels::kMaxDeviceTopPeaks + 1}) {
+      SCOPED_TRACE(std::string(periodogram::ComputeTypeName(dtype)) + " top_k " + std::to_string(k));
+      auto kept = FastHarmonicRequest(rng, dtype, 12);
+      kept->series.resize(static_cast<size_t>(kept->user_series));  // resamplings appended below
+      const auto mixed = MixedRequest(rng, dtype, 8);
+      for (const auto& s : mixed->series) kept->series.push_back(s);
+      auto tiny = periodogram::testing::RandomSeries(rng, 30, 1.0, false);
+      tiny.grid.uniform = periodogram::UniformGrid{0.3, 0.1, 1};
+      kept->series.push_back(tiny);
+      tiny.grid.uniform->n = 3;
+      kept->series.push_back(tiny);
+      auto flat = periodogram::testing::RandomSeries(rng, 50, 1.0, false);
+      std::fill(flat.y.begin(), flat.y.end(), 2.0);  // yy = 0: every power is NaN
+      flat.grid.uniform = periodogram::UniformGrid{0.1, 0.05, 200};
+      kept->series.push_back(flat);
+      kept->user_series = static_cast<int64_t>(kept->series.size());
+      for (int i = 0; i < 2; ++i) {
+        periodogram::SeriesSpec b = kept->series[i];
+        std::shuffle(b.y.begin(), b.y.end(), rng);
+        b.bootstrap_of = i;
+        kept->series.push_back(std::move(b));
+      }
+      kept->top_k = k;
+      auto discarded = std::make_shared<periodogram::Request>(*kept);
+      for (auto& s : discarded->series) s.power_discarded = true;
+      periodogram::EnqueueOptions product;
+      product.product = 1;  // the product form's pieces too, for the nterms 1 direct series
+      product.product_piece = 1000;
+      const std::vector<const periodogram::EnqueueOptions*> runs = {nullptr, &product};
+      for (const periodogram::EnqueueOptions* o : runs) {
+        auto want = o ? RunWithOptions(kept, *o) : Run(kept);
+        auto got = o ? RunWithOptions(discarded, *o) : Run(discarded);
+        ASSERT_EQ(got.size(), want.size());
+        for (int64_t i = 0; i < kept->user_series; ++i) {
+          SCOPED_TRACE("series " + std::to_string(i) + (o ? ", product form" : ""));
+          const auto& s = kept->series[i];
+          if (k > kernels::kMaxDeviceTopPeaks) {
+            EXPECT_EQ(got[i].power.size(), want[i].power.size())
+                << "more peaks than the device finds: the power comes back";
+            EXPECT_TRUE(got[i].peaks.empty()) << "the host finds them";
+            continue;
+          }
+          EXPECT_TRUE(got[i].power.empty()) << "discarded power came back";
+          ExpectSamePeaks(dtype, s, want[i], got[i], k);
+        }
+      }
+    }
+  }
+}
+
+// The device's top-k against the host's definition (periodogram::TopPeaks) on power made to
+// be hard: values from a handful of levels (ties within and across threads, plateaus), NaN
+// runs, lengths around the block's 256 threads.
+template <typename T>
+void CheckTopPeaksKernel(std::mt19937_64& rng) {
+  const ComputeType dtype = sizeof(T) == 4 ? ComputeType::kFloat32 : ComputeType::kFloat64;
+  const std::vector<long long> lengths = {1, 2, 3, 255, 256, 257, 513, 5000};
+  std::vector<T> power;
+  std::vector<kernels::TopPeaksDesc> descs;
+  long long out_at = 0;
+  std::vector<int> ks;
+  std::uniform_int_distribution<int> level(0, 5), kind(0, 2);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int rep = 0; rep < 6; ++rep) {
+    for (long long n : lengths) {
+      const int k = rep % 3 == 0 ? 1 : rep % 3 == 1 ? 7 : kernels::kMaxDeviceTopPeaks;
+      descs.push_back(kernels::TopPeaksDesc{static_cast<long long>(power.size()), n, out_at, k, 0});
+      out_at += k;
+      ks.push_back(k);
+      const int style = kind(rng);
+      for (long long i = 0; i < n; ++i) {
+        const int l = level(rng);
+        double v = style == 0 ? u(rng) : l;       // continuous, or few levels
+        if (style == 2 && l == 5) v = std::nan("");  // with NaN
+        power.push_back(static_cast<T>(v));
+      }
+    }
+  }
+  T* d_power = nullptr;
+  kernels::TopPeaksDesc* d_descs = nullptr;
+  kernels::LsPeak* d_out = nullptr;
+  ASSERT_EQ(cudaMalloc(&d_power, power.size() * sizeof(T)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_descs, descs.size() * sizeof(descs[0])), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_out, out_at * sizeof(kernels::LsPeak)), cudaSuccess);
+  cudaMemcpy(d_power, power.data(), power.size() * sizeof(T), cudaMemcpyHostToDevice);
+  cudaMemcpy(d_descs, descs.data(), descs.size() * sizeof(descs[0]), cudaMemcpyHostToDevice);
+  ASSERT_EQ(kernels::LaunchTopPeaks(d_power, d_descs, static_cast<int>(descs.size()), d_out, nullptr),
+            cudaSuccess);
+  std::vector<kernels::LsPeak> out(out_at);
+  ASSERT_EQ(cudaMemcpy(out.data(), d_out, out.size() * sizeof(out[0]), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  cudaFree(d_power);
+  cudaFree(d_descs);
+  cudaFree(d_out);
+  for (size_t s = 0; s < descs.size(); ++s) {
+    const auto& d = descs[s];
+    SCOPED_TRACE("n " + std::to_string(d.n) + " k " + std::to_string(d.k));
+    const std::string bytes(reinterpret_cast<const char*>(power.data() + d.power_offset), d.n * sizeof(T));
+    periodogram::Grid grid;
+    grid.uniform = periodogram::UniformGrid{0, 1, d.n};
+    const auto want = periodogram::TopPeaks(dtype, bytes, grid, d.k);
+    for (int j = 0; j < d.k; ++j) {
+      const kernels::LsPeak& e = out[d.out_offset + j];
+      if (j >= static_cast<int>(want.size())) {
+        EXPECT_EQ(e.index, -1) << "entry " << j << " past the last maximum";
+        continue;
+      }
+      EXPECT_EQ(e.index, want[j].index) << "entry " << j;
+      EXPECT_EQ(e.value, want[j].power) << "entry " << j;
+    }
+  }
+}
+
+TEST_F(PeriodogramCuda, TopPeaksKernelFollowsTheHostDefinition) {
+  std::mt19937_64 rng(std::random_device{}());
+  CheckTopPeaksKernel<double>(rng);
+  CheckTopPeaksKernel<float>(rng);
 }
 
 }  // namespace
