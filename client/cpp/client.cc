@@ -469,6 +469,7 @@ ServerTimings ParseServerTimings(
     if (it == trailing_metadata.end()) return std::nullopt;
     return ParseInt(it->second);
   };
+  timings.decode_us = get(kDecodeUsKey);
   timings.queue_us = get(kQueueUsKey);
   timings.compute_us = get(kComputeUsKey);
   timings.total_us = get(kTotalUsKey);

@@ -34,6 +34,7 @@ namespace gpucompute::client {
 class SubmitStream;  // submit_stream.h
 
 // Names of the trailing-metadata keys the server reports its timings under.
+inline constexpr char kDecodeUsKey[] = "x-gpucompute-decode-us";
 inline constexpr char kQueueUsKey[] = "x-gpucompute-queue-us";
 inline constexpr char kComputeUsKey[] = "x-gpucompute-compute-us";
 inline constexpr char kTotalUsKey[] = "x-gpucompute-total-us";
@@ -77,6 +78,7 @@ struct CallOptions {
 // Server-side timings parsed from trailing metadata; a field is unset when the server did not
 // send it (or sent something that is not an integer).
 struct ServerTimings {
+  std::optional<int64_t> decode_us;       // receipt to admission (parsing, decoding)
   std::optional<int64_t> queue_us;        // admission to dispatch
   std::optional<int64_t> compute_us;      // the batch's compute, copies included
   std::optional<int64_t> total_us;        // receipt to response

@@ -44,6 +44,7 @@ struct JobTimings {
   absl::Duration queue;    // enqueue -> dispatch
   absl::Duration compute;  // dispatch -> results ready (copies and kernels included)
   int batch_requests = 0;  // requests in the launch that carried this one
+  absl::Duration decode;   // receipt -> enqueue (parsing and decoding; set by the service)
 };
 
 struct BatchingStats {

@@ -55,6 +55,8 @@ absl::StatusOr<std::pair<Caller, InFlightSlot>> AuthenticateAndEnter(
 }
 
 void AddTimings(grpc::CallbackServerContext* context, const JobTimings& t, absl::Time start) {
+  context->AddTrailingMetadata("x-gpucompute-decode-us",
+                               absl::StrCat(absl::ToInt64Microseconds(t.decode)));
   context->AddTrailingMetadata("x-gpucompute-queue-us",
                                absl::StrCat(absl::ToInt64Microseconds(t.queue)));
   context->AddTrailingMetadata("x-gpucompute-compute-us",

@@ -50,8 +50,8 @@ absl::StatusOr<Caller> Authenticate(const grpc::CallbackServerContext& context,
 absl::StatusOr<std::pair<Caller, InFlightSlot>> AuthenticateAndEnter(
     const grpc::CallbackServerContext& context, const TokenAuthenticator* auth);
 
-// Trailing metadata: x-gpucompute-queue-us, -compute-us, -total-us (since `start`) and
-// -batch-requests.
+// Trailing metadata: x-gpucompute-decode-us, -queue-us, -compute-us, -total-us (since `start`)
+// and -batch-requests.
 void AddTimings(grpc::CallbackServerContext* context, const JobTimings& t, absl::Time start);
 
 // The status a call is recorded with: a failure of a call that its client cancelled before its

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/clock.h"
 #include "server/common/nvtx.h"
 #include "server/service/operation_calls.h"
 #include "server/service/tensor_codec.h"
@@ -40,8 +41,8 @@ auto DecodeCall(const char* range, const TensorResolver& resolver,
 }
 
 // Queues `request` on `scheduler` with `call`'s deadline and cancellation; `on_result` becomes
-// the job's done. A failed Enqueue (queue full, shut down) is reported as `done(status, {})`,
-// since the job's done is then never called.
+// the job's done, its timings with the decode (receipt to now) added. A failed Enqueue (queue
+// full, shut down) is reported as `done(status, {})`, since the job's done is then never called.
 template <typename Scheduler>
 void EnqueueCall(Scheduler& scheduler, std::shared_ptr<const typename Scheduler::Request> request,
                  CallContext call, typename Scheduler::Done on_result, const CallDone& done) {
@@ -49,7 +50,12 @@ void EnqueueCall(Scheduler& scheduler, std::shared_ptr<const typename Scheduler:
   job.request = std::move(request);
   job.deadline = call.deadline;
   job.is_cancelled = std::move(call.is_cancelled);
-  job.done = std::move(on_result);
+  job.done = [on_result = std::move(on_result), decode = absl::Now() - call.start](
+                 auto result, const JobTimings& timings) {
+    JobTimings with_decode = timings;
+    with_decode.decode = decode;
+    on_result(std::move(result), with_decode);
+  };
   const absl::Status enqueued = scheduler.Enqueue(std::move(job));
   if (!enqueued.ok()) done(enqueued, JobTimings{});
 }

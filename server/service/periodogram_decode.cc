@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/parallel_for.h"
 #include "server/common/status_macros.h"
 #include "server/ops/periodogram/false_alarm.h"
 #include "server/ops/periodogram/nufft.h"
@@ -350,17 +351,24 @@ absl::Status DecodePackedSeries(SeriesContext& c, std::vector<periodogram::Serie
   const int first = c.request.series_size();
   RETURN_IF_ERROR(CheckPackedFinite(t, packed, first, "t"));
   RETURN_IF_ERROR(CheckPackedFinite(y, packed, first, "y"));
-  int64_t begin = 0;
-  for (int j = 0; j < packed.lengths_size(); ++j) {
+  // The copies on several threads (a survey's million samples fault in fresh pages: ~10 ms
+  // on one), then the checks in order, so that the first bad series is the one named.
+  const int count = packed.lengths_size();
+  std::vector<int64_t> begins(static_cast<size_t>(count) + 1, 0);
+  for (int j = 0; j < count; ++j) begins[j + 1] = begins[j] + packed.lengths(j);
+  ParallelFor(count, t.count * (packed.has_dy() ? 3 : 2), [&](int64_t from, int64_t to) {
+    for (int64_t j = from; j < to; ++j) {
+      periodogram::SeriesSpec& s = series[first + j];
+      s.t = DecodeVectorRange(t, begins[j], begins[j + 1]);
+      s.y = DecodeVectorRange(y, begins[j], begins[j + 1]);
+      if (packed.has_dy()) s.dy = DecodeVectorRange(dy, begins[j], begins[j + 1]);
+    }
+  });
+  for (int j = 0; j < count; ++j) {
     periodogram::SeriesSpec& s = series[first + j];
-    const int64_t stop = begin + packed.lengths(j);
-    s.t = DecodeVectorRange(t, begin, stop);
-    s.y = DecodeVectorRange(y, begin, stop);
-    if (packed.has_dy()) s.dy = DecodeVectorRange(dy, begin, stop);
     const std::string field = absl::StrCat("series[", first + j, "]");
     RETURN_IF_ERROR(CheckSamples(s, packed.has_dy(), field, c.limits));
     RETURN_IF_ERROR(FinishSeries(c, s, field, nullptr, nullptr));
-    begin = stop;
   }
   return absl::OkStatus();
 }

@@ -123,6 +123,8 @@ TEST_F(ClientIntegrationTest, PeriodogramFindsInjectedFrequency) {
     EXPECT_TRUE(r->timings.queue_us.has_value());
     EXPECT_TRUE(r->timings.compute_us.has_value());
     EXPECT_TRUE(r->timings.total_us.has_value());
+    ASSERT_TRUE(r->timings.decode_us.has_value());
+    EXPECT_LE(*r->timings.decode_us, *r->timings.total_us);
     EXPECT_TRUE(r->timings.batch_requests.has_value());
     EXPECT_GE(r->timings.batch_requests.value_or(0), 1);
   }

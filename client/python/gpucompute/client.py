@@ -288,9 +288,10 @@ class Client:
     def last_timings(self):
         """Server-side timings of this thread's last successful call, from trailing metadata.
 
-        A dict with ints, e.g. ``{"queue_us", "compute_us", "total_us", "batch_requests"}``:
-        microseconds queued before dispatch, in compute, in the server in total, and the
-        number of requests coalesced into the batch that carried this call.
+        A dict with ints, e.g. ``{"decode_us", "queue_us", "compute_us", "total_us",
+        "batch_requests"}``: microseconds parsing and decoding the request, queued before
+        dispatch, in compute, in the server in total (the rest: building the response), and
+        the number of requests coalesced into the batch that carried this call.
         """
         timings = {}
         for key, value in self.last_trailing_metadata:
