@@ -1,10 +1,17 @@
 // Completion threads (see completion_queue.h).
 #include "server/runtime/completion_queue.h"
 
+#include "server/common/thread_name.h"
+
 namespace gpucompute {
 
 CompletionQueue::CompletionQueue(int threads) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+  for (int i = 0; i < threads; ++i) {
+    threads_.emplace_back([this] {
+      NameThisThread("gc-completion");
+      Loop();
+    });
+  }
 }
 
 CompletionQueue::~CompletionQueue() {

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/nvtx.h"
+#include "server/common/thread_name.h"
 #include "spdlog/spdlog.h"
 
 namespace gpucompute {
@@ -15,8 +16,14 @@ template <typename Traits>
 BatchScheduler<Traits>::BatchScheduler(Traits traits, SchedulerOptions options,
                                        metrics::SchedulerMetrics metrics)
     : traits_(traits), options_(options), metrics_(metrics) {
-  dispatcher_ = std::thread([this] { DispatchLoop(); });
-  expirer_ = std::thread([this] { ExpireLoop(); });
+  dispatcher_ = std::thread([this] {
+    NameThisThread(absl::StrCat("gc-disp-", Traits::kName));
+    DispatchLoop();
+  });
+  expirer_ = std::thread([this] {
+    NameThisThread(absl::StrCat("gc-exp-", Traits::kName));
+    ExpireLoop();
+  });
 }
 
 template <typename Traits>

@@ -13,6 +13,7 @@
 #include "server/ops/dense/cpu_dense.h"
 
 #include "server/common/nvtx.h"
+#include "server/common/thread_name.h"
 #include "server/ops/periodogram/cpu_periodogram.h"
 #include "server/runtime/completion_queue.h"
 
@@ -33,7 +34,12 @@ CpuBackend::CpuBackend(int threads, CompletionQueue* completions) : completions_
   const int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   max_in_flight_batches_ = 2 * n;
   openblas_set_num_threads(1);  // the workers are the parallelism
-  for (int i = 0; i < n; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (int i = 0; i < n; ++i) {
+    workers_.emplace_back([this] {
+      NameThisThread("gc-cpu-worker");
+      WorkerLoop();
+    });
+  }
 }
 
 CpuBackend::~CpuBackend() {

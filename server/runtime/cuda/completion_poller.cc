@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "server/common/thread_name.h"
 #include "spdlog/spdlog.h"
 
 namespace gpucompute {
@@ -22,7 +23,10 @@ inline void CpuRelax() {
 }  // namespace
 
 CompletionPoller::CompletionPoller(CompletionQueue* completions) : completions_(completions) {
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    NameThisThread("gc-poller");
+    Loop();
+  });
 }
 
 CompletionPoller::~CompletionPoller() {
