@@ -6,7 +6,9 @@
 # workers:  worker mode (--workers=-1): a sticky fault on one GPU's worker (fault_injection_check.py
 #           workers), then the periodogram throughput through the front with one GPU and two.
 # multigpu: gpucompute-load on a compute-bound periodogram workload against a server that sees
-#           one GPU, then two; JSON lines and the ratio.
+#           one GPU, then two; JSON lines and the ratio, and for each server its busiest threads
+#           10 s in (top -H: multigpu-threads-<gpus>.txt) and its periodogram queue, compute and
+#           batch-stage metrics at the end (multigpu-metrics-<gpus>.txt).
 # soak:     soak.py for the given seconds (default 600) on the GPUs it sees.
 # Results go under $OUT (or ./gpu-out).
 set -uo pipefail
@@ -52,15 +54,24 @@ case "$what" in
     # (1.07e9 pairs, ~1.1 ms of kernel) with 0.4 MB in and 0.5 MB out.
     for visible in 0 0,1; do
       [ "$visible" = 0,1 ] && [ "$gpus" -lt 2 ] && break
-      rm -f /tmp/mg.port
+      rm -f /tmp/mg.port /tmp/mg.metrics
       CUDA_VISIBLE_DEVICES=$visible gpucompute-server --address=127.0.0.1:0 --port_file=/tmp/mg.port \
-        --backend=cuda --log_level=warn >> "$out/multigpu_server.log" 2>&1 &
+        --backend=cuda --log_level=warn --metrics_port=0 --metrics_port_file=/tmp/mg.metrics \
+        >> "$out/multigpu_server.log" 2>&1 &
       spid=$!
       for _ in $(seq 1 600); do [ -s /tmp/mg.port ] && break; sleep 0.1; done
+      # The server's threads are named (gc-disp-<op>, gc-poller, gc-completion; gRPC's own).
+      (sleep 10; top -H -b -n 2 -d 3 -p "$spid" | awk '/^top/{n++} n==2' | head -40) \
+        > "$out/multigpu-threads-$visible.txt" 2>&1 &
+      tpid=$!
       gpucompute-load --target "127.0.0.1:$(cat /tmp/mg.port)" --op periodogram --samples 16384 \
         --frequencies 65536 --series 1 --dtype float64 --concurrency 64 --channels 8 \
         --duration 20s --warmup 3s --json /dev/stdout 2> "$out/multigpu_load.err" \
         | sed "s/^{/{\"visible_gpus\":\"$visible\",/" | tee -a "$out/multigpu.jsonl"
+      wait $tpid
+      curl -s "http://127.0.0.1:$(cat /tmp/mg.metrics)/metrics" \
+        | grep -E '^gpucompute_(queue_duration_us|compute_duration_us|batch_size|batch_stage_duration_us)_(sum|count)\{op="periodogram"' \
+        > "$out/multigpu-metrics-$visible.txt"
       kill -TERM $spid; wait $spid
     done
     python3 - "$out/multigpu.jsonl" <<'EOF' | tee -a "$out/multigpu.jsonl"
