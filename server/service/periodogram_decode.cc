@@ -457,8 +457,7 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
   const int64_t power_bytes = c.power_bytes;
   RETURN_IF_ERROR(CheckOutputBytes(resolver.context(), request.output_placement(), power_bytes));
   out.user_series = static_cast<int64_t>(out.series.size());
-  const v1::OutputPlacement& placement = request.output_placement();
-  if (placement.target_case() == v1::OutputPlacement::kDiscard && placement.discard()) {
+  if (DiscardsOutputs(request.output_placement())) {
     for (periodogram::SeriesSpec& s : out.series) s.power_discarded = true;
   }
   if (pairs > limits.max_pairs_per_request) {

@@ -381,6 +381,10 @@ bool OutputsInline(const v1::OutputPlacement& placement) {
          (placement.target_case() == v1::OutputPlacement::kKeep && !placement.keep());
 }
 
+bool DiscardsOutputs(const v1::OutputPlacement& placement) {
+  return placement.target_case() == v1::OutputPlacement::kDiscard && placement.discard();
+}
+
 namespace {
 
 // True when `placement` keeps an output of `bytes` on the server.
@@ -544,7 +548,7 @@ absl::Status PlaceOutputs(const TensorContext& context, const v1::OutputPlacemen
   if (placement.target_case() == v1::OutputPlacement::kSharedMemory) {
     return WriteOutputsToRegion(context, placement.shared_memory(), outputs);
   }
-  if (placement.target_case() == v1::OutputPlacement::kDiscard && placement.discard()) {
+  if (DiscardsOutputs(placement)) {
     for (const OutputTensor& o : outputs) o.tensor->clear_payload();
     return absl::OkStatus();
   }

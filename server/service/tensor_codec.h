@@ -155,6 +155,8 @@ TensorSpec ResidentSpec(v1::DType dtype, const google::protobuf::RepeatedField<i
 
 // True when `placement` asks for outputs inline in the response (unset, or keep = false).
 bool OutputsInline(const v1::OutputPlacement& placement);
+// True when `placement` discards the outputs (discard = true).
+bool DiscardsOutputs(const v1::OutputPlacement& placement);
 
 // How many of an output's `bytes` the response carries inline under `placement`: all of them
 // inline, those of an output at or under the threshold with keep_above_bytes, none otherwise.
