@@ -221,7 +221,10 @@ def test_many_series_in_one_call(tc, rng, form):
     from gpucompute import transfer
     series = _survey(rng, 300)
     items = series if form == "packed" else [dict(t=t, y=y) for t, y in series]
-    assert (gpucompute.client._packed_series(items) is not None) == (form == "packed")
+    packed = gpucompute.client._packed_series(items)
+    assert (packed is not None) == (form == "packed")
+    if packed is not None:
+        assert len(packed.ranges(transfer.SPLIT_PARTS)) > 1  # several packed requests
     request = compute_pb2.PeriodogramRequest(
         series=[compute_pb2.Series(t=gpucompute.to_tensor(t), y=gpucompute.to_tensor(y))
                 for t, y in series],
@@ -255,6 +258,54 @@ def test_many_series_in_one_call(tc, rng, form):
     # The parts that succeeded kept their outputs: deleted before the error is raised.
     expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT,
                      lambda: tc.periodogram(bad, grid, output="keep"), r"series\[250\]\.y")
+    assert tc.list_tensors() == []
+
+
+def test_packed_parts_are_what_protobuf_writes(rng):
+    """A packed request's parts cover the series once each, in order, in about equal samples;
+    each part's hand-written bytes parse to the request protobuf builds for its series, with
+    every other field, whatever float arrays the caller gave (float32, ints, strided views)."""
+    from gpucompute import transfer
+    series = [(t, y, np.full(len(t), 0.5)) for t, y in _survey(rng, 900)]
+    series[3] = (series[3][0].astype(np.float32), series[3][1], series[3][2])
+    series[5] = (series[5][0], np.round(series[5][1] * 100).astype(np.int64), series[5][2])
+    t, y, dy = series[7]
+    series[7] = (np.repeat(t, 2)[::2], y, dy)  # a view with a stride of 16 bytes
+    packed = gpucompute.client._packed_series(series)
+    ranges = packed.ranges(16)
+    assert len(ranges) == 16 and ranges[0][0] == 0 and ranges[-1][1] == len(series)
+    assert all(end == begin for (_, end), (begin, _) in zip(ranges, ranges[1:]))
+    samples = [sum(packed.lengths[b:e]) for b, e in ranges]
+    assert max(samples) < 1.5 * sum(samples) / len(ranges)
+    assert packed.ranges(16, max_part_bytes=packed.nbytes // 32) == [(0, len(series))]
+    assert gpucompute.client._packed_series(series[:40]).ranges(16) == [(0, 40)]  # small
+    base = compute_pb2.PeriodogramRequest(top_k=3, nterms=2, result_columns=True)
+    base.output_placement.discard = True
+    for begin, end in ranges[:3] + ranges[-1:]:
+        part = transfer.PackedPart(base.SerializeToString(), packed, begin, end)
+        want = compute_pb2.PeriodogramRequest()
+        want.CopyFrom(base)
+        for name, column in zip(("t", "y", "dy"), zip(*series[begin:end])):
+            getattr(want.packed_series, name).CopyFrom(gpucompute.to_tensor(
+                np.concatenate([np.asarray(a, np.float64) for a in column])))
+        want.packed_series.lengths.extend(len(s[0]) for s in series[begin:end])
+        assert compute_pb2.PeriodogramRequest.FromString(part.SerializeToString()) == want
+
+
+def test_a_refused_packed_part_is_sent_again_whole(tc, rng):
+    """When one part of a packed survey is refused, the whole survey goes again as one request
+    (its tensors, larger than the server's message limit, uploaded), so that the error names
+    the series as the caller numbered it; nothing is left on the server."""
+    from gpucompute import transfer
+    series = _survey(rng, 1300)
+    packed = gpucompute.client._packed_series(series)
+    assert packed.nbytes > LIMIT and len(packed.ranges(transfer.SPLIT_PARTS, 4 << 20)) > 1
+    t, y = series[1234]
+    series[1234] = (t, np.where(np.arange(len(y)) == 9, np.inf, y))
+    expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT,
+                     lambda: tc.periodogram(series, gpucompute.UniformGrid(0.05, 0.01, 50),
+                                            output="discard"),
+                     r"series\[1234\]\.y: values must be finite \(index 9 ")
     assert tc.list_tensors() == []
 
 

@@ -5,8 +5,10 @@ Threading: a ``Client`` may be shared by many threads (gRPC channels are thread-
 propagate as ``grpc.RpcError`` (use ``.code()`` and ``.details()``).
 """
 
+import contextlib
 import dataclasses
 import functools
+import gc
 import math
 import os
 import threading
@@ -110,16 +112,55 @@ def health(target, *, service="", timeout=5.0, credentials=None):
 
 
 # A split periodogram's part refused with one of these is sent again whole: the error then
-# names the series as the caller numbered them (transfer.split_series numbers them per part).
+# names the series as the caller numbered them (a part numbers them from its first).
 _SPLIT_RETRIED = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
                   grpc.StatusCode.FAILED_PRECONDITION)
 
 
-@dataclasses.dataclass
-class _JoinedResults:
-    """The results of a split Periodogram call, in order: what ``periodogram``'s decode reads
-    of a PeriodogramResponse."""
-    results: list
+class _PartRefused(Exception):
+    """A part of a split Periodogram call was refused for what it holds (``_SPLIT_RETRIED``):
+    the whole request is sent again as one."""
+
+
+class _SplitResponse:
+    """The responses of a split Periodogram call as they come, what ``periodogram``'s decode
+    reads of a PeriodogramResponse: ``parts`` yields them in order, each waited for when it is
+    reached, so that the first are decoded while the others are still on their way;
+    ``results`` joins all of their results. A part that failed raises once every part has
+    answered and the outputs the others kept are deleted: ``_PartRefused`` (from its error)
+    when it was refused for what it holds, else its error."""
+
+    def __init__(self, client, futures, timeout):
+        self._client, self._futures, self._timeout = client, futures, timeout
+
+    @property
+    def parts(self):
+        for k, future in enumerate(self._futures):
+            answer = future.result()
+            if isinstance(answer, grpc.RpcError):
+                self._fail(answer)
+            if k == 0:
+                self._client._local.metadata = answer[1]  # the timings are the first part's
+            yield answer[0]
+
+    @functools.cached_property
+    def results(self):
+        return [r for part in self.parts for r in part.results]
+
+    def _fail(self, error):
+        answers = [future.result() for future in self._futures]
+        kept = [r.power.handle for a in answers if not isinstance(a, grpc.RpcError)
+                for r in a[0].results if r.power.WhichOneof("payload") == "handle"]
+        for handle in kept:  # some may be gone already (fetched and deleted)
+            try:
+                self._client.stub.DeleteTensor(compute_pb2.DeleteTensorRequest(handle=handle),
+                                               timeout=self._timeout,
+                                               metadata=self._client._metadata)
+            except grpc.RpcError:
+                pass  # gone, or expires on its own
+        if error.code() in _SPLIT_RETRIED:
+            raise _PartRefused() from error
+        raise error
 
 
 class Client:
@@ -213,7 +254,7 @@ class Client:
         parallel). Whatever was moved is deleted before this returns or raises.
 
         ``split(request)``, for periodograms: the request as several, sent at once over the
-        transfer connections and their responses joined (``_split_call``)."""
+        transfer connections, their responses decoded as they come (``_split_call``)."""
         with transfer.CallTensors(self.stub, self._transfers, self._metadata,
                                   self.transfer_threshold,
                                   self.timeout if timeout is None else timeout) as moved:
@@ -222,22 +263,25 @@ class Client:
             if placement is not None:
                 request.output_placement.CopyFrom(placement)
             moved.send()
+            output_of = functools.partial(self._output, moved=moved)
             parts = [request] if split is None else split(request)
-            if len(parts) > 1:
-                response = self._split_call(method, request, parts, timeout)
-            else:
+            if len(parts) == 1:
                 response = self._call(method, request, timeout)
-            moved.release_inputs()
-            return decode(response, lambda t: self._output(t, moved))
+                moved.release_inputs()
+                return decode(response, output_of)
+            try:
+                return decode(self._split_call(parts, timeout), output_of)
+            except _PartRefused:
+                whole = transfer.whole_request(request, parts, moved.encode)
+                moved.send()
+                return decode(self._call(method, whole, timeout), output_of)
 
-    def _split_call(self, method, request, parts, timeout):
-        """The Periodogram ``request`` as ``parts`` (transfer.split_series), one per transfer
-        connection at once; the responses' results joined in order (a list, not copied into one
-        message). The timings (``last_timings``) are the first part's. Every part is waited
-        for. If one was refused for what it holds (INVALID_ARGUMENT, NOT_FOUND,
-        FAILED_PRECONDITION), the outputs the others kept are deleted and the whole request is
-        sent as it is, so that the error names its series as the caller numbered them; any
-        other failure is raised as it is."""
+    def _split_call(self, parts, timeout):
+        """A Periodogram request as ``parts`` (``transfer.split_series`` or
+        ``transfer.PackedPart``s), each sent on a transfer connection of its own, all at once:
+        a ``_SplitResponse``. A part refused for what it holds makes ``_operation`` send the
+        whole request as one, so that the error names its series as the caller numbered them;
+        any other failure is raised as it is."""
         timeout = self.timeout if timeout is None else timeout
 
         def send(conn, part):
@@ -246,22 +290,7 @@ class Client:
             except grpc.RpcError as e:
                 return e
 
-        answers = self._transfers.map(send, parts)
-        failed = [a for a in answers if isinstance(a, grpc.RpcError)]
-        if failed:
-            kept = [r.power.handle for a in answers if not isinstance(a, grpc.RpcError)
-                    for r in a[0].results if r.power.WhichOneof("payload") == "handle"]
-            for handle in kept:
-                try:
-                    self.stub.DeleteTensor(compute_pb2.DeleteTensorRequest(handle=handle),
-                                           timeout=timeout, metadata=self._metadata)
-                except grpc.RpcError:
-                    pass  # expires on its own
-            if failed[0].code() in _SPLIT_RETRIED:
-                return self._call(method, request, timeout)
-            raise failed[0]
-        self._local.metadata = answers[0][1]
-        return _JoinedResults([r for part_response, _ in answers for r in part_response.results])
+        return _SplitResponse(self, self._transfers.submit(send, parts), timeout)
 
     def __enter__(self):
         return self
@@ -396,13 +425,16 @@ class Client:
           A list of ``PeriodogramResult``, in the order of ``series``.
 
         Two or more series given as ``(t, y)`` or ``(t, y, dy)`` arrays (all or none with dy)
-        travel packed: each array's series end to end in one tensor (``PackedSeries``), large
-        ones uploaded over several connections, instead of a message per series. Other lists
-        (per-series grids or models, references) of more than ~256 KiB go as up to 16 requests
-        of consecutive series at once, each over a connection of its own, and come back as one
-        list (``transfer.split_series``); not when the powers go to shared memory or the
-        false-alarm method is bootstrap, where the answer would change. Either way the results
-        and errors are the same, series numbered as given.
+        travel packed: each array's series end to end in one tensor (``PackedSeries``) instead
+        of a message per series, and their results come back as columns. More than ~256 KiB
+        of them go as up to 16 requests of consecutive series at once, each over a connection
+        of its own, the samples copied once, from the caller's arrays straight into each
+        request's bytes (``transfer.PackedPart``); past 16 times ``transfer_threshold`` as one
+        request whose tensors are uploaded over several connections. Other lists (per-series
+        grids or models, references) of more than ~256 KiB go as up to 16 requests of
+        consecutive series (``transfer.split_series``). Neither is cut when the powers go to
+        shared memory or the false-alarm method is bootstrap, where the answer would change.
+        Either way the results and errors are the same, series numbered as given.
         """
         if frequency is None:
             frequency = AutoGrid(samples_per_peak, nyquist_factor,
@@ -422,32 +454,48 @@ class Client:
             request.false_alarm.CopyFrom(_false_alarm_proto(false_alarm))
         shared_grid = (grid_msg, explicit)
         grids = []  # (FrequencyGrid in effect, explicit frequencies or None) per series
+        packed = _packed_series(series)
+        packed_ranges = [None]  # series ranges of the packed requests; one: the whole
 
         def build(encode):
-            packed = _packed_series(series)
-            if packed is not None:
-                _set_packed_series(request.packed_series, *packed, encode)
-                grids.extend([shared_grid] * len(packed[3]))
-                request.result_columns = True  # many results: a few arrays to decode
+            if packed is None:
+                series_field = request.series
+                for item in series:
+                    own_grid = _add_series(series_field, item, encode)
+                    grids.append(shared_grid if own_grid is None else own_grid)
                 return request
-            series_field = request.series
-            for item in series:
-                own_grid = _add_series(series_field, item, encode)
-                grids.append(shared_grid if own_grid is None else own_grid)
+            grids.extend([shared_grid] * len(packed.lengths))
+            request.result_columns = True  # many results: a few arrays to decode
+            if transfer.splittable(request, None if output is None else self._placement(output)):
+                packed_ranges[:] = packed.ranges(transfer.SPLIT_PARTS, self.transfer_threshold)
+            if len(packed_ranges) == 1:
+                packed.fill(request.packed_series, encode)
             return request
 
-        def decode(response, output_of):
-            if len(response.results) != len(grids):
-                raise RuntimeError(
-                    f"server returned {len(response.results)} results for {len(grids)} series")
-            if request.result_columns:
-                return _results_from_columns(response, grids, output_of,
-                                             discarded=output == "discard",
-                                             with_models=request.model_parameters)
-            return [_result(r, *g, decode=output_of) for r, g in zip(response.results, grids)]
+        def split(request):
+            if packed is None:
+                return transfer.split_series(request)
+            if len(packed_ranges) == 1:
+                return [request]
+            base = request.SerializeToString()
+            return [transfer.PackedPart(base, packed, b, e) for b, e in packed_ranges]
 
-        return self._operation(self.stub.Periodogram, build, output, timeout, decode,
-                               split=transfer.split_series)
+        def decode(response, output_of):
+            if not request.result_columns:
+                if len(response.results) != len(grids):
+                    raise RuntimeError(f"server returned {len(response.results)} results for "
+                                       f"{len(grids)} series")
+                return [_result(r, *g, decode=output_of) for r, g in zip(response.results, grids)]
+            out = []
+            for part in getattr(response, "parts", [response]):  # as they come when split
+                out += _results_from_columns(part, grids[len(out):len(out) + len(part.results)],
+                                             output_of, discarded=output == "discard",
+                                             with_models=request.model_parameters)
+            if len(out) != len(grids):
+                raise RuntimeError(f"server returned {len(out)} results for {len(grids)} series")
+            return out
+
+        return self._operation(self.stub.Periodogram, build, output, timeout, decode, split)
 
     def lombscargle(self, t, y, dy=None, frequency=None, *, fit_mean=True, center_data=True,
                     normalization="standard", dtype="float64", samples_per_peak=5,
@@ -995,11 +1043,10 @@ def _add_series(series_field, item, encode):
 
 
 def _packed_series(series):
-    """``(t, y, dy or None, lengths)``: the series of ``series`` end to end as float64 arrays,
-    when there are at least two and each is a ``(t, y)`` or ``(t, y, dy)`` of 1-D host arrays
-    of one length (all or none with dy); else None, and they go one ``Series`` each (where the
-    server names whatever is wrong with one). A survey has thousands: plain loops, NumPy
-    arrays taken as they are."""
+    """``transfer.PackedColumns`` of ``series`` when there are at least two and each is a
+    ``(t, y)`` or ``(t, y, dy)`` of 1-D host arrays of one length (all or none with dy); else
+    None, and they go one ``Series`` each (where the server names whatever is wrong with one).
+    A survey has thousands: plain loops, float64 NumPy arrays taken as they are (not copied)."""
     if len(series) < 2:
         return None
     columns = None
@@ -1020,20 +1067,11 @@ def _packed_series(series):
                 a = np.asarray(a)
             if a.ndim != 1 or a.dtype.kind not in "fiu" or (size >= 0 and a.size != size):
                 return None
+            if a.dtype is not _FLOAT64 or a.strides[0] != 8:
+                a = np.ascontiguousarray(a, _FLOAT64)
             size = a.size
             column.append(a)
-    lengths = [a.size for a in columns[0]]
-    packed = [np.concatenate(column).astype("<f8", copy=False) for column in columns]
-    return packed[0], packed[1], packed[2] if len(packed) == 3 else None, lengths
-
-
-def _set_packed_series(field, t, y, dy, lengths, encode):
-    """Fills the request's ``PackedSeries`` ``field``; ``encode`` as in ``_add_series``."""
-    field.t.CopyFrom(to_tensor(t, _FLOAT64, encode))
-    field.y.CopyFrom(to_tensor(y, _FLOAT64, encode))
-    if dy is not None:
-        field.dy.CopyFrom(to_tensor(dy, _FLOAT64, encode))
-    field.lengths.extend(lengths)
+    return transfer.PackedColumns(list(columns), [a.size for a in columns[0]])
 
 
 def _handle(handle):
@@ -1076,6 +1114,36 @@ def _grid_used(row, grid_msg, explicit):
     raise RuntimeError("server did not return the automatic grid it used")
 
 
+@contextlib.contextmanager
+def _collector_paused():
+    """Pauses Python's cyclic garbage collector while thousands of result objects are made:
+    each allocation would otherwise count toward a collection that traverses everything the
+    program holds, ~30% of a survey's result building. Nothing made there is cyclic."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _peak_rows(c, n):
+    """Each series' ``peaks`` (dicts, highest first) from the response's peak columns: one
+    flat pass over all of them, each row then a slice (a row's missing peaks, index -1, are
+    at its end)."""
+    if len(c.peaks_index.shape) != 2:  # no top_k
+        return [[] for _ in range(n)]
+    index = from_tensor(c.peaks_index)
+    k = index.shape[1]
+    counts = (index >= 0).sum(axis=1).tolist()
+    frequency, power, probability = (from_tensor(t).ravel().tolist() for t in (
+        c.peaks_frequency, c.peaks_power, c.peaks_false_alarm_probability))
+    peaks = [{"frequency": f, "power": p, "index": i, "false_alarm_probability": q}
+             for f, p, i, q in zip(frequency, power, index.ravel().tolist(), probability)]
+    return [peaks[start:start + count] for start, count in zip(range(0, n * k, k), counts)]
+
+
 def _results_from_columns(response, grids, output_of, discarded, with_models):
     """``PeriodogramResult``s of a response with ``result_columns``: each field's column decoded
     once, the results made from its rows; each ``SeriesResult`` read only for its power (not
@@ -1085,37 +1153,35 @@ def _results_from_columns(response, grids, output_of, discarded, with_models):
     if tuple(c.peak_index.shape) != (n,):
         raise RuntimeError(f"server returned columns of {tuple(c.peak_index.shape)} results "
                            f"for {n} series")
-    peak_frequency = from_tensor(c.peak_frequency).tolist()
-    peak_power = from_tensor(c.peak_power).tolist()
-    peak_index = from_tensor(c.peak_index).tolist()
-    fast = (from_tensor(c.method) == compute_pb2.PERIODOGRAM_METHOD_FAST).tolist()
-    grid_rows = from_tensor(c.grid).tolist()
-    peak_rows = [[] for _ in range(n)]
-    if len(c.peaks_index.shape) == 2:
-        columns = [from_tensor(t).tolist() for t in (
-            c.peaks_frequency, c.peaks_power, c.peaks_index, c.peaks_false_alarm_probability)]
-        peak_rows = [[{"frequency": f, "power": p, "index": k, "false_alarm_probability": q}
-                      for f, p, k, q in zip(*row) if k >= 0] for row in zip(*columns)]
-    false_alarms = [None] * n
-    if c.HasField("false_alarm_peak_probability"):
-        probabilities = from_tensor(c.false_alarm_probabilities)
-        levels = from_tensor(c.false_alarm_levels)
-        false_alarms = [{"peak_probability": p, "probabilities": probabilities[i],
-                         "levels": levels[i]}
-                        for i, p in enumerate(from_tensor(c.false_alarm_peak_probability).tolist())]
-    results = response.results
-    out = []
-    for i in range(n):
-        grid_msg, explicit = grids[i]
-        grid = _grid_used(grid_rows[i], grid_msg, explicit)
-        result = results[i] if with_models or not discarded else None
-        power = None if discarded else output_of(result.power)
-        model = _model(result.model) if with_models and result.HasField("model") else None
-        out.append(PeriodogramResult(power, peak_frequency[i], peak_power[i], peak_index[i], grid,
-                                     "fast" if fast[i] else "direct", peak_rows[i],
-                                     false_alarms[i], model,
-                                     None if grid is not None else explicit))
-    return out
+    with _collector_paused():
+        peak_frequency = from_tensor(c.peak_frequency).tolist()
+        peak_power = from_tensor(c.peak_power).tolist()
+        peak_index = from_tensor(c.peak_index).tolist()
+        fast = (from_tensor(c.method) == compute_pb2.PERIODOGRAM_METHOD_FAST).tolist()
+        grid_rows = from_tensor(c.grid).tolist()
+        peak_rows = _peak_rows(c, n)
+        false_alarms = [None] * n
+        if c.HasField("false_alarm_peak_probability"):
+            probabilities = from_tensor(c.false_alarm_probabilities)
+            levels = from_tensor(c.false_alarm_levels)
+            false_alarms = [
+                {"peak_probability": p, "probabilities": probabilities[i], "levels": levels[i]}
+                for i, p in enumerate(from_tensor(c.false_alarm_peak_probability).tolist())]
+        used = [UniformGrid(row[0], row[1], int(row[2])) if row[0] == row[0]  # not NaN
+                else _grid_used(row, *asked) for row, asked in zip(grid_rows, grids)]
+        explicit = [None if grid is not None else asked[1] for grid, asked in zip(used, grids)]
+        powers = models_ = [None] * n
+        if with_models or not discarded:
+            results = response.results
+            if not discarded:
+                powers = [output_of(result.power) for result in results]
+            if with_models:
+                models_ = [_model(result.model) if result.HasField("model") else None
+                           for result in results]
+        methods = ["fast" if f else "direct" for f in fast]
+        return [PeriodogramResult(*fields) for fields in zip(
+            powers, peak_frequency, peak_power, peak_index, used, methods, peak_rows,
+            false_alarms, models_, explicit)]
 
 
 def _result(result, grid_msg, explicit, decode=from_tensor):

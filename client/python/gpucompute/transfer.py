@@ -24,6 +24,7 @@ its pages: ~3 GB/s instead of ~10. The first transfer (``put`` or ``get``) there
 
 import concurrent.futures
 import ctypes
+import dataclasses
 import functools
 import os
 import sys
@@ -198,8 +199,8 @@ class Transfers:
         get = channel.unary_stream(
             _GET_TENSOR, request_serializer=compute_pb2.GetTensorRequest.SerializeToString,
             response_deserializer=None)
-        periodogram = channel.unary_unary(
-            _PERIODOGRAM, request_serializer=compute_pb2.PeriodogramRequest.SerializeToString,
+        periodogram = channel.unary_unary(  # a request message or a PackedPart
+            _PERIODOGRAM, request_serializer=lambda request: request.SerializeToString(),
             response_deserializer=compute_pb2.PeriodogramResponse.FromString)
         return put, get, periodogram
 
@@ -227,13 +228,17 @@ class Transfers:
         items = list(items)
         if len(items) <= 1:
             return [fn(0, item) for item in items]
+        return [f.result() for f in self.submit(fn, items)]
+
+    def submit(self, fn, items):
+        """Futures of ``fn(connection index, item)``, item k on connection k, all started."""
+        tune_allocator()  # the items' messages are put together on the pool's threads
         with self._lock:
             if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(
                     MAX_CONNECTIONS, thread_name_prefix="gpucompute-transfer")
             pool = self._pool
-        futures = [pool.submit(fn, k, item) for k, item in enumerate(items)]
-        return [f.result() for f in futures]
+        return [pool.submit(fn, k, item) for k, item in enumerate(items)]
 
     # ------------------------------------------------------------------ one stream
 
@@ -301,12 +306,9 @@ MIN_SPLIT_BYTES = 256 << 10
 def split_series(request, parts=SPLIT_PARTS, min_bytes=MIN_SPLIT_BYTES):
     """``request`` (a PeriodogramRequest) as requests of consecutive runs of its series, of
     about equal bytes, each with every other field of the request; ``[request]`` when it is too
-    small to be worth cutting, or when cutting would change the answer: outputs placed in shared
-    memory (each request would place its outputs from the same offset) and bootstrap false-alarm
-    probabilities (drawn per request)."""
+    small to be worth cutting, or when cutting would change the answer (``splittable``)."""
     n = len(request.series)
-    if (n < 2 or request.output_placement.WhichOneof("target") == "shared_memory"
-            or request.false_alarm.method == compute_pb2.FALSE_ALARM_METHOD_BOOTSTRAP):
+    if n < 2 or not splittable(request):
         return [request]
     sizes = [s.ByteSize() for s in request.series]
     total = sum(sizes)
@@ -337,6 +339,101 @@ def split_series(request, parts=SPLIT_PARTS, min_bytes=MIN_SPLIT_BYTES):
         if begin == n:
             break
     return out
+
+
+def splittable(request, placement=None):
+    """Whether a PeriodogramRequest may be cut into parts without changing its answer: not
+    when its outputs go to shared memory (each part would place its outputs from the same
+    offset) or its false-alarm probabilities are bootstrapped (drawn per request).
+    ``placement``: the OutputPlacement it will have, if not yet set."""
+    placement = request.output_placement if placement is None else placement
+    return (placement.WhichOneof("target") != "shared_memory"
+            and request.false_alarm.method != compute_pb2.FALSE_ALARM_METHOD_BOOTSTRAP)
+
+
+@dataclasses.dataclass
+class PackedColumns:
+    """Many series' samples as the caller gave them, not yet copied: ``columns`` holds t, y and
+    optionally dy, each a list of 1-D little-endian float64 arrays (series i's at position i),
+    ``lengths`` each series' samples."""
+    columns: list
+    lengths: list
+
+    @property
+    def nbytes(self):
+        return 8 * sum(self.lengths) * len(self.columns)
+
+    def joined(self):
+        """``(t, y, dy or None)``: each column end to end in one new array."""
+        t, y, *dy = (np.concatenate(column) for column in self.columns)
+        return t, y, dy[0] if dy else None
+
+    def fill(self, field, encode):
+        """Fills the PackedSeries message ``field`` with all of the series; ``encode(dtype
+        code, array)`` makes each column's Tensor (see ``gpucompute.tensor.inline_tensor``)."""
+        for name, column in zip(("t", "y", "dy"), self.joined()):
+            if column is not None:
+                getattr(field, name).CopyFrom(encode(tensor_pb2.FLOAT64, column))
+        field.lengths.extend(self.lengths)
+
+    def ranges(self, parts, max_part_bytes=0):
+        """``[(begin, end)]``: consecutive runs of series of about equal bytes, at most
+        ``parts`` of them and none under MIN_SPLIT_BYTES; one run of all when that is all
+        there is room for, or when a part would exceed ``max_part_bytes`` (> 0)."""
+        n, total = len(self.lengths), self.nbytes
+        parts = max(1, min(parts, n, total // MIN_SPLIT_BYTES))
+        if parts <= 1 or (max_part_bytes > 0 and total > parts * max_part_bytes):
+            return [(0, n)]
+        filled = np.cumsum(self.lengths)  # samples up to and including each series
+        goals = np.arange(1, parts) * (filled[-1] / parts)
+        cuts = sorted({int(i) + 1 for i in np.searchsorted(filled, goals)} - {0, n})
+        bounds = [0, *cuts, n]
+        return list(zip(bounds, bounds[1:]))
+
+
+# PeriodogramRequest.packed_series = 13; PackedSeries: t = 1, y = 2, dy = 3; Tensor.data = 3.
+_PACKED_SERIES_TAG = b"\x6a"
+_PACKED_COLUMN_TAGS = (b"\x0a", b"\x12", b"\x1a")
+_TENSOR_DATA_TAG = b"\x1a"
+
+
+class PackedPart:
+    """Series ``[begin, end)`` of ``packed`` as one Periodogram request: ``base`` (the
+    serialized request without series) followed by its ``packed_series`` field, written by
+    hand so that the samples are copied once, straight from the caller's arrays into the
+    message's bytes (``SerializeToString``, called by gRPC on the connection's own thread:
+    the parts of one call are put together one after another, each sent as soon as it is)."""
+
+    def __init__(self, base, packed, begin, end):
+        self._base, self._packed, self._begin, self._end = base, packed, begin, end
+
+    def SerializeToString(self):  # noqa: N802 (gRPC's serializer protocol, as a message's)
+        lengths = self._packed.lengths[self._begin:self._end]
+        count = sum(lengths)
+        header = tensor_pb2.Tensor(dtype=tensor_pb2.FLOAT64, shape=(count,)).SerializeToString()
+        header += _TENSOR_DATA_TAG + encode_varint(8 * count)
+        pieces = []
+        for tag, column in zip(_PACKED_COLUMN_TAGS, self._packed.columns):
+            pieces += [tag, encode_varint(len(header) + 8 * count), header]
+            pieces += column[self._begin:self._end]
+        pieces.append(compute_pb2.PackedSeries(lengths=lengths).SerializeToString())
+        size = sum(p.nbytes if isinstance(p, np.ndarray) else len(p) for p in pieces)
+        return b"".join([self._base, _PACKED_SERIES_TAG, encode_varint(size), *pieces])
+
+    def whole(self, request, encode):
+        """``request`` (the parts' base) with all of the packed series, ``encode`` making each
+        column's Tensor: sent as one when a part was refused, so that the error numbers the
+        series as the caller did."""
+        whole = compute_pb2.PeriodogramRequest()
+        whole.CopyFrom(request)
+        self._packed.fill(whole.packed_series, encode)
+        return whole
+
+
+def whole_request(request, parts, encode):
+    """The request ``parts`` were cut from, to send as one: ``request`` itself, or for
+    ``PackedPart``s their base with the packed series put back (``encode``: as in ``fill``)."""
+    return parts[0].whole(request, encode) if isinstance(parts[0], PackedPart) else request
 
 
 # ---------------------------------------------------------------------- one call's tensors
