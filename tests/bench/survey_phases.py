@@ -5,11 +5,12 @@ Baluev false-alarm probabilities, powers discarded) through the Python client, e
 the call timed by wrapping the client function that does it: checking the series (pack); as
 one request, joining and reserving the packed tensors (join_reserve), uploading them (upload)
 and the call (call); cut into parts, starting them, each put together and sent on its own
-connection (split_call), then waiting for them and decoding each as it comes (results); as
-one request, building the results (results); releasing and deleting the tensors. Prints one
-JSON line per ``--parts`` value (the requests the packed survey is cut into at most): the
-call's median, each phase's mean over the calls, and the server's median timings (decode,
-queue, compute, total; of the first part when cut).
+connection (split_call), then decoding each as it comes (results); as one request, building
+the results (results); releasing and deleting the tensors. Prints one JSON line per
+``--parts`` value (the requests the packed survey is cut into at most): the call's median,
+each phase's mean over the calls, the rest of the mean call (other: cut into parts, mostly
+waiting for the answers while nothing is left to decode), and the server's median timings
+(decode, queue, compute, total; of the first part when cut).
 
     python3 tests/bench/survey_phases.py --target HOST:PORT [--calls 9] [--parts 1,4,16]
 """
@@ -83,6 +84,8 @@ def main():
             "parts": parts,
             "median_ms": round(statistics.median(round_trips), 1),
             "phases_ms": {label: round(ms / args.calls, 2) for label, ms in spent.items()},
+            # The rest of the mean call: cut into parts, mostly waiting for their answers.
+            "other_ms": round((sum(round_trips) - sum(spent.values())) / args.calls, 2),
             "server_median_us": {k: statistics.median(t[k] for t in server)
                                  for k in server[0]},
         }), flush=True)

@@ -297,7 +297,9 @@ class Transfers:
 # A Periodogram request of many series is cut into this many requests at most, each on its own
 # connection: one connection moves a large message at ~0.5 GB/s, and one server thread decodes
 # it. On the H100 machine's host 2,000 light curves (17 MB) took 205 / 171 / 132 / 136 / 105 ms
-# as 1 / 2 / 4 / 8 / 16 requests (tests/bench/results/2026-11-27-nvidia-h100-survey-split.jsonl).
+# as 1 / 2 / 4 / 8 / 16 requests of Series (tests/bench/results/2026-11-27-nvidia-h100-survey-
+# split.jsonl) and, packed, 64 / 36 / 42 / 33-35 ms as 1 / 4 / 8 / 16 requests, powers
+# discarded (2026-11-27-nvidia-h100-survey-packed-parts.jsonl).
 SPLIT_PARTS = MAX_CONNECTIONS
 # Below this a request goes whole; a part is never smaller.
 MIN_SPLIT_BYTES = 256 << 10
