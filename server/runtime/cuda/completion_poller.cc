@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/common/thread_name.h"
 #include "spdlog/spdlog.h"
@@ -22,9 +23,14 @@ inline void CpuRelax() {
 
 }  // namespace
 
-CompletionPoller::CompletionPoller(CompletionQueue* completions) : completions_(completions) {
+CompletionPoller::CompletionPoller(CompletionQueue* completions, int device)
+    : completions_(completions), device_(device) {
   thread_ = std::thread([this] {
-    NameThisThread("gc-poller");
+    NameThisThread(absl::StrCat("gc-poller-", device_));
+    if (cudaSetDevice(device_) != cudaSuccess) {  // its events' queries, and its launches'
+      (void)cudaGetLastError();
+      spdlog::error("completion poller: cannot make device {} current", device_);
+    }
     Loop();
   });
 }
@@ -37,9 +43,9 @@ CompletionPoller::~CompletionPoller() {
   thread_.join();
 }
 
-void CompletionPoller::Watch(int device, cudaEvent_t event, std::function<void(cudaError_t)> finish) {
+void CompletionPoller::Watch(cudaEvent_t event, std::function<void(cudaError_t)> finish) {
   absl::MutexLock lock(&mu_);
-  incoming_.push_back(Watched{device, event, std::move(finish)});
+  incoming_.push_back(Watched{event, std::move(finish)});
   has_incoming_.store(true, std::memory_order_release);
 }
 
@@ -78,13 +84,6 @@ bool CompletionPoller::TakeNew(std::vector<Watched>* watched,
 void CompletionPoller::PollOnce(std::vector<Watched>* watched) {
   for (size_t i = 0; i < watched->size();) {
     Watched& w = (*watched)[i];
-    if (w.device != current_device_) {
-      if (cudaSetDevice(w.device) != cudaSuccess) {
-        (void)cudaGetLastError();
-        spdlog::error("completion poller: cannot make device {} current", w.device);
-      }
-      current_device_ = w.device;
-    }
     const cudaError_t status = cudaEventQuery(w.event);
     if (status == cudaErrorNotReady) {
       (void)cudaGetLastError();  // not an error: leave nothing behind for the next call
@@ -115,9 +114,8 @@ void CompletionPoller::Loop() {
       if (!TakeNew(&watched, &launches, idle_since)) return;
       if (!launches.empty()) {
         idle_awake_.store(false, std::memory_order_release);
-        for (auto& launch : launches) launch();  // each Watches its batch
+        for (auto& launch : launches) launch();  // each Watches its batch (this device's)
         launches.clear();
-        current_device_ = -1;  // a launch makes its own device current
         continue;
       }
     }

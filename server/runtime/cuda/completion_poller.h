@@ -4,12 +4,14 @@
 // driver's callback thread and then for a completion thread to wake (tens to hundreds of
 // microseconds on the GPU machine, most of a small call's server time).
 //
-// The poller thread spins while batches are in flight, polling their events
-// (cudaEventQuery), and for kLinger after the last one finishes, so that the next call of a
-// steady stream of calls finds it awake; then it sleeps until the next Watch. So a server
-// keeps one core busy while it is in use, and none when idle. A finished batch is finished
-// on the poller thread when it was the only one watched (the latency case), else handed to
-// the completion threads (under load, so that one long unpack does not hold up the others).
+// Each GPU has a poller of its own (its thread `gc-poller-<device>`), so that two GPUs'
+// batches are watched, finished and launched side by side. The poller thread spins while
+// batches are in flight, polling their events (cudaEventQuery), and for kLinger after the last
+// one finishes, so that the next call of a steady stream of calls finds it awake; then it
+// sleeps until the next Watch. So a server keeps a core busy per GPU in use, and none when
+// idle. A finished batch is finished on the poller thread when it was the only one watched
+// (the latency case), else handed to the completion threads (under load, so that one long
+// unpack does not hold up the others).
 //
 // While it lingers with nothing to watch, the thread also takes launches (RunIfIdle): a small
 // batch's CUDA calls cost about half as much on this hot core, whose caches still hold the
@@ -36,17 +38,18 @@ class CompletionPoller {
   // How long the thread keeps spinning after the last watched batch finished.
   static constexpr absl::Duration kLinger = absl::Milliseconds(2);
 
-  // `completions` must outlive the poller. Starts the thread.
-  explicit CompletionPoller(CompletionQueue* completions);
+  // Watches batches of CUDA device `device`. `completions` must outlive the poller. Starts
+  // the thread.
+  CompletionPoller(CompletionQueue* completions, int device);
   // Waits until every watched event has completed (each `finish` called), then joins.
   ~CompletionPoller();
   CompletionPoller(const CompletionPoller&) = delete;
   CompletionPoller& operator=(const CompletionPoller&) = delete;
 
-  // Calls `finish` exactly once after `event` (recorded on a stream of `device`) has
-  // completed: with cudaSuccess, or with the error that stopped the stream (a sticky fault).
-  // `event` must stay unrecorded until then. Thread-safe; `finish` may make CUDA calls.
-  void Watch(int device, cudaEvent_t event, std::function<void(cudaError_t)> finish);
+  // Calls `finish` exactly once after `event` (recorded on a stream of this poller's device)
+  // has completed: with cudaSuccess, or with the error that stopped the stream (a sticky
+  // fault). `event` must stay unrecorded until then. Thread-safe; `finish` may make CUDA calls.
+  void Watch(cudaEvent_t event, std::function<void(cudaError_t)> finish);
 
   // Runs `launch` soon on the poller thread if that thread is awake with nothing to watch;
   // returns false, without running it, when it is busy or asleep. `launch` must not block
@@ -55,7 +58,6 @@ class CompletionPoller {
 
  private:
   struct Watched {
-    int device;
     cudaEvent_t event;
     std::function<void(cudaError_t)> finish;
   };
@@ -69,6 +71,7 @@ class CompletionPoller {
   void PollOnce(std::vector<Watched>* watched);
 
   CompletionQueue* const completions_;
+  const int device_;
   absl::Mutex mu_;
   std::vector<Watched> incoming_ ABSL_GUARDED_BY(mu_);
   std::vector<std::function<void()>> launches_ ABSL_GUARDED_BY(mu_);
@@ -77,7 +80,6 @@ class CompletionPoller {
   std::atomic<bool> has_incoming_{false};
   // Set by the poller thread while it lingers awake with nothing watched.
   std::atomic<bool> idle_awake_{false};
-  int current_device_ = -1;  // poller thread only
   std::thread thread_;
 };
 

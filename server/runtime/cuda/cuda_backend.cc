@@ -106,8 +106,8 @@ struct AssimilateOp {
 }  // namespace
 
 // Takes a free slot of `device` for `batch` (blocking while every stream is busy: the
-// scheduler's back-pressure), then launches it there: on the poller thread when that is idle
-// and awake (RunIfIdle), else here.
+// scheduler's back-pressure), then launches it there: on the device's poller thread when that
+// is idle and awake (RunIfIdle), else here.
 template <typename Op>
 void CudaBackend::Run(std::shared_ptr<const typename Op::Batch> batch, DeviceContext* device,
                       std::function<void(absl::StatusOr<std::vector<typename Op::Result>>)> done) {
@@ -122,7 +122,7 @@ void CudaBackend::Run(std::shared_ptr<const typename Op::Batch> batch, DeviceCon
   auto launch = [this, batch = std::move(batch), device, slot, taken, done = std::move(done)]() mutable {
     Launch<Op>(std::move(batch), device, slot, taken, std::move(done));
   };
-  if (poller_->RunIfIdle(launch)) return;
+  if (PollerOf(*device).RunIfIdle(launch)) return;
   launch();
 }
 
@@ -150,8 +150,9 @@ void CudaBackend::Launch(std::shared_ptr<const typename Op::Batch> batch, Device
     if (err == cudaSuccess) {
       auto* f = new InFlight<Op>{this, device, slot, batch, *std::move(pending), std::move(done),
                                  &(options_.*Op::kStages), taken, absl::Now()};
-      poller_->Watch(device->device(), slot->finished.get(),
-                     [f](cudaError_t stream_status) { FinishInFlight<Op>(f, stream_status); });
+      PollerOf(*device).Watch(slot->finished.get(), [f](cudaError_t stream_status) {
+        FinishInFlight<Op>(f, stream_status);
+      });
       return;
     }
     status = CudaErrorStatus(err, "cudaEventRecord", __FILE__, __LINE__);
@@ -253,8 +254,11 @@ CudaBackend::CudaBackend(std::vector<std::unique_ptr<DeviceContext>> devices,
                          CompletionQueue* completions, const BackendOptions& options)
     : devices_(std::move(devices)),
       completions_(completions),
-      options_(options),
-      poller_(std::make_unique<CompletionPoller>(completions)) {}
+      options_(options) {
+  for (const auto& d : devices_) {
+    pollers_.push_back(std::make_unique<CompletionPoller>(completions, d->device()));
+  }
+}
 
 CudaBackend::~CudaBackend() = default;  // each DeviceContext synchronises its streams
 

@@ -1,6 +1,6 @@
 // CUDA backend: one DeviceContext per visible GPU; each batch goes to the least-loaded healthy
 // device (for dense, among those holding the model) and to a free stream slot on it.
-// Completion: an event recorded after each batch, watched by the CompletionPoller, which
+// Completion: an event recorded after each batch, watched by its device's CompletionPoller, which
 // finishes the batch (or fails it with the stream's error after a device fault, so no call
 // waits forever). A sticky CUDA error marks the devices unhealthy (every
 // one: CUDA loses its state for the whole process, see OnStreamError): work fails with
@@ -76,9 +76,13 @@ class CudaBackend final : public Backend {
   const BackendOptions options_;
   std::atomic<uint64_t> next_device_{0};
   std::atomic<int64_t> injected_batches_{0};  // batches seen on options_.inject_fault_device
-  // Declared last, so destroyed first: it finishes every batch still in flight while the
-  // devices and the completion queue are still there.
-  std::unique_ptr<CompletionPoller> poller_;
+  // One per device, at its ordinal (DeviceContext::device()). Declared last, so destroyed
+  // first: they finish every batch still in flight while the devices and the completion
+  // queue are still there.
+  std::vector<std::unique_ptr<CompletionPoller>> pollers_;
+  CompletionPoller& PollerOf(const DeviceContext& device) {
+    return *pollers_[static_cast<size_t>(device.device())];
+  }
 };
 
 }  // namespace gpucompute
