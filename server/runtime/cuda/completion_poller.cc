@@ -49,8 +49,8 @@ void CompletionPoller::Watch(cudaEvent_t event, std::function<void(cudaError_t)>
   has_incoming_.store(true, std::memory_order_release);
 }
 
-bool CompletionPoller::RunIfIdle(std::function<void()> launch) {
-  if (!idle_awake_.load(std::memory_order_acquire)) return false;
+bool CompletionPoller::RunIfAwake(std::function<void()> launch) {
+  if (!awake_.load(std::memory_order_acquire)) return false;
   absl::MutexLock lock(&mu_);
   if (stopping_) return false;
   // Had the thread gone to sleep meanwhile, this wakes it: the launch runs, a little later.
@@ -65,7 +65,7 @@ bool CompletionPoller::TakeNew(std::vector<Watched>* watched,
   if (watched->empty() && incoming_.empty() && launches_.empty()) {
     if (stopping_) return false;
     if (absl::Now() - idle_since >= kLinger) {
-      idle_awake_.store(false, std::memory_order_relaxed);
+      awake_.store(false, std::memory_order_relaxed);
       mu_.Await(absl::Condition(
           +[](CompletionPoller* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
             return p->stopping_ || !p->incoming_.empty() || !p->launches_.empty();
@@ -109,11 +109,10 @@ void CompletionPoller::Loop() {
   for (;;) {
     // The lock only when there is news, or to go to sleep (or stop) once the linger is over.
     const bool lingering = watched.empty() && absl::Now() - idle_since < kLinger;
-    idle_awake_.store(lingering, std::memory_order_release);
+    awake_.store(true, std::memory_order_release);  // TakeNew clears it before sleeping
     if (has_incoming_.load(std::memory_order_acquire) || (watched.empty() && !lingering)) {
       if (!TakeNew(&watched, &launches, idle_since)) return;
       if (!launches.empty()) {
-        idle_awake_.store(false, std::memory_order_release);
         for (auto& launch : launches) launch();  // each Watches its batch (this device's)
         launches.clear();
         continue;

@@ -13,9 +13,12 @@
 // (the latency case), else handed to the completion threads (under load, so that one long
 // unpack does not hold up the others).
 //
-// While it lingers with nothing to watch, the thread also takes launches (RunIfIdle): a small
-// batch's CUDA calls cost about half as much on this hot core, whose caches still hold the
-// driver's state, as on a gRPC thread that has just woken up (tests/bench/launch_bench).
+// While it is awake (watching, or lingering), the thread also takes its device's launches
+// (RunIfAwake), between polling rounds: a small batch's CUDA calls cost about half as much on
+// this hot core, whose caches still hold the driver's state, as on a gRPC thread that has
+// just woken up (tests/bench/launch_bench); and under load each GPU's batches are launched on
+// its own poller, side by side, instead of one after another by the scheduler's dispatcher
+// (which then only forms batches; on 2 x H100 it had become the limit with two GPUs).
 #pragma once
 
 #include <atomic>
@@ -51,10 +54,11 @@ class CompletionPoller {
   // fault). `event` must stay unrecorded until then. Thread-safe; `finish` may make CUDA calls.
   void Watch(cudaEvent_t event, std::function<void(cudaError_t)> finish);
 
-  // Runs `launch` soon on the poller thread if that thread is awake with nothing to watch;
-  // returns false, without running it, when it is busy or asleep. `launch` must not block
-  // (it is to enqueue work and Watch it). Thread-safe.
-  bool RunIfIdle(std::function<void()> launch);
+  // Runs `launch` soon on the poller thread if that thread is awake (watching batches or
+  // lingering); returns false, without running it, when it is asleep (waking it would cost
+  // more than the launch saves). `launch` must not block (it is to enqueue work on this
+  // poller's device and Watch it). Thread-safe.
+  bool RunIfAwake(std::function<void()> launch);
 
  private:
   struct Watched {
@@ -63,7 +67,7 @@ class CompletionPoller {
   };
 
   void Loop();
-  // Takes what Watch and RunIfIdle added; blocks first when nothing is watched and the linger
+  // Takes what Watch and RunIfAwake added; blocks first when nothing is watched and the linger
   // has passed. False when stopping with nothing left.
   bool TakeNew(std::vector<Watched>* watched, std::vector<std::function<void()>>* launches,
                absl::Time idle_since);
@@ -78,8 +82,8 @@ class CompletionPoller {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Read unlocked by the spinning thread: something in incoming_ or launches_.
   std::atomic<bool> has_incoming_{false};
-  // Set by the poller thread while it lingers awake with nothing watched.
-  std::atomic<bool> idle_awake_{false};
+  // Set by the poller thread while it is awake (not about to sleep or sleeping).
+  std::atomic<bool> awake_{false};
   std::thread thread_;
 };
 

@@ -107,7 +107,7 @@ struct AssimilateOp {
 
 // Takes a free slot of `device` for `batch` (blocking while every stream is busy: the
 // scheduler's back-pressure), then launches it there: on the device's poller thread when that
-// is idle and awake (RunIfIdle), else here.
+// is awake (RunIfAwake), else here.
 template <typename Op>
 void CudaBackend::Run(std::shared_ptr<const typename Op::Batch> batch, DeviceContext* device,
                       std::function<void(absl::StatusOr<std::vector<typename Op::Result>>)> done) {
@@ -122,7 +122,7 @@ void CudaBackend::Run(std::shared_ptr<const typename Op::Batch> batch, DeviceCon
   auto launch = [this, batch = std::move(batch), device, slot, taken, done = std::move(done)]() mutable {
     Launch<Op>(std::move(batch), device, slot, taken, std::move(done));
   };
-  if (PollerOf(*device).RunIfIdle(launch)) return;
+  if (PollerOf(*device).RunIfAwake(launch)) return;
   launch();
 }
 
