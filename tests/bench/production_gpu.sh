@@ -60,7 +60,7 @@ case "$what" in
         >> "$out/multigpu_server.log" 2>&1 &
       spid=$!
       for _ in $(seq 1 600); do [ -s /tmp/mg.port ] && break; sleep 0.1; done
-      # The server's threads are named (gc-disp-<op>, gc-poller, gc-completion; gRPC's own).
+      # The server's threads are named (gc-disp-<op>, gc-poller-<gpu>, gc-completion; gRPC's own).
       (sleep 10; top -H -b -n 2 -d 3 -p "$spid" | awk '/^top/{n++} n==2' | head -40) \
         > "$out/multigpu-threads-$visible.txt" 2>&1 &
       tpid=$!
