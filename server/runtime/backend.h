@@ -28,6 +28,7 @@ struct DeviceDescription {
   int streams = 0;
   bool healthy = true;
   std::string health_message;  // why the device is unhealthy; empty while healthy
+  int64_t batches = 0;         // batches run to completion here since start
 };
 
 // One device's memory at the time of asking (for the metrics endpoint).

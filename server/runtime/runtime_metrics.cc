@@ -67,6 +67,16 @@ void RegisterRuntimeMetrics(metrics::Registry* registry, const Backend* backend,
                   return out;
                 });
 
+  r.AddCallback(MetricType::kCounter, "gpucompute_gpu_batches_total",
+                "Batches (of any operation) run to completion, by GPU index: how the work is "
+                "spread over the GPUs.", {"gpu"}, [backend] {
+                  std::vector<Sample> out;
+                  for (const DeviceDescription& d : backend->Devices()) {
+                    out.push_back({{absl::StrCat(d.index)}, static_cast<double>(d.batches)});
+                  }
+                  return out;
+                });
+
   // Kernel cache (NVRTC): zero on the CPU backend.
   r.AddCallback(MetricType::kCounter, "gpucompute_kernel_cache_hits_total",
                 "Kernel lookups served by a compiled kernel in memory.", {},

@@ -2,6 +2,7 @@
 a scrape with urllib before and after a few calls, and a clean SIGTERM exit with it running
 (run_server checks the exit code)."""
 
+import concurrent.futures
 import math
 import os
 import re
@@ -95,4 +96,27 @@ def test_calls_move_the_counters(metered):
                for k in after), after.keys()
     if backend == "cuda":
         assert after['gpucompute_gpu_memory_total_bytes{gpu="0"}'] > 0
+        # Each call was a batch of its own, run on some GPU.
+        assert sum(delta(k) for k in after if k.startswith("gpucompute_gpu_batches_total{")) == 2
     assert not math.isnan(after["gpucompute_kernel_compile_seconds_total"])
+
+
+def test_work_is_spread_over_every_gpu(metered):
+    """With two or more GPUs in one server, calls from many callers at once run on every one
+    of them (each batch goes to the least-loaded GPU), as gpucompute_gpu_batches_total shows."""
+    client, port = metered
+    info = client.server_info()
+    if info["backend"] != "cuda" or len(info["devices"]) < 2 or worker_mode():
+        pytest.skip("needs one server process with two or more GPUs (CUDA backend)")
+    before = scrape(port)
+    rng = np.random.default_rng(3)
+    t = np.sort(rng.uniform(0, 100, 20_000))
+    y = np.sin(t) + rng.normal(0, 1, t.size)
+    grid = gpucompute.UniformGrid(0.01, 1e-4, 50_000)
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        for r in pool.map(lambda _: client.lombscargle(t, y, frequency=grid), range(96)):
+            assert r.peak_index >= 0
+    after = scrape(port)
+    for d in info["devices"]:
+        series = f'gpucompute_gpu_batches_total{{gpu="{d["index"]}"}}'
+        assert after[series] > before.get(series, 0), (series, after[series])

@@ -49,6 +49,7 @@ void FinishInFlight(InFlight<Op>* raw, cudaError_t status) {
     return;
   }
   const absl::Time seen = absl::Now();
+  f->device->CountBatch();
   auto results = Op::Unpack(f->pending, *f->slot, *f->batch);
   f->device->ReleaseSlot(f->slot);
   // Before done: once the last batch is done the server may destroy the backend and metrics.
@@ -330,6 +331,7 @@ std::vector<DeviceDescription> CudaBackend::Devices() const {
     DeviceDescription desc = d->description();
     desc.healthy = d->healthy();
     if (!desc.healthy) desc.health_message = std::string(d->health().message());
+    desc.batches = d->batches();
     out.push_back(std::move(desc));
   }
   return out;

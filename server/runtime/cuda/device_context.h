@@ -85,6 +85,9 @@ class DeviceContext {
   // Work lent or waiting for a slot (AcquireSlot callers not yet released): what the backend
   // balances devices by. Thread-safe, lock-free.
   int load() const { return load_.load(std::memory_order_relaxed); }
+  // Batches run to completion on this device (counted by the backend as each finishes).
+  void CountBatch() { batches_.fetch_add(1, std::memory_order_relaxed); }
+  int64_t batches() const { return batches_.load(std::memory_order_relaxed); }
 
   // Health. A device turns unhealthy after a sticky CUDA error (its context is lost: every
   // later call on it fails) and never turns healthy again; the process must be restarted.
@@ -112,6 +115,7 @@ class DeviceContext {
   absl::Status unhealthy_cause_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> healthy_{true};  // written under mu_, read without it
   std::atomic<int> load_{0};
+  std::atomic<int64_t> batches_{0};
 };
 
 }  // namespace gpucompute
