@@ -5,10 +5,11 @@
 #           of one (CUDA_VISIBLE_DEVICES=0) and, with two GPUs, on the second of two.
 # workers:  worker mode (--workers=-1): a sticky fault on one GPU's worker (fault_injection_check.py
 #           workers), then the periodogram throughput through the front with one GPU and two.
-# multigpu: gpucompute-load on a compute-bound periodogram workload against a server that sees
-#           one GPU, then two; JSON lines and the ratio, and for each server its busiest threads
-#           10 s in (top -H: multigpu-threads-<gpus>.txt) and its periodogram queue, compute and
-#           batch-stage metrics at the end (multigpu-metrics-<gpus>.txt).
+# multigpu: gpucompute-load on three loads (a compute-bound periodogram, one-row dense with 256
+#           callers, many small assimilate problems) against a server that sees one GPU, then
+#           two; JSON lines and each load's ratio, and for each server its busiest threads 10 s
+#           in (top -H: multigpu-threads-<case>-<gpus>.txt) and its queue, compute, batch-stage
+#           and per-GPU batch metrics at the end (multigpu-metrics-<case>-<gpus>.txt).
 # soak:     soak.py for the given seconds (default 600) on the GPUs it sees.
 # Results go under $OUT (or ./gpu-out).
 set -uo pipefail
@@ -50,37 +51,54 @@ case "$what" in
     done
     ;;
   multigpu)
+    # Each load against a server that sees one GPU, then two (the one-GPU baseline in the same
+    # run), then their ratio. Dense loads a model of its own (gpucompute-load does).
+    multigpu_case() {  # name, op (for the metrics), gpucompute-load flags...
+      local name=$1 op=$2 visible
+      shift 2
+      for visible in 0 0,1; do
+        [ "$visible" = 0,1 ] && [ "$gpus" -lt 2 ] && break
+        rm -f /tmp/mg.port /tmp/mg.metrics
+        CUDA_VISIBLE_DEVICES=$visible gpucompute-server --address=127.0.0.1:0 --port_file=/tmp/mg.port \
+          --backend=cuda --log_level=warn --metrics_port=0 --metrics_port_file=/tmp/mg.metrics \
+          >> "$out/multigpu_server.log" 2>&1 &
+        spid=$!
+        for _ in $(seq 1 600); do [ -s /tmp/mg.port ] && break; sleep 0.1; done
+        # The server's threads are named (gc-disp-<op>, gc-poller-<gpu>, gc-completion; gRPC's own).
+        (sleep 10; top -H -b -n 2 -d 3 -p "$spid" | awk '/^top/{n++} n==2' | head -40) \
+          > "$out/multigpu-threads-$name-$visible.txt" 2>&1 &
+        tpid=$!
+        gpucompute-load --target "127.0.0.1:$(cat /tmp/mg.port)" "$@" --duration 20s --warmup 3s \
+          --json /dev/stdout 2>> "$out/multigpu_load.err" | grep "^{" \
+          | sed "s/^{/{\"case\":\"$name\",\"visible_gpus\":\"$visible\",/" | tee -a "$out/multigpu.jsonl"
+        wait $tpid
+        curl -s "http://127.0.0.1:$(cat /tmp/mg.metrics)/metrics" \
+          | grep -E "^gpucompute_((queue_duration_us|compute_duration_us|batch_size|batch_stage_duration_us)_(sum|count)\{op=\"$op\"|gpu_batches_total)" \
+          > "$out/multigpu-metrics-$name-$visible.txt"
+        kill -TERM $spid; wait $spid
+      done
+    }
     # Compute-bound: one float64 series of 16,384 samples x 65,536 frequencies per request
     # (1.07e9 pairs, ~1.1 ms of kernel) with 0.4 MB in and 0.5 MB out.
-    for visible in 0 0,1; do
-      [ "$visible" = 0,1 ] && [ "$gpus" -lt 2 ] && break
-      rm -f /tmp/mg.port /tmp/mg.metrics
-      CUDA_VISIBLE_DEVICES=$visible gpucompute-server --address=127.0.0.1:0 --port_file=/tmp/mg.port \
-        --backend=cuda --log_level=warn --metrics_port=0 --metrics_port_file=/tmp/mg.metrics \
-        >> "$out/multigpu_server.log" 2>&1 &
-      spid=$!
-      for _ in $(seq 1 600); do [ -s /tmp/mg.port ] && break; sleep 0.1; done
-      # The server's threads are named (gc-disp-<op>, gc-poller-<gpu>, gc-completion; gRPC's own).
-      (sleep 10; top -H -b -n 2 -d 3 -p "$spid" | awk '/^top/{n++} n==2' | head -40) \
-        > "$out/multigpu-threads-$visible.txt" 2>&1 &
-      tpid=$!
-      gpucompute-load --target "127.0.0.1:$(cat /tmp/mg.port)" --op periodogram --samples 16384 \
-        --frequencies 65536 --series 1 --dtype float64 --concurrency 64 --channels 8 \
-        --duration 20s --warmup 3s --json /dev/stdout 2> "$out/multigpu_load.err" \
-        | sed "s/^{/{\"visible_gpus\":\"$visible\",/" | tee -a "$out/multigpu.jsonl"
-      wait $tpid
-      curl -s "http://127.0.0.1:$(cat /tmp/mg.metrics)/metrics" \
-        | grep -E '^gpucompute_(queue_duration_us|compute_duration_us|batch_size|batch_stage_duration_us)_(sum|count)\{op="periodogram"' \
-        > "$out/multigpu-metrics-$visible.txt"
-      kill -TERM $spid; wait $spid
-    done
+    multigpu_case periodogram periodogram --op periodogram --samples 16384 --frequencies 65536 \
+      --series 1 --dtype float64 --concurrency 64 --channels 8
+    # One row each (1024 -> 4096 bf16), 256 callers: the dense batcher's load.
+    multigpu_case dense_row dense --op dense --in 1024 --out 4096 --layers 1 --rows 1 \
+      --model-dtype bfloat16 --concurrency 256 --channels 8
+    # Many small problems: 64 ETKF analyses of n = m = 40, N = 20 per request, 64 callers.
+    multigpu_case assimilate_small assimilate --op assimilate --n 40 --m 40 --members 20 \
+      --problems 64 --method etkf --concurrency 64 --channels 8
     python3 - "$out/multigpu.jsonl" <<'EOF' | tee -a "$out/multigpu.jsonl"
 import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{\"visible_gpus\"")]
-rate = {r["visible_gpus"]: r["figures"]["requests_per_s"] if "figures" in r else r["requests_per_s"] for r in rows}
-if "0" in rate and "0,1" in rate:
-    print(json.dumps({"summary": "two GPUs vs one", "one_gpu_rps": rate["0"], "two_gpu_rps": rate["0,1"],
-                      "ratio": rate["0,1"] / rate["0"], "target": 1.8}))
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{\"case\"")]
+rate = {}
+for r in rows:
+    rate[(r["case"], r["visible_gpus"])] = r["figures"]["requests_per_s"] if "figures" in r else r["requests_per_s"]
+for case in dict.fromkeys(r["case"] for r in rows):
+    one, two = rate.get((case, "0")), rate.get((case, "0,1"))
+    if one and two:
+        print(json.dumps({"summary": "two GPUs vs one", "case": case, "one_gpu_rps": one,
+                          "two_gpu_rps": two, "ratio": two / one, "target": 1.8}))
 EOF
     ;;
   soak)
