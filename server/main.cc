@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "server/allocator.h"
+#include "server/common/memory_limit.h"
 #include "server/common/version.h"
 #include "server/front/front_server.h"
 #include "server/front/request_route.h"
@@ -96,8 +97,8 @@ ABSL_FLAG(std::vector<std::string>, grpc_arg, {},
           "extra gRPC server channel arguments, KEY=VALUE[,KEY=VALUE...] (integers are passed as "
           "integers), e.g. grpc.http2.lookahead_bytes=16777216");
 ABSL_FLAG(int64_t, tensor_store_bytes, -1,
-          "all clients' resident tensors together, in bytes (-1: half the host's physical "
-          "memory)");
+          "all clients' resident tensors together, in bytes (-1: half the memory the server may "
+          "use: the host's, or its container's limit)");
 ABSL_FLAG(int64_t, tensor_quota_bytes, gpucompute::TensorStoreOptions{}.max_bytes_per_client,
           "bytes of resident tensors (PutTensor, kept outputs) one client may hold");
 ABSL_FLAG(int, tensor_quota_count, gpucompute::TensorStoreOptions{}.max_tensors_per_client,
@@ -338,7 +339,9 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("gpucompute-server: batched GPU compute over gRPC");
   absl::ParseCommandLine(argc, argv);
   spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
-  spdlog::info("gpucompute-server {}; allocator {}", GPUCOMPUTE_VERSION, gpucompute::AllocatorDescription());
+  spdlog::info("gpucompute-server {}; allocator {}; memory limit {} MiB (the host's, or its "
+               "container's)", GPUCOMPUTE_VERSION, gpucompute::AllocatorDescription(),
+               gpucompute::MemoryLimitBytes() >> 20);
   RaiseDescriptorLimit();
 
   // Every thread created from here on inherits the blocked signals; one waits for them.

@@ -37,7 +37,7 @@ struct FrontConfig {
   int metrics_port = -1;  // as ServerConfig; workers' metrics are merged in
   int64_t max_request_bytes = int64_t{1} << 30;
   int max_concurrent_streams = 1024;
-  int64_t grpc_memory_quota_bytes = 0;  // 0: half the host's memory
+  int64_t grpc_memory_quota_bytes = 0;  // 0: half of MemoryLimitBytes()
   std::vector<std::pair<std::string, std::string>> grpc_args;
   absl::Duration max_connection_idle = absl::Minutes(5);     // as ServerConfig
   absl::Duration listener_probe_period = absl::Seconds(5);   // as ServerConfig

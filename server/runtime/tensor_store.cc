@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "server/common/byte_range.h"
+#include "server/common/memory_limit.h"
 #include "server/common/non_finite.h"
 #include "server/common/parallel_copy.h"
 #include "spdlog/spdlog.h"
@@ -167,7 +168,7 @@ namespace {
 TensorStoreOptions WithDefaults(TensorStoreOptions o) {
   if (!o.clock) o.clock = [] { return absl::Now(); };
   if (o.max_total_bytes < 0) {
-    o.max_total_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / 2;
+    o.max_total_bytes = MemoryLimitBytes() / 2;
   }
   return o;
 }

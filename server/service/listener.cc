@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/memory_limit.h"
 #include "server/common/status_macros.h"
 
 namespace gpucompute {
@@ -34,7 +35,7 @@ void AddListener(grpc::ServerBuilder& builder, const ListenerOptions& o, int* po
   builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_DEFLATE, false);
   builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_GZIP, false);
   int64_t quota_bytes = o.memory_quota_bytes;
-  if (quota_bytes <= 0) quota_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / 2;
+  if (quota_bytes <= 0) quota_bytes = MemoryLimitBytes() / 2;
   grpc::ResourceQuota quota(o.quota_name);
   quota.Resize(static_cast<size_t>(quota_bytes));
   builder.SetResourceQuota(quota);

@@ -25,7 +25,7 @@ struct ListenerOptions {
   int64_t max_receive_bytes = int64_t{1} << 30;
   int64_t max_send_bytes = -1;  // -1: no limit
   int max_concurrent_streams = 1024;
-  // Memory gRPC may hold for calls (a ResourceQuota); 0: half the host's physical memory.
+  // Memory gRPC may hold for calls (a ResourceQuota); 0: half of MemoryLimitBytes() (the host's memory, or the container's limit).
   int64_t memory_quota_bytes = 0;
   std::string quota_name = "gpucompute";
   absl::Duration max_connection_idle = absl::ZeroDuration();  // zero: idle connections stay
