@@ -292,6 +292,29 @@ def test_packed_parts_are_what_protobuf_writes(rng):
         assert compute_pb2.PeriodogramRequest.FromString(part.SerializeToString()) == want
 
 
+def test_packed_parts_give_what_one_request_gives(client, rng, monkeypatch):
+    """A packed survey with dy cut into parts gives, series by series, what the same survey
+    sent as one packed request gives: powers, grids, peaks, false-alarm values and models
+    (within rounding: on a GPU the fast method sums with atomics, in no fixed order)."""
+    from gpucompute import transfer
+    series = [(t, y, np.full(len(t), 0.3)) for t, y in _survey(rng, 500)]
+    assert len(gpucompute.client._packed_series(series).ranges(transfer.SPLIT_PARTS)) > 1
+    options = dict(top_k=3, false_alarm="baluev", model_parameters=True, samples_per_peak=2)
+    cut = client.periodogram(series, **options)
+    monkeypatch.setattr(transfer, "SPLIT_PARTS", 1)
+    whole = client.periodogram(series, **options)
+    assert len(cut) == len(whole) == len(series)
+    close = dict(rtol=1e-9, atol=1e-12)
+    for a, b in zip(cut, whole):
+        assert (a.grid, a.peak_index, a.method) == (b.grid, b.peak_index, b.method)
+        np.testing.assert_allclose(a.power, b.power, **close)
+        assert [p["index"] for p in a.peaks] == [p["index"] for p in b.peaks]
+        np.testing.assert_allclose(a.false_alarm["peak_probability"],
+                                   b.false_alarm["peak_probability"], **close)
+        np.testing.assert_allclose(a.model["parameters"], b.model["parameters"], **close)
+    assert client.list_tensors() == []
+
+
 def test_a_refused_packed_part_is_sent_again_whole(tc, rng):
     """When one part of a packed survey is refused, the whole survey goes again as one request
     (its tensors, larger than the server's message limit, uploaded), so that the error names
