@@ -58,6 +58,10 @@ ABSL_FLAG(int64_t, memory_budget_bytes, int64_t{1} << 30,
           "host memory the work in progress may hold, server-wide (the periodogram's decoded "
           "inputs with their working copies; every operation's outputs and copies of "
           "shared-memory inputs); a request over it is RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, server_memory_bytes, -1,
+          "host memory the resident tensors and the work in progress may hold together, in bytes "
+          "(-1: three quarters of the memory the server may use: the host's, or its container's "
+          "limit); --memory_budget_bytes and --tensor_store_bytes are parts of it");
 ABSL_FLAG(double, memory_budget_share, -1,
           "the part of --memory_budget_bytes that one caller's work may hold (0 < share <= 1), so "
           "that one caller cannot take all of it; default 0.5 with --auth_token_file (callers "
@@ -373,6 +377,7 @@ int main(int argc, char** argv) {
   config.scheduler.max_queue_depth = std::max(1, absl::GetFlag(FLAGS_max_queue_depth));
   config.limits.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   config.limits.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_bytes);
+  config.limits.server_memory_bytes = absl::GetFlag(FLAGS_server_memory_bytes);
   config.limits.memory_budget_share = absl::GetFlag(FLAGS_memory_budget_share);
   if (config.limits.memory_budget_share < 0) {
     config.limits.memory_budget_share = absl::GetFlag(FLAGS_auth_token_file).empty() ? 1.0 : 0.5;

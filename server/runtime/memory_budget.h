@@ -1,9 +1,14 @@
-// One budget of host memory for the work the server has accepted: a request takes a lease of
-// what it will hold (decoded inputs, their working copies, outputs) before it allocates it,
-// and gives it back when it is done. A request that does not fit is refused
-// RESOURCE_EXHAUSTED at once instead of growing the process until the kernel kills it. Each
-// caller may hold only its share of the budget, so that one caller's work cannot take all of
-// it from the others. Thread-safe.
+// A budget of host memory: a request takes a lease of what it will hold (decoded inputs, their
+// working copies, outputs) before it allocates it, and gives it back when it is done; the
+// resident tensor store takes the bytes of each tensor it reserves (Take) and returns them
+// when the tensor is freed (Return). What does not fit is refused RESOURCE_EXHAUSTED at once
+// instead of growing the process until the kernel kills it. Each caller may hold only its
+// share of the budget, so that one caller cannot take all of it from the others.
+//
+// Budgets nest: the server's work in progress has a budget of its own (--memory_budget_bytes)
+// inside the one budget of the whole server (--server_memory_bytes), which the resident
+// tensors take from too; bytes taken from a budget are taken from its parent as well, so
+// either limit refuses. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -45,9 +50,10 @@ class MemoryLease {
 class MemoryBudget {
  public:
   // `limit_bytes` in all, of which one caller may hold `caller_share` (a fraction, 0 < share
-  // <= 1); `flag` and `share_flag` name the settings in error messages.
+  // <= 1); `flag` and `share_flag` name the settings in error messages. Bytes taken here are
+  // taken from `parent` (borrowed, outliving this budget) too, when there is one.
   MemoryBudget(int64_t limit_bytes, std::string flag, double caller_share = 1.0,
-               std::string share_flag = "");
+               std::string share_flag = "", MemoryBudget* parent = nullptr);
   MemoryBudget(const MemoryBudget&) = delete;
   MemoryBudget& operator=(const MemoryBudget&) = delete;
 
@@ -56,6 +62,9 @@ class MemoryBudget {
   // is held and the limit.
   absl::StatusOr<MemoryLease> Acquire(int64_t bytes, absl::string_view what,
                                       absl::string_view caller = "");
+  // Acquire's check without a lease: the bytes stay taken until Return(bytes, caller).
+  absl::Status Take(int64_t bytes, absl::string_view what, absl::string_view caller = "");
+  void Return(int64_t bytes, absl::string_view caller = "");
 
   int64_t limit() const { return limit_; }
   int64_t caller_limit() const { return caller_limit_; }
@@ -64,8 +73,11 @@ class MemoryBudget {
 
  private:
   friend class MemoryLease;
-  void Give(int64_t bytes, const std::string& caller);
+  // This budget's own check and count (not the parent's).
+  absl::Status TakeHere(int64_t bytes, absl::string_view what, absl::string_view caller);
+  void ReturnHere(int64_t bytes, absl::string_view caller);
 
+  MemoryBudget* const parent_;
   const int64_t limit_;
   const std::string flag_;
   const int64_t caller_limit_;

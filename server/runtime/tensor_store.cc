@@ -249,19 +249,18 @@ absl::Status TensorStore::CheckRoom(absl::string_view owner, int64_t bytes) {
 }
 
 absl::Status TensorStore::Reserve(absl::string_view owner, int64_t bytes, int count) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (CheckQuota(owner, bytes, count).ok()) {
-      Usage& u = usage_[owner];
-      u.bytes += bytes;
-      u.count += count;
-      total_bytes_ += bytes;
-      return absl::OkStatus();
-    }
-  }
+  if (TryReserve(owner, bytes, count).ok()) return absl::OkStatus();
   Sweep();  // expired tensors must not hold the quota
+  return TryReserve(owner, bytes, count);
+}
+
+absl::Status TensorStore::TryReserve(absl::string_view owner, int64_t bytes, int count) {
   absl::MutexLock lock(&mu_);
   if (absl::Status quota = CheckQuota(owner, bytes, count); !quota.ok()) return quota;
+  if (options_.server_memory != nullptr) {
+    const std::string what = absl::StrCat("resident tensors of client \"", owner, "\"");
+    if (absl::Status s = options_.server_memory->Take(bytes, what, owner); !s.ok()) return s;
+  }
   Usage& u = usage_[owner];
   u.bytes += bytes;
   u.count += count;
@@ -272,6 +271,7 @@ absl::Status TensorStore::Reserve(absl::string_view owner, int64_t bytes, int co
 void TensorStore::Unreserve(absl::string_view owner, int64_t bytes, int count) {
   auto it = usage_.find(owner);
   if (it == usage_.end()) return;
+  if (options_.server_memory != nullptr) options_.server_memory->Return(bytes, owner);
   it->second.bytes -= bytes;
   it->second.count -= count;
   total_bytes_ -= bytes;
@@ -447,6 +447,9 @@ void TensorStore::Clear() {
   absl::flat_hash_map<std::string, std::shared_ptr<ResidentTensor>> dropped;
   absl::MutexLock lock(&mu_);
   dropped.swap(tensors_);
+  if (options_.server_memory != nullptr) {
+    for (const auto& [owner, u] : usage_) options_.server_memory->Return(u.bytes, owner);
+  }
   usage_.clear();
   total_bytes_ = 0;
 }

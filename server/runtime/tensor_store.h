@@ -32,6 +32,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "server/common/element_type.h"
+#include "server/runtime/memory_budget.h"
 
 namespace gpucompute {
 
@@ -51,6 +52,10 @@ struct TensorStoreOptions {
   // Put before every handle: a worker of the worker-mode front marks its handles ("w3-") so
   // that the front sends calls naming them back to it.
   std::string handle_prefix;
+  // The server's one memory budget (borrowed): every reserved tensor's bytes are taken from it
+  // too, under its owner, and returned when the tensor leaves the store. Null: only the
+  // store's own limits.
+  MemoryBudget* server_memory = nullptr;
 };
 
 // What a tensor is: its wire dtype (a gpucompute.v1.DType value, not interpreted here), the
@@ -200,9 +205,11 @@ class TensorStore {
 
   absl::Status CheckQuota(absl::string_view owner, int64_t bytes, int count) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Counts `bytes` and `count` tensors against `owner`'s quota (sweeping expired tensors
-  // first when they would not fit), or RESOURCE_EXHAUSTED naming the limit.
+  // Counts `bytes` and `count` tensors against `owner`'s quota and the server's memory budget
+  // (sweeping expired tensors first when they would not fit), or RESOURCE_EXHAUSTED naming
+  // the limit.
   absl::Status Reserve(absl::string_view owner, int64_t bytes, int count) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status TryReserve(absl::string_view owner, int64_t bytes, int count) ABSL_LOCKS_EXCLUDED(mu_);
   void Unreserve(absl::string_view owner, int64_t bytes, int count)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The entry if it exists for `owner` and is not expired; an expired one is removed and

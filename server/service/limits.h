@@ -32,6 +32,11 @@ struct ServiceLimits {
   // makes it 0.5 when callers are authenticated by tokens (else they name themselves, and a
   // share would bind only honest ones).
   double memory_budget_share = 1.0;
+  // Server-wide: host memory the resident tensors and the work in progress hold together (the
+  // one budget both take from; the two limits above and --tensor_store_bytes are parts of
+  // it). Negative: three quarters of MemoryLimitBytes() (the host's memory, or the
+  // container's limit).
+  int64_t server_memory_bytes = -1;
   int64_t max_request_bytes = int64_t{1} << 30;    // gRPC receive limit
   // An upload stream (LoadModel) that sends nothing for this long is cancelled.
   absl::Duration upload_idle_timeout = absl::Seconds(60);

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/memory_limit.h"
 #include "server/common/status_macros.h"
 #include "server/runtime/runtime_metrics.h"
 #include "server/service/health_port.h"
@@ -59,7 +60,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   for (const char* op : {"periodogram", "dense", "assimilate", "echo", "load_model", "unload_model"}) {
     s->metrics_->Calls(op);
   }
-  s->tensors_ = std::make_unique<TensorStore>(config.tensors);
+  const int64_t server_memory = config.limits.server_memory_bytes >= 0
+                                    ? config.limits.server_memory_bytes
+                                    : MemoryLimitBytes() / 4 * 3;
+  s->server_memory_ = std::make_unique<MemoryBudget>(server_memory, "--server_memory_bytes");
+  s->memory_ = std::make_unique<MemoryBudget>(config.limits.memory_budget_bytes, "--memory_budget_bytes",
+                                              config.limits.memory_budget_share, "--memory_budget_share",
+                                              s->server_memory_.get());
+  TensorStoreOptions tensor_options = config.tensors;
+  tensor_options.server_memory = s->server_memory_.get();
+  s->tensors_ = std::make_unique<TensorStore>(tensor_options);
   s->metrics_->AddResidentTensors([tensors = s->tensors_.get()] {
     const TensorStoreStats stats = tensors->Stats();
     return metrics::ResidentTensorCounts{stats.tensors, stats.bytes};
@@ -68,8 +78,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   s->shared_memory_ = std::make_unique<SharedMemoryRegistry>(config.allow_shared_memory,
                                                              config.shared_memory_proof_secret,
                                                              config.max_shared_memory_regions);
-  s->memory_ = std::make_unique<MemoryBudget>(config.limits.memory_budget_bytes, "--memory_budget_bytes",
-                                              config.limits.memory_budget_share, "--memory_budget_share");
   ServiceParts parts;
   parts.memory = s->memory_.get();
   s->idle_uploads_ = std::make_unique<IdleStreams>(config.limits.upload_idle_timeout);

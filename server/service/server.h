@@ -147,7 +147,10 @@ class Server {
   // registry after everything that records into it or that its callbacks read.
   std::unique_ptr<metrics::Registry> registry_;
   std::unique_ptr<metrics::ServerMetrics> metrics_;
-  std::unique_ptr<MemoryBudget> memory_;  // outlives the work that holds leases of it
+  // The whole server's host memory (resident tensors and the work in progress), then the work
+  // in progress's own budget inside it; both outlive what holds bytes of them.
+  std::unique_ptr<MemoryBudget> server_memory_;
+  std::unique_ptr<MemoryBudget> memory_;
   std::unique_ptr<IdleStreams> idle_uploads_;  // outlives the service's upload streams
   std::unique_ptr<CompletionQueue> completions_;
   std::unique_ptr<Backend> backend_;

@@ -121,3 +121,26 @@ def test_queue_overflow_is_rejected_not_queued(limited, rng):
     rejected = after["rejectedQueueFull"] - before["rejectedQueueFull"]
     assert rejected == ok.count(False), (rejected, ok.count(False), after)
     print("rejected", rejected, after)
+
+
+def test_resident_tensors_and_work_share_the_servers_memory(tmp_path):
+    """--server_memory_bytes bounds resident tensors and the work in progress together: with
+    a 40 MiB tensor held, a second one and a call whose decoded inputs would pass the rest are
+    RESOURCE_EXHAUSTED naming the flag, though each fits its own limit; once the tensor is
+    deleted both go through."""
+    if os.environ.get("GPUCOMPUTE_TARGET"):
+        pytest.skip("needs a server started by the tests")
+    mib = 1 << 20
+    flags = [f"--server_memory_bytes={64 * mib}", f"--memory_budget_bytes={48 * mib}",
+             f"--tensor_store_bytes={1 << 30}"]
+    with client_of_server(tmp_path, *flags) as c:
+        held = c.create_tensor((40 * mib // 8,), "float64")
+        _exhausted(lambda: c.create_tensor((32 * mib // 8,), "float64"), "(--server_memory_bytes)")
+        t, y = _series(1_000_000)  # 16 MB of samples; decoding holds twice that
+        grid = gpucompute.UniformGrid(0.1, 0.1, 4)
+        _exhausted(lambda: c.lombscargle(t, y, frequency=grid), "(--server_memory_bytes)")
+        c.delete_tensor(held)
+        second = c.create_tensor((32 * mib // 8,), "float64")
+        c.delete_tensor(second)
+        _, power = c.lombscargle(t, y, frequency=grid)
+        assert power.shape == (4,)

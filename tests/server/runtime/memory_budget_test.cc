@@ -73,6 +73,34 @@ TEST(MemoryBudget, ConcurrentLeasesNeverPassTheLimit) {
   EXPECT_EQ(budget.in_use(), 0);
 }
 
+// A budget inside the server's: a lease takes from both, either limit refuses (naming its
+// flag), a refused lease holds nothing in either, and bytes the tensor store takes from the
+// server's budget (Take, Return) leave less for the work.
+TEST(MemoryBudget, NestedBudgetsTakeFromTheirParentToo) {
+  MemoryBudget server(100, "--server_memory_bytes");
+  MemoryBudget work(60, "--memory_budget_bytes", 1.0, "--memory_budget_share", &server);
+  auto a = work.Acquire(50, "a", "alice");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(server.in_use(), 50);
+  EXPECT_EQ(server.in_use("alice"), 50);
+  auto b = work.Acquire(11, "b");
+  ASSERT_FALSE(b.ok());
+  EXPECT_THAT(std::string(b.status().message()), HasSubstr("(--memory_budget_bytes)"));
+  EXPECT_EQ(server.in_use(), 50);  // given back to the parent
+  ASSERT_TRUE(server.Take(45, "a tensor", "bob").ok());
+  auto c = work.Acquire(6, "c");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("c would hold 6 bytes of host memory while 95 are held; the server's "
+                        "limit is 100 bytes (--server_memory_bytes)"));
+  EXPECT_EQ(work.in_use(), 50);
+  server.Return(45, "bob");
+  *a = MemoryLease();
+  EXPECT_EQ(work.in_use(), 0);
+  EXPECT_EQ(server.in_use(), 0);
+  EXPECT_TRUE(work.Acquire(60, "d").ok());
+}
+
 // A caller holds at most its share; others still get theirs, and a caller's leases coming back
 // free its share again.
 TEST(MemoryBudget, EachCallerHoldsAtMostItsShare) {
@@ -84,7 +112,7 @@ TEST(MemoryBudget, EachCallerHoldsAtMostItsShare) {
   ASSERT_FALSE(a2.ok());
   EXPECT_EQ(a2.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(a2.status().message()),
-              HasSubstr("a2 would hold 21 bytes of host memory while this caller's work holds 30"));
+              HasSubstr("a2 would hold 21 bytes of host memory while this caller holds 30"));
   EXPECT_THAT(std::string(a2.status().message()),
               HasSubstr("one caller may hold 50 bytes (--memory_budget_share of --memory_budget_bytes)"));
   auto b = budget.Acquire(50, "b", "bob");
