@@ -144,3 +144,15 @@ def test_resident_tensors_and_work_share_the_servers_memory(tmp_path):
         c.delete_tensor(second)
         _, power = c.lombscargle(t, y, frequency=grid)
         assert power.shape == (4,)
+
+
+def test_workers_share_the_servers_memory(tmp_path):
+    """In worker mode --server_memory_bytes is the whole server's: each of two workers holds
+    half of it, so a tensor over half is refused naming the flag, and one under half fits."""
+    if os.environ.get("GPUCOMPUTE_TARGET"):
+        pytest.skip("needs a server started by the tests")
+    mib = 1 << 20
+    with client_of_server(tmp_path, "--workers=2", "--backend=cpu", "--cpu_threads=1",
+                          f"--server_memory_bytes={64 * mib}") as c:
+        _exhausted(lambda: c.create_tensor((40 * mib // 8,), "float64"), "(--server_memory_bytes)")
+        c.delete_tensor(c.create_tensor((24 * mib // 8,), "float64"))
