@@ -132,7 +132,7 @@ def test_resident_tensors_and_work_share_the_servers_memory(tmp_path):
         pytest.skip("needs a server started by the tests")
     mib = 1 << 20
     flags = [f"--server_memory_bytes={64 * mib}", f"--memory_budget_bytes={48 * mib}",
-             f"--tensor_store_bytes={1 << 30}"]
+             f"--tensor_store_bytes={1 << 30}", "--workers=0"]  # one process (see the next test)
     with client_of_server(tmp_path, *flags) as c:
         held = c.create_tensor((40 * mib // 8,), "float64")
         _exhausted(lambda: c.create_tensor((32 * mib // 8,), "float64"), "(--server_memory_bytes)")
