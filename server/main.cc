@@ -301,9 +301,7 @@ int RunFront(int argc, char** argv, const gpucompute::ServerConfig& server_confi
   pool.base_args.assign(argv + 1, argv + argc);
   // The server's memory is the pod's: each worker gets its share of it (after the front's own
   // arguments, so this wins).
-  const int64_t server_memory = absl::GetFlag(FLAGS_server_memory_bytes) >= 0
-                                    ? absl::GetFlag(FLAGS_server_memory_bytes)
-                                    : gpucompute::MemoryLimitBytes() / 4 * 3;
+  const int64_t server_memory = gpucompute::ServerMemoryBytes(absl::GetFlag(FLAGS_server_memory_bytes));
   pool.base_args.push_back(absl::StrCat("--server_memory_bytes=", server_memory / workers));
   for (int i = 0; i < workers; ++i) {
     pool.devices.push_back(gpus > 0 ? ids[i % gpus] : "");

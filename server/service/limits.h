@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "absl/time/time.h"
+#include "server/common/memory_limit.h"
 
 #include "server/ops/assimilate/assimilate.h"
 
@@ -34,8 +35,7 @@ struct ServiceLimits {
   double memory_budget_share = 1.0;
   // Server-wide: host memory the resident tensors and the work in progress hold together (the
   // one budget both take from; the two limits above and --tensor_store_bytes are parts of
-  // it). Negative: three quarters of MemoryLimitBytes() (the host's memory, or the
-  // container's limit).
+  // it). Negative: ServerMemoryBytes' default.
   int64_t server_memory_bytes = -1;
   int64_t max_request_bytes = int64_t{1} << 30;    // gRPC receive limit
   // An upload stream (LoadModel) that sends nothing for this long is cancelled.
@@ -54,5 +54,11 @@ struct ServiceLimits {
   assimilate::Limits assimilate;
   StreamLimits stream;
 };
+
+// The server's one memory budget: `server_memory_bytes` when >= 0, else three quarters of
+// MemoryLimitBytes() (the host's memory, or the container's limit).
+inline int64_t ServerMemoryBytes(int64_t server_memory_bytes) {
+  return server_memory_bytes >= 0 ? server_memory_bytes : MemoryLimitBytes() / 4 * 3;
+}
 
 }  // namespace gpucompute

@@ -11,7 +11,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "server/common/memory_limit.h"
 #include "server/common/status_macros.h"
 #include "server/runtime/runtime_metrics.h"
 #include "server/service/health_port.h"
@@ -60,10 +59,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   for (const char* op : {"periodogram", "dense", "assimilate", "echo", "load_model", "unload_model"}) {
     s->metrics_->Calls(op);
   }
-  const int64_t server_memory = config.limits.server_memory_bytes >= 0
-                                    ? config.limits.server_memory_bytes
-                                    : MemoryLimitBytes() / 4 * 3;
-  s->server_memory_ = std::make_unique<MemoryBudget>(server_memory, "--server_memory_bytes");
+  s->server_memory_ = std::make_unique<MemoryBudget>(
+      ServerMemoryBytes(config.limits.server_memory_bytes), "--server_memory_bytes");
   s->memory_ = std::make_unique<MemoryBudget>(config.limits.memory_budget_bytes, "--memory_budget_bytes",
                                               config.limits.memory_budget_share, "--memory_budget_share",
                                               s->server_memory_.get());
