@@ -40,7 +40,8 @@ struct TensorStoreOptions {
   int64_t max_bytes_per_client = int64_t{8} << 30;  // all of one client's resident tensors
   int max_tensors_per_client = 1024;
   // All clients' resident tensors together (client ids are whatever callers say they are, so
-  // the per-client quota alone bounds nothing). Negative: half of MemoryLimitBytes() (the host's memory, or the container's limit).
+  // the per-client quota alone bounds nothing). Negative: half of MemoryLimitBytes() (the
+  // host's memory, or the container's limit).
   int64_t max_total_bytes = -1;
   // A tensor neither used nor written for this long is freed (on the next sweep, and at once
   // when looked up). Zero or negative: never.

@@ -5,7 +5,6 @@
 
 #include "absl/time/time.h"
 #include "server/common/memory_limit.h"
-
 #include "server/ops/assimilate/assimilate.h"
 
 namespace gpucompute {

@@ -13,6 +13,7 @@
 #include "server/ops/dense/cpu_dense.h"
 
 #include "server/common/nvtx.h"
+#include "server/common/parallel_for.h"
 #include "server/common/thread_name.h"
 #include "server/ops/periodogram/cpu_periodogram.h"
 #include "server/runtime/completion_queue.h"
@@ -31,7 +32,7 @@ constexpr double kAssimilateFlopsPerTask = 4e6;
 }  // namespace
 
 CpuBackend::CpuBackend(int threads, CompletionQueue* completions) : completions_(completions) {
-  const int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int n = threads > 0 ? threads : static_cast<int>(HardwareThreads());
   max_in_flight_batches_ = 2 * n;
   openblas_set_num_threads(1);  // the workers are the parallelism
   for (int i = 0; i < n; ++i) {
