@@ -63,6 +63,10 @@ ABSL_FLAG(int64_t, server_memory_bytes, -1,
           "host memory the resident tensors and the work in progress may hold together, in bytes "
           "(-1: three quarters of the memory the server may use: the host's, or its container's "
           "limit); --memory_budget_bytes and --tensor_store_bytes are parts of it");
+ABSL_FLAG(int64_t, pinned_tensor_bytes, -1,
+          "page-locked host memory resident tensors of 1 MiB or more may live in, so that a GPU "
+          "reads them by DMA where they are (-1: an eighth of --server_memory_bytes; 0: none, "
+          "plain memory); beyond it tensors live in plain memory");
 ABSL_FLAG(double, memory_budget_share, -1,
           "the part of --memory_budget_bytes that one caller's work may hold (0 < share <= 1), so "
           "that one caller cannot take all of it; default 0.5 with --auth_token_file (callers "
@@ -304,6 +308,9 @@ int RunFront(int argc, char** argv, const gpucompute::ServerConfig& server_confi
   // arguments, so this wins).
   const int64_t server_memory = gpucompute::ServerMemoryBytes(absl::GetFlag(FLAGS_server_memory_bytes));
   pool.base_args.push_back(absl::StrCat("--server_memory_bytes=", server_memory / workers));
+  if (const int64_t pinned = absl::GetFlag(FLAGS_pinned_tensor_bytes); pinned > 0) {
+    pool.base_args.push_back(absl::StrCat("--pinned_tensor_bytes=", pinned / workers));
+  }
   for (int i = 0; i < workers; ++i) {
     pool.devices.push_back(gpus > 0 ? ids[i % gpus] : "");
     config.device_index_of_worker.push_back(gpus > 0 ? i % gpus : -1);
@@ -376,6 +383,7 @@ int main(int argc, char** argv) {
   config.backend.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   config.backend.debug_sync = absl::GetFlag(FLAGS_debug_sync);
   config.backend.replicate_models = absl::GetFlag(FLAGS_replicate_models);
+  config.backend.pinned_tensor_bytes = absl::GetFlag(FLAGS_pinned_tensor_bytes);
   config.grpc_memory_quota_bytes = absl::GetFlag(FLAGS_grpc_memory_quota_bytes);
   config.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
   config.max_connection_idle = absl::Seconds(std::max<int64_t>(0, absl::GetFlag(FLAGS_max_connection_idle_s)));

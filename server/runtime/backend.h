@@ -13,6 +13,7 @@
 #include "server/ops/assimilate/assimilate.h"
 #include "server/ops/dense/dense.h"
 #include "server/ops/periodogram/periodogram.h"
+#include "server/runtime/host_memory.h"
 
 namespace gpucompute {
 
@@ -59,6 +60,9 @@ struct BackendOptions {
   // Dense models: on every device (true) or on the one device with the most free memory
   // (false, the default: a node's GPUs then hold different models).
   bool replicate_models = false;
+  // Page-locked host memory for resident tensors (TensorMemory), in bytes; 0: none; negative:
+  // PinnedTensorBytes' default.
+  int64_t pinned_tensor_bytes = -1;
   // Called once per device that turns unhealthy (a sticky CUDA error: its context is lost),
   // with the cause, from whichever thread saw the fault; must not block. The server turns its
   // health to NOT_SERVING so that the orchestrator restarts it.
@@ -123,6 +127,10 @@ class Backend {
   virtual std::vector<DeviceMemoryUsage> MemoryUsage() const = 0;
   virtual KernelCacheStats KernelStats() const { return {}; }
   virtual std::string NvrtcVersion() const { return ""; }
+  // Where resident tensors should live so that this backend reads them without a staging copy
+  // (the CUDA backend's page-locked blocks, BackendOptions::pinned_tensor_bytes of them); null:
+  // plain memory is as good.
+  virtual std::shared_ptr<HostMemory> TensorMemory() const { return nullptr; }
 };
 
 // Picks the backend: "cuda" requires a device (error otherwise), "cpu" always works, "auto"

@@ -58,7 +58,11 @@ ResidentTensor::ResidentTensor(std::string handle, std::string owner, TensorSpec
 }
 
 ResidentTensor::~ResidentTensor() {
-  if (owns_allocation_) ::operator delete(data_, kAlignment);
+  if (block_owner_ != nullptr) {
+    block_owner_->Free(block_);
+  } else if (owns_allocation_) {
+    ::operator delete(data_, kAlignment);
+  }
 }
 
 void ResidentTensor::Adopt(std::string bytes) {
@@ -287,7 +291,14 @@ absl::StatusOr<std::shared_ptr<ResidentTensor>> TensorStore::Create(absl::string
   if (absl::Status s = Reserve(owner, *bytes, 1); !s.ok()) return s;
   auto tensor = std::make_shared<ResidentTensor>(NewHandle(), std::string(owner), std::move(spec),
                                                  *bytes, Now(), idle_expiry);
-  if (*bytes > 0) {
+  if (options_.host_memory != nullptr) {
+    tensor->block_ = options_.host_memory->Allocate(static_cast<size_t>(*bytes));
+    if (tensor->block_.data != nullptr) {
+      tensor->block_owner_ = options_.host_memory;
+      tensor->data_ = static_cast<char*>(tensor->block_.data);
+    }
+  }
+  if (*bytes > 0 && tensor->data_ == nullptr) {
     tensor->data_ = static_cast<char*>(
         ::operator new(static_cast<size_t>(*bytes), kAlignment, std::nothrow));
     if (tensor->data_ == nullptr) {

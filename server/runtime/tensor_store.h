@@ -2,9 +2,10 @@
 // owned by one client, counted against its quota and freed by DeleteTensor or after an idle
 // expiry. Used as operation inputs in place (no copy) and as kept outputs.
 //
-// Memory: plain host memory, 64-byte aligned (not pinned: the CUDA backend stages inputs through
-// its pinned buffers as it does for inline request bytes; pinning every resident tensor would
-// lock host memory per client quota for a gain only on the GPU copy).
+// Memory: the backend's HostMemory while it has room (the CUDA backend's page-locked blocks, which
+// a GPU reads by DMA where they are, without packing them into a staging buffer first), else
+// plain host memory, 64-byte aligned. The page-locked share is bounded by --pinned_tensor_bytes,
+// so that locked memory stays a fixed part of the host's whatever the clients' quotas.
 //
 // Lifetime: the store holds each tensor by shared_ptr and hands out shared_ptrs; a tensor
 // deleted or expired while a job still reads it stays valid until that job drops it. Quotas
@@ -32,6 +33,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "server/common/element_type.h"
+#include "server/runtime/host_memory.h"
 #include "server/runtime/memory_budget.h"
 
 namespace gpucompute {
@@ -57,6 +59,9 @@ struct TensorStoreOptions {
   // too, under its owner, and returned when the tensor leaves the store. Null: only the
   // store's own limits.
   MemoryBudget* server_memory = nullptr;
+  // Where tensors' bytes are allocated while it has room (the backend's page-locked memory);
+  // null, or no room: plain memory. Shared with the tensors, which give their blocks back.
+  std::shared_ptr<HostMemory> host_memory;
 };
 
 // What a tensor is: its wire dtype (a gpucompute.v1.DType value, not interpreted here), the
@@ -116,8 +121,10 @@ class ResidentTensor {
   const int64_t bytes_;
   const absl::Duration idle_expiry_;
   std::string adopted_;      // the storage when adopted (kept outputs)
-  char* data_ = nullptr;     // adopted_.data() or an aligned allocation of bytes_
+  char* data_ = nullptr;     // adopted_.data(), block_.data or an aligned allocation of bytes_
   bool owns_allocation_ = false;
+  std::shared_ptr<HostMemory> block_owner_;  // where block_ goes back to
+  HostMemory::Block block_;
 
   mutable absl::Mutex mu_;
   std::map<int64_t, int64_t> received_ ABSL_GUARDED_BY(mu_);  // disjoint [begin, end) ranges

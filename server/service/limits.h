@@ -60,4 +60,11 @@ inline int64_t ServerMemoryBytes(int64_t server_memory_bytes) {
   return server_memory_bytes >= 0 ? server_memory_bytes : MemoryLimitBytes() / 4 * 3;
 }
 
+// --pinned_tensor_bytes: the page-locked host memory resident tensors may live in (a GPU reads
+// them there by DMA). Negative: an eighth of the server's memory budget, so that locked memory
+// stays a small part of the host's.
+inline int64_t PinnedTensorBytes(int64_t pinned_tensor_bytes, int64_t server_memory_bytes) {
+  return pinned_tensor_bytes >= 0 ? pinned_tensor_bytes : ServerMemoryBytes(server_memory_bytes) / 8;
+}
+
 }  // namespace gpucompute

@@ -32,6 +32,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   s->metrics_ = std::make_unique<metrics::ServerMetrics>(s->registry_.get());
   s->completions_ = std::make_unique<CompletionQueue>(config.completion_threads);
   BackendOptions backend_options = config.backend;
+  backend_options.pinned_tensor_bytes =
+      PinnedTensorBytes(config.backend.pinned_tensor_bytes, config.limits.server_memory_bytes);
   // A lost GPU cannot come back in this process: health turns NOT_SERVING so that the
   // orchestrator restarts the server, while the other GPUs keep serving until it does.
   backend_options.on_device_unhealthy = [server = s.get()](int device, const absl::Status& cause) {
@@ -66,6 +68,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
                                               s->server_memory_.get());
   TensorStoreOptions tensor_options = config.tensors;
   tensor_options.server_memory = s->server_memory_.get();
+  tensor_options.host_memory = s->backend_->TensorMemory();
+  if (tensor_options.host_memory != nullptr) {
+    spdlog::info("resident tensors of 1 MiB or more: page-locked, up to {} MiB (--pinned_tensor_bytes)",
+                 tensor_options.host_memory->capacity() >> 20);
+  }
   s->tensors_ = std::make_unique<TensorStore>(tensor_options);
   s->metrics_->AddResidentTensors([tensors = s->tensors_.get()] {
     const TensorStoreStats stats = tensors->Stats();

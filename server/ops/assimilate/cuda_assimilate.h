@@ -59,6 +59,9 @@ struct CudaEnqueueOptions {
   int rows_per_warp = 0;
   // The small fused kernel: 0 one warp per problem, 1 one 128-thread block per problem (v2).
   int small_variant = 0;
+  // Tests and benchmarks: pack every input into the staging buffer, even arrays in page-locked
+  // memory that the GPU would otherwise copy where they are.
+  bool pack_all = false;
   // Where the time goes: when set, an event is recorded after each step (name, event) and the
   // caller reads the intervals after synchronising (and destroys the events).
   std::vector<std::pair<const char*, cudaEvent_t>>* marks = nullptr;
@@ -78,10 +81,14 @@ struct PendingAssimilate {
   int64_t spread = 0;                       // byte offset of the spreads (double, one per problem)
   int64_t info = 0;                         // byte offset of the infos (int, 3 per problem)
   int64_t problems = 0;
+  // Input bytes the GPU copied where they were (page-locked memory), not through the staging
+  // buffer.
+  int64_t in_place_bytes = 0;
 };
 
 // Enqueues `batch` on `slot`'s stream: host packing (conversion to the compute dtype) into
-// pinned staging, one copy in, the analysis, one copy out. The results are valid in
+// pinned staging and its copy in (large arrays already in page-locked memory and in the
+// compute dtype are copied where they are instead), the analysis, one copy out. The results are valid in
 // slot.staging_out once the stream passes this point. Problems must have passed
 // ValidateShapes/ValidateValues. A full R that is not positive definite (or an innovation
 // matrix that is not numerically so) is found on the device and reported by Unpack.

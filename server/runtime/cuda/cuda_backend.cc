@@ -259,6 +259,22 @@ CudaBackend::CudaBackend(std::vector<std::unique_ptr<DeviceContext>> devices,
   for (const auto& d : devices_) {
     pollers_.push_back(std::make_unique<CompletionPoller>(completions, d->device()));
   }
+  if (options.pinned_tensor_bytes > 0) {
+    // Tensors under 1 MiB are packed as cheaply as a DMA call is queued.
+    tensor_memory_ = std::make_shared<HostMemory>(
+        options.pinned_tensor_bytes, int64_t{1} << 20,
+        [](size_t bytes) -> void* {
+          void* p = nullptr;
+          const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+          if (err != cudaSuccess) {
+            spdlog::warn("cudaHostAlloc of {} bytes for resident tensors failed ({}): plain memory",
+                         bytes, cudaGetErrorString(err));
+            return nullptr;
+          }
+          return p;
+        },
+        [](void* p) { cudaFreeHost(p); });
+  }
 }
 
 CudaBackend::~CudaBackend() = default;  // each DeviceContext synchronises its streams

@@ -41,6 +41,7 @@ class CudaBackend final : public Backend {
   std::vector<DeviceMemoryUsage> MemoryUsage() const override;
   KernelCacheStats KernelStats() const override;
   std::string NvrtcVersion() const override { return KernelCache::NvrtcVersion(); }
+  std::shared_ptr<HostMemory> TensorMemory() const override { return tensor_memory_; }
 
   // After error `err` on `device`'s stream: a sticky one marks every device unhealthy (and
   // tells the listener). Returns what the batch's callers get: UNAVAILABLE for a lost device,
@@ -80,6 +81,8 @@ class CudaBackend final : public Backend {
   // first: they finish every batch still in flight while the devices and the completion
   // queue are still there.
   std::vector<std::unique_ptr<CompletionPoller>> pollers_;
+  // Page-locked blocks for resident tensors (portable: every device's copies read them).
+  std::shared_ptr<HostMemory> tensor_memory_;
   CompletionPoller& PollerOf(const DeviceContext& device) {
     return *pollers_[static_cast<size_t>(device.device())];
   }

@@ -140,9 +140,11 @@ double RelL2(const std::vector<double>& got, const std::vector<double>& ref) {
 class AssimilateCuda : public ::gpucompute::testing::SharedDeviceTest {
  protected:
   // Runs the requests as one batch on the device, with `options`' paths forced.
+  // `in_place_bytes`: where to put the input bytes the GPU copied where they were.
   absl::StatusOr<std::vector<Output>> Run(ElementType dtype,
                                           const std::vector<std::shared_ptr<Request>>& requests,
-                                          const CudaEnqueueOptions& options = {}) {
+                                          const CudaEnqueueOptions& options = {},
+                                          int64_t* in_place_bytes = nullptr) {
     Batch batch;
     batch.dtype = dtype;
     for (const auto& r : requests) {
@@ -154,6 +156,7 @@ class AssimilateCuda : public ::gpucompute::testing::SharedDeviceTest {
     const cudaError_t err = cudaStreamSynchronize(slot->stream.get());
     std::vector<Output> out;
     if (pending.ok() && err == cudaSuccess) out = UnpackAssimilate(*pending, *slot, batch);
+    if (pending.ok() && in_place_bytes != nullptr) *in_place_bytes = pending->in_place_bytes;
     device().ReleaseSlot(slot);
     if (!pending.ok()) return pending.status();
     if (err != cudaSuccess) return absl::InternalError(cudaGetErrorString(err));
@@ -578,6 +581,97 @@ TEST_F(AssimilateCuda, BlockedTriangularSolves) {
     for (int nb : {16, 32, 64, 75, 256}) {  // inverted diagonal blocks + GEMMs
       ExpectMatchesCpu(dtype, cases, absl::StrCat(ElementName(dtype), " block inverse ", nb), {.trsm_block = nb, .solve_variant = 1});
     }
+  }
+}
+
+// A problem whose arrays are copies in page-locked memory (where a GPU server's resident tensors
+// live), freed with it.
+class PinnedProblem {
+ public:
+  explicit PinnedProblem(Problem p) : problem_(std::move(p)) {
+    for (ArrayView* a : {&problem_.x, &problem_.hx, &problem_.y, &problem_.obs_error, &problem_.perturbations}) {
+      void* block = nullptr;
+      EXPECT_EQ(cudaHostAlloc(&block, a->bytes.size(), cudaHostAllocPortable), cudaSuccess);
+      std::memcpy(block, a->bytes.data(), a->bytes.size());
+      blocks_.push_back(block);
+      a->bytes = absl::string_view(static_cast<const char*>(block), a->bytes.size());
+    }
+  }
+  ~PinnedProblem() {
+    for (void* b : blocks_) cudaFreeHost(b);
+  }
+  PinnedProblem(const PinnedProblem&) = delete;
+  PinnedProblem& operator=(const PinnedProblem&) = delete;
+  const Problem& problem() const { return problem_; }
+
+ private:
+  Problem problem_;
+  std::vector<void*> blocks_;
+};
+
+// Arrays of 1 MiB or more in page-locked memory go to the GPU where they are (2-D copies into
+// the observation rows [HX | 0 | D]); the result is the packed path's and the CPU's, for a
+// problem alone and for one sharing its group with a problem in plain memory.
+TEST_F(AssimilateCuda, PageLockedInputsAreCopiedWhereTheyAre) {
+  std::mt19937_64 rng(31);
+  struct Variant {
+    Method method;
+    ObsErrorKind kind;
+    bool seeded;
+  };
+  for (const Variant& v : {Variant{Method::kEtkf, ObsErrorKind::kVariances, false},
+                           Variant{Method::kStochastic, ObsErrorKind::kCovariance, false},
+                           Variant{Method::kStochastic, ObsErrorKind::kVariances, true}}) {
+    Spec s;
+    s.n = 400;  // every n x N, m x N and m x m array 1.28 MB
+    s.m = 400;
+    s.N = 400;
+    s.method = v.method;
+    s.kind = v.kind;
+    s.seeded = v.seeded;
+    auto plain = MakeCase(s, rng);
+    auto other = MakeCase(s, rng);
+    PinnedProblem pinned(plain->problem);
+    const std::string label = absl::StrCat(v.method == Method::kEtkf ? "etkf" : "stochastic", " ",
+                                           KindName(v.kind), v.seeded ? " seeded" : "");
+    // Expected in-place bytes: X, HX (and D) as 2-D copies, a full R.
+    const int64_t section = s.n * s.N * 8;
+    const int64_t obs_rows = s.m * (v.method == Method::kStochastic ? 2 * s.N + 1 : s.N + 1) * 8;
+    const int64_t expected = section + obs_rows + (v.kind == ObsErrorKind::kCovariance ? s.m * s.m * 8 : 0);
+    for (bool shared_group : {false, true}) {
+      auto request = std::make_shared<Request>();
+      request->problems.push_back(pinned.problem());
+      if (shared_group) request->problems.push_back(other->problem);
+      int64_t in_place = 0;
+      auto direct = Run(ElementType::kFloat64, {request}, {}, &in_place);
+      CudaEnqueueOptions pack_all;
+      pack_all.pack_all = true;
+      int64_t packed_in_place = -1;
+      auto packed = Run(ElementType::kFloat64, {request}, pack_all, &packed_in_place);
+      ASSERT_TRUE(direct.ok() && packed.ok()) << label;
+      ASSERT_TRUE((*direct)[0].status.ok() && (*packed)[0].status.ok()) << label;
+      EXPECT_EQ(in_place, expected) << label;
+      EXPECT_EQ(packed_in_place, 0) << label;
+      for (size_t k = 0; k < request->problems.size(); ++k) {
+        EXPECT_LE(RelL2(Values(ElementType::kFloat64, (*direct)[0].problems[k].analysis),
+                        Values(ElementType::kFloat64, (*packed)[0].problems[k].analysis)),
+                  1e-13)
+            << label << " problem " << k;
+        EXPECT_EQ((*direct)[0].problems[k].innovation_mean, (*packed)[0].problems[k].innovation_mean) << label;
+      }
+      auto cpu = CpuAnalyse(pinned.problem(), 0, ElementType::kFloat64);
+      ASSERT_TRUE(cpu.ok()) << cpu.status();
+      EXPECT_LE(RelL2(Values(ElementType::kFloat64, (*direct)[0].problems[0].analysis),
+                      Values(ElementType::kFloat64, cpu->analysis)),
+                1e-10)
+          << label;
+    }
+    // Computed in float32, float64 arrays are converted, so packed.
+    auto request = std::make_shared<Request>();
+    request->problems.push_back(pinned.problem());
+    int64_t in_place = -1;
+    ASSERT_TRUE(Run(ElementType::kFloat32, {request}, {}, &in_place).ok());
+    EXPECT_EQ(in_place, 0) << label;
   }
 }
 
