@@ -7,7 +7,8 @@
 # Programs go to bin/ (stripped), their libraries to lib/, except glibc's, the driver's and the
 # CUDA Toolkit's, which the GPU machine has; what follows `--` is copied as it is (build/python,
 # test data). The tarball also holds env.sh, which puts bin/ on PATH and lib/ before the CUDA
-# Toolkit on LD_LIBRARY_PATH. On the GPU machine:
+# Toolkit on LD_LIBRARY_PATH. GPU_BUNDLE_KEEP_SYMBOLS=1 leaves the programs unstripped (for
+# perf on the GPU machine: bundle /usr/bin/perf too). On the GPU machine:
 #   mkdir -p .dev && tar xJf OUT.txz -C .dev && source .dev/env.sh
 set -euo pipefail
 [ $# -ge 2 ] || { sed -n '2,12p' "$0"; exit 2; }
@@ -20,7 +21,9 @@ for a in "$@"; do
   if [ $extras = 1 ]; then cp -r "$a" "$dir/"; continue; fi
   [ -x "$a" ] || { echo "gpu-bundle: not a program: $a" >&2; exit 2; }
   cp "$a" "$dir/bin/"
-  strip --strip-unneeded "$dir/bin/$(basename "$a")" 2>/dev/null || true
+  if [ "${GPU_BUNDLE_KEEP_SYMBOLS:-0}" != 1 ]; then
+    strip --strip-unneeded "$dir/bin/$(basename "$a")" 2>/dev/null || true
+  fi
   ldd "$a" | awk '/=> \//{print $3}' | while read -r lib; do
     case "$lib" in
       */libc.so*|*/libm.so*|*/libpthread.so*|*/libdl.so*|*/librt.so*|*/ld-linux*) ;;

@@ -295,6 +295,7 @@ absl::Status FinishSeries(SeriesContext& c, periodogram::SeriesSpec& s, const st
   c.pairs += static_cast<int64_t>(s.t.size()) * s.grid.size();
   c.output_bytes += InlineOutputBytes(request.output_placement(), power_bytes);
   c.power_bytes += power_bytes;
+  s.moments = periodogram::ComputeMoments(s);  // here, not on the thread that launches the batch
   return absl::OkStatus();
 }
 

@@ -427,13 +427,14 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   const size_t n_series = series.size();
   const std::vector<PowerPlan> power_plans = PlanPower(batch);
 
-  // Each series' moments (a few passes over its samples), once: planning and packing read them.
+  // Each series' moments, once: planning and packing read them. Decoded series carry theirs
+  // (computed on the thread that received the call); the rest take a few passes here.
   std::vector<SeriesMoments> moments(n_series);
   {
     int64_t samples = 0;
-    for (const SeriesSpec* s : series) samples += static_cast<int64_t>(s->t.size());
+    for (const SeriesSpec* s : series) samples += s->moments ? 0 : static_cast<int64_t>(s->t.size());
     ParallelFor(static_cast<int64_t>(n_series), samples, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) moments[i] = ComputeMoments(*series[i]);
+      for (int64_t i = begin; i < end; ++i) moments[i] = MomentsOf(*series[i]);
     });
   }
 

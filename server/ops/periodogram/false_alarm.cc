@@ -243,6 +243,7 @@ void AppendBootstrapSeries(Request* request,
       s.bootstrap_of = static_cast<int>(i);
       if (b == 0) method = choose_method(s);
       s.method = method;
+      s.moments = ComputeMoments(s);
       request->series.push_back(std::move(s));
     }
   }

@@ -88,6 +88,15 @@ struct FalseAlarmSpec {
 };
 
 // One validated series with its resolved grid and options.
+// The per-series scalars of the preparation (a few passes over the samples, no allocation).
+struct SeriesMoments {
+  double t_ref = 0;          // the sample nearest the midpoint of [min t, max t]
+  double t_absmax = 0;       // max |t - t_ref|
+  double inv_var_sum = 0;    // sum(dy^-2) (n without dy)
+  double y_mean = 0;         // weighted mean removed from y (0 unless fit_mean or center_data)
+  double yy = 0;             // sum w (y - y_mean)^2, w normalised
+};
+
 struct SeriesSpec {
   std::vector<double> t;
   std::vector<double> y;
@@ -106,6 +115,10 @@ struct SeriesSpec {
   // The caller discards the power (output_placement.discard): a backend may leave it where it
   // was computed and return only what the results are built from (peak, top-k peaks).
   bool power_discarded = false;
+  // ComputeMoments(*this), set by whoever made the series once its samples and options are
+  // final (the request's decoder: on the thread that received the call, so that the thread
+  // launching its batch on a GPU need not make the passes); unset, backends compute it.
+  std::optional<SeriesMoments> moments;
 };
 
 // One decoded request: all its series share the compute dtype. The caller's series come
@@ -134,15 +147,9 @@ struct Batch {
   std::vector<const SeriesSpec*> all_series() const;
 };
 
-// The per-series scalars of the preparation (one pass over the samples, no allocation).
-struct SeriesMoments {
-  double t_ref = 0;          // the sample nearest the midpoint of [min t, max t]
-  double t_absmax = 0;       // max |t - t_ref|
-  double inv_var_sum = 0;    // sum(dy^-2) (n without dy)
-  double y_mean = 0;         // weighted mean removed from y (0 unless fit_mean or center_data)
-  double yy = 0;             // sum w (y - y_mean)^2, w normalised
-};
 SeriesMoments ComputeMoments(const SeriesSpec& series);
+// series.moments when set, else ComputeMoments(series).
+SeriesMoments MomentsOf(const SeriesSpec& series);
 
 // Writes, for every sample, t - t_ref, the normalised weight and w * (y - y_mean) into the
 // caller's arrays (n elements each; T is float or double): straight into pinned staging on

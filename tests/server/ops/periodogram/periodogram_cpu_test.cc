@@ -156,6 +156,64 @@ TEST(PeriodogramCpu, PeakFindsInjectedFrequency) {
   EXPECT_GT(r.peak_power, 0.5);
 }
 
+// ComputeMoments (partial sums in lanes, weights by blocks) against the plain loops in long
+// double, for lengths around the lane and block sizes, with and without dy; the time origin is
+// the first sample nearest the span's midpoint, also when the nearest ones tie across lanes.
+TEST(ComputeMoments, MatchesPlainSumsAndPicksTheFirstNearestSample) {
+  std::mt19937_64 rng(12);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (size_t n : {1, 2, 3, 4, 5, 7, 255, 256, 257, 1000, 1031}) {
+    for (bool with_dy : {false, true}) {
+      SeriesSpec s;
+      for (size_t i = 0; i < n; ++i) {
+        s.t.push_back(100 * u(rng));
+        s.y.push_back(3 + u(rng));
+        if (with_dy) s.dy.push_back(0.2 + u(rng));
+      }
+      s.fit_mean = true;
+      const SeriesMoments m = ComputeMoments(s);
+      long double w_sum = 0, wy_sum = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const long double w = with_dy ? 1.0L / ((long double)s.dy[i] * s.dy[i]) : 1.0L;
+        w_sum += w;
+        wy_sum += w * s.y[i];
+      }
+      const long double mean = wy_sum / w_sum;
+      long double yy = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const long double w = with_dy ? 1.0L / ((long double)s.dy[i] * s.dy[i]) : 1.0L;
+        yy += w * (s.y[i] - mean) * (s.y[i] - mean);
+      }
+      const auto [lo, hi] = std::minmax_element(s.t.begin(), s.t.end());
+      const double mid = 0.5 * (*lo + *hi);
+      size_t nearest = 0;
+      for (size_t i = 1; i < n; ++i) {
+        if (std::abs(s.t[i] - mid) < std::abs(s.t[nearest] - mid)) nearest = i;
+      }
+      EXPECT_EQ(m.t_ref, s.t[nearest]) << n;
+      EXPECT_EQ(m.t_absmax, std::max(*hi - m.t_ref, m.t_ref - *lo)) << n;
+      EXPECT_NEAR(m.inv_var_sum, static_cast<double>(w_sum), 1e-13 * static_cast<double>(w_sum)) << n;
+      EXPECT_NEAR(m.y_mean, static_cast<double>(mean), 1e-14 * std::abs(static_cast<double>(mean))) << n;
+      EXPECT_NEAR(m.yy, static_cast<double>(yy / w_sum), 1e-11 * static_cast<double>(yy / w_sum) + 1e-300)
+          << n;
+    }
+  }
+  // Midpoint 2: samples 1 and 3 are equally near; the first of them (index 1, then index 2 in
+  // another lane) is the origin, whichever lane holds it.
+  for (const std::vector<double>& t : {std::vector<double>{0, 1, 3, 4}, std::vector<double>{0, 3, 1, 4},
+                                       std::vector<double>{4, 0, 0.5, 3, 1, 3.5}}) {
+    SeriesSpec s;
+    s.t = t;
+    s.y.assign(t.size(), 1.0);
+    const double mid = 2.0;
+    double expected = t[0];
+    for (double v : t) {
+      if (std::abs(v - mid) < std::abs(expected - mid)) expected = v;
+    }
+    EXPECT_EQ(ComputeMoments(s).t_ref, expected);
+  }
+}
+
 TEST(AutoFrequency, FollowsAstropyRule) {
   std::vector<double> t = {0.0, 1.0, 2.5, 8.0};
   auto g = AutoFrequency(t, AutoGridParams{});
