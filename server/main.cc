@@ -147,7 +147,9 @@ ABSL_FLAG(int, health_port, -1,
 ABSL_FLAG(std::string, health_port_file, "",
           "if set, the health port is written here once listening (0: no health port)");
 ABSL_FLAG(int, cpu_threads, 0, "CPU backend worker threads (0: all cores)");
-ABSL_FLAG(int, completion_threads, 2, "threads that finish calls");
+ABSL_FLAG(int, completion_threads, 0,
+          "threads that finish calls (unpack results, build and send replies); 0: two per "
+          "visible GPU plus two");
 ABSL_FLAG(bool, debug_sync, false, "synchronise after every kernel launch (pins faults)");
 ABSL_FLAG(std::string, log_level, "info", "trace | debug | info | warn | error");
 ABSL_FLAG(bool, replicate_models, false,
@@ -427,7 +429,7 @@ int main(int argc, char** argv) {
       absl::Microseconds(absl::GetFlag(FLAGS_assimilate_max_queue_delay_us));
   config.assimilate_scheduler.max_queue_depth = std::max(1, absl::GetFlag(FLAGS_assimilate_max_queue_depth));
   config.limits.stream.max_jobs_in_flight = std::max(1, absl::GetFlag(FLAGS_stream_max_jobs_in_flight));
-  config.completion_threads = std::max(1, absl::GetFlag(FLAGS_completion_threads));
+  config.completion_threads = std::max(0, absl::GetFlag(FLAGS_completion_threads));
   config.metrics_port = std::max(-1, absl::GetFlag(FLAGS_metrics_port));
   config.metrics_model_names = absl::GetFlag(FLAGS_metrics_model_names);
   config.tensors.max_bytes_per_client = std::max<int64_t>(0, absl::GetFlag(FLAGS_tensor_quota_bytes));

@@ -19,6 +19,19 @@
 
 namespace gpucompute {
 
+namespace {
+
+// config.completion_threads, or by default two per visible GPU plus two: every GPU's batches
+// finish on these threads, and on the 2 x H100 machine two threads finishing both GPUs' 2 MB
+// periodogram replies ran at ~90% each while the GPUs waited.
+int CompletionThreads(const ServerConfig& config) {
+  if (config.completion_threads > 0) return config.completion_threads;
+  const int gpus = config.backend.kind == "cpu" ? 0 : VisibleCudaDeviceCount();
+  return 2 + 2 * gpus;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   std::unique_ptr<Server> s(new Server());
   // Security first: a bad certificate or token file fails before any device is touched.
@@ -30,7 +43,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   }
   s->registry_ = std::make_unique<metrics::Registry>();
   s->metrics_ = std::make_unique<metrics::ServerMetrics>(s->registry_.get());
-  s->completions_ = std::make_unique<CompletionQueue>(config.completion_threads);
+  s->completions_ = std::make_unique<CompletionQueue>(CompletionThreads(config));
   BackendOptions backend_options = config.backend;
   backend_options.pinned_tensor_bytes =
       PinnedTensorBytes(config.backend.pinned_tensor_bytes, config.limits.server_memory_bytes);

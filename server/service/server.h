@@ -64,7 +64,9 @@ struct ServerConfig {
   SchedulerOptions dense_scheduler = DefaultDenseScheduling();  // dense batching (cost: rows)
   SchedulerOptions assimilate_scheduler = DefaultAssimilateScheduling();  // cost: flops
   ServiceLimits limits;
-  int completion_threads = 2;
+  // Threads that finish calls (unpack a batch's results, build and send the replies); 0: two
+  // per visible GPU plus two (CompletionThreads).
+  int completion_threads = 0;
   // Prometheus text format at http://HOST:metrics_port/metrics, HOST being the host of
   // `address`. -1: no endpoint (the metrics are still recorded); 0 picks a free port.
   int metrics_port = -1;
