@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/accept_guard.h"
 #include "server/allocator.h"
 #include "server/common/memory_limit.h"
 #include "server/common/version.h"
@@ -67,6 +68,13 @@ ABSL_FLAG(int64_t, pinned_tensor_bytes, -1,
           "page-locked host memory resident tensors of 1 MiB or more may live in, so that a GPU "
           "reads them by DMA where they are (-1: an eighth of --server_memory_bytes; 0: none, "
           "plain memory); beyond it tensors live in plain memory");
+ABSL_FLAG(int64_t, max_connections_per_peer, -1,
+          "TCP connections one peer address may hold open; more are closed as they are "
+          "accepted (-1: half the open-descriptor limit, as it is at each connection; 0: no "
+          "limit)");
+ABSL_FLAG(int64_t, max_connections, -1,
+          "TCP connections all peers together may hold open (-1: the open-descriptor limit "
+          "less a quarter of it, at most 256, kept for files and shared memory; 0: no limit)");
 ABSL_FLAG(double, memory_budget_share, -1,
           "the part of --memory_budget_bytes that one caller's work may hold (0 < share <= 1), so "
           "that one caller cannot take all of it; default 0.5 with --auth_token_file (callers "
@@ -351,6 +359,20 @@ void RaiseDescriptorLimit() {
   spdlog::info("open descriptors: limit {}", limit.rlim_cur);
 }
 
+// Bounds the TCP connections per peer and in all (accept_guard.h), so that neither one peer nor
+// all of them can take the descriptors gRPC's listener needs.
+gpucompute::PeerConnections* LimitConnections() {
+  gpucompute::PeerConnectionLimits limits;
+  limits.per_peer = absl::GetFlag(FLAGS_max_connections_per_peer);
+  limits.total = absl::GetFlag(FLAGS_max_connections);
+  static gpucompute::PeerConnections table(limits);  // for the life of the process
+  gpucompute::InstallAcceptGuard(&table);
+  const gpucompute::PeerConnectionLimits now = table.limits();
+  spdlog::info("TCP connections: at most {} per peer, {} in all (0: no limit; the defaults follow "
+               "the descriptor limit)", now.per_peer, now.total);
+  return &table;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -366,6 +388,7 @@ int main(int argc, char** argv) {
                "container's)", GPUCOMPUTE_VERSION, gpucompute::AllocatorDescription(),
                gpucompute::MemoryLimitBytes() >> 20);
   RaiseDescriptorLimit();
+  gpucompute::PeerConnections* connections = LimitConnections();
 
   // Every thread created from here on inherits the blocked signals; one waits for them.
   sigset_t signals;
@@ -376,6 +399,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   gpucompute::ServerConfig config;
+  config.connections = connections;
   config.address = absl::GetFlag(FLAGS_address);
   config.backend.kind = absl::GetFlag(FLAGS_backend);
   config.backend.streams_per_device = absl::GetFlag(FLAGS_streams);

@@ -43,6 +43,13 @@ struct BatchStageMetrics {
   Histogram* finish_us = nullptr;
 };
 
+// The TCP connections admitted and refused by the per-peer and total limits.
+struct ConnectionCounts {
+  int64_t open = 0;
+  int64_t refused_peer = 0;
+  int64_t refused_total = 0;
+};
+
 // What the tensor store holds now.
 struct ResidentTensorCounts {
   int64_t tensors = 0;
@@ -92,6 +99,10 @@ class ServerMetrics {
   // each scrape by `counts` (the tensor store's statistics; it must stay callable, and what
   // it reads alive, for every scrape). Once only.
   void AddResidentTensors(std::function<ResidentTensorCounts()> counts);
+
+  // Registers gpucompute_connections_open and gpucompute_connections_refused_total{limit},
+  // computed at each scrape by `counts` (as AddResidentTensors). Once only.
+  void AddConnections(std::function<ConnectionCounts()> counts);
 
   Registry& registry() { return *registry_; }
 

@@ -15,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/common/peer_connections.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "server/metrics/metrics.h"
@@ -67,6 +68,9 @@ struct ServerConfig {
   // Threads that finish calls (unpack a batch's results, build and send the replies); 0: two
   // per visible GPU plus two (CompletionThreads).
   int completion_threads = 0;
+  // The process's connection limits (accept_guard.h), borrowed: their counts are exposed as
+  // metrics. Null: none.
+  PeerConnections* connections = nullptr;
   // Prometheus text format at http://HOST:metrics_port/metrics, HOST being the host of
   // `address`. -1: no endpoint (the metrics are still recorded); 0 picks a free port.
   int metrics_port = -1;

@@ -13,6 +13,7 @@ import json
 import os
 import pathlib
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -650,7 +651,6 @@ def test_gpucompute_health_exit_codes(token_server, tmp_path):
     unknown = run_cli("health", "--address", health_target, "--service", "no.such.Service")
     assert unknown.returncode != 0
     # Nothing listening.
-    import socket
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         free = s.getsockname()[1]
@@ -662,16 +662,84 @@ def test_gpucompute_health_exit_codes(token_server, tmp_path):
 # ---------------------------------------------------------------------------------- descriptors
 
 
-def test_descriptor_exhaustion_turns_health_not_serving(tmp_path):
-    """Idle connections past the descriptor limit: gRPC stops accepting for good (the kernel
-    still queues connections, so the port looks open). The probe sees the port unanswered and
-    health turns NOT_SERVING, so that an orchestrator restarts the server, instead of SERVING
-    on a port that serves nobody. Idle connections are also closed after
-    --max_connection_idle_s."""
-    import socket
+def _closed_by_server(sock, wait_s=0.5):
+    """True when the server closed (or reset) the connection within ``wait_s``."""
+    sock.settimeout(wait_s)
+    try:
+        return sock.recv(64) == b""
+    except socket.timeout:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def _connect_from(source, target):
+    host, port = target.rsplit(":", 1)
+    sock = socket.socket()
+    sock.bind((source, 0))  # any 127.x.y.z is a local address: another peer on loopback
+    sock.connect((host, int(port)))
+    return sock
+
+
+def test_connections_past_a_peers_limit_are_refused_and_the_listener_lives(tmp_path):
+    """Idle connections from one peer, twice the descriptor limit: past its share (half the
+    limit by default) the server closes them as they are accepted, so descriptors never run
+    out; another peer still connects meanwhile, and once the flood closes the first peer is
+    served again, health SERVING throughout (README "Security")."""
     health_file = tmp_path / "health_port"
     with run_server(tmp_path, "--health_port=0", f"--health_port_file={health_file}",
                     "--listener_probe_s=0.5", open_files=200) as target:
+        health = f"127.0.0.1:{health_file.read_text().strip()}"
+        flood = [_connect_from("127.0.0.1", target) for _ in range(400)]
+        time.sleep(0.5)
+        refused = sum(_closed_by_server(s, 0.05) for s in flood)
+        assert 250 <= refused < 400, refused  # ~100 held, the rest closed at once
+        other = _connect_from("127.0.0.2", target)
+        assert not _closed_by_server(other)
+        _wait_for_log(tmp_path, "refusing connections (last from 127.0.0.1)")
+        for s in flood + [other]:
+            s.close()
+        time.sleep(1.5)  # past several probes: the listener is alive
+        client = gpucompute.Client(target, timeout=10)
+        assert client.server_info()["backend"]
+        client.close()
+        assert run_cli("health", "--address", health).stdout.strip() == "SERVING"
+        assert "no longer accepts connections" not in (tmp_path / "server.log").read_text()
+
+
+def test_all_peers_together_are_bounded(tmp_path):
+    """--max_connections bounds every peer together: a third peer is refused while two hold
+    the total, and admitted once one of them leaves; /metrics counts the refusals."""
+    with run_server(tmp_path, "--max_connections=2", "--max_connections_per_peer=0",
+                    "--metrics_port=0", f"--metrics_port_file={tmp_path / 'mport'}") as target:
+        mport = int((tmp_path / "mport").read_text())
+        a = _connect_from("127.0.0.2", target)
+        b = _connect_from("127.0.0.3", target)
+        time.sleep(0.2)
+        assert not _closed_by_server(a) and not _closed_by_server(b)
+        assert _closed_by_server(_connect_from("127.0.0.4", target))
+        a.close()
+        time.sleep(0.2)
+        c = _connect_from("127.0.0.4", target)
+        assert not _closed_by_server(c)
+        for s in (b, c):
+            s.close()
+        time.sleep(0.2)
+        # The scrapes' connections count too (the metrics endpoint's listener is the process's).
+        assert metric(mport, 'gpucompute_connections_refused_total{limit="total"}') >= 1
+        assert metric(mport, 'gpucompute_connections_refused_total{limit="peer"}') == 0
+
+
+def test_descriptor_exhaustion_turns_health_not_serving(tmp_path):
+    """With the connection limits off, idle connections past the descriptor limit make gRPC
+    stop accepting for good (the kernel still queues connections, so the port looks open).
+    The probe sees the port unanswered and health turns NOT_SERVING, so that an orchestrator
+    restarts the server, instead of SERVING on a port that serves nobody. Idle connections are
+    also closed after --max_connection_idle_s."""
+    health_file = tmp_path / "health_port"
+    with run_server(tmp_path, "--health_port=0", f"--health_port_file={health_file}",
+                    "--listener_probe_s=0.5", "--max_connections_per_peer=0",
+                    "--max_connections=0", open_files=200) as target:
         host, port = target.rsplit(":", 1)
         assert run_cli("health", "--address", f"127.0.0.1:{health_file.read_text().strip()}"
                        ).stdout.strip() == "SERVING"
