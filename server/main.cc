@@ -124,7 +124,8 @@ ABSL_FLAG(double, tensor_idle_expiry_s,
           absl::ToDoubleSeconds(gpucompute::TensorStoreOptions{}.idle_expiry),
           "a resident tensor unused this long (s) is freed; 0: never");
 ABSL_FLAG(int, max_shared_memory_regions, gpucompute::SharedMemoryRegistry::kDefaultMaxRegions,
-          "shared-memory regions of all callers together (each holds a descriptor and a mapping)");
+          "shared-memory regions of all callers together (each holds a descriptor and a mapping; "
+          "never more than an eighth of the open-descriptor limit)");
 ABSL_FLAG(bool, allow_shared_memory, false,
           "let clients on this node register POSIX shared-memory regions (RegisterSharedMemory) "
           "for inputs and outputs");

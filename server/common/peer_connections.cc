@@ -3,11 +3,12 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+
+#include "server/common/descriptor_limit.h"
 
 namespace gpucompute {
 
@@ -34,10 +35,7 @@ std::string PeerConnections::PeerOf(int fd) {
 
 PeerConnectionLimits PeerConnections::limits() const {
   if (limits_.per_peer >= 0 && limits_.total >= 0) return limits_;
-  rlimit nofile{};
-  const int64_t descriptors = getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY
-                                  ? static_cast<int64_t>(nofile.rlim_cur)
-                                  : int64_t{1} << 20;
+  const int64_t descriptors = OpenDescriptorLimit();
   PeerConnectionLimits in_force = limits_;
   if (in_force.per_peer < 0) in_force.per_peer = std::max<int64_t>(1, descriptors / 2);
   if (in_force.total < 0) {

@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/byte_range.h"
+#include "server/common/descriptor_limit.h"
 #include "spdlog/spdlog.h"
 
 namespace gpucompute {
@@ -166,6 +167,14 @@ absl::Status SharedMemoryRegistry::CheckRoomLocked(absl::string_view owner) cons
     return absl::ResourceExhaustedError(absl::StrCat(
         "the server holds ", regions_held_, " shared-memory regions of all its callers; the limit is ",
         max_regions_, " (--max_shared_memory_regions)"));
+  }
+  // Each region holds a descriptor: at most an eighth of the descriptor limit, so that regions
+  // cannot take the descriptors connections need (they are bounded to the limit less a quarter).
+  const int64_t descriptors = OpenDescriptorLimit();
+  if (regions_held_ >= descriptors / 8) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the server holds ", regions_held_, " shared-memory regions of all its callers; with ",
+        descriptors, " open descriptors allowed (ulimit -n) the limit is an eighth of them"));
   }
   return absl::OkStatus();
 }

@@ -101,7 +101,8 @@ class SharedMemoryRegistry {
   // of [A-Za-z0-9_.-]) once `proof`, issued to `owner` for this key and offset, checks and is
   // found at the start of the region. FAILED_PRECONDITION when shared memory is off (naming the
   // flag), ALREADY_EXISTS for a name `owner` has registered, RESOURCE_EXHAUSTED beyond
-  // kMaxRegionsPerClient or the server's `max_regions` (--max_shared_memory_regions), INVALID_ARGUMENT for a key that does not start with
+  // kMaxRegionsPerClient, the server's `max_regions` (--max_shared_memory_regions) or an eighth of
+  // the open-descriptor limit (each region holds a descriptor), INVALID_ARGUMENT for a key that does not start with
   // kSharedMemoryKeyPrefix or a region smaller than a proof, PERMISSION_DENIED for a proof that
   // does not check or is not in the region (the object is then unmapped at once), else as
   // SharedMemoryRegion::Map.

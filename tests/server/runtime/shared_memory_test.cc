@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -223,6 +224,29 @@ TEST(SharedMemoryRegistryTest, AllCallersTogetherAreBoundedByTheServersLimit) {
   EXPECT_TRUE(RegisterOwnRegion(registry, "d", "r", obj.key(), 0, 64).ok());
   registry.Clear();
   EXPECT_TRUE(RegisterOwnRegion(registry, "e", "r", obj.key(), 0, 64).ok());
+}
+
+// Each region holds a descriptor: regions take at most an eighth of the descriptor limit, as it
+// is when they are registered.
+TEST(SharedMemoryRegistryTest, RegionsTakeAtMostAnEighthOfTheDescriptors) {
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  if (saved.rlim_cur != RLIM_INFINITY && saved.rlim_cur < 128) GTEST_SKIP() << "descriptor limit below 128";
+  SharedMemoryRegistry registry(true);
+  ShmObject obj(4096);
+  rlimit low = saved;
+  low.rlim_cur = 64;  // an eighth: 8 regions
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  absl::Status refused;
+  for (int i = 0; i < 9 && refused.ok(); ++i) {
+    refused = RegisterOwnRegion(registry, absl::StrCat("c", i), "r", obj.key(), 0, 64);
+    if (i < 8) EXPECT_TRUE(refused.ok()) << i << ": " << refused;
+  }
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("with 64 open descriptors allowed"));
+  registry.Clear();
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  EXPECT_TRUE(RegisterOwnRegion(registry, "d", "r", obj.key(), 0, 64).ok());
 }
 
 }  // namespace
