@@ -17,6 +17,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -377,7 +379,21 @@ gpucompute::PeerConnections* LimitConnections() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("gpucompute-server: batched GPU compute over gRPC");
+  absl::SetProgramUsageMessage(
+      "batched GPU compute over gRPC (Lomb-Scargle periodograms, dense "
+      "layers, ensemble Kalman analyses).\nUsage: gpucompute-server [--flag=value ...]; "
+      "--helpfull also lists the flags of the libraries it uses");
+  absl::FlagsUsageConfig usage;
+  // --help lists the server's own flags (Abseil's default lists those of a file named after the
+  // program, here none); --version prints the project's version.
+  usage.contains_help_flags = [](absl::string_view file) { return absl::EndsWith(file, "server/main.cc"); };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  usage.normalize_filename = [](absl::string_view file) {
+    const size_t at = file.rfind("server/main.cc");
+    return std::string(at == absl::string_view::npos ? file : file.substr(at));
+  };
+  usage.version_string = [] { return std::string("gpucompute-server " GPUCOMPUTE_VERSION "\n"); };
+  absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
   // Debian's Abseil is built with its debug checks, among them the Mutex deadlock detector: a
   // lock-order graph updated on every lock taken while another is held (~4x the cost of an

@@ -26,7 +26,8 @@ struct HealthOptions {
 
 struct PeriodogramOptions {
   std::vector<std::string> files;
-  bool dy_column = false;
+  bool dy_column = false;  // a third column is required (it is read whenever there)
+  bool ignore_dy = false;  // a third column is left out
   // Uniform grid from a range: all three or none.
   std::optional<double> fmin, fmax;
   std::optional<int64_t> nf;

@@ -20,9 +20,13 @@ int main(int argc, char** argv) {
 
   CLI::App app{"gpucompute: client of the gpucompute GPU compute service"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "gpucompute " GPUCOMPUTE_VERSION);
+  // The options below are accepted after the subcommand too (`gpucompute info --target HOST`).
+  app.fallthrough();
   GlobalOptions global;
   app.add_option("--target", global.target, "server address host:port")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->envname("GPUCOMPUTE_TARGET");
   app.add_option("--timeout", global.timeout_s, "deadline of each call, seconds")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -50,8 +54,11 @@ int main(int argc, char** argv) {
       "Lomb-Scargle periodograms of time series files (CSV t,y[,dy] or .npy (N,2|3)), all in "
       "one batched request");
   periodogram->add_option("files", p.files, "input files")->required()->check(CLI::ExistingFile);
-  periodogram->add_flag("--dy-column", p.dy_column,
-                        "read the third column as measurement errors dy (otherwise ignored)");
+  auto* dy_required = periodogram->add_flag(
+      "--dy-column", p.dy_column,
+      "require a third column (measurement errors dy; it is read whenever a file has one)");
+  periodogram->add_flag("--ignore-dy", p.ignore_dy, "leave out a third column: unweighted")
+      ->excludes(dy_required);
   auto* grid_group = periodogram->add_option_group("uniform grid", "f_k = fmin .. fmax, nf values");
   auto* fmin = grid_group->add_option("--fmin", p.fmin, "lowest frequency (cycles per unit t)");
   auto* fmax = grid_group->add_option("--fmax", p.fmax, "highest frequency");

@@ -116,12 +116,11 @@ int RunPeriodogram(const GlobalOptions& global, const PeriodogramOptions& option
   // Inputs.
   std::vector<SeriesData> inputs;
   for (const std::string& file : options.files) {
-    absl::StatusOr<SeriesData> series = ReadSeriesFile(file, options.dy_column);
+    const DyColumn dy = options.dy_column ? DyColumn::kRequired
+                        : options.ignore_dy ? DyColumn::kIgnore
+                                            : DyColumn::kIfPresent;
+    absl::StatusOr<SeriesData> series = ReadSeriesFile(file, dy);
     if (!series.ok()) return Fail("reading input", series.status());
-    if (!options.dy_column && series->columns == 3) {
-      std::fprintf(stderr, "gpucompute: %s: third column ignored (pass --dy-column to use it as dy)\n",
-                   file.c_str());
-    }
     inputs.push_back(*std::move(series));
   }
 

@@ -41,7 +41,7 @@ absl::Status Prefixed(absl::string_view name, const absl::Status& status) {
 }
 
 absl::StatusOr<SeriesData> SeriesFromNpy(const NpyArray& array, absl::string_view name,
-                                         bool use_dy) {
+                                         DyColumn dy) {
   if (array.shape.size() != 2 || (array.shape[1] != 2 && array.shape[1] != 3)) {
     std::string shape;
     for (size_t i = 0; i < array.shape.size(); ++i) {
@@ -54,10 +54,11 @@ absl::StatusOr<SeriesData> SeriesFromNpy(const NpyArray& array, absl::string_vie
   SeriesData series;
   series.name = std::string(name);
   series.columns = static_cast<int>(array.shape[1]);
-  if (use_dy && series.columns < 3) {
+  if (dy == DyColumn::kRequired && series.columns < 3) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": dy column requested but the array has only 2 columns"));
   }
+  const bool keep_dy = dy != DyColumn::kIgnore && series.columns == 3;
   const int64_t n = array.shape[0];
   series.t.reserve(n);
   series.y.reserve(n);
@@ -71,7 +72,7 @@ absl::StatusOr<SeriesData> SeriesFromNpy(const NpyArray& array, absl::string_vie
     }
     series.t.push_back(row[0]);
     series.y.push_back(row[1]);
-    if (use_dy) series.dy.push_back(row[2]);
+    if (keep_dy) series.dy.push_back(row[2]);
   }
   return series;
 }
@@ -88,7 +89,7 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
 }
 
 absl::StatusOr<SeriesData> ParseCsvSeries(absl::string_view text, absl::string_view name,
-                                          bool use_dy) {
+                                          DyColumn dy) {
   SeriesData series;
   series.name = std::string(name);
   bool first_row = true;
@@ -124,7 +125,7 @@ absl::StatusOr<SeriesData> ParseCsvSeries(absl::string_view text, absl::string_v
         return absl::InvalidArgumentError(absl::StrCat(
             name, ":", line_number, ": expected 2 or 3 columns (t,y[,dy]), got ", columns));
       }
-      if (use_dy && columns < 3) {
+      if (dy == DyColumn::kRequired && columns < 3) {
         return absl::InvalidArgumentError(absl::StrCat(
             name, ":", line_number, ": dy column requested but the file has only 2 columns"));
       }
@@ -136,7 +137,7 @@ absl::StatusOr<SeriesData> ParseCsvSeries(absl::string_view text, absl::string_v
     }
     series.t.push_back(values[0]);
     series.y.push_back(values[1]);
-    if (use_dy) series.dy.push_back(values[2]);
+    if (dy != DyColumn::kIgnore && series.columns == 3) series.dy.push_back(values[2]);
   }
   if (series.t.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": no data rows"));
@@ -144,15 +145,15 @@ absl::StatusOr<SeriesData> ParseCsvSeries(absl::string_view text, absl::string_v
   return series;
 }
 
-absl::StatusOr<SeriesData> ReadSeriesFile(const std::string& path, bool use_dy) {
+absl::StatusOr<SeriesData> ReadSeriesFile(const std::string& path, DyColumn dy) {
   absl::StatusOr<std::string> bytes = ReadFileToString(path);
   if (!bytes.ok()) return bytes.status();
   if (IsNpy(*bytes)) {
     absl::StatusOr<NpyArray> array = ParseNpy(*bytes);
     if (!array.ok()) return Prefixed(path, array.status());
-    return SeriesFromNpy(*array, path, use_dy);
+    return SeriesFromNpy(*array, path, dy);
   }
-  return ParseCsvSeries(*bytes, path, use_dy);
+  return ParseCsvSeries(*bytes, path, dy);
 }
 
 absl::StatusOr<std::vector<double>> ParseFrequencyText(absl::string_view text,

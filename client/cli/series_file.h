@@ -19,17 +19,21 @@ struct SeriesData {
   std::string name;  // the file it came from
   std::vector<double> t;
   std::vector<double> y;
-  std::vector<double> dy;  // empty unless read with use_dy
+  std::vector<double> dy;  // the third column, unless absent or ignored (DyColumn)
   int columns = 0;         // columns the source had (2 or 3)
 };
 
-// Parses CSV `text` (`name` prefixes error messages). With `use_dy` the data must have a third
-// column, read as dy; without it a third column is ignored (SeriesData::columns says it was there).
+// What a third column (dy, measurement errors) is: read when there (the default), required, or
+// left out (SeriesData::columns still says it was there).
+enum class DyColumn { kIfPresent, kRequired, kIgnore };
+
+// Parses CSV `text` (`name` prefixes error messages), its third column as `dy` says.
 absl::StatusOr<SeriesData> ParseCsvSeries(absl::string_view text, absl::string_view name,
-                                          bool use_dy);
+                                          DyColumn dy = DyColumn::kIfPresent);
 
 // Reads one series from `path`: .npy when the file starts with NumPy's magic, CSV otherwise.
-absl::StatusOr<SeriesData> ReadSeriesFile(const std::string& path, bool use_dy);
+absl::StatusOr<SeriesData> ReadSeriesFile(const std::string& path,
+                                          DyColumn dy = DyColumn::kIfPresent);
 
 // Reads an explicit frequency list: a 1-D (or N x 1) .npy array, or text holding numbers
 // separated by whitespace, commas or newlines ('#' starts a comment line). Must not be empty.

@@ -50,6 +50,7 @@ T Must(absl::StatusOr<T> v, int& bad) {
 
 int ParseFlags(int argc, char** argv, LoadConfig& config) {
   CLI::App app{"gpucompute-load: load tester of the gpucompute service"};
+  app.set_version_flag("--version", "gpucompute-load " GPUCOMPUTE_VERSION);
   app.footer(kFooter);
   app.get_formatter()->column_width(34);
 
@@ -63,7 +64,8 @@ int ParseFlags(int argc, char** argv, LoadConfig& config) {
   transport->add_option("--target", targets,
                         "server: host:port, a comma list (channels spread over them), or "
                         "dns:///host:port (round-robin over its addresses)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->envname("GPUCOMPUTE_TARGET");
   transport->add_option("--channels", t.channels,
                         "distinct channels, each its own TCP connection (0: one per target)")
       ->capture_default_str();

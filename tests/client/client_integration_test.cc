@@ -28,6 +28,7 @@ namespace {
 using ::testing::HasSubstr;
 using test::ProcessResult;
 using test::RunProcess;
+using ::testing::Not;
 
 struct Series {
   std::vector<double> t, y, dy;
@@ -258,13 +259,20 @@ TEST_F(ClientIntegrationTest, CliPeriodogramOnCsv) {
   EXPECT_NEAR(best->frequency, 1.3, 0.001);
   EXPECT_DOUBLE_EQ(rows.front().frequency, 0.5);
   EXPECT_NEAR(rows.back().frequency, 2.5, 1e-12);
+  // The file's dy column is read without --dy-column, and left out with --ignore-dy.
+  ProcessResult by_default = Cli({"periodogram", path, "--fmin", "0.5", "--fmax", "2.5", "--nf", "2001"});
+  ASSERT_EQ(by_default.exit_code, 0) << by_default.stderr_text;
+  EXPECT_EQ(by_default.stdout_text, r.stdout_text);
+  ProcessResult ignored =
+      Cli({"periodogram", path, "--ignore-dy", "--fmin", "0.5", "--fmax", "2.5", "--nf", "2001"});
+  ASSERT_EQ(ignored.exit_code, 0) << ignored.stderr_text;
+  EXPECT_NE(ignored.stdout_text, r.stdout_text);
 
   // Auto grid, JSON to a file, float32, another normalisation.
   const std::string out = PathIn("out.json");
   r = Cli({"periodogram", path, "--samples-per-peak", "10", "--maximum-frequency", "4", "--dtype",
            "float32", "--normalization", "model", "--output", out});
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
-  EXPECT_THAT(r.stderr_text, HasSubstr("third column ignored"));
   EXPECT_TRUE(r.stdout_text.empty());
   nlohmann::json json = nlohmann::json::parse(test::ReadWholeFile(out), nullptr, false);
   ASSERT_FALSE(json.is_discarded());
@@ -383,6 +391,35 @@ TEST_F(ClientIntegrationTest, CliDemoPasses) {
   EXPECT_THAT(r.stdout_text, HasSubstr("backend cpu"));
   const size_t lines = std::count(r.stdout_text.begin(), r.stdout_text.end(), '\n');
   EXPECT_LE(lines, 30u) << r.stdout_text;
+}
+
+// Global options after the subcommand, and --target from $GPUCOMPUTE_TARGET.
+TEST_F(ClientIntegrationTest, CliGlobalOptionsAnywhereAndTargetFromTheEnvironment) {
+  absl::StatusOr<ProcessResult> r =
+      RunProcess({GPUCOMPUTE_CLI_BIN, "info", "--target", server_->target(), "--json"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 0) << r->stderr_text;
+  EXPECT_THAT(r->stdout_text, HasSubstr("\"backend\""));
+  r = RunProcess({"/usr/bin/env", "GPUCOMPUTE_TARGET=" + server_->target(), GPUCOMPUTE_CLI_BIN, "info"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 0) << r->stderr_text;
+  EXPECT_THAT(r->stdout_text, HasSubstr("backend       cpu"));
+}
+
+// --version prints the project's version; the server's --help lists its own flags.
+TEST(ProgramsTest, VersionAndHelp) {
+  for (const auto& [binary, name] : {std::pair<std::string, std::string>{GPUCOMPUTE_SERVER_BIN, "gpucompute-server"},
+                                     {GPUCOMPUTE_CLI_BIN, "gpucompute"}}) {
+    absl::StatusOr<ProcessResult> r = RunProcess({binary, "--version"});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->exit_code, 0) << name << ": " << r->stderr_text;
+    EXPECT_EQ(r->stdout_text, name + " " + GPUCOMPUTE_VERSION + "\n");
+  }
+  absl::StatusOr<ProcessResult> help = RunProcess({GPUCOMPUTE_SERVER_BIN, "--help"});
+  ASSERT_TRUE(help.ok()) << help.status();
+  EXPECT_THAT(help->stdout_text, HasSubstr("Flags from server/main.cc"));
+  EXPECT_THAT(help->stdout_text, HasSubstr("--pinned_tensor_bytes"));
+  EXPECT_THAT(help->stdout_text, Not(HasSubstr("No flags matched")));
 }
 
 TEST(CliWithoutServerTest, UnreachableServerFails) {
