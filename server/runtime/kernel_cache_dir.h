@@ -11,17 +11,22 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "openssl/evp.h"
 
 namespace gpucompute {
 
-// SHA-256 (FIPS 180-4). Cache keys must be the same in every process and build (they name
-// files shared across restarts and replicas), which rules out absl::Hash; a standard digest
-// also makes accidental collisions between kernel variants a non-issue. Written here rather
-// than taken from OpenSSL so that the server needs no libcrypto for a few kilobytes of keys.
+// SHA-256, OpenSSL's. Cache keys must be the same in every process and build (they name files
+// shared across restarts and replicas), which rules out absl::Hash; a standard digest also makes
+// accidental collisions between kernel variants a non-issue.
 class Sha256 {
  public:
   static constexpr size_t kDigestBytes = 32;
   using Digest = std::array<uint8_t, kDigestBytes>;
+
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
 
   void Update(const void* data, size_t n);
   void Update(absl::string_view s) { Update(s.data(), s.size()); }
@@ -34,13 +39,7 @@ class Sha256 {
   }
 
  private:
-  void Block(const uint8_t* p);
-
-  uint32_t h_[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  uint8_t buffer_[64];
-  size_t buffered_ = 0;
-  uint64_t total_bytes_ = 0;
+  EVP_MD_CTX* context_;
 };
 
 // Lower-case hex of the first `bytes` bytes of `digest`.
