@@ -1,10 +1,13 @@
-"""deploy/k8s, checked offline: every YAML parses, every overlay resolves (kustomize_lite.py)
-to objects that the Kubernetes API types accept and that match the server (k8s_checks.py);
-and the checks fail on the mistakes they are for."""
+"""deploy/k8s, checked offline: every YAML parses, every overlay resolves (`kubectl kustomize`,
+or kustomize_lite.py where kubectl is missing, and the two agree where both are) to objects
+that the Kubernetes API types accept and that match the server (k8s_checks.py); and the checks
+fail on the mistakes they are for."""
 
 import copy
 import glob
 import os
+import shutil
+import subprocess
 
 import pytest
 import yaml
@@ -29,8 +32,42 @@ def served():
     return names
 
 
+KUBECTL = shutil.which("kubectl")
+
+
+def _kubectl_kustomize(path):
+    """The objects `kubectl kustomize` makes of `path` (Kustomize v5)."""
+    out = subprocess.run([KUBECTL, "kustomize", path], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return [o for o in yaml.safe_load_all(out.stdout) if o]
+
+
+# The tests below index an overlay's objects: they come in this order of kinds (kubectl and the
+# lite resolver order them differently), objects of one kind by name.
+KIND_ORDER = ["Deployment", "Service", "PodDisruptionBudget", "ServiceMonitor",
+              "HorizontalPodAutoscaler"]
+
+
+def resolve_overlay(path):
+    """An overlay's objects, by kubectl when it is there, else by the lite resolver, in
+    KIND_ORDER."""
+    objects = _kubectl_kustomize(path) if KUBECTL else kustomize_lite.resolve(path)
+    rank = lambda o: (KIND_ORDER.index(o["kind"]) if o["kind"] in KIND_ORDER else len(KIND_ORDER),
+                      o["metadata"]["name"])
+    return sorted(objects, key=rank)
+
+
 def _resolve(name):
-    return kustomize_lite.resolve(os.path.join(K8S, "overlays", name))
+    return resolve_overlay(os.path.join(K8S, "overlays", name))
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed: nothing to compare with")
+@pytest.mark.parametrize("overlay", OVERLAYS, ids=os.path.basename)
+def test_lite_resolver_agrees_with_kubectl(overlay):
+    key = lambda o: (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])
+    lite = {key(o): o for o in kustomize_lite.resolve(overlay)}
+    real = {key(o): o for o in _kubectl_kustomize(overlay)}
+    assert lite == real
 
 
 def test_every_yaml_parses():
@@ -47,7 +84,7 @@ def test_overlays_exist():
 
 @pytest.mark.parametrize("overlay", OVERLAYS, ids=os.path.basename)
 def test_overlay_valid(overlay, flags, served):
-    objects = kustomize_lite.resolve(overlay)
+    objects = resolve_overlay(overlay)
     assert k8s_checks.check_overlay(objects, flags, served, IMAGE_UID) == []
 
 
@@ -69,6 +106,11 @@ def test_gpu_counts():
 
 
 # --- The checks fail ------------------------------------------------------------------------
+
+
+def _object(objects, kind, name):
+    (found,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    return found
 
 
 def _server(objects):
@@ -99,12 +141,14 @@ BREAKAGES = [
      "must exceed preStop"),
     (lambda o: _server(o)["resources"]["limits"].__setitem__("nvidia.com/gpu", 2),
      "requests.nvidia.com/gpu must equal"),
-    (lambda o: o[2]["spec"]["ports"][1].__setitem__("targetPort", "grpc"), "ServiceMonitor"),
+    (lambda o: _object(o, "Service", "gpucompute")["spec"]["ports"][1].__setitem__(
+        "targetPort", "grpc"), "ServiceMonitor"),
     (lambda o: o[-1]["spec"]["metrics"][0]["pods"]["metric"].__setitem__("name", "gpucompute_x"),
      "exports no gpucompute_x"),
     (lambda o: o[-2]["spec"]["endpoints"][0].__setitem__("paht", "/metrics"), "paht"),
     (lambda o: o[0]["spec"].__setitem__("replicas", 3), "leave replicas"),
-    (lambda o: o[1]["spec"].__setitem__("clusterIP", "10.0.0.1"), "headless"),
+    (lambda o: _object(o, "Service", "gpucompute-headless")["spec"].__setitem__(
+        "clusterIP", "10.0.0.1"), "headless"),
 ]
 
 
