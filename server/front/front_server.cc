@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "server/common/status_macros.h"
 #include "server/front/worker_metrics.h"
+#include "server/metrics/process_metrics.h"
 #include "server/service/health_port.h"
 #include "server/service/listener.h"
 #include "spdlog/spdlog.h"
@@ -27,6 +28,8 @@ absl::StatusOr<std::unique_ptr<FrontServer>> FrontServer::Start(FrontConfig conf
                                                             config.auth_default_max_in_flight));
   }
   s->registry_ = std::make_unique<metrics::Registry>();
+  s->process_registry_ = std::make_unique<metrics::Registry>();
+  metrics::RegisterProcessMetrics(s->process_registry_.get());
   auto& calls = s->registry_->AddCounter(
       "gpucompute_front_calls_total",
       "calls the worker-mode front answered, by method and gRPC status code", {"method", "code"});
@@ -113,7 +116,7 @@ absl::StatusOr<std::unique_ptr<FrontServer>> FrontServer::Start(FrontConfig conf
 FrontServer::~FrontServer() { Shutdown(absl::Seconds(5)); }
 
 std::string FrontServer::Expose() const {
-  std::vector<std::pair<std::string, std::string>> workers;
+  std::vector<std::pair<std::string, std::string>> workers = {{"front", process_registry_->Expose()}};
   for (const WorkerSnapshot& w : pool_->Snapshot()) {
     if (w.state != WorkerState::kServing) continue;
     workers.emplace_back(absl::StrCat(w.index), ScrapeWorker(w.metrics_port));

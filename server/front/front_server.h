@@ -65,6 +65,8 @@ class FrontServer {
   std::string Expose() const;
 
   std::unique_ptr<metrics::Registry> registry_;
+  // The front process's own process_* families, merged with the workers' as worker="front".
+  std::unique_ptr<metrics::Registry> process_registry_;
   std::unique_ptr<TokenAuthenticator> auth_;
   std::unique_ptr<SecurityWatch> security_;
   std::unique_ptr<WorkerPool> pool_;

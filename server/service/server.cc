@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
+#include "server/metrics/process_metrics.h"
 #include "server/runtime/runtime_metrics.h"
 #include "server/service/health_port.h"
 #include "server/service/listener.h"
@@ -67,6 +68,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
       s->backend_.get(), config.assimilate_scheduler,
       s->metrics_->ForScheduler(AssimilateTraits::kName));
   s->models_ = std::make_unique<ModelRegistry>(config.limits.dense.max_models);
+  metrics::RegisterProcessMetrics(s->registry_.get());
   RegisterRuntimeMetrics(s->registry_.get(), s->backend_.get(), s->models_.get(),
                          config.metrics_model_names);
   // Every op's success and duration series exist (as 0) from the start, so that rate() and

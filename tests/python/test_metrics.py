@@ -6,6 +6,7 @@ import concurrent.futures
 import math
 import os
 import re
+import time
 import urllib.request
 
 import grpc
@@ -99,6 +100,18 @@ def test_calls_move_the_counters(metered):
         # Each call was a batch of its own, run on some GPU.
         assert sum(delta(k) for k in after if k.startswith("gpucompute_gpu_batches_total{")) == 2
     assert not math.isnan(after["gpucompute_kernel_compile_seconds_total"])
+
+
+def test_process_families(metered):
+    """The standard process_* families (as every Prometheus client library exports them), on
+    every backend."""
+    _, port = metered
+    m = scrape(port)
+    assert m["process_resident_memory_bytes"] > 10e6
+    assert m["process_virtual_memory_bytes"] >= m["process_resident_memory_bytes"]
+    assert 3 <= m["process_open_fds"] <= m["process_max_fds"]
+    assert m["process_cpu_seconds_total"] > 0
+    assert time.time() - 3600 < m["process_start_time_seconds"] <= time.time()
 
 
 def test_work_is_spread_over_every_gpu(metered):

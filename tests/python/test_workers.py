@@ -9,6 +9,7 @@ import os
 import signal
 import threading
 import time
+import urllib.request
 
 import grpc
 import numpy as np
@@ -99,6 +100,18 @@ def test_calls_spread_over_the_workers_and_match_astropy(front, rng):
     after = {w: scrape_worker(metrics_port, w) for w in range(WORKERS)}
     served = [after[w] - before[w] for w in range(WORKERS)]
     assert sum(served) == 32 and all(n > 0 for n in served), served
+
+
+def test_process_families_of_the_front_and_each_worker(front):
+    """Each process's process_* samples, labelled worker="front" or the worker's index, in one
+    family each."""
+    _, _, metrics_port = front
+    for worker in ["front", *map(str, range(WORKERS))]:
+        assert metric(metrics_port, f'process_resident_memory_bytes{{worker="{worker}"}}') > 10e6
+        assert metric(metrics_port, f'process_open_fds{{worker="{worker}"}}') >= 3
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    assert text.count("# TYPE process_cpu_seconds_total counter") == 1
 
 
 def scrape_worker(metrics_port, worker):
