@@ -282,6 +282,7 @@ int RunFront(int argc, char** argv, const gpucompute::ServerConfig& server_confi
   namespace front = gpucompute::front;
   front::FrontConfig config;
   config.address = server_config.address;
+  config.connections = server_config.connections;
   config.tls = server_config.tls;
   config.auth_token_file = server_config.auth_token_file;
   config.auth_default_max_in_flight = server_config.auth_default_max_in_flight;
@@ -506,6 +507,7 @@ int main(int argc, char** argv) {
   // the front, and exits after a device fault so that the front starts a fresh process.
   const int worker_index = absl::GetFlag(FLAGS_worker_index);
   if (worker_index >= 0) {
+    config.connections = nullptr;  // its listener is a Unix socket: the front counts connections
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     const char* front = std::getenv(gpucompute::front::kFrontPidVariable);
     if (front == nullptr || std::atoll(front) != static_cast<long long>(getppid())) {

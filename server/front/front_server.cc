@@ -13,6 +13,7 @@
 #include "server/common/status_macros.h"
 #include "server/front/worker_metrics.h"
 #include "server/metrics/process_metrics.h"
+#include "server/metrics/server_metrics.h"
 #include "server/service/health_port.h"
 #include "server/service/listener.h"
 #include "spdlog/spdlog.h"
@@ -28,6 +29,9 @@ absl::StatusOr<std::unique_ptr<FrontServer>> FrontServer::Start(FrontConfig conf
                                                             config.auth_default_max_in_flight));
   }
   s->registry_ = std::make_unique<metrics::Registry>();
+  if (config.connections != nullptr) {
+    metrics::RegisterConnectionMetrics(s->registry_.get(), [table = config.connections] { return table->stats(); });
+  }
   s->process_registry_ = std::make_unique<metrics::Registry>();
   metrics::RegisterProcessMetrics(s->process_registry_.get());
   auto& calls = s->registry_->AddCounter(

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/common/peer_connections.h"
 #include "server/front/proxy_service.h"
 #include "server/front/worker_pool.h"
 #include "server/metrics/metrics.h"
@@ -43,6 +44,7 @@ struct FrontConfig {
   absl::Duration listener_probe_period = absl::Seconds(5);   // as ServerConfig
   WorkerPoolOptions workers;
   std::vector<int> device_index_of_worker;  // the front's GPU index of each worker; -1: none
+  PeerConnections* connections = nullptr;     // as ServerConfig
 };
 
 class FrontServer {

@@ -60,24 +60,6 @@ void ServerMetrics::AddResidentTensors(std::function<ResidentTensorCounts()> cou
                          });
 }
 
-void ServerMetrics::AddConnections(std::function<ConnectionCounts()> counts) {
-  registry_->AddCallback(MetricType::kGauge, "gpucompute_connections_open",
-                         "TCP connections admitted and not yet seen closed (counted lazily: "
-                         "pruned when a limit is reached).",
-                         {}, [counts] {
-                           return std::vector<Sample>{{{}, static_cast<double>(counts().open)}};
-                         });
-  registry_->AddCallback(MetricType::kCounter, "gpucompute_connections_refused_total",
-                         "TCP connections closed as they were accepted: the peer held "
-                         "--max_connections_per_peer (limit=peer) or all peers --max_connections "
-                         "(limit=total).",
-                         {"limit"}, [counts] {
-                           const ConnectionCounts c = counts();
-                           return std::vector<Sample>{{{"peer"}, static_cast<double>(c.refused_peer)},
-                                                      {{"total"}, static_cast<double>(c.refused_total)}};
-                         });
-}
-
 SchedulerMetrics ServerMetrics::ForScheduler(absl::string_view op) {
   SchedulerMetrics m;
   m.queue_us = &queue_us_->WithLabels({op});
@@ -128,6 +110,24 @@ void CallMetrics::Record(absl::StatusCode code, absl::Duration total) {
     failures_[i].store(c, std::memory_order_release);
   }
   c->Increment();
+}
+
+void RegisterConnectionMetrics(Registry* registry, std::function<PeerConnectionStats()> stats) {
+  registry->AddCallback(MetricType::kGauge, "gpucompute_connections_open",
+                        "TCP connections admitted and not yet seen closed (counted lazily: "
+                        "pruned when a limit is reached).",
+                        {}, [stats] {
+                          return std::vector<Sample>{{{}, static_cast<double>(stats().open)}};
+                        });
+  registry->AddCallback(MetricType::kCounter, "gpucompute_connections_refused_total",
+                        "TCP connections closed as they were accepted: the peer held "
+                        "--max_connections_per_peer (limit=peer) or all peers --max_connections "
+                        "(limit=total).",
+                        {"limit"}, [stats] {
+                          const PeerConnectionStats s = stats();
+                          return std::vector<Sample>{{{"peer"}, static_cast<double>(s.refused_peer)},
+                                                     {{"total"}, static_cast<double>(s.refused_total)}};
+                        });
 }
 
 }  // namespace gpucompute::metrics

@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/common/peer_connections.h"
 #include "server/metrics/metrics.h"
 
 namespace gpucompute::metrics {
@@ -41,13 +42,6 @@ struct BatchStageMetrics {
   Histogram* launch_us = nullptr;
   Histogram* device_us = nullptr;
   Histogram* finish_us = nullptr;
-};
-
-// The TCP connections admitted and refused by the per-peer and total limits.
-struct ConnectionCounts {
-  int64_t open = 0;
-  int64_t refused_peer = 0;
-  int64_t refused_total = 0;
 };
 
 // What the tensor store holds now.
@@ -100,9 +94,6 @@ class ServerMetrics {
   // it reads alive, for every scrape). Once only.
   void AddResidentTensors(std::function<ResidentTensorCounts()> counts);
 
-  // Registers gpucompute_connections_open and gpucompute_connections_refused_total{limit},
-  // computed at each scrape by `counts` (as AddResidentTensors). Once only.
-  void AddConnections(std::function<ConnectionCounts()> counts);
 
   Registry& registry() { return *registry_; }
 
@@ -125,5 +116,10 @@ class ServerMetrics {
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<CallMetrics>> calls_ ABSL_GUARDED_BY(mu_);
 };
+
+// Registers gpucompute_connections_open and gpucompute_connections_refused_total{limit} on
+// `registry`, computed at each scrape by `stats` (the process's PeerConnections; it must stay
+// callable for every scrape). Once per registry.
+void RegisterConnectionMetrics(Registry* registry, std::function<PeerConnectionStats()> stats);
 
 }  // namespace gpucompute::metrics

@@ -94,10 +94,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     return metrics::ResidentTensorCounts{stats.tensors, stats.bytes};
   });
   if (config.connections != nullptr) {
-    s->metrics_->AddConnections([table = config.connections] {
-      const PeerConnectionStats stats = table->stats();
-      return metrics::ConnectionCounts{stats.open, stats.refused_peer, stats.refused_total};
-    });
+    metrics::RegisterConnectionMetrics(s->registry_.get(), [table = config.connections] { return table->stats(); });
   }
   s->loader_ = std::make_unique<CompletionQueue>(1);
   s->shared_memory_ = std::make_unique<SharedMemoryRegistry>(config.allow_shared_memory,

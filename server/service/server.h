@@ -69,7 +69,7 @@ struct ServerConfig {
   // per visible GPU plus two (CompletionThreads).
   int completion_threads = 0;
   // The process's connection limits (accept_guard.h), borrowed: their counts are exposed as
-  // metrics. Null: none.
+  // metrics. Null: none (a worker of the worker-mode front, whose listener is a Unix socket).
   PeerConnections* connections = nullptr;
   // Prometheus text format at http://HOST:metrics_port/metrics, HOST being the host of
   // `address`. -1: no endpoint (the metrics are still recorded); 0 picks a free port.
