@@ -8,7 +8,9 @@
 # CUDA Toolkit's, which the GPU machine has; what follows `--` is copied as it is (build/python,
 # test data). The tarball also holds env.sh, which puts bin/ on PATH and lib/ before the CUDA
 # Toolkit on LD_LIBRARY_PATH. GPU_BUNDLE_KEEP_SYMBOLS=1 leaves the programs unstripped (for
-# perf on the GPU machine: bundle /usr/bin/perf too). On the GPU machine:
+# perf on the GPU machine: bundle /usr/bin/perf too). GPU_BUNDLE_SMALL=1 packs with xz -9 on one
+# thread (minutes, not seconds): the test programs' identical kernels then compress away, which
+# keeps every GPU test and benchmark in about 30 MiB. On the GPU machine:
 #   mkdir -p .dev && tar xJf OUT.txz -C .dev && source .dev/env.sh
 set -euo pipefail
 [ $# -ge 2 ] || { sed -n '2,12p' "$0"; exit 2; }
@@ -40,5 +42,6 @@ cudalib=$(dirname "$(ls /usr/local/cuda/targets/x86_64-linux/lib/libcublas.so.* 
 export LD_LIBRARY_PATH="$here/lib:$cudalib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$here/bin:$PATH"
 ENV
-tar cf - -C "$dir" . | xz -6 -T0 > "$out"
+xz_flags=(-6 -T0); [ "${GPU_BUNDLE_SMALL:-0}" = 1 ] && xz_flags=(-9 -T1)
+tar cf - -C "$dir" . | xz "${xz_flags[@]}" > "$out"
 echo "gpu-bundle: $out ($(du -m "$out" | cut -f1) MiB)"

@@ -42,7 +42,8 @@ nlohmann::json FiguresJson(const Figures& f, double payload_bytes) {
         f.latency_us.p50 > 0 ? payload_bytes / (f.latency_us.p50 * 1e3) : 0;
   }
   j["latency_us"] = DistributionJson(f.latency_us);
-  j["server_us"] = {{"queue", DistributionJson(f.queue_us)},
+  j["server_us"] = {{"decode", DistributionJson(f.decode_us)},
+                    {"queue", DistributionJson(f.queue_us)},
                     {"compute", DistributionJson(f.compute_us)},
                     {"total", DistributionJson(f.server_total_us)}};
   nlohmann::json histogram = nlohmann::json::object();

@@ -31,6 +31,7 @@ Record MakeRecord(int64_t start_ns, int job, const Outcome& o, bool measured) {
   r.code = o.code;
   r.job = job;
   r.response_bytes = o.response_bytes;
+  r.decode_us = o.decode_us;
   r.queue_us = o.queue_us;
   r.compute_us = o.compute_us;
   r.total_us = o.total_us;
@@ -45,6 +46,7 @@ void MergePart(Outcome& whole, const Outcome& part) {
   if (whole.code == kOk) whole.code = part.code;
   whole.end_ns = std::max(whole.end_ns, part.end_ns);
   whole.response_bytes += part.response_bytes;
+  whole.decode_us = std::max(whole.decode_us, part.decode_us);
   whole.queue_us = std::max(whole.queue_us, part.queue_us);
   whole.compute_us = std::max(whole.compute_us, part.compute_us);
   whole.total_us = std::max(whole.total_us, part.total_us);

@@ -59,6 +59,7 @@ class UnarySender final : public Sender {
     o.response_bytes = static_cast<int64_t>(call->response.Length());
     const client::ServerTimings t =
         client::ParseServerTimings(call->context.GetServerTrailingMetadata());
+    o.decode_us = t.decode_us.value_or(-1);
     o.queue_us = t.queue_us.value_or(-1);
     o.compute_us = t.compute_us.value_or(-1);
     o.total_us = t.total_us.value_or(-1);

@@ -42,7 +42,7 @@ struct Outcome {
   int32_t code = 0;             // grpc::StatusCode
   int64_t end_ns = 0;
   int64_t response_bytes = 0;   // serialized response message
-  int64_t queue_us = -1, compute_us = -1, total_us = -1;
+  int64_t decode_us = -1, queue_us = -1, compute_us = -1, total_us = -1;
   int32_t batch_requests = -1;
 };
 

@@ -50,7 +50,7 @@ Figures ComputeFigures(absl::Span<const Record> records, absl::Span<const JobSiz
                        double seconds, absl::Span<const int> job_filter) {
   Figures f;
   f.seconds = seconds;
-  std::vector<double> latency, queue, compute, total, batch;
+  std::vector<double> latency, decode, queue, compute, total, batch;
   double request_bytes = 0, response_bytes = 0, payload_bytes = 0;
   for (const Record& r : records) {
     if (!r.measured) continue;
@@ -76,6 +76,7 @@ Figures ComputeFigures(absl::Span<const Record> records, absl::Span<const JobSiz
     payload_bytes += static_cast<double>(size.payload_bytes);
     response_bytes += static_cast<double>(r.response_bytes);
     latency.push_back(static_cast<double>(r.latency_ns()) / 1e3);
+    if (r.decode_us >= 0) decode.push_back(static_cast<double>(r.decode_us));
     if (r.queue_us >= 0) queue.push_back(static_cast<double>(r.queue_us));
     if (r.compute_us >= 0) compute.push_back(static_cast<double>(r.compute_us));
     if (r.total_us >= 0) total.push_back(static_cast<double>(r.total_us));
@@ -91,6 +92,7 @@ Figures ComputeFigures(absl::Span<const Record> records, absl::Span<const JobSiz
     f.payload_bytes_per_s = payload_bytes / seconds;
   }
   f.latency_us = Summarize(std::move(latency));
+  f.decode_us = Summarize(std::move(decode));
   f.queue_us = Summarize(std::move(queue));
   f.compute_us = Summarize(std::move(compute));
   f.server_total_us = Summarize(std::move(total));

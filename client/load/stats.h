@@ -23,6 +23,7 @@ struct Record {
   int32_t job = 0;           // index into the workload's jobs
   int64_t response_bytes = 0;
   // Server timings (-1 when the server did not report them).
+  int64_t decode_us = -1;  // unary calls only (Submit's timing has none)
   int64_t queue_us = -1;
   int64_t compute_us = -1;
   int64_t total_us = -1;
@@ -67,6 +68,7 @@ struct Figures {
   double response_bytes_per_s = 0;  // serialized response messages received
   double payload_bytes_per_s = 0;   // input tensor bytes (= GB/s figure for echo)
   Distribution latency_us;     // OK requests, client-measured round trip
+  Distribution decode_us;      // server: receipt to admission (unary calls)
   Distribution queue_us;       // server: admission to dispatch
   Distribution compute_us;     // server: the batch's compute
   Distribution server_total_us;  // server: receipt to response

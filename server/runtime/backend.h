@@ -131,6 +131,11 @@ class Backend {
   // (the CUDA backend's page-locked blocks, BackendOptions::pinned_tensor_bytes of them); null:
   // plain memory is as good.
   virtual std::shared_ptr<HostMemory> TensorMemory() const { return nullptr; }
+  // Runs `task` soon on one of the backend's threads that is awake with nothing to do (the
+  // CUDA backend's completion pollers, spinning on a hot core while they linger) and returns
+  // true; false, without running it, when none is. What a small call's parse, decode and
+  // launch run on when the server is idle (compute_service.cc). `task` must not block.
+  virtual bool RunOnIdleThread(std::function<void()> task) { return false; }
 };
 
 // Picks the backend: "cuda" requires a device (error otherwise), "cpu" always works, "auto"

@@ -19,6 +19,14 @@
 // just woken up (tests/bench/launch_bench); and under load each GPU's batches are launched on
 // its own poller, side by side, instead of one after another by the scheduler's dispatcher
 // (which then only forms batches; on 2 x H100 it had become the limit with two GPUs).
+//
+// While it is awake with nothing in flight and nothing queued (lingering), it also takes a
+// whole small call (RunIfIdle): parsing, decoding and launching it there instead of on the
+// gRPC thread that received it. The same 1,000-sample periodogram's parse and decode took
+// 48 us on a gRPC thread woken by the call against 6 us in a hot loop (tests/bench/
+// decode_bench), most of a small call's server time. A task that would wait for a stream slot
+// must not wait here (only the pollers give slots back): CudaBackend::Run moves such a wait to
+// a completion thread (OnPollerThread).
 #pragma once
 
 #include <atomic>
@@ -57,8 +65,18 @@ class CompletionPoller {
   // Runs `launch` soon on the poller thread if that thread is awake (watching batches or
   // lingering); returns false, without running it, when it is asleep (waking it would cost
   // more than the launch saves). `launch` must not block (it is to enqueue work on this
-  // poller's device and Watch it). Thread-safe.
+  // poller's device and Watch it). Called on the poller thread itself, runs it at once.
+  // Thread-safe.
   bool RunIfAwake(std::function<void()> launch);
+
+  // Runs `task` soon on the poller thread if that thread is awake with no batch in flight and
+  // no task queued, claiming it (a second caller is refused until the thread is idle again);
+  // returns false, without running it, otherwise. `task` must not block. While it runs, the
+  // thread counts as asleep for RunIfAwake (other launches do not queue behind it). Thread-safe.
+  bool RunIfIdle(std::function<void()> task);
+
+  // Whether the calling thread is a CompletionPoller's (of any device).
+  static bool OnPollerThread();
 
  private:
   struct Watched {
@@ -67,10 +85,10 @@ class CompletionPoller {
   };
 
   void Loop();
-  // Takes what Watch and RunIfAwake added; blocks first when nothing is watched and the linger
-  // has passed. False when stopping with nothing left.
+  // Takes what Watch, RunIfAwake and RunIfIdle added; blocks first when nothing is watched
+  // and the linger has passed. False when stopping with nothing left.
   bool TakeNew(std::vector<Watched>* watched, std::vector<std::function<void()>>* launches,
-               absl::Time idle_since);
+               std::vector<std::function<void()>>* tasks, absl::Time idle_since);
   // Polls each watched event once; finishes and removes the completed ones.
   void PollOnce(std::vector<Watched>* watched);
 
@@ -79,11 +97,15 @@ class CompletionPoller {
   absl::Mutex mu_;
   std::vector<Watched> incoming_ ABSL_GUARDED_BY(mu_);
   std::vector<std::function<void()>> launches_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);  // RunIfIdle's
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  // Read unlocked by the spinning thread: something in incoming_ or launches_.
+  // Read unlocked by the spinning thread: something in incoming_, launches_ or tasks_.
   std::atomic<bool> has_incoming_{false};
   // Set by the poller thread while it is awake (not about to sleep or sleeping).
   std::atomic<bool> awake_{false};
+  // Set by the poller thread when it has nothing watched and no task left; cleared by the
+  // RunIfIdle that claims it and when it takes work.
+  std::atomic<bool> idle_{false};
   std::thread thread_;
 };
 

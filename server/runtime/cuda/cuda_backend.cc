@@ -108,7 +108,9 @@ struct AssimilateOp {
 
 // Takes a free slot of `device` for `batch` (blocking while every stream is busy: the
 // scheduler's back-pressure), then launches it there: on the device's poller thread when that
-// is awake (RunIfAwake), else here.
+// is awake (RunIfAwake), else here. On a poller thread (a call run there by RunOnIdleThread)
+// it does not block, since only the pollers give slots back: with every slot lent, the launch
+// runs where the next slot is released (DeviceContext::AcquireSlotThen).
 template <typename Op>
 void CudaBackend::Run(std::shared_ptr<const typename Op::Batch> batch, DeviceContext* device,
                       std::function<void(absl::StatusOr<std::vector<typename Op::Result>>)> done) {
@@ -118,13 +120,17 @@ void CudaBackend::Run(std::shared_ptr<const typename Op::Batch> batch, DeviceCon
                                          " batch; the server must be restarted")));
   }
   const absl::Time taken = absl::Now();
-  StreamSlot* slot = device->AcquireSlot();
-  if (slot == nullptr) return Fail<Op>(std::move(done), device->health());  // turned unhealthy while we waited
-  auto launch = [this, batch = std::move(batch), device, slot, taken, done = std::move(done)]() mutable {
-    Launch<Op>(std::move(batch), device, slot, taken, std::move(done));
+  auto launch_on = [this, batch = std::move(batch), device, taken,
+                    done = std::move(done)](StreamSlot* slot) mutable {
+    if (slot == nullptr) return Fail<Op>(std::move(done), device->health());  // turned unhealthy
+    auto launch = [this, batch = std::move(batch), device, slot, taken, done = std::move(done)]() mutable {
+      Launch<Op>(std::move(batch), device, slot, taken, std::move(done));
+    };
+    if (PollerOf(*device).RunIfAwake(launch)) return;
+    launch();
   };
-  if (PollerOf(*device).RunIfAwake(launch)) return;
-  launch();
+  if (CompletionPoller::OnPollerThread()) return device->AcquireSlotThen(std::move(launch_on));
+  launch_on(device->AcquireSlot());
 }
 
 template <typename Op>
@@ -282,6 +288,16 @@ CudaBackend::~CudaBackend() = default;  // each DeviceContext synchronises its s
 void CudaBackend::RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
                                  PeriodogramDone done) {
   Run<PeriodogramOp>(std::move(batch), PickDevice(), std::move(done));
+}
+
+bool CudaBackend::RunOnIdleThread(std::function<void()> task) {
+  const size_t n = devices_.size();
+  const size_t first = static_cast<size_t>(next_device_.fetch_add(1) % n);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t d = (first + i) % n;
+    if (devices_[d]->healthy() && pollers_[d]->RunIfIdle(task)) return true;
+  }
+  return false;
 }
 
 absl::Status CudaBackend::CheckModelFits(int64_t stored_bytes) const {

@@ -42,6 +42,9 @@ class CudaBackend final : public Backend {
   KernelCacheStats KernelStats() const override;
   std::string NvrtcVersion() const override { return KernelCache::NvrtcVersion(); }
   std::shared_ptr<HostMemory> TensorMemory() const override { return tensor_memory_; }
+  // On the first healthy device's poller that is idle (CompletionPoller::RunIfIdle), from a
+  // rotating start.
+  bool RunOnIdleThread(std::function<void()> task) override;
 
   // After error `err` on `device`'s stream: a sticky one marks every device unhealthy (and
   // tells the listener). Returns what the batch's callers get: UNAVAILABLE for a lost device,

@@ -149,6 +149,24 @@ StreamSlot* DeviceContext::AcquireSlot() {
   return slot;
 }
 
+void DeviceContext::AcquireSlotThen(std::function<void(StreamSlot*)> lent) {
+  load_.fetch_add(1, std::memory_order_relaxed);
+  StreamSlot* slot = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (healthy() && free_slots_.empty()) {
+      waiting_.push_back(std::move(lent));
+      return;
+    }
+    if (healthy()) {
+      slot = free_slots_.back();
+      free_slots_.pop_back();
+    }
+  }
+  if (slot == nullptr) load_.fetch_sub(1, std::memory_order_relaxed);
+  lent(slot);
+}
+
 absl::Status DeviceContext::health() const {
   if (healthy()) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
@@ -156,12 +174,19 @@ absl::Status DeviceContext::health() const {
 }
 
 bool DeviceContext::MarkUnhealthy(const absl::Status& cause) {
-  absl::MutexLock lock(&mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   if (!healthy()) return false;
   unhealthy_cause_ = absl::UnavailableError(
       absl::StrCat("GPU ", options_.device, " is unhealthy after a device fault (",
                    cause.message(), "); the server must be restarted, other replicas keep serving"));
   healthy_.store(false, std::memory_order_release);
+  std::deque<std::function<void(StreamSlot*)>> waiting;
+  waiting.swap(waiting_);
+  lock.Release();
+  for (auto& lent : waiting) {
+    load_.fetch_sub(1, std::memory_order_relaxed);
+    lent(nullptr);
+  }
   return true;
 }
 
@@ -171,13 +196,20 @@ void DeviceContext::ReleaseSlot(StreamSlot* slot) {
     spdlog::error("device {}: ReleaseSlot of a slot it does not own", options_.device);
     return;
   }
-  absl::MutexLock lock(&mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   if (std::find(free_slots_.begin(), free_slots_.end(), slot) != free_slots_.end()) {
     spdlog::error("device {}: stream slot {} released twice", options_.device, slot->index);
     return;
   }
-  free_slots_.push_back(slot);
   load_.fetch_sub(1, std::memory_order_relaxed);
+  if (waiting_.empty()) {
+    free_slots_.push_back(slot);
+    return;
+  }
+  std::function<void(StreamSlot*)> lent = std::move(waiting_.front());
+  waiting_.pop_front();
+  lock.Release();
+  lent(slot);  // the waiter's load was counted when it asked
 }
 
 }  // namespace gpucompute

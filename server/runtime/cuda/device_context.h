@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,6 +79,11 @@ class DeviceContext {
   // Blocks until a slot is free and lends it. Null when the device is (or becomes, while the
   // caller waits) unhealthy: the caller then fails its work with health(). Thread-safe.
   StreamSlot* AcquireSlot();
+  // AcquireSlot without blocking: calls `lent(slot)` at once when a slot is free, else later
+  // on the thread whose ReleaseSlot frees one (before any AcquireSlot waiter gets it), or with
+  // null when the device turns unhealthy (on MarkUnhealthy's thread). For threads that must
+  // not wait: a completion poller (only the pollers give slots back). Thread-safe.
+  void AcquireSlotThen(std::function<void(StreamSlot*)> lent);
   // Returns a slot once all work enqueued on it has finished. Thread-safe, no CUDA call: may
   // run on a completion thread. A slot that is not lent (double release, foreign pointer) is
   // logged and ignored.
@@ -112,6 +119,7 @@ class DeviceContext {
 
   mutable absl::Mutex mu_;
   std::vector<StreamSlot*> free_slots_ ABSL_GUARDED_BY(mu_);  // LIFO: reuse the warmest slot
+  std::deque<std::function<void(StreamSlot*)>> waiting_ ABSL_GUARDED_BY(mu_);  // AcquireSlotThen's
   absl::Status unhealthy_cause_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> healthy_{true};  // written under mu_, read without it
   std::atomic<int> load_{0};

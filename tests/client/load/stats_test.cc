@@ -77,6 +77,7 @@ Record Ok(int64_t start_us, int64_t latency_us, int job, bool measured = true) {
   r.job = job;
   r.response_bytes = 10;
   r.queue_us = 5;
+  r.decode_us = latency_us / 8;
   r.compute_us = latency_us / 2;
   r.total_us = latency_us - 1;
   r.batch_requests = job + 1;
@@ -114,6 +115,7 @@ TEST(FiguresTest, ThroughputLatencyErrorsAndBatches) {
   EXPECT_DOUBLE_EQ(f.latency_us.max, 100);
   EXPECT_DOUBLE_EQ(f.queue_us.p50, 5);
   EXPECT_DOUBLE_EQ(f.compute_us.max, 50);
+  EXPECT_DOUBLE_EQ(f.decode_us.max, 12);  // 100 / 8, truncated
   EXPECT_THAT(f.batch_histogram, ElementsAre(Pair(1, 5), Pair(2, 5)));
   EXPECT_DOUBLE_EQ(f.batch_requests.mean, 1.5);
 }
@@ -121,7 +123,7 @@ TEST(FiguresTest, ThroughputLatencyErrorsAndBatches) {
 TEST(FiguresTest, JobFilterAndMissingTimings) {
   const std::vector<JobSize> jobs = {{1, 1}, {1, 1}, {1, 1}};
   std::vector<Record> records = {Ok(0, 10, 0), Ok(0, 20, 1), Ok(0, 30, 2)};
-  records[2].queue_us = records[2].compute_us = records[2].total_us = -1;
+  records[2].decode_us = records[2].queue_us = records[2].compute_us = records[2].total_us = -1;
   records[2].batch_requests = -1;
   const std::vector<int> filter = {1, 2};
   const Figures f = ComputeFigures(records, jobs, 1.0, filter);

@@ -127,6 +127,50 @@ TEST(DeviceContextTest, LendsEverySlotOnceThenBlocksUntilARelease) {
   ctx.ReleaseSlot(lent[2]);
 }
 
+TEST(DeviceContextTest, AcquireSlotThenLendsAtOnceOrOnTheNextRelease) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  auto context = DeviceContext::Create(SmallOptions());
+  ASSERT_TRUE(context.ok()) << context.status();
+  DeviceContext& ctx = **context;
+
+  // A free slot: lent before AcquireSlotThen returns.
+  StreamSlot* first = nullptr;
+  ctx.AcquireSlotThen([&](StreamSlot* s) { first = s; });
+  ASSERT_NE(first, nullptr);
+  std::vector<StreamSlot*> lent = {first, ctx.AcquireSlot(), ctx.AcquireSlot()};
+  EXPECT_EQ(ctx.load(), 3);
+
+  // None free: nothing happens until a release, which hands its slot to the first waiter
+  // (before a blocking AcquireSlot, and in the order they asked).
+  std::vector<StreamSlot*> later;
+  ctx.AcquireSlotThen([&](StreamSlot* s) { later.push_back(s); });
+  ctx.AcquireSlotThen([&](StreamSlot* s) { later.push_back(s); });
+  EXPECT_TRUE(later.empty());
+  EXPECT_EQ(ctx.load(), 5);
+  ctx.ReleaseSlot(lent[2]);
+  ASSERT_EQ(later.size(), 1u);
+  EXPECT_EQ(later[0], lent[2]);
+  EXPECT_EQ(ctx.load(), 4);
+  ctx.ReleaseSlot(lent[0]);
+  ASSERT_EQ(later.size(), 2u);
+  EXPECT_EQ(later[1], lent[0]);
+
+  // A waiter left when the device turns unhealthy is told so with null.
+  StreamSlot* told = lent[1];
+  bool called = false;
+  ctx.AcquireSlotThen([&](StreamSlot* s) {
+    called = true;
+    told = s;
+  });
+  EXPECT_FALSE(called);
+  EXPECT_TRUE(ctx.MarkUnhealthy(absl::InternalError("test fault")));
+  EXPECT_TRUE(called);
+  EXPECT_EQ(told, nullptr);
+  EXPECT_EQ(ctx.load(), 3);  // lent[1], later[0], later[1]
+  for (StreamSlot* s : {lent[1], later[0], later[1]}) ctx.ReleaseSlot(s);
+  EXPECT_EQ(ctx.load(), 0);
+}
+
 TEST(DeviceContextTest, PinnedStagingGrowsAndCarriesCopies) {
   SKIP_WITHOUT_CUDA_DEVICE();
   auto context = DeviceContext::Create(SmallOptions());
