@@ -67,7 +67,8 @@ void AddTimings(grpc::CallbackServerContext* context, const JobTimings& t, absl:
 }
 
 absl::Status RecordedStatus(const absl::Status& status, bool cancelled, absl::Time deadline) {
-  if (status.ok() || !cancelled || absl::Now() >= deadline) return status;
+  if (!cancelled || absl::Now() >= deadline) return status;
+  if (status.ok()) return absl::CancelledError("cancelled by the client (its results were ready)");
   return absl::CancelledError(absl::StrCat("cancelled by the client (", status.message(), ")"));
 }
 

@@ -54,9 +54,10 @@ absl::StatusOr<std::pair<Caller, InFlightSlot>> AuthenticateAndEnter(
 // and -batch-requests.
 void AddTimings(grpc::CallbackServerContext* context, const JobTimings& t, absl::Time start);
 
-// The status a call is recorded with: a failure of a call that its client cancelled before its
-// deadline is CANCELLED, whatever the server saw (a batch that every caller left reports
-// DEADLINE_EXCEEDED to them all, cancelled or not).
+// The status a call is recorded with: a call that its client cancelled before its deadline is
+// CANCELLED, whatever the server saw: a failure (a batch that every caller left reports
+// DEADLINE_EXCEEDED to them all, cancelled or not) and a success alike (a GPU batch runs to
+// its end, and the reply then reaches no one).
 absl::Status RecordedStatus(const absl::Status& status, bool cancelled, absl::Time deadline);
 
 // Every operation call, unary or on a stream, ends here once, before its reply is sent (so a

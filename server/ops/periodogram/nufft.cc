@@ -217,8 +217,11 @@ Method AutoMethod(const SeriesSpec& series, ComputeType dtype) {
   if (!series.grid.uniform) return Method::kDirect;
   const int64_t n = static_cast<int64_t>(series.t.size());
   const int64_t k = series.grid.size();
-  return FastCost(n, k, series.nterms, dtype) < DirectCost(n, k, series.nterms) ? Method::kFast
-                                                                                 : Method::kDirect;
+  const double direct = DirectCost(n, k, series.nterms);
+  // FastCost is at least its fixed 1e8 per transform: a small series is direct without
+  // planning the transform (a small call's decode spent a few us in NextSmoothSize).
+  if (direct <= 1e8) return Method::kDirect;
+  return FastCost(n, k, series.nterms, dtype) < direct ? Method::kFast : Method::kDirect;
 }
 
 }  // namespace gpucompute::periodogram
