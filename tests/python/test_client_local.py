@@ -158,6 +158,22 @@ def test_uniform_grid(fake, rng, echo, form):
     assert power.shape == (7,)
 
 
+def test_uniform_frequencies_are_new_arrays_each_call(fake, rng):
+    """The client keeps the last grids' frequencies to copy them: what a call returns is the
+    caller's own (writable, not shared), and equals Astropy's f0 + df * arange(n) each time."""
+    _, client = fake
+    t, y, dy = _series(rng)
+    grid = gpucompute.UniformGrid(0.3, 0.007, 9)
+    first, _ = client.lombscargle(t, y, dy, grid)
+    first *= -1  # the caller may do as it likes with its array
+    second, _ = client.lombscargle(t, y, dy, grid)
+    assert second is not first and second.flags.writeable
+    np.testing.assert_array_equal(second, 0.3 + 0.007 * np.arange(9))
+    for n in range(2, 40):  # many grids: the kept ones stay few
+        client.lombscargle(t, y, dy, gpucompute.UniformGrid(0.1, 0.01, n))
+    assert len(gpucompute.grids._GRID_CACHE) <= gpucompute.grids._GRID_CACHE_SIZE
+
+
 @pytest.mark.parametrize("kwargs", [
     {}, {"samples_per_peak": 10, "nyquist_factor": 2},
     {"minimum_frequency": 0.05, "maximum_frequency": 3.0}])

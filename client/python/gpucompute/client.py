@@ -75,11 +75,16 @@ class PeriodogramResult:
     model: dict = None
     explicit_frequency: np.ndarray = None
 
-    @functools.cached_property
+    @property
     def frequency(self):
-        if self.explicit_frequency is not None:
-            return self.explicit_frequency
-        return uniform_frequencies(self.grid)
+        # Built once, on first use. (Not functools.cached_property: before Python 3.12 it takes
+        # a lock on every first use, a noticeable part of a small call's client time.)
+        frequency = self.__dict__.get("_frequency")
+        if frequency is None:
+            frequency = (self.explicit_frequency if self.explicit_frequency is not None
+                         else uniform_frequencies(self.grid))
+            self.__dict__["_frequency"] = frequency
+        return frequency
 
     def __iter__(self):
         """Unpacks as ``frequency, power``, like ``LombScargle.autopower``."""
