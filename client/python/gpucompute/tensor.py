@@ -174,6 +174,11 @@ def to_tensor(array, dtype=None, encode=inline_tensor):
     ``SharedMemoryTensor`` becomes a Tensor that names it (``dtype`` is then not applied: the
     server converts float inputs itself), and a ``Tensor`` message is returned as it is.
     """
+    if (type(array) is np.ndarray and (dtype is None or array.dtype == dtype)
+            and array.flags.c_contiguous):
+        code = _FROM_NUMPY.get(array.dtype)
+        if code is not None and array.dtype is _TO_NUMPY[code]:  # already the wire's layout
+            return encode(code, array)
     if isinstance(array, _PREPARED):
         return array if isinstance(array, tensor_pb2.Tensor) else reference_tensor(array)
     a = np.asarray(array) if dtype is None else np.asarray(array, dtype=dtype)
@@ -192,7 +197,8 @@ def from_tensor(tensor):
     match the shape.
     """
     data = tensor.data  # read once: each read of the field is a new copy of its bytes
-    shape = tuple(tensor.shape)
+    dims = tensor.shape
+    shape = (dims[0],) if len(dims) == 1 else tuple(dims)  # most outputs are 1-D
     count = math.prod(shape)
     # Only an empty ``data`` can mean another payload (or none), so only then is it asked.
     if not data and count != 0 and tensor.WhichOneof("payload") != "data":
