@@ -414,7 +414,12 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
     return absl::InvalidArgumentError(absl::StrCat(
         "method: unknown value ", request.method(), " (auto, direct or fast)"));
   }
-  const int nterms = request.nterms() == 0 ? 1 : request.nterms();
+  if (request.has_nterms() && request.nterms() == 0) {
+    return absl::InvalidArgumentError(
+        "nterms: 0 (Astropy's offset-only model, whose power is 0 at every frequency) is not "
+        "supported; 1 .. 8 are");
+  }
+  const int nterms = request.has_nterms() ? request.nterms() : 1;
   if (nterms < 1 || nterms > gpucompute_kernels::kMaxHarmonicTerms) {
     return absl::InvalidArgumentError(absl::StrCat("nterms: must be 1 .. ",
                                                    gpucompute_kernels::kMaxHarmonicTerms,

@@ -90,6 +90,23 @@ def test_bad_explicit_frequency(client, rng, bad):
     _check_still_serving(client, rng)
 
 
+def test_offset_only_model_is_refused_not_computed_as_one_term(client, rng):
+    """nterms=0 (Astropy's offset-only model) is an error naming the field, not a periodogram of
+    one term; a request that leaves nterms unset gets the default, 1."""
+    t, y, dy = _good(rng)
+    f = np.linspace(0.1, 1.0, 10)
+    expect_rpc_error(grpc.StatusCode.INVALID_ARGUMENT,
+                     lambda: client.lombscargle(t, y, dy, f, nterms=0), r"nterms: 0")
+    request = compute_pb2.PeriodogramRequest(
+        series=[compute_pb2.Series(t=gpucompute.to_tensor(t), y=gpucompute.to_tensor(y),
+                                   dy=gpucompute.to_tensor(dy))],
+        frequency=compute_pb2.FrequencyGrid(explicit_frequencies=gpucompute.to_tensor(f)))
+    assert not request.HasField("nterms")
+    power = np.frombuffer(client.stub.Periodogram(request).results[0].power.data, "<f8")
+    np.testing.assert_allclose(power, astropy_power(t, y, dy, f), rtol=0, atol=1e-9)
+    _check_still_serving(client, rng)
+
+
 def _raw_request(rng, **overrides):
     """A valid PeriodogramRequest (one series, explicit grid), with fields replaced."""
     t, y, dy = _good(rng, 20)

@@ -212,6 +212,10 @@ TEST(PeriodogramDecode, AnalysisOptionsAreCheckedAndResolved) {
   r = Good();
   r.set_nterms(9);
   ExpectError(r, absl::StatusCode::kInvalidArgument, "nterms: must be 1 .. 8 (got 9)");
+  // An explicit 0 (Astropy's offset-only model) is refused, not read as the default 1.
+  r = Good();
+  r.set_nterms(0);
+  ExpectError(r, absl::StatusCode::kInvalidArgument, "nterms: 0 (Astropy's offset-only model");
   r = Good();
   r.set_top_k(-2);
   ExpectError(r, absl::StatusCode::kInvalidArgument, "top_k: must be 0 .. 10000 (got -2)");
