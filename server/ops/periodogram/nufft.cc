@@ -199,6 +199,9 @@ double DirectCost(int64_t samples, int64_t frequencies, int nterms) {
   return 10.0 * static_cast<double>(samples) * static_cast<double>(frequencies) * nterms;
 }
 
+// FastCost's fixed part per transform (the extra launches and plans; see FastCost).
+constexpr double kFastFixedCostPerTransform = 1e8;
+
 double FastCost(int64_t samples, int64_t frequencies, int nterms, ComputeType dtype) {
   const NufftPlan plan = MakeNufftPlan(frequencies, dtype, nterms);
   const double m = static_cast<double>(plan.grid_size);
@@ -209,7 +212,7 @@ double FastCost(int64_t samples, int64_t frequencies, int nterms, ComputeType dt
   // against the direct kernel's 0.9 ms, and each new FFT size costs cuFFT 50-180 ms on first
   // use in a process (module loading, measured), so small grids stay direct.
   const double per_transform = 5 * m * std::log2(m) + 20.0 * samples * plan.width +
-                               10.0 * frequencies + 1e8;
+                               10.0 * frequencies + kFastFixedCostPerTransform;
   return transforms * per_transform;
 }
 
@@ -218,9 +221,10 @@ Method AutoMethod(const SeriesSpec& series, ComputeType dtype) {
   const int64_t n = static_cast<int64_t>(series.t.size());
   const int64_t k = series.grid.size();
   const double direct = DirectCost(n, k, series.nterms);
-  // FastCost is at least its fixed 1e8 per transform: a small series is direct without
-  // planning the transform (a small call's decode spent a few us in NextSmoothSize).
-  if (direct <= 1e8) return Method::kDirect;
+  // FastCost is at least its fixed part (there is at least one transform): a small series is
+  // direct without planning the transform (a small call's decode spent a few us in
+  // NextSmoothSize).
+  if (direct <= kFastFixedCostPerTransform) return Method::kDirect;
   return FastCost(n, k, series.nterms, dtype) < direct ? Method::kFast : Method::kDirect;
 }
 
