@@ -22,6 +22,9 @@ import grpc
 
 import gpucompute
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from peer_sockets import closed_by_server, connect_from  # noqa: E402
+
 DESCRIPTORS = 1024
 
 
@@ -46,16 +49,6 @@ def cpu_server(binary, *flags):
         proc.wait()
 
 
-def closed_by_server(sock, wait_s):
-    sock.settimeout(wait_s)
-    try:
-        return sock.recv(16) == b""
-    except socket.timeout:
-        return False
-    except ConnectionResetError:
-        return True
-
-
 def after(cli, work, port, hport):
     """Whether a new call and the health check succeed, and whether the listener was lost."""
     client = gpucompute.Client(f"127.0.0.1:{port}", timeout=10)
@@ -76,9 +69,7 @@ def idle_connections(binary, cli):
         flood = [socket.create_connection(("127.0.0.1", port)) for _ in range(1100)]
         time.sleep(1)
         refused = sum(closed_by_server(s, 0.01) for s in flood)
-        other = socket.socket()
-        other.bind(("127.0.0.2", 0))
-        other.connect(("127.0.0.1", port))
+        other = connect_from("127.0.0.2", f"127.0.0.1:{port}")
         other_admitted = not closed_by_server(other, 0.5)
         for s in flood + [other]:
             s.close()

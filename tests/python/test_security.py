@@ -24,6 +24,7 @@ import pytest
 
 import gpucompute
 from conftest import _server_binary, metric, run_server, wait_until
+from peer_sockets import closed_by_server, connect_from
 from gpucompute.v1 import compute_pb2, compute_pb2_grpc, tensor_pb2
 
 _REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -662,25 +663,6 @@ def test_gpucompute_health_exit_codes(token_server, tmp_path):
 # ---------------------------------------------------------------------------------- descriptors
 
 
-def _closed_by_server(sock, wait_s=0.5):
-    """True when the server closed (or reset) the connection within ``wait_s``."""
-    sock.settimeout(wait_s)
-    try:
-        return sock.recv(64) == b""
-    except socket.timeout:
-        return False
-    except ConnectionResetError:
-        return True
-
-
-def _connect_from(source, target):
-    host, port = target.rsplit(":", 1)
-    sock = socket.socket()
-    sock.bind((source, 0))  # any 127.x.y.z is a local address: another peer on loopback
-    sock.connect((host, int(port)))
-    return sock
-
-
 def test_connections_past_a_peers_limit_are_refused_and_the_listener_lives(tmp_path):
     """Idle connections from one peer, twice the descriptor limit: past its share (half the
     limit by default) the server closes them as they are accepted, so descriptors never run
@@ -690,12 +672,12 @@ def test_connections_past_a_peers_limit_are_refused_and_the_listener_lives(tmp_p
     with run_server(tmp_path, "--health_port=0", f"--health_port_file={health_file}",
                     "--listener_probe_s=0.5", open_files=200) as target:
         health = f"127.0.0.1:{health_file.read_text().strip()}"
-        flood = [_connect_from("127.0.0.1", target) for _ in range(400)]
+        flood = [connect_from("127.0.0.1", target) for _ in range(400)]
         time.sleep(0.5)
-        refused = sum(_closed_by_server(s, 0.05) for s in flood)
+        refused = sum(closed_by_server(s, 0.05) for s in flood)
         assert 250 <= refused < 400, refused  # ~100 held, the rest closed at once
-        other = _connect_from("127.0.0.2", target)
-        assert not _closed_by_server(other)
+        other = connect_from("127.0.0.2", target)
+        assert not closed_by_server(other)
         _wait_for_log(tmp_path, "refusing connections (last from 127.0.0.1)")
         for s in flood + [other]:
             s.close()
@@ -713,15 +695,15 @@ def test_all_peers_together_are_bounded(tmp_path):
     with run_server(tmp_path, "--max_connections=2", "--max_connections_per_peer=0",
                     "--metrics_port=0", f"--metrics_port_file={tmp_path / 'mport'}") as target:
         mport = int((tmp_path / "mport").read_text())
-        a = _connect_from("127.0.0.2", target)
-        b = _connect_from("127.0.0.3", target)
+        a = connect_from("127.0.0.2", target)
+        b = connect_from("127.0.0.3", target)
         time.sleep(0.2)
-        assert not _closed_by_server(a) and not _closed_by_server(b)
-        assert _closed_by_server(_connect_from("127.0.0.4", target))
+        assert not closed_by_server(a) and not closed_by_server(b)
+        assert closed_by_server(connect_from("127.0.0.4", target))
         a.close()
         time.sleep(0.2)
-        c = _connect_from("127.0.0.4", target)
-        assert not _closed_by_server(c)
+        c = connect_from("127.0.0.4", target)
+        assert not closed_by_server(c)
         for s in (b, c):
             s.close()
         time.sleep(0.2)
