@@ -4,7 +4,7 @@
 # PyTorch on the GPU (tests/bench/e2e_bench.py), then the C++ client's figures for the same
 # cases at concurrency 1 from gpucompute-load. Usage there (bundle as README "Tests"):
 #   source .dev/env.sh; tests/bench/e2e_gpu.sh [e2e_bench.py flags, e.g. --quick]
-# Writes $OUT (default gpu-out)/e2e_bench.jsonl, e2e-load-<case>.jsonl,
+# Writes $OUT (default gpu-out)/e2e_bench.jsonl, e2e-load-<case>[-r<round>].jsonl,
 # e2e-assimilate-server.jsonl (when assimilate_server_bench is bundled), e2e-metrics.txt (the
 # server's metrics at the end: gpucompute_batch_stage_duration_us), e2e-servers.log and
 # e2e-bench.err. gpucompute-load's dense rows travel in the model's dtype (bfloat16: 2 KiB, the
@@ -26,13 +26,18 @@ load() {  # case name, then gpucompute-load flags (concurrency 1 unless they say
   gpucompute-load --target "$target" --progress off --concurrency "${CONCURRENCY:-1}" \
     --json "$out/e2e-load-$name.jsonl" "$@" 2>>"$out/e2e-bench.err" || status=1
 }
-load periodogram --op periodogram --samples 1000 --frequencies 1000 --compare-echo \
-  --duration 5s --warmup 1s
 # Small requests under load: throughput at concurrency 64 against Echo's.
 CONCURRENCY=64 load periodogram-c64 --op periodogram --samples 1000 --frequencies 1000 \
   --compare-echo --duration 5s --warmup 1s
-load dense_row --op dense --in 1024 --out 4096 --layers 1 --rows 1 --model-dtype bfloat16 \
-  --compare-echo --duration 5s --warmup 1s
+# A small call at concurrency 1 against Echo's, in ROUNDS (default 3) rounds of each case in
+# turn: on a shared host the p50 of either drifts by tens of µs from one 5 s phase to the next,
+# so the figure is the median over rounds of (p50 - Echo's p50), each measured right after it.
+for round in $(seq "${ROUNDS:-3}"); do
+  load "periodogram-r$round" --op periodogram --samples 1000 --frequencies 1000 --compare-echo \
+    --duration 5s --warmup 1s
+  load "dense_row-r$round" --op dense --in 1024 --out 4096 --layers 1 --rows 1 \
+    --model-dtype bfloat16 --compare-echo --duration 5s --warmup 1s
+done
 load enkf --op assimilate --n 3000 --m 3000 --members 3000 --method enkf --variants 1 \
   --requests 7 --warmup 2s
 load echo-72MB --op echo --bytes 72000000 --variants 1 --requests 7 --warmup 1s

@@ -106,6 +106,52 @@ def test_periodogram_series_by_transfer(tc, inline, rng):
         assert small.list_tensors() == []
 
 
+def test_one_series_written_by_hand_is_what_protobuf_writes(rng):
+    """A lone series' request (``transfer.SeriesRequest``) parses to the message protobuf
+    builds, whatever arrays the caller gave and whichever columns go by reference."""
+    from gpucompute import transfer
+    n = 301
+    t, y, dy = np.sort(rng.uniform(0, 10, n)), rng.normal(size=n), rng.uniform(0.5, 1, n)
+    base = compute_pb2.PeriodogramRequest(top_k=2, nterms=3, fit_mean=False)
+    base.frequency.uniform.n = 40
+    base.output_placement.keep_above_bytes = 1 << 20
+    handle = tensor_pb2.Tensor(dtype=tensor_pb2.FLOAT32, shape=[n], handle="resident-y")
+    forms = [(t, y, None), (t.astype(np.float32), list(y), dy.astype(">f8")),
+             (np.repeat(t, 2)[::2], handle, dy)]
+    for columns in forms:
+        sent = [None if a is None else gpucompute.to_tensor(a, np.float64, transfer.InlineArray)
+                for a in columns]
+        want = compute_pb2.PeriodogramRequest()
+        want.CopyFrom(base)
+        series = want.series.add()
+        for name, a in zip(("t", "y", "dy"), columns):
+            if a is not None:
+                getattr(series, name).CopyFrom(gpucompute.to_tensor(a, np.float64))
+        got = transfer.SeriesRequest(base, sent).SerializeToString()
+        assert compute_pb2.PeriodogramRequest.FromString(got) == want
+
+
+def test_one_series_by_transfer_and_by_reference(tc, inline, rng):
+    """A lone series whose arrays go as resident tensors (over the threshold), or one of them
+    named by the caller's handle, gives what the same series inline gives."""
+    n = 6000  # t, y, dy of 48 KB each
+    t = np.sort(rng.uniform(0, 100, n))
+    y = np.sin(2 * np.pi * 0.37 * t) + rng.normal(0, 0.5, n)
+    dy = rng.uniform(0.5, 1.0, n)
+    grid = gpucompute.UniformGrid(0.01, 0.001, 2000)
+    want = inline.lombscargle(t, y, dy, grid)[1]
+    with gpucompute.Client(tc.target, transfer_threshold=32 << 10) as small:
+        np.testing.assert_allclose(small.lombscargle(t, y, dy, grid)[1], want, rtol=0,
+                                   atol=1e-12 * want.max())
+        assert small.list_tensors() == []
+        resident = small.put_tensor(y)
+        try:
+            got = small.lombscargle(t, resident, dy, grid)[1]
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * want.max())
+        finally:
+            small.delete_tensor(resident)
+
+
 def test_a_failed_call_leaves_nothing_behind(tc, rng):
     n, m, N = 1100, 30, 1000
     X, HX = rng.normal(0, 1, (n, N)), rng.normal(0, 1, (m, N + 1))  # HX has a member too many

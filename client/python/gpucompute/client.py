@@ -223,6 +223,7 @@ class Client:
         self.target = target
         self.timeout = timeout
         self.stub = compute_pb2_grpc.ComputeStub(self._channel)
+        self._periodogram = transfer.periodogram_stub(self._channel)
         self._local = threading.local()
         if token is None:
             token = os.environ.get("GPUCOMPUTE_TOKEN", "").strip()
@@ -271,7 +272,7 @@ class Client:
             output_of = functools.partial(self._output, moved=moved)
             parts = [request] if split is None else split(request)
             if len(parts) == 1:
-                response = self._call(method, request, timeout)
+                response = self._call(method, parts[0], timeout)
                 moved.release_inputs()
                 return decode(response, output_of)
             try:
@@ -444,25 +445,32 @@ class Client:
         if frequency is None:
             frequency = AutoGrid(samples_per_peak, nyquist_factor,
                                  minimum_frequency, maximum_frequency)
+        settings = (frequency, fit_mean, center_data, normalization, dtype, method, nterms,
+                    top_k, model_parameters, false_alarm)
         request = compute_pb2.PeriodogramRequest()
+        explicit = None
+        if isinstance(frequency, (UniformGrid, AutoGrid)):
+            try:
+                request.CopyFrom(_settings_template(*settings))
+            except TypeError:  # an unhashable argument (e.g. a false-alarm dict)
+                explicit = _set_settings(request, *settings)
+        else:
+            explicit = _set_settings(request, *settings)
         grid_msg = request.frequency
-        explicit = set_frequency_grid(grid_msg, frequency)  # its errors come first
-        request.fit_mean = bool(fit_mean)
-        request.center_data = bool(center_data)
-        request.normalization = _normalization(normalization)
-        request.dtype = compute_dtype(dtype)
-        request.method = _method(method)
-        request.nterms = int(nterms)
-        request.top_k = int(top_k)
-        request.model_parameters = bool(model_parameters)
-        if false_alarm is not None:
-            request.false_alarm.CopyFrom(_false_alarm_proto(false_alarm))
         shared_grid = (grid_msg, explicit)
         grids = []  # (FrequencyGrid in effect, explicit frequencies or None) per series
         packed = _packed_series(series)
         packed_ranges = [None]  # series ranges of the packed requests; one: the whole
+        lone = _lone_series(series)
+        lone_columns = []  # its t, y, dy as they go (transfer.SeriesRequest)
 
         def build(encode):
+            if lone is not None:
+                inline = functools.partial(encode, inline=transfer.InlineArray)
+                lone_columns[:] = [None if a is None else to_tensor(a, _FLOAT64, inline)
+                                   for a in lone]
+                grids.append(shared_grid)
+                return request
             if packed is None:
                 series_field = request.series
                 for item in series:
@@ -478,6 +486,8 @@ class Client:
             return request
 
         def split(request):
+            if lone is not None:
+                return [transfer.SeriesRequest(request, lone_columns)]
             if packed is None:
                 return transfer.split_series(request)
             if len(packed_ranges) == 1:
@@ -485,12 +495,16 @@ class Client:
             base = request.SerializeToString()
             return [transfer.PackedPart(base, packed, b, e) for b, e in packed_ranges]
 
+        # Whether a result may hold more than its power and peak (a lone series: only if asked).
+        extras = lone is None or bool(top_k or false_alarm is not None or model_parameters)
+
         def decode(response, output_of):
             if not request.result_columns:
-                if len(response.results) != len(grids):
-                    raise RuntimeError(f"server returned {len(response.results)} results for "
+                results = response.results
+                if len(results) != len(grids):
+                    raise RuntimeError(f"server returned {len(results)} results for "
                                        f"{len(grids)} series")
-                return [_result(r, *g, decode=output_of) for r, g in zip(response.results, grids)]
+                return [_result(r, *g, output_of, extras) for r, g in zip(results, grids)]
             out = []
             for part in getattr(response, "parts", [response]):  # as they come when split
                 out += _results_from_columns(part, grids[len(out):len(out) + len(part.results)],
@@ -500,7 +514,7 @@ class Client:
                 raise RuntimeError(f"server returned {len(out)} results for {len(grids)} series")
             return out
 
-        return self._operation(self.stub.Periodogram, build, output, timeout, decode, split)
+        return self._operation(self._periodogram, build, output, timeout, decode, split)
 
     def lombscargle(self, t, y, dy=None, frequency=None, *, fit_mean=True, center_data=True,
                     normalization="standard", dtype="float64", samples_per_peak=5,
@@ -1047,6 +1061,46 @@ def _add_series(series_field, item, encode):
     return own_grid
 
 
+def _set_settings(request, frequency, fit_mean, center_data, normalization, dtype, method,
+                  nterms, top_k, model_parameters, false_alarm):
+    """Sets every field of the PeriodogramRequest ``request`` but its series and output
+    placement from ``Client.periodogram``'s arguments; returns the explicit frequencies, or
+    None for the other grid forms."""
+    explicit = set_frequency_grid(request.frequency, frequency)  # its errors come first
+    request.fit_mean = bool(fit_mean)
+    request.center_data = bool(center_data)
+    request.normalization = _normalization(normalization)
+    request.dtype = compute_dtype(dtype)
+    request.method = _method(method)
+    request.nterms = int(nterms)
+    request.top_k = int(top_k)
+    request.model_parameters = bool(model_parameters)
+    if false_alarm is not None:
+        request.false_alarm.CopyFrom(_false_alarm_proto(false_alarm))
+    return explicit
+
+
+@functools.lru_cache(maxsize=32)
+def _settings_template(*settings):
+    """A PeriodogramRequest with ``_set_settings(request, *settings)`` (a grid that is not
+    explicit frequencies), built once per distinct settings and only copied from: a program
+    calls with the same settings again and again, and setting the fields one by one is a
+    noticeable part of a small call's time in the client."""
+    request = compute_pb2.PeriodogramRequest()
+    _set_settings(request, *settings)
+    return request
+
+
+def _lone_series(series):
+    """``(t, y, dy or None)`` when ``series`` is one ``(t, y)`` or ``(t, y, dy)``: the plain
+    call of one series, whose request is written by hand (``transfer.SeriesRequest``); else
+    None."""
+    if len(series) != 1 or isinstance(series[0], dict) or len(series[0]) not in (2, 3):
+        return None
+    item = series[0]
+    return item[0], item[1], item[2] if len(item) == 3 else None
+
+
 def _packed_series(series):
     """``transfer.PackedColumns`` of ``series`` when there are at least two and each is a
     ``(t, y)`` or ``(t, y, dy)`` of 1-D host arrays of one length (all or none with dy); else
@@ -1189,15 +1243,22 @@ def _results_from_columns(response, grids, output_of, discarded, with_models):
             false_alarms, models_, explicit)]
 
 
-def _result(result, grid_msg, explicit, decode=from_tensor):
-    """Builds a ``PeriodogramResult`` from a ``SeriesResult`` and the grid that was asked for.
-    A survey decodes thousands: each sub-message is read once, and empty parts cost nothing."""
+def _result(result, grid_msg, explicit, decode=from_tensor, extras=True):
+    """Builds a ``PeriodogramResult`` from a ``SeriesResult`` and the grid that was asked for;
+    ``extras``: whether it may hold peaks, false-alarm probabilities or a model (False: not
+    looked for). A survey decodes thousands: each sub-message is read once, and empty parts
+    cost nothing."""
     power = decode(result.power)
     if result.HasField("grid"):
         returned = result.grid
         grid = UniformGrid(returned.f0, returned.df, int(returned.n))
     else:
         grid = _grid_used(_NO_GRID, grid_msg, explicit)
+    method = "fast" if result.method == compute_pb2.PERIODOGRAM_METHOD_FAST else "direct"
+    if not extras:
+        return PeriodogramResult(power, result.peak_frequency, result.peak_power,
+                                 int(result.peak_index), grid, method,
+                                 explicit_frequency=None if grid is not None else explicit)
     false_alarm = None
     if result.HasField("false_alarm"):
         f = result.false_alarm
@@ -1208,7 +1269,6 @@ def _result(result, grid_msg, explicit, decode=from_tensor):
     model = _model(result.model) if result.HasField("model") else None
     peaks = [{"frequency": p.frequency, "power": p.power, "index": p.index,
               "false_alarm_probability": p.false_alarm_probability} for p in result.peaks]
-    method = "fast" if result.method == compute_pb2.PERIODOGRAM_METHOD_FAST else "direct"
     return PeriodogramResult(power, result.peak_frequency, result.peak_power,
                              int(result.peak_index), grid, method, peaks, false_alarm, model,
                              None if grid is not None else explicit)

@@ -198,7 +198,11 @@ def from_tensor(tensor):
     """
     data = tensor.data  # read once: each read of the field is a new copy of its bytes
     dims = tensor.shape
-    shape = (dims[0],) if len(dims) == 1 else tuple(dims)  # most outputs are 1-D
+    if len(dims) == 1:  # most outputs: 1-D, inline, of a NumPy dtype, little-endian like the host
+        dt = _NATIVE_TO_NUMPY.get(tensor.dtype)
+        if dt is not None and len(data) == dt.itemsize * dims[0]:
+            return np.frombuffer(data, dtype=dt).copy()
+    shape = tuple(dims)
     count = math.prod(shape)
     # Only an empty ``data`` can mean another payload (or none), so only then is it asked.
     if not data and count != 0 and tensor.WhichOneof("payload") != "data":
@@ -220,6 +224,9 @@ def from_tensor(tensor):
     # One copy out of the (immutable) bytes: a plain memcpy where the host is little-endian.
     return flat.copy() if dt.isnative else flat.astype(dt.newbyteorder("="))
 
+
+# The wire dtypes whose bytes are the host's own: decoded by a copy.
+_NATIVE_TO_NUMPY = {code: dt for code, dt in _TO_NUMPY.items() if dt.isnative}
 
 _BFLOAT16_BITS = np.dtype("<u2")
 

@@ -63,6 +63,14 @@ def encode_varint(n):
             return bytes(out)
 
 
+def periodogram_stub(channel):
+    """The Periodogram method on ``channel``, taking a request message or a request written by
+    hand (``SeriesRequest``, ``PackedPart``): anything with ``SerializeToString``."""
+    return channel.unary_unary(
+        _PERIODOGRAM, request_serializer=lambda request: request.SerializeToString(),
+        response_deserializer=compute_pb2.PeriodogramResponse.FromString)
+
+
 def _read_varint(buf, at):
     value = shift = 0
     while True:
@@ -199,10 +207,7 @@ class Transfers:
         get = channel.unary_stream(
             _GET_TENSOR, request_serializer=compute_pb2.GetTensorRequest.SerializeToString,
             response_deserializer=None)
-        periodogram = channel.unary_unary(  # a request message or a PackedPart
-            _PERIODOGRAM, request_serializer=lambda request: request.SerializeToString(),
-            response_deserializer=compute_pb2.PeriodogramResponse.FromString)
-        return put, get, periodogram
+        return put, get, periodogram_stub(channel)
 
     def close(self):
         with self._lock:
@@ -393,10 +398,68 @@ class PackedColumns:
         return list(zip(bounds, bounds[1:]))
 
 
-# PeriodogramRequest.packed_series = 13; PackedSeries: t = 1, y = 2, dy = 3; Tensor.data = 3.
+# PeriodogramRequest: series = 1, packed_series = 13; Series and PackedSeries alike: t = 1,
+# y = 2, dy = 3; Tensor.data = 3.
+_SERIES_TAG = b"\x0a"
 _PACKED_SERIES_TAG = b"\x6a"
-_PACKED_COLUMN_TAGS = (b"\x0a", b"\x12", b"\x1a")
+_SERIES_ARRAY_TAGS = (b"\x0a", b"\x12", b"\x1a")
 _TENSOR_DATA_TAG = b"\x1a"
+
+
+@functools.lru_cache(maxsize=64)
+def _tensor_header(code, shape, nbytes):
+    """A Tensor's bytes up to its data: dtype, shape (a tuple), and the data's tag and length.
+    Followed by the ``nbytes`` bytes of the data, the whole Tensor. Kept for the shapes last
+    seen: a program sends arrays of a few shapes again and again."""
+    return (tensor_pb2.Tensor(dtype=code, shape=shape).SerializeToString()
+            + _TENSOR_DATA_TAG + encode_varint(nbytes))
+
+
+class InlineArray:
+    """A wire-ready array (see ``gpucompute.tensor.inline_tensor``) that a request written by
+    hand (``SeriesRequest``) carries inline: its bytes are copied once, straight into the
+    request's bytes, when gRPC serializes it."""
+    __slots__ = ("code", "array")
+
+    def __init__(self, code, array):
+        self.code, self.array = code, array
+
+
+class SeriesRequest:
+    """A Periodogram request of one series, written by hand: ``request`` (the message without
+    its series) serialized, followed by the ``Series`` of ``columns`` (t, y, dy; None where
+    absent), each an ``InlineArray`` or a Tensor message (a reference, or an uploaded input's
+    handle). What a plain call of one series sends: most of its client time is Python's work
+    around the RPC, and a Series message would copy each array twice more on the way."""
+
+    def __init__(self, request, columns):
+        self.request, self._columns = request, columns
+
+    def SerializeToString(self):  # noqa: N802 (gRPC's serializer protocol, as a message's)
+        pieces = [self.request.SerializeToString(), _SERIES_TAG, b""]  # [2]: the Series' size
+        size = 0
+        for tag, column in zip(_SERIES_ARRAY_TAGS, self._columns):
+            if column is None:
+                continue
+            if type(column) is InlineArray:
+                a = column.array
+                header = _tensor_header(column.code, a.shape, a.nbytes)
+                length = len(header) + a.nbytes
+                prefix = encode_varint(length)
+                pieces += (tag, prefix, header, a)
+            else:
+                body = column.SerializeToString()
+                length = len(body)
+                prefix = encode_varint(length)
+                pieces += (tag, prefix, body)
+            size += 1 + len(prefix) + length
+        pieces[2] = encode_varint(size)
+        return b"".join(pieces)
+
+
+def _total_bytes(pieces):
+    """Bytes in ``pieces`` (bytes and arrays)."""
+    return sum(p.nbytes if isinstance(p, np.ndarray) else len(p) for p in pieces)
 
 
 class PackedPart:
@@ -412,15 +475,14 @@ class PackedPart:
     def SerializeToString(self):  # noqa: N802 (gRPC's serializer protocol, as a message's)
         lengths = self._packed.lengths[self._begin:self._end]
         count = sum(lengths)
-        header = tensor_pb2.Tensor(dtype=tensor_pb2.FLOAT64, shape=(count,)).SerializeToString()
-        header += _TENSOR_DATA_TAG + encode_varint(8 * count)
+        header = _tensor_header(tensor_pb2.FLOAT64, (count,), 8 * count)
         pieces = []
-        for tag, column in zip(_PACKED_COLUMN_TAGS, self._packed.columns):
+        for tag, column in zip(_SERIES_ARRAY_TAGS, self._packed.columns):
             pieces += [tag, encode_varint(len(header) + 8 * count), header]
             pieces += column[self._begin:self._end]
         pieces.append(compute_pb2.PackedSeries(lengths=lengths).SerializeToString())
-        size = sum(p.nbytes if isinstance(p, np.ndarray) else len(p) for p in pieces)
-        return b"".join([self._base, _PACKED_SERIES_TAG, encode_varint(size), *pieces])
+        return b"".join([self._base, _PACKED_SERIES_TAG, encode_varint(_total_bytes(pieces)),
+                         *pieces])
 
     def whole(self, request, encode):
         """``request`` (the parts' base) with all of the packed series, ``encode`` making each
@@ -482,10 +544,12 @@ class CallTensors:
     def __exit__(self, *exc):
         self.close()
 
-    def encode(self, code, a):
-        """The ``encode`` of ``gpucompute.tensor``: large arrays by handle, others inline."""
+    def encode(self, code, a, inline=inline_tensor):
+        """The ``encode`` of ``gpucompute.tensor``: large arrays by handle, others as
+        ``inline(code, a)`` (a Tensor carrying them; ``InlineArray`` for a request written by
+        hand)."""
         if self._threshold <= 0 or a.nbytes < self._threshold:
-            return inline_tensor(code, a)
+            return inline(code, a)
         info = self._stub.CreateTensor(
             compute_pb2.CreateTensorRequest(dtype=code, shape=a.shape,
                                             idle_expiry_ms=CALL_TENSOR_EXPIRY_MS),
