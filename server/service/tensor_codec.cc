@@ -24,9 +24,32 @@ constexpr int64_t kOutputAlignment = 64;
 constexpr int64_t kCheckBlockBytes = int64_t{1} << 20;
 
 // A copy of client memory and the budget lease that pays for it, released together.
+// Bytes copied out of a shared-memory region, leased from the server's memory budget: a
+// block of the backend's host memory (page-locked, so that a GPU copies it by DMA where it is,
+// like a resident tensor's) when it has room, else plain memory.
 struct LeasedBytes {
   MemoryLease lease;
-  std::unique_ptr<char[]> bytes;
+  std::unique_ptr<char[]> plain;
+  std::shared_ptr<HostMemory> block_owner;  // where `block` goes back to
+  HostMemory::Block block;
+
+  explicit LeasedBytes(MemoryLease l, const std::shared_ptr<HostMemory>& host_memory,
+                       int64_t bytes)
+      : lease(std::move(l)) {
+    if (host_memory != nullptr) block = host_memory->Allocate(static_cast<size_t>(bytes));
+    if (block.data != nullptr) {
+      block_owner = host_memory;
+    } else {
+      plain.reset(new char[std::max<int64_t>(1, bytes)]);
+    }
+  }
+  ~LeasedBytes() {
+    if (block_owner != nullptr) block_owner->Free(block);
+  }
+  LeasedBytes(const LeasedBytes&) = delete;
+  LeasedBytes& operator=(const LeasedBytes&) = delete;
+
+  char* data() { return block.data != nullptr ? static_cast<char*>(block.data) : plain.get(); }
 };
 
 std::string ShapeString(absl::Span<const int64_t> shape) {
@@ -184,14 +207,16 @@ absl::StatusOr<TensorView> TensorResolver::Resolve(const v1::Tensor& tensor,
       // that the operation need not read them again. The copy is leased from the server's
       // memory budget first and held with it: a request naming a large region many times is
       // refused, not allocated.
-      auto copy = std::make_shared<LeasedBytes>();
+      MemoryLease lease;
       if (context_.memory != nullptr) {
-        ASSIGN_OR_RETURN(copy->lease,
+        ASSIGN_OR_RETURN(lease,
                          context_.memory->Acquire(expected, absl::StrCat(f, " (copied out of the region)"),
                                                   context_.client));
       }
-      copy->bytes.reset(new char[std::max<int64_t>(1, expected)]);
-      char* const owned = copy->bytes.get();
+      auto copy = std::make_shared<LeasedBytes>(
+          std::move(lease),
+          context_.store != nullptr ? context_.store->options().host_memory : nullptr, expected);
+      char* const owned = copy->data();
       const absl::StatusOr<ElementType> type = FloatElementType(view.dtype, f);
       std::atomic<bool> finite{type.ok()};
       RETURN_IF_ERROR(GuardedCopyInBlocks(

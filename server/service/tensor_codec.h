@@ -5,7 +5,9 @@
 // shared-memory region (`shared_memory`). TensorResolver turns any of them into a TensorView
 // (dtype, shape, bytes). Inline and resident bytes are read in place; shared-memory bytes are
 // copied once (GuardedCopy) into memory the resolver owns, so that a client shrinking its
-// object can fail only that copy, never a later reader. Resident tensors and copies are pinned
+// object can fail only that copy, never a later reader; large copies go into the backend's host
+// memory while it has room (TensorStoreOptions::host_memory: page-locked with CUDA, which a GPU
+// copies by DMA where it is, as it does a resident tensor's bytes). Resident tensors and copies are pinned
 // by the resolver (TakePins) so that the views stay valid while a job reads them, even when
 // the tensor is deleted meanwhile.
 //

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -189,6 +190,41 @@ TEST_F(TensorCodecTest, SharedMemoryInputs) {
   auto d = disabled.Resolve(t, "in");
   EXPECT_EQ(d.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(d.status().message()), HasSubstr("--allow_shared_memory"));
+}
+
+TEST_F(TensorCodecTest, LargeSharedMemoryInputsAreCopiedIntoTheBackendsHostMemory) {
+  // The backend's host memory (page-locked with CUDA; plain here), for copies of 1 KiB or more.
+  auto host = std::make_shared<HostMemory>(
+      int64_t{4} << 20, 1024, [](size_t bytes) { return std::malloc(bytes); },
+      [](void* block) { std::free(block); });
+  TensorStoreOptions o;
+  o.sweep_interval = absl::ZeroDuration();
+  o.host_memory = host;
+  TensorStore store(o);
+  for (int i = 0; i < 2048; ++i) region_->data()[i] = static_cast<char>(i * 7);
+  const std::string want(region_->data(), 2048);
+  auto ref = [](int64_t length) {
+    v1::Tensor t;
+    t.set_dtype(v1::UINT8);
+    t.add_shape(length);
+    t.mutable_shared_memory()->set_region("r");
+    t.mutable_shared_memory()->set_length(length);
+    return t;
+  };
+  {
+    TensorResolver r(TensorContext{&store, shm_.get(), "c"});
+    auto large = r.Resolve(ref(2048), "large");
+    ASSERT_TRUE(large.ok()) << large.status();
+    EXPECT_EQ(large->bytes, want);
+    EXPECT_EQ(host->stats().in_use_bytes, static_cast<int64_t>(HostMemory::kGranule));
+    auto small = r.Resolve(ref(16), "small");  // below the host memory's minimum: plain memory
+    ASSERT_TRUE(small.ok()) << small.status();
+    EXPECT_EQ(small->bytes, want.substr(0, 16));
+    EXPECT_EQ(host->stats().in_use_bytes, static_cast<int64_t>(HostMemory::kGranule));
+  }
+  // The resolver (holding the copies) is gone: the block is given back, kept for the next call.
+  EXPECT_EQ(host->stats().in_use_bytes, 0);
+  EXPECT_EQ(host->stats().kept_bytes, static_cast<int64_t>(HostMemory::kGranule));
 }
 
 TEST_F(TensorCodecTest, KeptOutputsTakeTheBufferWithoutACopy) {
