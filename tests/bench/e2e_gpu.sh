@@ -29,14 +29,17 @@ load() {  # case name, then gpucompute-load flags (concurrency 1 unless they say
 # Small requests under load: throughput at concurrency 64 against Echo's.
 CONCURRENCY=64 load periodogram-c64 --op periodogram --samples 1000 --frequencies 1000 \
   --compare-echo --duration 5s --warmup 1s
-# A small call at concurrency 1 against Echo's, in ROUNDS (default 3) rounds of each case in
-# turn: on a shared host the p50 of either drifts by tens of µs from one 5 s phase to the next,
-# so the figure is the median over rounds of (p50 - Echo's p50), each measured right after it.
+# A small call at concurrency 1 against an Echo of its input bytes, the two interleaved call by
+# call (gpucompute-load's mix; each op's own figures), in ROUNDS (default 3) rounds of 10 s:
+# the figure is the median over rounds of (p50 - Echo's p50). Not --compare-echo's separate
+# phases: on one H100 host the periodogram measured +46 / +104 / +123 µs over Echo in phases
+# and +37 / +51 / +33 interleaved, the same binaries in the same minutes
+# (results/2026-11-27-nvidia-h100-small-calls-interleaved.jsonl).
 for round in $(seq "${ROUNDS:-3}"); do
-  load "periodogram-r$round" --op periodogram --samples 1000 --frequencies 1000 --compare-echo \
-    --duration 5s --warmup 1s
-  load "dense_row-r$round" --op dense --in 1024 --out 4096 --layers 1 --rows 1 \
-    --model-dtype bfloat16 --compare-echo --duration 5s --warmup 1s
+  load "periodogram-r$round" --op mix --mix periodogram:1,echo:1 --bytes 24000 --samples 1000 \
+    --frequencies 1000 --duration 10s --warmup 1s
+  load "dense_row-r$round" --op mix --mix dense:1,echo:1 --bytes 2048 --in 1024 --out 4096 \
+    --layers 1 --rows 1 --model-dtype bfloat16 --duration 10s --warmup 1s
 done
 load enkf --op assimilate --n 3000 --m 3000 --members 3000 --method enkf --variants 1 \
   --requests 7 --warmup 2s
