@@ -430,6 +430,8 @@ class Client:
         Returns:
           A list of ``PeriodogramResult``, in the order of ``series``.
 
+        One series given as ``(t, y)`` or ``(t, y, dy)`` goes as a request written by hand, its
+        arrays copied once, straight into the request's bytes (``transfer.SeriesRequest``).
         Two or more series given as ``(t, y)`` or ``(t, y, dy)`` arrays (all or none with dy)
         travel packed: each array's series end to end in one tensor (``PackedSeries``) instead
         of a message per series, and their results come back as columns. More than ~256 KiB

@@ -443,15 +443,13 @@ class SeriesRequest:
                 continue
             if type(column) is InlineArray:
                 a = column.array
-                header = _tensor_header(column.code, a.shape, a.nbytes)
-                length = len(header) + a.nbytes
-                prefix = encode_varint(length)
-                pieces += (tag, prefix, header, a)
+                body = (_tensor_header(column.code, a.shape, a.nbytes), a)
+                length = len(body[0]) + a.nbytes
             else:
-                body = column.SerializeToString()
-                length = len(body)
-                prefix = encode_varint(length)
-                pieces += (tag, prefix, body)
+                body = (column.SerializeToString(),)
+                length = len(body[0])
+            prefix = encode_varint(length)
+            pieces += (tag, prefix, *body)
             size += 1 + len(prefix) + length
         pieces[2] = encode_varint(size)
         return b"".join(pieces)
