@@ -563,7 +563,7 @@ class Client:
     def lomb_scargle(self, t, y, dy=None, **kwargs):
         """A ``gpucompute.LombScargle``: Astropy's ``LombScargle`` interface, on this server."""
         from gpucompute.lombscargle import LombScargle
-        return LombScargle(self, t, y, dy, **kwargs)
+        return LombScargle(t, y, dy, client=self, **kwargs)
 
     def lombscargle_batch(self, series, frequency=None, *, return_peaks=False, **kwargs):
         """``lombscargle`` of many series in one RPC.

@@ -162,7 +162,7 @@ def check_complete(data, client):
                 report(err <= 1e-8 * np.max(pq),
                        f"{c} nterms {q} {method:6s} float64 max|err|={err:.2e} where cond < 1e6 "
                        f"({okq.sum()} of {len(okq)})")
-        ls = gpucompute.LombScargle(client, t, y, dy)
+        ls = gpucompute.LombScargle(t, y, dy, client=client)
         z = data[f"{c}/z"]
         for m in FAP_METHODS:
             fap = ls.false_alarm_probability(z, method=m)
@@ -180,7 +180,7 @@ def check_complete(data, client):
                f"{c} false alarm bootstrap at Astropy's levels for {ref}: {np.asarray(fap)} (5 sigma {5 * sigma})")
         f_signal = float(data[f"{c}/f_signal"])
         for q in (1, 2, 3, 4):
-            lq = gpucompute.LombScargle(client, t, y, dy, nterms=q)
+            lq = gpucompute.LombScargle(t, y, dy, nterms=q, client=client)
             params = lq.model_parameters(f_signal)
             model = lq.model(data[f"{c}/t_fit"], f_signal)
             ok = (np.allclose(params, data[f"{c}/params/{q}"], rtol=1e-8, atol=1e-10)
