@@ -176,9 +176,10 @@ absl::Status ValidateFalseAlarm(const Request& request) {
   const FalseAlarmSpec& spec = *request.false_alarm;
   for (size_t i = 0; i < spec.probabilities.size(); ++i) {
     const double p = spec.probabilities[i];
-    if (!(p > 0 && p < 1)) {
+    if (!(p >= 0 && p <= 1)) {  // Astropy takes both ends: the level of 1 is a power of
+                                // probability 1, that of 0 the largest (bootstrap) or infinite
       return absl::InvalidArgumentError(absl::StrCat(
-          "false_alarm.probabilities: each must be in (0, 1) (index ", i, " is ", p, ")"));
+          "false_alarm.probabilities: each must be in [0, 1] (index ", i, " is ", p, ")"));
     }
   }
   for (size_t i = 0; i < spec.powers.size(); ++i) {

@@ -223,8 +223,9 @@ TEST(PeriodogramDecode, AnalysisOptionsAreCheckedAndResolved) {
   r.mutable_false_alarm()->set_method(static_cast<v1::FalseAlarmMethod>(7));
   ExpectError(r, absl::StatusCode::kInvalidArgument, "false_alarm.method: unknown value 7");
   r = Good();
-  r.mutable_false_alarm()->add_probabilities(0.0);
-  ExpectError(r, absl::StatusCode::kInvalidArgument, "false_alarm.probabilities: each must be in (0, 1)");
+  r.mutable_false_alarm()->add_probabilities(1.5);
+  ExpectError(r, absl::StatusCode::kInvalidArgument,
+              "false_alarm.probabilities: each must be in [0, 1] (index 0 is 1.5)");
   r = Good();
   r.set_nterms(2);
   r.mutable_false_alarm();
