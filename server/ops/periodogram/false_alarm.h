@@ -46,7 +46,7 @@ double FalseAlarmLevel(FalseAlarmMethod method, double p, const NullHypothesis& 
                        const std::vector<double>& bootstrap_maxima);
 
 // Checks that the request's series allow false-alarm probabilities (nterms = 1 and fit_mean
-// or center_data: Astropy's rule) and that the probabilities lie in (0, 1).
+// or center_data: Astropy's rule) and that the probabilities lie in [0, 1].
 absl::Status ValidateFalseAlarm(const Request& request);
 
 // Astropy's grid for the bootstrap periodograms of `series`: the automatic grid with its
