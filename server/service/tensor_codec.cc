@@ -23,10 +23,9 @@ constexpr int64_t kOutputAlignment = 64;
 // multiple of every element size).
 constexpr int64_t kCheckBlockBytes = int64_t{1} << 20;
 
-// A copy of client memory and the budget lease that pays for it, released together.
-// Bytes copied out of a shared-memory region, leased from the server's memory budget: a
-// block of the backend's host memory (page-locked, so that a GPU copies it by DMA where it is,
-// like a resident tensor's) when it has room, else plain memory.
+// A copy of client memory (out of a shared-memory region) and the budget lease that pays for
+// it, released together: a block of the backend's host memory (page-locked, so that a GPU
+// copies it by DMA where it is, like a resident tensor's) when it has room, else plain memory.
 struct LeasedBytes {
   MemoryLease lease;
   std::unique_ptr<char[]> plain;

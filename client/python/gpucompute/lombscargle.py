@@ -80,17 +80,10 @@ class LombScargle:
                  normalization="standard", *, client=None, dtype="float64"):
         self.client = default_client() if client is None else client
         self.dtype = dtype
-        from_time = _time_kind(t)
-        if from_time == "delta":
-            t = t.to("day")
-        self.t = t
-        if from_time == "time":
-            from astropy import units as u
-            self._tstart = t[0]
-            trel = (t - self._tstart).to(u.day)
-        else:
-            self._tstart = None
-            trel = t
+        kind = _time_kind(t)
+        self._tstart = t[0] if kind == "time" else None
+        trel = self._as_relative_time("t", t)
+        self.t = trel if kind == "delta" else t  # Astropy keeps a TimeDelta in days
         self._trel, self.y, self.dy = _validate_inputs(trel, y, dy)
         self.fit_mean = fit_mean
         self.center_data = center_data
@@ -102,11 +95,8 @@ class LombScargle:
     def _validate_frequency(self, frequency):
         frequency = np.asanyarray(frequency)
         if _has_units(self._trel):
-            from astropy import units
-            try:
-                return units.Quantity(units.Quantity(frequency), unit=1.0 / self._trel.unit)
-            except units.UnitConversionError:
-                raise ValueError("Units of frequency not equivalent to units of 1/t") from None
+            return _in_unit(frequency, 1.0 / self._trel.unit,
+                            "Units of frequency not equivalent to units of 1/t")
         if _has_units(frequency):
             raise ValueError("frequency have units while 1/t doesn't.")
         return frequency
@@ -114,11 +104,7 @@ class LombScargle:
     def _validate_t(self, t):
         t = np.asanyarray(t)
         if _has_units(self._trel):
-            from astropy import units
-            try:
-                return units.Quantity(units.Quantity(t), unit=self._trel.unit)
-            except units.UnitConversionError:
-                raise ValueError("Units of t not equivalent to units of input self.t") from None
+            return _in_unit(t, self._trel.unit, "Units of t not equivalent to units of input self.t")
         return t
 
     def _as_relative_time(self, name, times):
@@ -146,6 +132,10 @@ class LombScargle:
 
     def _y_unit(self):
         return getattr(self.y, "unit", 1)
+
+    def _errors(self):
+        """dy (1 where none was given) as a float64 array of y's length, without its unit."""
+        return np.broadcast_to(1.0 if self.dy is None else _strip(self.dy), np.shape(self.y))
 
     # ---------------------------------------------------------------- the server's part
 
@@ -259,8 +249,7 @@ class LombScargle:
         y = np.asarray(_strip(self.y), np.float64)
         if not self.center_data:
             return 0 * self._y_unit()
-        dy = np.broadcast_to(1.0 if self.dy is None else _strip(self.dy), y.shape)
-        w = dy ** -2.0
+        w = self._errors() ** -2.0
         return np.dot(y, w) / w.sum() * self._y_unit()
 
     def model_parameters(self, frequency, units=True):
@@ -285,7 +274,7 @@ class LombScargle:
         ``model_parameters``, and the model at ``t`` (offset + that constant)."""
         y = np.asarray(_strip(self.y), np.float64)
         offset = float(_strip(self.offset()))
-        dy = np.broadcast_to(1.0 if self.dy is None else _strip(self.dy), y.shape)
+        dy = self._errors()
         x = _design_matrix(_strip(self._trel), frequency, _strip(self.dy), self.fit_mean, 0)
         parameters = np.linalg.solve(x.T @ x, x.T @ ((y - offset) / dy))
         if t is None:
@@ -310,10 +299,10 @@ class LombScargle:
         z = np.asarray(_strip(power))
         nk = len(self._trel) - dk
         norm = self.normalization
+        if cumulative:
+            return 1 - _single(z, nk, norm)
         if norm not in NORMALIZATIONS:
             raise ValueError(f"normalization='{norm}' is not recognized")
-        if cumulative:
-            return 1 - _single(z, len(self._trel) - dk + 3, norm)
         return {"psd": lambda: np.exp(-z),
                 "standard": lambda: 0.5 * nk * (1 - z) ** (0.5 * nk - 1),
                 "model": lambda: 0.5 * nk * (1 + z) ** (-0.5 * nk - 1),
@@ -332,7 +321,7 @@ class LombScargle:
                                       "periodograms of centered data.")
         x = np.asarray(_strip(values), np.float64)
         if method == "single":  # one frequency's distribution: no server needed
-            return _single(x, len(self._trel), self.normalization, inverse=ask != "powers")
+            return _single(x, len(self._trel) - 3, self.normalization, inverse=ask != "powers")
         unknown = set(method_kwds or {}) - {"n_bootstraps", "random_seed"}
         if unknown:
             raise ValueError(f"method_kwds: unknown keys {sorted(unknown)}")
@@ -383,11 +372,10 @@ def _design_matrix(t, frequency, dy, bias, nterms):
     return np.transpose(x)
 
 
-def _single(x, n, normalization, inverse=False):
-    """Astropy's "single" false-alarm probability of powers ``x`` (one frequency, a floating
-    mean and one sinusoid: n - 3 degrees of freedom left), or with ``inverse`` the level of
-    probabilities ``x``."""
-    nk = n - 3
+def _single(x, nk, normalization, inverse=False):
+    """Astropy's "single" false-alarm probability of powers ``x`` at one frequency with ``nk``
+    degrees of freedom left (n - 3 for a mean and one sinusoid), or with ``inverse`` the level
+    of probabilities ``x``."""
     if normalization not in NORMALIZATIONS:
         raise ValueError(f"normalization='{normalization}' is not recognized")
     if inverse:
@@ -421,9 +409,16 @@ def _validate_inputs(t, y, dy):
         from astropy import units
         t, y = units.Quantity(t), units.Quantity(y)
         if dy is not None:
-            try:
-                dy = units.Quantity(units.Quantity(dy), unit=y.unit)
-            except units.UnitConversionError:
-                raise ValueError("Units of dy not equivalent to units of y") from None
+            dy = _in_unit(dy, y.unit, "Units of dy not equivalent to units of y")
     return t, y, dy
+
+
+def _in_unit(x, unit, message):
+    """``x`` as a Quantity in ``unit`` (a plain array is taken as dimensionless), or
+    ValueError(message) when the units do not convert."""
+    from astropy import units
+    try:
+        return units.Quantity(units.Quantity(x), unit=unit)
+    except units.UnitConversionError:
+        raise ValueError(message) from None
 
