@@ -48,7 +48,12 @@ absl::string_view InputPlacementName(InputPlacement input) {
 }
 
 absl::string_view OutputPlacementName(OutputPlacement output) {
-  return output == OutputPlacement::kInline ? "inline" : "shm";
+  switch (output) {
+    case OutputPlacement::kInline: return "inline";
+    case OutputPlacement::kShm: return "shm";
+    case OutputPlacement::kDiscard: return "discard";
+  }
+  return "?";
 }
 
 absl::string_view ArrivalName(Arrival arrival) {

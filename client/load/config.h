@@ -25,7 +25,9 @@ absl::StatusOr<Op> ParseOp(absl::string_view name);
 
 enum class Mode { kUnary, kStream };                 // one RPC per request | the Submit stream
 enum class InputPlacement { kInline, kHandle, kShm };  // how input tensors travel
-enum class OutputPlacement { kInline, kShm };        // where outputs come back
+// Where outputs come back: inline, into the shared-memory region, or not at all (discard: the
+// response keeps everything but the output tensors' payloads, e.g. a periodogram's peaks).
+enum class OutputPlacement { kInline, kShm, kDiscard };
 enum class Arrival { kConstant, kPoisson };          // open-loop inter-arrival times
 
 absl::string_view ModeName(Mode mode);
@@ -59,6 +61,7 @@ struct PeriodogramParams {
   int64_t samples = 1000;       // per series
   int64_t frequencies = 1000;   // uniform grid per series
   int64_t series = 1;           // per request
+  int32_t top_k = 0;            // highest peaks returned per series (0: none)
 };
 
 struct DenseParams {

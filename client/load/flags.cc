@@ -130,6 +130,10 @@ int ParseFlags(int argc, char** argv, LoadConfig& config) {
   workload->add_option("--series", w.periodogram.series, "periodogram: series per request")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  workload->add_option("--top-k", w.periodogram.top_k,
+                       "periodogram: the highest peaks returned per series")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   workload->add_option("--dtype", dtype,
                        "periodogram and assimilate: compute dtype, also the inputs' wire dtype")
       ->check(CLI::IsMember({"float32", "float64"}))
@@ -179,9 +183,9 @@ int ParseFlags(int argc, char** argv, LoadConfig& config) {
       ->check(CLI::IsMember({"inline", "handle", "shm"}))
       ->capture_default_str();
   workload->add_option("--output", output,
-                       "outputs inline or into the shared-memory region (auto: shm with "
-                       "--input shm)")
-      ->check(CLI::IsMember({"auto", "inline", "shm"}))
+                       "outputs inline, into the shared-memory region (auto: shm with --input "
+                       "shm), or discarded by the server (the rest of the response comes back)")
+      ->check(CLI::IsMember({"auto", "inline", "shm", "discard"}))
       ->capture_default_str();
   workload->add_option("--variants", w.variants,
                        "distinct random inputs per operation (fewer if they pass 512 MiB)")
@@ -291,7 +295,8 @@ int ParseFlags(int argc, char** argv, LoadConfig& config) {
   w.input = input == "handle" ? InputPlacement::kHandle
             : input == "shm"  ? InputPlacement::kShm
                               : InputPlacement::kInline;
-  w.output = output == "shm" || (output == "auto" && w.input == InputPlacement::kShm)
+  w.output = output == "discard" ? OutputPlacement::kDiscard
+             : output == "shm" || (output == "auto" && w.input == InputPlacement::kShm)
                  ? OutputPlacement::kShm
                  : OutputPlacement::kInline;
   w.chunk_bytes = Must(ParseByteSize(chunk), bad);

@@ -68,7 +68,8 @@ nlohmann::json DescribeRun(const LoadConfig& c, const v1::ServerInfoResponse& in
   run["mix"] = mix;
   run["periodogram"] = {{"samples", w.periodogram.samples},
                         {"frequencies", w.periodogram.frequencies},
-                        {"series", w.periodogram.series}};
+                        {"series", w.periodogram.series},
+                        {"top_k", w.periodogram.top_k}};
   run["dense"] = {{"in", w.dense.in_features},   {"out", w.dense.out_features},
                   {"layers", w.dense.layers},    {"rows", w.dense.rows},
                   {"model_dtype", v1::DTypeName(w.dense.model_dtype)}};

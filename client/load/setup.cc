@@ -211,6 +211,11 @@ absl::StatusOr<std::unique_ptr<PreparedRun>> PreparedRun::Create(
     }
     run->description_["shm_region_bytes"] = run->region_->size();
   }
+  if (w.output == OutputPlacement::kDiscard) {
+    v1::OutputPlacement placement;
+    placement.set_discard(true);
+    for (v1::SubmitRequest* r : all) SetOutputPlacement(*r, placement);
+  }
 
   // Serialize, freeing each typed request as it goes.
   std::vector<double> weights;

@@ -56,6 +56,7 @@ absl::StatusOr<v1::SubmitRequest> MakePeriodogram(const PeriodogramParams& p, v1
   builder.SetGrid(grid).SetDType(dtype).SetSeriesDType(dtype);
   v1::SubmitRequest request;
   ASSIGN_OR_RETURN(*request.mutable_periodogram(), builder.Build());
+  request.mutable_periodogram()->set_top_k(p.top_k);
   return request;
 }
 

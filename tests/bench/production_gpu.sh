@@ -5,11 +5,13 @@
 #           of one (CUDA_VISIBLE_DEVICES=0) and, with two GPUs, on the second of two.
 # workers:  worker mode (--workers=-1): a sticky fault on one GPU's worker (fault_injection_check.py
 #           workers), then the periodogram throughput through the front with one GPU and two.
-# multigpu: gpucompute-load on three loads (a compute-bound periodogram, one-row dense with 256
-#           callers, many small assimilate problems) against a server that sees one GPU, then
-#           two; JSON lines and each load's ratio, and for each server its busiest threads 10 s
-#           in (top -H: multigpu-threads-<case>-<gpus>.txt) and its queue, compute, batch-stage
-#           and per-GPU batch metrics at the end (multigpu-metrics-<case>-<gpus>.txt).
+# multigpu: gpucompute-load on three loads (a compute-bound periodogram, also with its inputs
+#           resident and its power discarded; one-row dense with 256 callers; many small
+#           assimilate problems) against a server that sees one GPU, then two, in one process and
+#           in worker mode, with Echo of the same bytes beside each; JSON lines, each load's
+#           ratio and the front's cost, and per server its busiest threads and the load
+#           tester's (multigpu-threads-<mode>-<case>-<gpus>.txt) and its queue, compute,
+#           batch-stage and per-GPU batch metrics (multigpu-metrics-<mode>-<case>-<gpus>.txt).
 # soak:     soak.py for the given seconds (default 600) on the GPUs it sees.
 # Results go under $OUT (or ./gpu-out).
 set -uo pipefail
@@ -52,53 +54,86 @@ case "$what" in
     ;;
   multigpu)
     # Each load against a server that sees one GPU, then two (the one-GPU baseline in the same
-    # run), then their ratio. Dense loads a model of its own (gpucompute-load does).
-    multigpu_case() {  # name, op (for the metrics), gpucompute-load flags...
-      local name=$1 op=$2 visible
-      shift 2
-      for visible in 0 0,1; do
+    # run), in one process and in worker mode (--workers=-1), then the ratios. Dense loads a
+    # model of its own (gpucompute-load does). Beside each load shape, Echo with the same bytes
+    # per call, callers and channels: what the transport and the load tester carry with no
+    # GPU work at all (the ceiling of a load that is not GPU-bound).
+    # MULTIGPU_SECONDS (default 20) per level; MULTIGPU_MODES (default "single workers").
+    seconds=${MULTIGPU_SECONDS:-20}
+    lscpu | grep -E "^(Model name|CPU\(s\)|Thread|Socket|NUMA node\(s\))" > "$out/lscpu-multigpu.txt"
+    start_server() {  # mode, visible GPUs; sets spid
+      local flags=(--address=127.0.0.1:0 --port_file=/tmp/mg.port --backend=cuda --log_level=warn
+                   --metrics_port=0 --metrics_port_file=/tmp/mg.metrics)
+      [ "$1" = workers ] && flags+=(--workers=-1)
+      rm -f /tmp/mg.port /tmp/mg.metrics
+      CUDA_VISIBLE_DEVICES=$2 gpucompute-server "${flags[@]}" >> "$out/multigpu_server.log" 2>&1 &
+      spid=$!
+      for _ in $(seq 1 600); do [ -s /tmp/mg.port ] && [ -s /tmp/mg.metrics ] && break; sleep 0.1; done
+    }
+    multigpu_case() {  # mode, name, op (for the metrics), GPU sets, gpucompute-load flags...
+      local mode=$1 name=$2 op=$3 sets=$4 visible tag
+      shift 4
+      for visible in $sets; do
         [ "$visible" = 0,1 ] && [ "$gpus" -lt 2 ] && break
-        rm -f /tmp/mg.port /tmp/mg.metrics
-        CUDA_VISIBLE_DEVICES=$visible gpucompute-server --address=127.0.0.1:0 --port_file=/tmp/mg.port \
-          --backend=cuda --log_level=warn --metrics_port=0 --metrics_port_file=/tmp/mg.metrics \
-          >> "$out/multigpu_server.log" 2>&1 &
-        spid=$!
-        for _ in $(seq 1 600); do [ -s /tmp/mg.port ] && break; sleep 0.1; done
-        # The server's threads are named (gc-disp-<op>, gc-poller-<gpu>, gc-completion; gRPC's own).
-        (sleep 10; top -H -b -n 2 -d 3 -p "$spid" | awk '/^top/{n++} n==2' | head -40) \
-          > "$out/multigpu-threads-$name-$visible.txt" 2>&1 &
+        start_server "$mode" "$visible"
+        tag=$mode-$name-$visible
+        # The busiest threads of the server (gc-disp-<op>, gc-poller-<gpu>, gc-completion,
+        # gRPC's; in worker mode the front's and its workers') and of the load tester, 8 s in.
+        (sleep 8; pids=$(pgrep -d, -P "$spid" gpucompute-ser)
+         top -H -b -w 160 -n 2 -d 3 -p "$spid,${pids:+$pids,}$(pgrep -n gpucompute-load)" \
+           | awk '/^top/{n++} n==2' | head -60) > "$out/multigpu-threads-$tag.txt" 2>&1 &
         tpid=$!
-        gpucompute-load --target "127.0.0.1:$(cat /tmp/mg.port)" "$@" --duration 20s --warmup 3s \
-          --json /dev/stdout 2>> "$out/multigpu_load.err" | grep "^{" \
-          | sed "s/^{/{\"case\":\"$name\",\"visible_gpus\":\"$visible\",/" | tee -a "$out/multigpu.jsonl"
+        gpucompute-load --target "127.0.0.1:$(cat /tmp/mg.port)" "$@" --duration "${seconds}s" \
+          --warmup 3s --progress off --json /dev/stdout 2>> "$out/multigpu_load.err" | grep "^{" \
+          | sed "s/^{/{\"mode\":\"$mode\",\"case\":\"$name\",\"visible_gpus\":\"$visible\",/" \
+          | tee -a "$out/multigpu.jsonl"
         wait $tpid
         curl -s "http://127.0.0.1:$(cat /tmp/mg.metrics)/metrics" \
-          | grep -E "^gpucompute_((queue_duration_us|compute_duration_us|batch_size|batch_stage_duration_us)_(sum|count)\{op=\"$op\"|gpu_batches_total)" \
-          > "$out/multigpu-metrics-$name-$visible.txt"
+          | grep -E "^gpucompute_((queue_duration_us|compute_duration_us|batch_size|batch_stage_duration_us)_(sum|count)\{.*op=\"$op\"|gpu_batches_total)" \
+          > "$out/multigpu-metrics-$tag.txt"
         kill -TERM $spid; wait $spid
       done
     }
-    # Compute-bound: one float64 series of 16,384 samples x 65,536 frequencies per request
-    # (1.07e9 pairs, ~1.1 ms of kernel) with 0.4 MB in and 0.5 MB out.
-    multigpu_case periodogram periodogram --op periodogram --samples 16384 --frequencies 65536 \
-      --series 1 --dtype float64 --concurrency 64 --channels 8
-    # One row each (1024 -> 4096 bf16), 256 callers: the dense batcher's load.
-    multigpu_case dense_row dense --op dense --in 1024 --out 4096 --layers 1 --rows 1 \
-      --model-dtype bfloat16 --concurrency 256 --channels 8
-    # Many small problems: 64 ETKF analyses of n = m = 40, N = 20 per request, 64 callers.
-    multigpu_case assimilate_small assimilate --op assimilate --n 40 --m 40 --members 20 \
-      --problems 64 --method etkf --concurrency 64 --channels 8
+    for mode in ${MULTIGPU_MODES:-single workers}; do
+      # Compute-bound on the GPU of its day: one float64 series of 16,384 samples x 65,536
+      # frequencies per request (1.07e9 pairs), 0.4 MB in and 0.5 MB out, 64 callers.
+      multigpu_case $mode periodogram periodogram "0 0,1" --op periodogram --samples 16384 \
+        --frequencies 65536 --series 1 --dtype float64 --concurrency 64 --channels 8
+      # The same GPU work without the bulk bytes: inputs resident (uploaded once), the power
+      # left on the server, the 5 highest peaks returned (a survey's call).
+      # (In worker mode resident inputs live in the worker that received them, so every call
+      # goes there: run in one process only.)
+      [ "$mode" = single ] && multigpu_case $mode periodogram_resident periodogram "0 0,1" --op periodogram \
+        --samples 16384 --frequencies 65536 --series 1 --dtype float64 --concurrency 64 \
+        --channels 8 --input handle --output discard --top-k 5
+      # Echo of the periodogram's bytes (0.45 MB each way), same callers and channels.
+      multigpu_case $mode echo_periodogram echo "0" --op echo --bytes 448Ki --concurrency 64 \
+        --channels 8
+      # One row each (1024 -> 4096 bf16), 256 callers: the dense batcher's load.
+      multigpu_case $mode dense_row dense "0 0,1" --op dense --in 1024 --out 4096 --layers 1 \
+        --rows 1 --model-dtype bfloat16 --concurrency 256 --channels 8
+      multigpu_case $mode echo_dense_row echo "0" --op echo --bytes 5Ki --concurrency 256 \
+        --channels 8
+      # Many small problems: 64 ETKF analyses of n = m = 40, N = 20 per request, 64 callers.
+      multigpu_case $mode assimilate_small assimilate "0 0,1" --op assimilate --n 40 --m 40 \
+        --members 20 --problems 64 --method etkf --concurrency 64 --channels 8
+    done
     python3 - "$out/multigpu.jsonl" <<'EOF' | tee -a "$out/multigpu.jsonl"
 import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{\"case\"")]
-rate = {}
-for r in rows:
-    rate[(r["case"], r["visible_gpus"])] = r["figures"]["requests_per_s"] if "figures" in r else r["requests_per_s"]
-for case in dict.fromkeys(r["case"] for r in rows):
-    one, two = rate.get((case, "0")), rate.get((case, "0,1"))
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{\"mode\"")]
+rate = {(r["mode"], r["case"], r["visible_gpus"]): r["requests_per_s"] for r in rows}
+for mode, case in dict.fromkeys((r["mode"], r["case"]) for r in rows):
+    one, two = rate.get((mode, case, "0")), rate.get((mode, case, "0,1"))
     if one and two:
-        print(json.dumps({"summary": "two GPUs vs one", "case": case, "one_gpu_rps": one,
-                          "two_gpu_rps": two, "ratio": two / one, "target": 1.8}))
+        print(json.dumps({"summary": "two GPUs vs one", "mode": mode, "case": case,
+                          "one_gpu_rps": one, "two_gpu_rps": two, "ratio": two / one,
+                          "target": 1.8}))
+for case in dict.fromkeys(r["case"] for r in rows):
+    single, front = rate.get(("single", case, "0")), rate.get(("workers", case, "0"))
+    if single and front:
+        print(json.dumps({"summary": "worker mode vs one process, one GPU", "case": case,
+                          "single_rps": single, "workers_rps": front,
+                          "front_cost": 1 - front / single, "target": 0.10}))
 EOF
     ;;
   soak)

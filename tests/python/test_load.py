@@ -206,6 +206,24 @@ def test_handle_inputs(server_target, tmp_path):
         assert level["request_bytes_per_s"] < level["payload_bytes_per_s"]
 
 
+def test_discarded_outputs_return_peaks_only(server_target, tmp_path):
+    """--output discard: the server keeps the power arrays, the peaks (--top-k) come back."""
+    frequencies = 4000
+    figures = {}
+    for output in ("inline", "discard"):
+        jsonl = tmp_path / f"{output}.jsonl"
+        run_load(server_target, "--op", "periodogram", "--samples", "200", "--frequencies",
+                 str(frequencies), "--top-k", "3", "--input", "handle", "--output", output,
+                 "--concurrency", "2", *SHORT, "--json", str(jsonl))
+        (level,) = read_levels(jsonl)
+        assert level["run"]["output"] == output and level["run"]["periodogram"]["top_k"] == 3
+        check_figures(level)
+        figures[output] = level["response_bytes_per_s"] / level["requests_per_s"]
+    # Inline: the float64 power comes back; discarded: a response of a few hundred bytes.
+    assert figures["inline"] > 8 * frequencies
+    assert figures["discard"] < 1000, figures
+
+
 def _server_has_flag(flag):
     server = os.environ.get("GPUCOMPUTE_SERVER") or str(_REPO / "build/server/gpucompute-server")
     proc = subprocess.run([server, "--helpfull"], capture_output=True, text=True, timeout=60)
