@@ -1,6 +1,7 @@
 // CUDA backend (see cuda_backend.h).
 #include "server/runtime/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <utility>
@@ -65,6 +66,7 @@ struct PeriodogramOp {
   using Result = periodogram::SeriesPower;
   static constexpr const char* kName = "periodogram";
   static constexpr const char* kOnStream = "periodogram batch on the stream";
+  static constexpr bool kAnyDeviceSlot = true;
   static constexpr metrics::BatchStageMetrics BackendOptions::*kStages = &BackendOptions::periodogram_stages;
   static absl::StatusOr<Pending> Enqueue(DeviceContext& d, StreamSlot& s, const Batch& b) {
     return periodogram::EnqueuePeriodogram(d, s, b);
@@ -80,6 +82,7 @@ struct DenseOp {
   using Result = dense::Output;
   static constexpr const char* kName = "dense";
   static constexpr const char* kOnStream = "dense batch on the stream";
+  static constexpr bool kAnyDeviceSlot = true;
   static constexpr metrics::BatchStageMetrics BackendOptions::*kStages = &BackendOptions::dense_stages;
   static absl::StatusOr<Pending> Enqueue(DeviceContext& d, StreamSlot& s, const Batch& b) {
     return dense::EnqueueDense(d, s, b);
@@ -95,6 +98,9 @@ struct AssimilateOp {
   using Result = assimilate::Output;
   static constexpr const char* kName = "assimilate";
   static constexpr const char* kOnStream = "assimilate batch on the stream";
+  // Waits on the least loaded GPU's slots instead (see Run): its launch packs for tens of
+  // milliseconds, and waiting there makes the dispatcher launch more of its batches itself.
+  static constexpr bool kAnyDeviceSlot = false;
   static constexpr metrics::BatchStageMetrics BackendOptions::*kStages = &BackendOptions::assimilate_stages;
   static absl::StatusOr<Pending> Enqueue(DeviceContext& d, StreamSlot& s, const Batch& b) {
     return assimilate::EnqueueAssimilate(d, s, b);
@@ -106,22 +112,30 @@ struct AssimilateOp {
 
 }  // namespace
 
-// Takes a free slot of `device` for `batch` (blocking while every stream is busy: the
-// scheduler's back-pressure), then launches it there: on the device's poller thread when that
-// is awake (RunIfAwake), else here. On a poller thread (a call run there by RunOnIdleThread)
-// it does not block, since only the pollers give slots back: with every slot lent, the launch
-// runs where the next slot is released (DeviceContext::AcquireSlotThen).
+// Takes a free stream slot for `batch` on any device that may run it (blocking while every
+// such slot is lent: the scheduler's back-pressure, during which its queue grows into the next
+// batch), then launches it there: on the device's poller thread when that is awake
+// (RunIfAwake), else here. The dispatcher waits for the first slot freed on any GPU, not for
+// one chosen GPU's: a GPU that frees a slot while the dispatcher waits on another would
+// otherwise stay short of work (README, "Several GPUs"). An op with Op::kAnyDeviceSlot false
+// (assimilate) waits on the least loaded GPU's slots: its launch packs for tens of
+// milliseconds, and with the any-GPU wait the dispatcher handed every launch to the pollers,
+// which then saw completions late and batches shrank. On a poller thread (a call run there by RunOnIdleThread) it does
+// not block, since only the pollers give slots back: it asks the least loaded device, and with
+// every slot there lent the launch runs where its next slot is released
+// (DeviceContext::AcquireSlotThen).
 template <typename Op>
-void CudaBackend::Run(std::shared_ptr<const typename Op::Batch> batch, DeviceContext* device,
+void CudaBackend::Run(std::shared_ptr<const typename Op::Batch> batch,
+                      const dense::LoadedModel* model,
                       std::function<void(absl::StatusOr<std::vector<typename Op::Result>>)> done) {
-  if (device == nullptr) {
-    return Fail<Op>(std::move(done), absl::UnavailableError(absl::StrCat(
-                                         "no healthy GPU can run this ", Op::kName,
-                                         " batch; the server must be restarted")));
-  }
   const absl::Time taken = absl::Now();
-  auto launch_on = [this, batch = std::move(batch), device, taken,
-                    done = std::move(done)](StreamSlot* slot) mutable {
+  auto launch_on = [this, batch = std::move(batch), taken, done = std::move(done)](
+                       DeviceContext* device, StreamSlot* slot) mutable {
+    if (device == nullptr) {
+      return Fail<Op>(std::move(done), absl::UnavailableError(absl::StrCat(
+                                           "no healthy GPU can run this ", Op::kName,
+                                           " batch; the server must be restarted")));
+    }
     if (slot == nullptr) return Fail<Op>(std::move(done), device->health());  // turned unhealthy
     auto launch = [this, batch = std::move(batch), device, slot, taken, done = std::move(done)]() mutable {
       Launch<Op>(std::move(batch), device, slot, taken, std::move(done));
@@ -129,8 +143,22 @@ void CudaBackend::Run(std::shared_ptr<const typename Op::Batch> batch, DeviceCon
     if (PollerOf(*device).RunIfAwake(launch)) return;
     launch();
   };
-  if (CompletionPoller::OnPollerThread()) return device->AcquireSlotThen(std::move(launch_on));
-  launch_on(device->AcquireSlot());
+  if (CompletionPoller::OnPollerThread()) {
+    const auto devices = DevicesByLoad(model);
+    if (devices.empty()) return launch_on(nullptr, nullptr);
+    DeviceContext* device = devices.front();
+    return device->AcquireSlotThen([device, launch_on = std::move(launch_on)](StreamSlot* slot) mutable {
+      launch_on(device, slot);
+    });
+  }
+  if constexpr (Op::kAnyDeviceSlot) {
+    auto [device, slot] = AcquireSlotOnAnyDevice(model);
+    launch_on(device, slot);
+  } else {
+    const auto devices = DevicesByLoad(model);
+    if (devices.empty()) return launch_on(nullptr, nullptr);
+    launch_on(devices.front(), devices.front()->AcquireSlot());
+  }
 }
 
 template <typename Op>
@@ -205,23 +233,39 @@ bool CudaBackend::InjectFaultNow(const DeviceContext& device) {
   return injected_batches_.fetch_add(1) + 1 == std::max<int64_t>(1, options_.inject_fault_after_batches);
 }
 
-DeviceContext* CudaBackend::PickDevice(const dense::LoadedModel* model) {
+absl::InlinedVector<DeviceContext*, 8> CudaBackend::DevicesByLoad(const dense::LoadedModel* model) {
   const auto* cuda_model = dynamic_cast<const dense::CudaLoadedModel*>(model);
   const size_t n = devices_.size();
   const size_t first = static_cast<size_t>(next_device_.fetch_add(1) % n);
-  DeviceContext* best = nullptr;
-  int best_load = 0;
+  absl::InlinedVector<std::pair<int, DeviceContext*>, 8> loads;
   for (size_t i = 0; i < n; ++i) {
     DeviceContext* d = devices_[(first + i) % n].get();
     if (!d->healthy()) continue;
     if (model != nullptr && (cuda_model == nullptr || cuda_model->on_device(d->device()) == nullptr)) continue;
-    const int load = d->load();
-    if (best == nullptr || load < best_load) {
-      best = d;
-      best_load = load;
-    }
+    loads.emplace_back(d->load(), d);
   }
-  return best;
+  std::stable_sort(loads.begin(), loads.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  absl::InlinedVector<DeviceContext*, 8> devices;
+  for (const auto& [load, d] : loads) devices.push_back(d);
+  return devices;
+}
+
+std::pair<DeviceContext*, StreamSlot*> CudaBackend::AcquireSlotOnAnyDevice(
+    const dense::LoadedModel* model) {
+  std::pair<DeviceContext*, StreamSlot*> taken{nullptr, nullptr};
+  slot_signal_->Retry([&] {
+    const auto devices = DevicesByLoad(model);
+    if (devices.empty()) return true;  // nothing healthy to wait for
+    for (DeviceContext* d : devices) {
+      if (StreamSlot* slot = d->TryAcquireSlot()) {
+        taken = {d, slot};
+        return true;
+      }
+    }
+    return false;
+  });
+  return taken;
 }
 
 int CudaBackend::DeviceCount() {
@@ -238,9 +282,11 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(const BackendOption
   const int count = DeviceCount();
   if (count == 0) return absl::FailedPreconditionError("--backend=cuda but no CUDA device is visible");
   std::vector<std::unique_ptr<DeviceContext>> devices;
+  auto slot_signal = std::make_shared<SlotSignal>();
   for (int d = 0; d < count; ++d) {
     DeviceContext::Options o;
     o.device = d;
+    o.slot_signal = slot_signal;
     o.streams = std::max(1, options.streams_per_device);
     o.kernel_cache_dir = options.kernel_cache_dir;
     o.debug_sync = options.debug_sync;
@@ -254,12 +300,15 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(const BackendOption
                  ctx->description().name, ctx->arch(), ctx->num_streams(), ms);
     devices.push_back(std::move(ctx));
   }
-  return std::unique_ptr<Backend>(new CudaBackend(std::move(devices), completions, options));
+  return std::unique_ptr<Backend>(
+      new CudaBackend(std::move(devices), std::move(slot_signal), completions, options));
 }
 
 CudaBackend::CudaBackend(std::vector<std::unique_ptr<DeviceContext>> devices,
-                         CompletionQueue* completions, const BackendOptions& options)
+                         std::shared_ptr<SlotSignal> slot_signal, CompletionQueue* completions,
+                         const BackendOptions& options)
     : devices_(std::move(devices)),
+      slot_signal_(std::move(slot_signal)),
       completions_(completions),
       options_(options) {
   for (const auto& d : devices_) {
@@ -287,7 +336,7 @@ CudaBackend::~CudaBackend() = default;  // each DeviceContext synchronises its s
 
 void CudaBackend::RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
                                  PeriodogramDone done) {
-  Run<PeriodogramOp>(std::move(batch), PickDevice(), std::move(done));
+  Run<PeriodogramOp>(std::move(batch), nullptr, std::move(done));
 }
 
 bool CudaBackend::RunOnIdleThread(std::function<void()> task) {
@@ -343,8 +392,8 @@ void CudaBackend::RunDense(std::shared_ptr<const dense::Batch> batch, DenseDone 
     });
     return;
   }
-  DeviceContext* device = PickDevice(batch->model.get());
-  Run<DenseOp>(std::move(batch), device, std::move(done));
+  const dense::LoadedModel* model = batch->model.get();
+  Run<DenseOp>(std::move(batch), model, std::move(done));
 }
 
 void CudaBackend::RunAssimilate(std::shared_ptr<const assimilate::Batch> batch, AssimilateDone done) {
@@ -354,7 +403,7 @@ void CudaBackend::RunAssimilate(std::shared_ptr<const assimilate::Batch> batch, 
     });
     return;
   }
-  Run<AssimilateOp>(std::move(batch), PickDevice(), std::move(done));
+  Run<AssimilateOp>(std::move(batch), nullptr, std::move(done));
 }
 
 std::vector<DeviceDescription> CudaBackend::Devices() const {

@@ -9,8 +9,10 @@
 
 #include <atomic>
 #include <memory>
+#include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "server/runtime/backend.h"
 #include "server/runtime/completion_queue.h"
@@ -52,15 +54,21 @@ class CudaBackend final : public Backend {
   absl::Status OnStreamError(DeviceContext* device, cudaError_t err, const char* what);
 
  private:
-  CudaBackend(std::vector<std::unique_ptr<DeviceContext>> devices, CompletionQueue* completions,
+  CudaBackend(std::vector<std::unique_ptr<DeviceContext>> devices,
+              std::shared_ptr<SlotSignal> slot_signal, CompletionQueue* completions,
               const BackendOptions& options);
 
-  // The healthy device with the least load (DeviceContext::load); ties go round-robin. With
-  // `model`, only devices holding it count. Null when there is none.
-  DeviceContext* PickDevice(const dense::LoadedModel* model = nullptr);
-  // Runs one batch of `Op` on `device` (null: no healthy device, the batch fails UNAVAILABLE).
+  // The healthy devices that may run a batch, least loaded first (DeviceContext::load); ties
+  // in round-robin order. With `model`, only devices holding it.
+  absl::InlinedVector<DeviceContext*, 8> DevicesByLoad(const dense::LoadedModel* model);
+  // A free stream slot on the least loaded of DevicesByLoad(model) that has one, taken; waits
+  // while every slot of those devices is lent, for the first one any of them frees (never for
+  // one device while another has a slot free). {null, null} when no such device is healthy.
+  std::pair<DeviceContext*, StreamSlot*> AcquireSlotOnAnyDevice(const dense::LoadedModel* model);
+  // Runs one batch of `Op` on a device that may (`model`: one holding it); UNAVAILABLE when no
+  // healthy device can.
   template <typename Op>
-  void Run(std::shared_ptr<const typename Op::Batch> batch, DeviceContext* device,
+  void Run(std::shared_ptr<const typename Op::Batch> batch, const dense::LoadedModel* model,
            std::function<void(absl::StatusOr<std::vector<typename Op::Result>>)> done);
   // Run's second half, on the slot it took (on the poller thread, or Run's caller).
   template <typename Op>
@@ -76,6 +84,7 @@ class CudaBackend final : public Backend {
   bool InjectFaultNow(const DeviceContext& device);
 
   std::vector<std::unique_ptr<DeviceContext>> devices_;
+  std::shared_ptr<SlotSignal> slot_signal_;  // every device's: a slot freed on any of them
   CompletionQueue* const completions_;
   const BackendOptions options_;
   std::atomic<uint64_t> next_device_{0};

@@ -136,6 +136,30 @@ absl::Status DeviceContext::MakeCurrent() const {
   return absl::OkStatus();
 }
 
+void SlotSignal::Notify() {
+  absl::MutexLock lock(&mu_);
+  ++notifications_;
+  freed_.SignalAll();
+}
+
+void SlotSignal::Retry(absl::FunctionRef<bool()> attempt) {
+  absl::MutexLock lock(&mu_);
+  for (;;) {
+    const uint64_t seen = notifications_;
+    if (attempt()) return;
+    while (notifications_ == seen) freed_.Wait(&mu_);
+  }
+}
+
+StreamSlot* DeviceContext::TryAcquireSlot() {
+  absl::MutexLock lock(&mu_);
+  if (!healthy() || free_slots_.empty()) return nullptr;
+  load_.fetch_add(1, std::memory_order_relaxed);
+  StreamSlot* slot = free_slots_.back();
+  free_slots_.pop_back();
+  return slot;
+}
+
 StreamSlot* DeviceContext::AcquireSlot() {
   load_.fetch_add(1, std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
@@ -187,6 +211,7 @@ bool DeviceContext::MarkUnhealthy(const absl::Status& cause) {
     load_.fetch_sub(1, std::memory_order_relaxed);
     lent(nullptr);
   }
+  if (options_.slot_signal != nullptr) options_.slot_signal->Notify();
   return true;
 }
 
@@ -204,6 +229,8 @@ void DeviceContext::ReleaseSlot(StreamSlot* slot) {
   load_.fetch_sub(1, std::memory_order_relaxed);
   if (waiting_.empty()) {
     free_slots_.push_back(slot);
+    lock.Release();
+    if (options_.slot_signal != nullptr) options_.slot_signal->Notify();
     return;
   }
   std::function<void(StreamSlot*)> lent = std::move(waiting_.front());

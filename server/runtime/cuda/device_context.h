@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/runtime/backend.h"
@@ -49,6 +50,23 @@ struct StreamSlot {
 
 inline constexpr size_t kCublasLtWorkspaceBytes = size_t{32} << 20;
 
+// Wakes a thread that waits for a stream slot on any of several devices: each device that was
+// given the signal notifies it whenever one of its slots may have become free (a slot returned
+// to its free list, the device turned unhealthy), after releasing its own lock. Thread-safe.
+class SlotSignal {
+ public:
+  void Notify();
+  // Calls `attempt` (under the signal's lock; it may take device locks) until it returns true,
+  // waiting for a Notify after every attempt that returned false: a slot freed between an
+  // attempt and the wait is not missed.
+  void Retry(absl::FunctionRef<bool()> attempt);
+
+ private:
+  absl::Mutex mu_;
+  absl::CondVar freed_;
+  uint64_t notifications_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 class DeviceContext {
  public:
   struct Options {
@@ -58,6 +76,7 @@ class DeviceContext {
     size_t initial_staging_bytes = size_t{8} << 20;   // per slot, each direction
     uint64_t pool_release_threshold = UINT64_MAX;      // bytes the pool keeps when idle
     bool debug_sync = false;
+    std::shared_ptr<SlotSignal> slot_signal;           // notified as slots come free; may be null
   };
 
   static absl::StatusOr<std::unique_ptr<DeviceContext>> Create(const Options& options);
@@ -84,6 +103,9 @@ class DeviceContext {
   // null when the device turns unhealthy (on MarkUnhealthy's thread). For threads that must
   // not wait: a completion poller (only the pollers give slots back). Thread-safe.
   void AcquireSlotThen(std::function<void(StreamSlot*)> lent);
+  // A free slot, lent, or null at once when none is free or the device is unhealthy (wait for
+  // one on Options::slot_signal). Thread-safe.
+  StreamSlot* TryAcquireSlot();
   // Returns a slot once all work enqueued on it has finished. Thread-safe, no CUDA call: may
   // run on a completion thread. A slot that is not lent (double release, foreign pointer) is
   // logged and ignored.
@@ -102,7 +124,7 @@ class DeviceContext {
   // OK while healthy; afterwards UNAVAILABLE naming the device and the error that broke it.
   absl::Status health() const;
   // Marks the device unhealthy with `cause` (first cause wins) and wakes every AcquireSlot
-  // waiter. Returns true for the call that changed the state. Thread-safe, no CUDA call.
+  // waiter (and the slot signal's). Returns true for the call that changed the state. Thread-safe, no CUDA call.
   bool MarkUnhealthy(const absl::Status& cause);
 
  private:

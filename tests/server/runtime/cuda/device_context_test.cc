@@ -171,6 +171,67 @@ TEST(DeviceContextTest, AcquireSlotThenLendsAtOnceOrOnTheNextRelease) {
   EXPECT_EQ(ctx.load(), 0);
 }
 
+// Two contexts (of the same GPU here) sharing one SlotSignal, as the backend's devices do: a
+// thread waiting for a slot on either takes the first one freed, on whichever context frees it.
+TEST(DeviceContextTest, ASlotSignalWakesTheWaiterForTheFirstSlotFreedOnAnyDevice) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  auto signal = std::make_shared<SlotSignal>();
+  DeviceContext::Options options = SmallOptions();
+  options.streams = 1;
+  options.slot_signal = signal;
+  auto a = DeviceContext::Create(options);
+  auto b = DeviceContext::Create(options);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  StreamSlot* lent_a = (*a)->TryAcquireSlot();
+  StreamSlot* lent_b = (*b)->TryAcquireSlot();
+  ASSERT_NE(lent_a, nullptr);
+  ASSERT_NE(lent_b, nullptr);
+  EXPECT_EQ((*a)->TryAcquireSlot(), nullptr);  // none left: null at once
+  EXPECT_EQ((*a)->load(), 1);
+
+  // The waiter tries `a` first; `b` frees its slot first.
+  std::atomic<int> attempts{0};
+  DeviceContext* where = nullptr;
+  StreamSlot* taken = nullptr;
+  absl::Notification done;
+  std::thread waiter([&] {
+    signal->Retry([&] {
+      attempts.fetch_add(1);
+      for (DeviceContext* d : {a->get(), b->get()}) {
+        if (StreamSlot* s = d->TryAcquireSlot()) {
+          where = d;
+          taken = s;
+          return true;
+        }
+      }
+      return false;
+    });
+    done.Notify();
+  });
+  while (attempts.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(50)));  // waits
+  (*b)->ReleaseSlot(lent_b);
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  waiter.join();
+  EXPECT_EQ(where, b->get());
+  EXPECT_EQ(taken, lent_b);
+
+  // An unhealthy device notifies too (its waiters look elsewhere or give up).
+  std::atomic<bool> gave_up{false};
+  std::thread waiter2([&] {
+    signal->Retry([&] { return !(*a)->healthy(); });
+    gave_up = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(gave_up.load());
+  EXPECT_TRUE((*a)->MarkUnhealthy(absl::InternalError("test fault")));
+  waiter2.join();
+  EXPECT_TRUE(gave_up.load());
+  EXPECT_EQ((*a)->TryAcquireSlot(), nullptr);
+  (*a)->ReleaseSlot(lent_a);
+  (*b)->ReleaseSlot(taken);
+}
+
 TEST(DeviceContextTest, PinnedStagingGrowsAndCarriesCopies) {
   SKIP_WITHOUT_CUDA_DEVICE();
   auto context = DeviceContext::Create(SmallOptions());
