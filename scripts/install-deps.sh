@@ -12,7 +12,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libmicrohttpd-dev libjemalloc-dev
   clang libclang-rt-14-dev
   python3 python3-grpcio python3-protobuf python3-numpy python3-scipy python3-astropy python3-pytest python3-matplotlib
-  python3-yaml python3-kubernetes
+  python3-yaml python3-kubernetes python3-venv python3-setuptools python3-wheel
 )
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi

@@ -30,6 +30,8 @@ Frequencies are in cycles per unit of t. Server errors raise ``grpc.RpcError``.
 The generated messages and stubs are ``gpucompute.v1.compute_pb2`` / ``compute_pb2_grpc``.
 """
 
+__version__ = "0.1.0"  # the project's (CMakeLists.txt); test python_packaging checks
+
 from gpucompute.assimilation import AssimilationResult
 from gpucompute.client import NORMALIZATIONS, Client, PeriodogramResult, health, message_to_dict
 from gpucompute.grids import AutoGrid, UniformGrid
@@ -40,6 +42,7 @@ from gpucompute.stream import JobResult, JobStream
 from gpucompute.tensor import SharedMemoryTensor, TensorHandle, from_tensor, to_tensor
 
 __all__ = [
+    "__version__",
     "LombScargle",
     "ACTIVATIONS",
     "AssimilationResult",
