@@ -24,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/cli/model_manifest.h"
 #include "server/accept_guard.h"
 #include "server/allocator.h"
 #include "server/common/memory_limit.h"
@@ -45,6 +46,10 @@ ABSL_FLAG(bool, metrics_model_names, false,
 ABSL_FLAG(std::string, metrics_port_file, "",
           "if set, the metrics endpoint's port is written here once listening (0: no endpoint)");
 ABSL_FLAG(std::string, backend, "auto", "auto | cuda | cpu (auto: CUDA if a device is visible)");
+ABSL_FLAG(std::vector<std::string>, model_manifest, {},
+          "NAME=PATH.json[,NAME=PATH.json...]: dense models loaded before the server listens "
+          "(the manifest of `gpucompute model load --manifest`: layers of .npy files, paths "
+          "relative to it); in worker mode every worker loads them, restarted ones too");
 ABSL_FLAG(int, streams, 4, "CUDA streams per device");
 ABSL_FLAG(std::string, kernel_cache_dir, "",
           "on-disk NVRTC kernel cache (default: $XDG_CACHE_HOME or ~/.cache /gpucompute/kernels); "
@@ -277,8 +282,43 @@ std::vector<std::string> VisibleDeviceIds(int count) {
 }
 
 // Worker mode's front (--workers): starts the workers, proxies calls to them until SIGTERM.
+// One --model_manifest entry, NAME=PATH.json: the manifest read and built into the messages of
+// a LoadModel stream, stored in the manifest's "dtype" (default bfloat16).
+absl::StatusOr<gpucompute::StartupModel> ReadStartupModel(const std::string& entry) {
+  namespace client = gpucompute::client;
+  const size_t eq = entry.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == entry.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("--model_manifest ", entry, ": expected NAME=PATH.json"));
+  }
+  const std::string name = entry.substr(0, eq), path = entry.substr(eq + 1);
+  auto build = [&]() -> absl::StatusOr<client::ModelUpload> {
+    absl::StatusOr<gpucompute::cli::ModelManifest> manifest = gpucompute::cli::ReadModelManifest(path);
+    if (!manifest.ok()) return manifest.status();
+    absl::StatusOr<gpucompute::v1::DType> dtype =
+        client::ParseModelDType(manifest->dtype.value_or("bfloat16"));
+    if (!dtype.ok()) return dtype.status();
+    const bool allow_tf32 = manifest->allow_tf32.value_or(false);
+    return gpucompute::cli::BuilderOf(name, *std::move(manifest), *dtype, allow_tf32).Build();
+  };
+  absl::StatusOr<client::ModelUpload> upload = build();
+  if (!upload.ok()) {
+    return absl::Status(upload.status().code(), absl::StrCat("--model_manifest ", entry, ": ",
+                                                             upload.status().message()));
+  }
+  gpucompute::StartupModel model;
+  model.source = absl::StrCat("--model_manifest ", entry);
+  model.header = std::move(upload->header);
+  for (client::ModelUpload::TensorData& t : upload->tensors) {
+    gpucompute::v1::TensorChunk& chunk = model.chunks.emplace_back();
+    chunk.set_layer(t.layer);
+    chunk.set_tensor(t.tensor);
+    chunk.set_data(std::move(t.data));
+  }
+  return model;
+}
+
 int RunFront(int argc, char** argv, const gpucompute::ServerConfig& server_config,
-             sigset_t signals) {
+             sigset_t signals, std::vector<std::string> startup_models) {
   namespace front = gpucompute::front;
   front::FrontConfig config;
   config.address = server_config.address;
@@ -318,6 +358,7 @@ int RunFront(int argc, char** argv, const gpucompute::ServerConfig& server_confi
   }
   pool.executable.assign(exe, static_cast<size_t>(n));
   pool.base_args.assign(argv + 1, argv + argc);
+  pool.startup_models = std::move(startup_models);
   // The server's memory is the pod's: each worker gets its share of it (after the front's own
   // arguments, so this wins).
   const int64_t server_memory = gpucompute::ServerMemoryBytes(absl::GetFlag(FLAGS_server_memory_bytes));
@@ -501,7 +542,22 @@ int main(int argc, char** argv) {
     }
     config.grpc_args.emplace_back(arg.substr(0, eq), arg.substr(eq + 1));
   }
-  if (absl::GetFlag(FLAGS_workers) != 0) return RunFront(argc, argv, config, signals);
+  // Read (and checked) here, so that a bad manifest stops the server at once; in worker mode
+  // each worker reads them again and loads them (the front holds no models).
+  for (const std::string& entry : absl::GetFlag(FLAGS_model_manifest)) {
+    absl::StatusOr<gpucompute::StartupModel> model = ReadStartupModel(entry);
+    if (!model.ok()) {
+      spdlog::critical("{}", std::string(model.status().message()));
+      return 2;
+    }
+    config.models.push_back(*std::move(model));
+  }
+  if (absl::GetFlag(FLAGS_workers) != 0) {
+    std::vector<std::string> names;
+    for (const gpucompute::StartupModel& m : config.models) names.push_back(m.header.name());
+    config.models.clear();
+    return RunFront(argc, argv, config, signals, std::move(names));
+  }
 
   // A worker of the worker-mode front: its handles name it, its log lines too; it ends with
   // the front, and exits after a device fault so that the front starts a fresh process.

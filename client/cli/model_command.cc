@@ -54,11 +54,9 @@ int RunModelLoad(const GlobalOptions& global, const ModelLoadOptions& options) {
     return Fail("--chunk-mib", absl::InvalidArgumentError("must be in (0, 1024]"));
   }
 
-  client::ModelBuilder builder(options.name);
-  builder.SetDType(*dtype)
-      .SetAllowTf32(options.allow_tf32 || manifest->allow_tf32.value_or(false))
-      .SetWireDType(*wire);
-  for (client::DenseLayer& layer : manifest->layers) builder.AddLayer(std::move(layer));
+  const bool allow_tf32 = options.allow_tf32 || manifest->allow_tf32.value_or(false);
+  client::ModelBuilder builder = BuilderOf(options.name, *std::move(manifest), *dtype, allow_tf32);
+  builder.SetWireDType(*wire);
   absl::StatusOr<client::ModelUpload> upload = builder.Build();
   if (!upload.ok()) return Fail(options.manifest, upload.status());
 

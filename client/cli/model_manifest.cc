@@ -158,4 +158,12 @@ absl::StatusOr<ModelManifest> ReadModelManifest(const std::string& path) {
   return manifest;
 }
 
+client::ModelBuilder BuilderOf(const std::string& name, ModelManifest manifest, v1::DType dtype,
+                               bool allow_tf32) {
+  client::ModelBuilder builder(name);
+  builder.SetDType(dtype).SetAllowTf32(allow_tf32);
+  for (client::DenseLayer& layer : manifest.layers) builder.AddLayer(std::move(layer));
+  return builder;
+}
+
 }  // namespace gpucompute::cli

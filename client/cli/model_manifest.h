@@ -40,4 +40,10 @@ absl::StatusOr<ModelManifest> ParseModelManifest(absl::string_view json_text,
 // Reads the manifest at `path` (NOT_FOUND when it cannot be opened); errors carry the path.
 absl::StatusOr<ModelManifest> ReadModelManifest(const std::string& path);
 
+// A ModelBuilder for model `name` holding the manifest's layers, stored in `dtype`, with
+// `allow_tf32` (callers resolve both from their flags and the manifest's "dtype" and
+// "allow_tf32"). Used by `gpucompute model load` and the server's --model_manifest.
+client::ModelBuilder BuilderOf(const std::string& name, ModelManifest manifest, v1::DType dtype,
+                               bool allow_tf32);
+
 }  // namespace gpucompute::cli

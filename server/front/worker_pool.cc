@@ -293,6 +293,7 @@ void WorkerPool::OnHealth(int worker, int incarnation, int status) {
     if (w.incarnation != incarnation || w.state == WorkerState::kDown || stopping_) return;
     if (status == kHealthServing && w.state == WorkerState::kStarting) {
       w.state = WorkerState::kServing;
+      w.models.insert(options_.startup_models.begin(), options_.startup_models.end());
       w.message.clear();
       w.changed_at = absl::Now();
       changed = true;

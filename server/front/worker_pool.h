@@ -44,6 +44,9 @@ struct WorkerPoolOptions {
   absl::Duration start_timeout = absl::Minutes(5);  // spawn to SERVING, else killed
   absl::Duration stop_grace = absl::Seconds(30);    // SIGTERM to SIGKILL on Stop
   int channels_per_worker = 4;          // HTTP/2 connections to each worker
+  // Models every worker loads before it serves (--model_manifest, in base_args): each worker,
+  // restarted ones too, holds them from its first call.
+  std::vector<std::string> startup_models;
   // The shared-memory proof secret every worker gets (hex; empty: a random one per pool).
   std::string proof_secret_hex;
   // TESTS ONLY: the worker of this index runs with --inject_sticky_fault_device=0 and

@@ -116,6 +116,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   parts.limits = config.limits;
   parts.auth = s->auth_.get();
   s->service_ = std::make_unique<ComputeService>(std::move(parts));
+  for (const StartupModel& model : config.models) {
+    RETURN_IF_ERROR(LoadStartupModel(model, config.limits.dense, *s->backend_, *s->models_));
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

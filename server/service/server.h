@@ -35,6 +35,7 @@
 #include "server/service/health_port.h"
 #include "server/service/security_watch.h"
 #include "server/service/limits.h"
+#include "server/service/startup_models.h"
 
 namespace gpucompute {
 
@@ -92,6 +93,9 @@ struct ServerConfig {
   // turns health NOT_SERVING. Zero: not probed.
   absl::Duration listener_probe_period = absl::Seconds(5);
   TensorStoreOptions tensors;        // resident tensors: quotas, idle expiry
+  // Dense models loaded before the server listens (--model_manifest); one that fails to load
+  // fails Start.
+  std::vector<StartupModel> models;
   bool allow_shared_memory = false;  // RegisterSharedMemory (clients on the same node)
   // Secret of the registration proofs (shared_memory_proof.h); empty: a random one.
   std::string shared_memory_proof_secret;
