@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <grpc/support/log.h>
+
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -27,6 +29,7 @@
 #include "client/cli/model_manifest.h"
 #include "server/accept_guard.h"
 #include "server/allocator.h"
+#include "server/common/json_log.h"
 #include "server/common/memory_limit.h"
 #include "server/common/version.h"
 #include "server/front/front_server.h"
@@ -168,6 +171,9 @@ ABSL_FLAG(int, completion_threads, 0,
           "visible GPU plus two");
 ABSL_FLAG(bool, debug_sync, false, "synchronise after every kernel launch (pins faults)");
 ABSL_FLAG(std::string, log_level, "info", "trace | debug | info | warn | error");
+ABSL_FLAG(std::string, log_format, "text",
+          "text | json: one JSON object per line (time, level, thread, worker, msg) for log "
+          "collectors; worker mode's workers log the same way");
 ABSL_FLAG(bool, replicate_models, false,
           "with several GPUs, load every dense model on each of them (default: on the one with the "
           "most free memory)");
@@ -443,6 +449,24 @@ int main(int argc, char** argv) {
   // tests keep it; the server, whose locks sit on every call's path, does without.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
+  const std::string log_format = absl::GetFlag(FLAGS_log_format);
+  if (log_format != "text" && log_format != "json") {
+    spdlog::critical("--log_format={}: expected text or json", log_format);
+    return 2;
+  }
+  const bool json_log = log_format == "json";
+  if (json_log) {
+    spdlog::set_formatter(std::make_unique<gpucompute::JsonLogFormatter>());
+    // gRPC's own lines (errors unless GRPC_VERBOSITY says more) through spdlog too, so that
+    // every line is JSON.
+    gpr_set_log_function([](gpr_log_func_args* args) {
+      const spdlog::level::level_enum level =
+          args->severity == GPR_LOG_SEVERITY_ERROR  ? spdlog::level::err
+          : args->severity == GPR_LOG_SEVERITY_INFO ? spdlog::level::info
+                                                    : spdlog::level::debug;
+      spdlog::log(level, "grpc {}:{}: {}", args->file, args->line, args->message);
+    });
+  }
   spdlog::info("gpucompute-server {}; allocator {}; memory limit {} MiB (the host's, or its "
                "container's)", GPUCOMPUTE_VERSION, gpucompute::AllocatorDescription(),
                gpucompute::MemoryLimitBytes() >> 20);
@@ -585,7 +609,11 @@ int main(int argc, char** argv) {
       config.shared_memory_proof_secret = std::move(bytes);
       unsetenv(gpucompute::front::kProofSecretVariable);
     }
-    spdlog::set_pattern(absl::StrCat("[%Y-%m-%d %H:%M:%S.%e] [worker ", worker_index, "] [%^%l%$] %v"));
+    if (json_log) {
+      spdlog::set_formatter(std::make_unique<gpucompute::JsonLogFormatter>(worker_index));
+    } else {
+      spdlog::set_pattern(absl::StrCat("[%Y-%m-%d %H:%M:%S.%e] [worker ", worker_index, "] [%^%l%$] %v"));
+    }
   }
   bool (*device_lost)(const gpucompute::Server&) = nullptr;
   if (worker_index >= 0) device_lost = [](const gpucompute::Server& s) { return s.device_lost(); };
