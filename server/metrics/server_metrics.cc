@@ -5,12 +5,12 @@
 
 namespace gpucompute::metrics {
 
-std::vector<double> ServerMetrics::DurationBucketsUs() {
+std::vector<double> ServerMetrics::DurationBucketsSeconds() {
   std::vector<double> out;
-  for (double decade = 10; decade <= 1e7; decade *= 10) {
-    out.push_back(decade);
-    out.push_back(2.5 * decade);
-    out.push_back(5 * decade);
+  // In whole microseconds, divided once: each bound is the nearest double to its decimal
+  // (1e-05, 2.5e-05, ...), as Prometheus prints and matches it.
+  for (double decade_us = 10; decade_us <= 1e7; decade_us *= 10) {
+    for (double m : {1.0, 2.5, 5.0}) out.push_back(m * decade_us / 1e6);
   }
   return out;  // 10 µs .. 50 s
 }
@@ -23,27 +23,28 @@ ServerMetrics::ServerMetrics(Registry* registry) : registry_(registry) {
                            "Calls that finished OK, by operation.", {"op"});
   failure_ = &r.AddCounter("gpucompute_request_failure_total",
                            "Calls that failed, by operation and gRPC status code.", {"op", "code"});
-  request_us_ = &r.AddHistogram(
-      "gpucompute_request_duration_us",
-      "Server-side duration of a call from its arrival to its status (µs), any outcome.", {"op"},
-      DurationBucketsUs());
-  queue_us_ = &r.AddHistogram("gpucompute_queue_duration_us",
-                              "Time a request waited in its scheduler's queue before dispatch (µs).",
-                              {"op"}, DurationBucketsUs());
-  compute_us_ = &r.AddHistogram(
-      "gpucompute_compute_duration_us",
-      "Time from a request's dispatch to its batch's results (copies and kernels; µs), once per "
+  request_seconds_ = &r.AddHistogram(
+      "gpucompute_request_duration_seconds",
+      "Server-side duration of a call from its arrival to its status, any outcome.", {"op"},
+      DurationBucketsSeconds());
+  queue_seconds_ = &r.AddHistogram(
+      "gpucompute_queue_duration_seconds",
+      "Time a request waited in its scheduler's queue before dispatch.", {"op"},
+      DurationBucketsSeconds());
+  compute_seconds_ = &r.AddHistogram(
+      "gpucompute_compute_duration_seconds",
+      "Time from a request's dispatch to its batch's results (copies and kernels), once per "
       "request.",
-      {"op"}, DurationBucketsUs());
+      {"op"}, DurationBucketsSeconds());
   batch_size_ = &r.AddHistogram("gpucompute_batch_size",
                                 "Requests coalesced into one backend launch, once per launch.",
                                 {"op"}, BatchSizeBuckets());
-  batch_stage_us_ = &r.AddHistogram(
-      "gpucompute_batch_stage_duration_us",
-      "Where a GPU batch's time goes (µs), once per batch: launch (waiting for a stream, "
+  batch_stage_seconds_ = &r.AddHistogram(
+      "gpucompute_batch_stage_duration_seconds",
+      "Where a GPU batch's time goes, once per batch: launch (waiting for a stream, "
       "packing, queueing copies and kernels), device (until the batch is seen finished), "
       "finish (unpacking the results; the replies follow).",
-      {"op", "stage"}, DurationBucketsUs());
+      {"op", "stage"}, DurationBucketsSeconds());
   pending_ = &r.AddGauge("gpucompute_pending_requests",
                          "Requests queued in a scheduler, not yet dispatched.", {"op"});
 }
@@ -62,8 +63,8 @@ void ServerMetrics::AddResidentTensors(std::function<ResidentTensorCounts()> cou
 
 SchedulerMetrics ServerMetrics::ForScheduler(absl::string_view op) {
   SchedulerMetrics m;
-  m.queue_us = &queue_us_->WithLabels({op});
-  m.compute_us = &compute_us_->WithLabels({op});
+  m.queue_seconds = &queue_seconds_->WithLabels({op});
+  m.compute_seconds = &compute_seconds_->WithLabels({op});
   m.batch_size = &batch_size_->WithLabels({op});
   m.pending = &pending_->WithLabels({op});
   return m;
@@ -71,9 +72,9 @@ SchedulerMetrics ServerMetrics::ForScheduler(absl::string_view op) {
 
 BatchStageMetrics ServerMetrics::ForBatchStages(absl::string_view op) {
   BatchStageMetrics m;
-  m.launch_us = &batch_stage_us_->WithLabels({op, "launch"});
-  m.device_us = &batch_stage_us_->WithLabels({op, "device"});
-  m.finish_us = &batch_stage_us_->WithLabels({op, "finish"});
+  m.launch_seconds = &batch_stage_seconds_->WithLabels({op, "launch"});
+  m.device_seconds = &batch_stage_seconds_->WithLabels({op, "device"});
+  m.finish_seconds = &batch_stage_seconds_->WithLabels({op, "finish"});
   return m;
 }
 
@@ -89,13 +90,13 @@ CallMetrics& ServerMetrics::Calls(absl::string_view op) {
     slot->op_ = std::string(op);
     slot->success_ = &success_->WithLabels({op});
     slot->failure_family_ = failure_;
-    slot->duration_us_ = &request_us_->WithLabels({op});
+    slot->duration_seconds_ = &request_seconds_->WithLabels({op});
   }
   return *slot;
 }
 
 void CallMetrics::Record(absl::StatusCode code, absl::Duration total) {
-  duration_us_->Observe(absl::ToDoubleMicroseconds(total));
+  duration_seconds_->Observe(absl::ToDoubleSeconds(total));
   if (code == absl::StatusCode::kOk) {
     success_->Increment();
     return;

@@ -27,8 +27,8 @@ namespace gpucompute::metrics {
 // What one operation's scheduler records. Null members (a scheduler built without metrics,
 // as in unit tests) record nothing.
 struct SchedulerMetrics {
-  Histogram* queue_us = nullptr;    // per request: enqueue -> dispatch (or drop)
-  Histogram* compute_us = nullptr;  // per request: dispatch -> results ready (its batch's)
+  Histogram* queue_seconds = nullptr;    // per request: enqueue -> dispatch (or drop)
+  Histogram* compute_seconds = nullptr;  // per request: dispatch -> results ready (its batch's)
   Histogram* batch_size = nullptr;  // per launch: requests in it
   Gauge* pending = nullptr;         // requests queued, not yet dispatched
 };
@@ -39,9 +39,9 @@ struct SchedulerMetrics {
 // batch is seen finished (the GPU's work and the copy back); finish, unpacking the results
 // (the replies are sent after it).
 struct BatchStageMetrics {
-  Histogram* launch_us = nullptr;
-  Histogram* device_us = nullptr;
-  Histogram* finish_us = nullptr;
+  Histogram* launch_seconds = nullptr;
+  Histogram* device_seconds = nullptr;
+  Histogram* finish_seconds = nullptr;
 };
 
 // What the tensor store holds now.
@@ -65,7 +65,7 @@ class CallMetrics {
   Counter* success_ = nullptr;
   Family<Counter>* failure_family_ = nullptr;
   std::array<std::atomic<Counter*>, kCodes> failures_{};  // filled on first use of a code
-  Histogram* duration_us_ = nullptr;
+  Histogram* duration_seconds_ = nullptr;
 };
 
 class ServerMetrics {
@@ -99,18 +99,18 @@ class ServerMetrics {
 
   // Histogram bounds: durations in µs, 1-2.5-5 steps from 10 µs to 50 s; batch sizes 1, 2,
   // 4 ... 4096.
-  static std::vector<double> DurationBucketsUs();
+  static std::vector<double> DurationBucketsSeconds();
   static std::vector<double> BatchSizeBuckets();
 
  private:
   Registry* const registry_;
   Family<Counter>* success_;
   Family<Counter>* failure_;
-  Family<Histogram>* request_us_;
-  Family<Histogram>* queue_us_;
-  Family<Histogram>* compute_us_;
+  Family<Histogram>* request_seconds_;
+  Family<Histogram>* queue_seconds_;
+  Family<Histogram>* compute_seconds_;
   Family<Histogram>* batch_size_;
-  Family<Histogram>* batch_stage_us_;
+  Family<Histogram>* batch_stage_seconds_;
   Family<Gauge>* pending_;
 
   absl::Mutex mu_;

@@ -183,7 +183,7 @@ void BatchScheduler<Traits>::ExpireLoop() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       mu_.Unlock();
       for (Queued& q : expired) {
         NvtxEnd(q.nvtx_queue);
-        if (metrics_.queue_us) metrics_.queue_us->Observe(absl::ToDoubleMicroseconds(now - q.enqueued));
+        if (metrics_.queue_seconds) metrics_.queue_seconds->Observe(absl::ToDoubleSeconds(now - q.enqueued));
         q.job.done(absl::DeadlineExceededError(absl::StrCat(
                        "deadline passed while queued for ", Traits::kName, " (waited ",
                        absl::FormatDuration(now - q.enqueued), ")")),
@@ -216,7 +216,7 @@ void BatchScheduler<Traits>::Dispatch(std::vector<Queued> queued, bool counted) 
   live.reserve(queued.size());
   for (auto& q : queued) {
     NvtxEnd(q.nvtx_queue);
-    if (metrics_.queue_us) metrics_.queue_us->Observe(absl::ToDoubleMicroseconds(now - q.enqueued));
+    if (metrics_.queue_seconds) metrics_.queue_seconds->Observe(absl::ToDoubleSeconds(now - q.enqueued));
     if (q.job.is_cancelled && q.job.is_cancelled()) {
       dropped.emplace_back(std::move(q), absl::CancelledError("request cancelled before dispatch"));
     } else if (now > q.job.deadline) {
@@ -257,8 +257,8 @@ void BatchScheduler<Traits>::Dispatch(std::vector<Queued> queued, bool counted) 
               [this, jobs, dispatched = now](absl::StatusOr<std::vector<Result>> result) {
                 const absl::Duration compute = absl::Now() - dispatched;
                 const int n = static_cast<int>(jobs->size());
-                if (metrics_.compute_us) {
-                  metrics_.compute_us->ObserveN(absl::ToDoubleMicroseconds(compute), n);
+                if (metrics_.compute_seconds) {
+                  metrics_.compute_seconds->ObserveN(absl::ToDoubleSeconds(compute), n);
                 }
                 for (size_t i = 0; i < jobs->size(); ++i) {
                   Queued& q = (*jobs)[i];

@@ -6,7 +6,7 @@
 #   source .dev/env.sh; tests/bench/e2e_gpu.sh [e2e_bench.py flags, e.g. --quick]
 # Writes $OUT (default gpu-out)/e2e_bench.jsonl, e2e-load-<case>[-r<round>].jsonl,
 # e2e-assimilate-server.jsonl (when assimilate_server_bench is bundled), e2e-metrics.txt (the
-# server's metrics at the end: gpucompute_batch_stage_duration_us), e2e-servers.log and
+# server's metrics at the end: gpucompute_batch_stage_duration_seconds), e2e-servers.log and
 # e2e-bench.err. gpucompute-load's dense rows travel in the model's dtype (bfloat16: 2 KiB, the
 # Python rows are float32) and its EnKF draws the perturbations on the server.
 set -uo pipefail
@@ -47,7 +47,7 @@ load echo-72MB --op echo --bytes 72000000 --variants 1 --requests 7 --warmup 1s
 load echo-4KiB --op echo --bytes 4Ki --duration 5s --warmup 1s
 # Where the GPU batches spent their time over the whole run (mean per stage and op).
 curl -s "http://127.0.0.1:$(cat /tmp/gce.metrics)/metrics" > "$out/e2e-metrics.txt" || status=1
-grep '^gpucompute_batch_stage_duration_us_\(sum\|count\)' "$out/e2e-metrics.txt"
+grep '^gpucompute_batch_stage_duration_seconds_\(sum\|count\)' "$out/e2e-metrics.txt"
 kill -TERM "$spid"; wait "$spid" || status=1
 # The C++ client's plain Assimilate call (parallel transfers) against a server of its own.
 if command -v assimilate_server_bench > /dev/null; then

@@ -5,7 +5,7 @@ the call's round trip, the server's own timings and where its GPU batches spent 
 Usage: enkf_stages.py --target HOST:PORT --metrics-port PORT [--label TEXT] [--calls 9]
 Prints one JSON line: the median round trip, the median server timings of the calls
 (``Client.last_timings``, ms) and the mean of the assimilate batch stages over the timed calls
-(``gpucompute_batch_stage_duration_us``: launch, device, finish; ms). Run it against two
+(``gpucompute_batch_stage_duration_seconds``: launch, device, finish; ms). Run it against two
 servers in turn (tests/bench/enkf_stages_gpu.sh) to compare them on one host."""
 import argparse
 import json
@@ -29,7 +29,7 @@ def stage_sums(metrics_port):
     text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics").read().decode()
     out = {}
     for line in text.splitlines():
-        if line.startswith("gpucompute_batch_stage_duration_us_") and 'op="assimilate"' in line:
+        if line.startswith("gpucompute_batch_stage_duration_seconds_") and 'op="assimilate"' in line:
             key, value = line.rsplit(" ", 1)
             out[key] = float(value)
     return out
@@ -57,10 +57,10 @@ def main():
     after = stage_sums(args.metrics_port)
     stages = {}
     for stage in STAGES:
-        total = f'gpucompute_batch_stage_duration_us_sum{{op="assimilate",stage="{stage}"}}'
-        count = f'gpucompute_batch_stage_duration_us_count{{op="assimilate",stage="{stage}"}}'
+        total = f'gpucompute_batch_stage_duration_seconds_sum{{op="assimilate",stage="{stage}"}}'
+        count = f'gpucompute_batch_stage_duration_seconds_count{{op="assimilate",stage="{stage}"}}'
         calls = max(1.0, after[count] - before[count])
-        stages[stage] = round((after[total] - before[total]) / calls / 1e3, 2)
+        stages[stage] = round((after[total] - before[total]) / calls * 1e3, 2)
     print(json.dumps({
         "label": args.label,
         "median_ms": round(statistics.median(round_trips), 1),

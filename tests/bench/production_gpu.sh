@@ -89,7 +89,7 @@ case "$what" in
           | tee -a "$out/multigpu.jsonl"
         wait $tpid
         curl -s "http://127.0.0.1:$(cat /tmp/mg.metrics)/metrics" \
-          | grep -E "^gpucompute_((queue_duration_us|compute_duration_us|batch_size|batch_stage_duration_us)_(sum|count)\{.*op=\"$op\"|gpu_batches_total)" \
+          | grep -E "^gpucompute_((queue_duration_seconds|compute_duration_seconds|batch_size|batch_stage_duration_seconds)_(sum|count)\{.*op=\"$op\"|gpu_batches_total)" \
           > "$out/multigpu-metrics-$tag.txt"
         kill -TERM $spid; wait $spid
       done

@@ -205,9 +205,9 @@ TEST_F(MetricsServer, CountsMoveWithCallsAndTheTextParses) {
   const std::map<std::string, std::string> families = {
       {"gpucompute_request_success_total", "counter"},
       {"gpucompute_request_failure_total", "counter"},
-      {"gpucompute_request_duration_us", "histogram"},
-      {"gpucompute_queue_duration_us", "histogram"},
-      {"gpucompute_compute_duration_us", "histogram"},
+      {"gpucompute_request_duration_seconds", "histogram"},
+      {"gpucompute_queue_duration_seconds", "histogram"},
+      {"gpucompute_compute_duration_seconds", "histogram"},
       {"gpucompute_batch_size", "histogram"},
       {"gpucompute_pending_requests", "gauge"},
       {"gpucompute_gpu_memory_used_bytes", "gauge"},
@@ -295,26 +295,26 @@ TEST_F(MetricsServer, CountsMoveWithCallsAndTheTextParses) {
       {"gpucompute_request_success_total{op=\"load_model\"}", 1},
       {"gpucompute_request_success_total{op=\"unload_model\"}", 1},
       {"gpucompute_request_failure_total{op=\"unload_model\",code=\"NOT_FOUND\"}", 1},
-      {"gpucompute_request_duration_us_count{op=\"periodogram\"}", 5},
-      {"gpucompute_request_duration_us_count{op=\"echo\"}", 3},
+      {"gpucompute_request_duration_seconds_count{op=\"periodogram\"}", 5},
+      {"gpucompute_request_duration_seconds_count{op=\"echo\"}", 3},
       // Only the valid periodograms reached the scheduler: each queued once, computed once.
-      {"gpucompute_queue_duration_us_count{op=\"periodogram\"}", 3},
-      {"gpucompute_compute_duration_us_count{op=\"periodogram\"}", 3},
+      {"gpucompute_queue_duration_seconds_count{op=\"periodogram\"}", 3},
+      {"gpucompute_compute_duration_seconds_count{op=\"periodogram\"}", 3},
       {"gpucompute_batch_size_sum{op=\"periodogram\"}", 3},
       {"gpucompute_request_success_total{op=\"dense\"}", 0},
   };
   for (const auto& [series, expected] : expected_deltas) {
     EXPECT_EQ(delta(series), expected) << series << " in\n" << after.text;
   }
-  EXPECT_GT(delta("gpucompute_request_duration_us_sum{op=\"periodogram\"}"), 0);
+  EXPECT_GT(delta("gpucompute_request_duration_seconds_sum{op=\"periodogram\"}"), 0);
   EXPECT_GE(delta("gpucompute_batch_size_count{op=\"periodogram\"}"), 1);
   EXPECT_EQ(after.Get("gpucompute_pending_requests{op=\"periodogram\"}"), 0);
   EXPECT_EQ(after.Get("gpucompute_models_loaded"), 0);
   EXPECT_EQ(after.Get("gpucompute_model_bytes"), 0);
 
   // Histograms: buckets cumulative, non-decreasing, ending in +Inf == _count.
-  for (const std::string family : {"gpucompute_request_duration_us", "gpucompute_queue_duration_us",
-                                   "gpucompute_compute_duration_us", "gpucompute_batch_size"}) {
+  for (const std::string family : {"gpucompute_request_duration_seconds", "gpucompute_queue_duration_seconds",
+                                   "gpucompute_compute_duration_seconds", "gpucompute_batch_size"}) {
     const std::string labels = "op=\"periodogram\"";
     // std::map orders le lexically, not numerically: collect (bound, count) and sort.
     std::vector<std::pair<double, double>> by_bound;
@@ -372,7 +372,7 @@ TEST_F(MetricsServer, CancelledCallsAreCountedCancelled) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   std::thread canceller([&] {  // once the call is running (its queue time observed)
-    const std::string dispatched = R"(gpucompute_queue_duration_us_count{op="periodogram"})";
+    const std::string dispatched = R"(gpucompute_queue_duration_seconds_count{op="periodogram"})";
     for (int i = 0; i < 3000 && DoScrape().Get(dispatched) < 1; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }

@@ -86,12 +86,12 @@ def test_calls_move_the_counters(metered):
         assert delta('gpucompute_front_calls_total{method="unload_model",code="NOT_FOUND"}') == 1
     else:
         assert delta('gpucompute_request_failure_total{op="unload_model",code="NOT_FOUND"}') == 1
-    assert delta('gpucompute_request_duration_us_count{op="periodogram"}') == 2
-    assert delta('gpucompute_compute_duration_us_count{op="periodogram"}') == 2
+    assert delta('gpucompute_request_duration_seconds_count{op="periodogram"}') == 2
+    assert delta('gpucompute_compute_duration_seconds_count{op="periodogram"}') == 2
     assert delta('gpucompute_batch_size_sum{op="periodogram"}') == 2
     assert after['gpucompute_pending_requests{op="periodogram"}'] == 0
-    assert after['gpucompute_request_duration_us_bucket{op="periodogram",le="+Inf"}'] == \
-        after['gpucompute_request_duration_us_count{op="periodogram"}']
+    assert after['gpucompute_request_duration_seconds_bucket{op="periodogram",le="+Inf"}'] == \
+        after['gpucompute_request_duration_seconds_count{op="periodogram"}']
     backend = client.server_info()["backend"]
     assert any(k.startswith("gpucompute_build_info{") and f'backend="{backend}"' in k
                for k in after), after.keys()

@@ -174,15 +174,15 @@ def test_sigterm_finishes_open_submit_streams(tmp_path):
     for th in readers:
         th.start()
     try:
-        finished = periodogram_metric("gpucompute_compute_duration_us_count")
-        dispatched = periodogram_metric("gpucompute_queue_duration_us_count")
+        finished = periodogram_metric("gpucompute_compute_duration_seconds_count")
+        dispatched = periodogram_metric("gpucompute_queue_duration_seconds_count")
         expected = {}
         for i in range(20):
             t, y, f0 = _series(rng)
             busy.submit(i, job(t, y, slow_frequencies if i == 0 else 4000))
             expected[str(i)] = f0
             if i == 0:  # job 0 reaches the idle server and runs at once
-                wait_until(lambda: periodogram_metric("gpucompute_queue_duration_us_count")
+                wait_until(lambda: periodogram_metric("gpucompute_queue_duration_seconds_count")
                            > dispatched, "job 0 to run")
         wait_until(lambda: periodogram_metric("gpucompute_pending_requests") == in_flight - 1,
                    f"{in_flight - 1} of busy's jobs to queue behind job 0")
@@ -190,7 +190,7 @@ def test_sigterm_finishes_open_submit_streams(tmp_path):
         late.submit("held", job(t, y, 4000))  # queued with busy's: late is open at the signal
         wait_until(lambda: periodogram_metric("gpucompute_pending_requests") == in_flight,
                    "late's job to queue")
-        assert periodogram_metric("gpucompute_compute_duration_us_count") == finished, \
+        assert periodogram_metric("gpucompute_compute_duration_seconds_count") == finished, \
             "job 0 finished before the signal: it is too short for this machine"
         with lock:
             assert stream_results["busy"] == stream_results["late"] == [], \

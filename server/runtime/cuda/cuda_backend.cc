@@ -35,7 +35,7 @@ struct InFlight {
 };
 
 void Observe(metrics::Histogram* h, absl::Duration d) {
-  if (h != nullptr) h->Observe(absl::ToDoubleMicroseconds(d));
+  if (h != nullptr) h->Observe(absl::ToDoubleSeconds(d));
 }
 
 // Finishes a batch once the CompletionPoller has seen its stream pass the slot's event:
@@ -54,9 +54,9 @@ void FinishInFlight(InFlight<Op>* raw, cudaError_t status) {
   auto results = Op::Unpack(f->pending, *f->slot, *f->batch);
   f->device->ReleaseSlot(f->slot);
   // Before done: once the last batch is done the server may destroy the backend and metrics.
-  Observe(f->stages->launch_us, f->launched - f->taken);
-  Observe(f->stages->device_us, seen - f->launched);
-  Observe(f->stages->finish_us, absl::Now() - seen);
+  Observe(f->stages->launch_seconds, f->launched - f->taken);
+  Observe(f->stages->device_seconds, seen - f->launched);
+  Observe(f->stages->finish_seconds, absl::Now() - seen);
   f->done(std::move(results));
 }
 

@@ -87,11 +87,12 @@ TEST(MetricsTest, HistogramBucketArithmetic) {
 
   EXPECT_EQ(ExponentialBuckets(1, 2, 4), (std::vector<double>{1, 2, 4, 8}));
   EXPECT_TRUE(ExponentialBuckets(1, 2, 0).empty());
-  const std::vector<double> d = ServerMetrics::DurationBucketsUs();
+  const std::vector<double> d = ServerMetrics::DurationBucketsSeconds();
   ASSERT_EQ(d.size(), 21u);
-  EXPECT_EQ(d.front(), 10);
-  EXPECT_EQ(d[1], 25);
-  EXPECT_EQ(d.back(), 5e7);
+  EXPECT_EQ(d.front(), 1e-5);
+  EXPECT_EQ(d[1], 2.5e-5);
+  EXPECT_EQ(d[3], 1e-4);
+  EXPECT_EQ(d.back(), 50);
   EXPECT_TRUE(std::is_sorted(d.begin(), d.end()));
 }
 
@@ -170,10 +171,15 @@ TEST(MetricsTest, CallMetricsCountOutcomesByOpAndCode) {
       "gpucompute_request_failure_total{op=\"periodogram\",code=\"RESOURCE_EXHAUSTED\"} 1\n"));
   EXPECT_THAT(text, HasSubstr(
       "gpucompute_request_failure_total{op=\"periodogram\",code=\"UNKNOWN\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr("gpucompute_request_duration_us_count{op=\"dense\"} 3\n"));
-  EXPECT_THAT(text, HasSubstr("gpucompute_request_duration_us_sum{op=\"dense\"} 350\n"));
-  EXPECT_THAT(text, HasSubstr("gpucompute_request_duration_us_bucket{op=\"dense\",le=\"25\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr("gpucompute_request_duration_us_bucket{op=\"dense\",le=\"50\"} 2\n"));
+  // In seconds, the bounds as Prometheus writes them.
+  EXPECT_THAT(text, HasSubstr("gpucompute_request_duration_seconds_count{op=\"dense\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("gpucompute_request_duration_seconds_sum{op=\"dense\"} 0.00035"));
+  EXPECT_THAT(text, HasSubstr(
+      "gpucompute_request_duration_seconds_bucket{op=\"dense\",le=\"2.5e-05\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr(
+      "gpucompute_request_duration_seconds_bucket{op=\"dense\",le=\"5e-05\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr(
+      "gpucompute_request_duration_seconds_bucket{op=\"dense\",le=\"5e-04\"} 3\n"));
 
   SchedulerMetrics s = m.ForScheduler("dense");
   s.pending->Add(4);
