@@ -120,10 +120,10 @@ struct AssimilateOp {
 // otherwise stay short of work (README, "Several GPUs"). An op with Op::kAnyDeviceSlot false
 // (assimilate) waits on the least loaded GPU's slots: its launch packs for tens of
 // milliseconds, and with the any-GPU wait the dispatcher handed every launch to the pollers,
-// which then saw completions late and batches shrank. On a poller thread (a call run there by RunOnIdleThread) it does
-// not block, since only the pollers give slots back: it asks the least loaded device, and with
-// every slot there lent the launch runs where its next slot is released
-// (DeviceContext::AcquireSlotThen).
+// which then saw completions late and batches shrank. On a poller thread (a call run there by
+// RunOnIdleThread) it does not block, since only the pollers give slots back: it asks the
+// least loaded device, and with every slot there lent the launch runs where its next slot is
+// released (DeviceContext::AcquireSlotThen).
 template <typename Op>
 void CudaBackend::Run(std::shared_ptr<const typename Op::Batch> batch,
                       const dense::LoadedModel* model,
