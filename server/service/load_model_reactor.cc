@@ -116,22 +116,28 @@ absl::Status LoadModelReactor::Accept(const v1::LoadModelChunk& chunk) {
   return upload_->Add(chunk.chunk());
 }
 
+absl::StatusOr<std::shared_ptr<const dense::LoadedModel>> LoadUploadedModel(
+    std::unique_ptr<ModelUpload> upload, Backend& backend,
+    std::chrono::steady_clock::time_point start) {
+  auto spec = upload->Finish();
+  upload.reset();  // the received bytes
+  if (!spec.ok()) return spec.status();
+  auto model = backend.LoadDenseModel(*std::move(spec));
+  if (!model.ok()) return model.status();
+  (*model)->set_load_ms(
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  return model;
+}
+
 void LoadModelReactor::Load() {
   NVTX_RANGE("dense.load_model");
-  const auto start = std::chrono::steady_clock::now();
-  auto spec = upload_->Finish();
-  upload_.reset();  // the received bytes
-  if (!spec.ok()) {
-    Fail(spec.status());
-    return;
-  }
-  auto model = parts_->backend->LoadDenseModel(*std::move(spec));
+  auto model = LoadUploadedModel(std::move(upload_), *parts_->backend,
+                                 std::chrono::steady_clock::now());
   if (!model.ok()) {
     Fail(model.status());
     return;
   }
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  (*model)->set_load_ms(ms);
+  const double ms = (*model)->info().load_ms;
   v1::ModelInfo info;
   FillModelInfo((*model)->info(), &info);
   SerializeResponse(info, response_);

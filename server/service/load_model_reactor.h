@@ -8,6 +8,7 @@
 // holds one of its token's in-flight slots until it finishes.
 #pragma once
 
+#include <chrono>
 #include <memory>
 
 #include <grpcpp/support/server_callback.h>
@@ -49,6 +50,13 @@ class LoadModelReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> 
   InFlightSlot slot_;
   IdleStreams::Id watch_ = 0;  // in parts_->idle_uploads until the last read (0: not watched)
 };
+
+// A load's last step, shared by LoadModel and the models of --model_manifest: converts the
+// received tensors (freeing them), puts the model on the backend and records its load time
+// since `start`. The caller publishes it (or releases its name).
+absl::StatusOr<std::shared_ptr<const dense::LoadedModel>> LoadUploadedModel(
+    std::unique_ptr<ModelUpload> upload, Backend& backend,
+    std::chrono::steady_clock::time_point start);
 
 // The proto form of a model's description.
 void FillModelInfo(const dense::ModelInfo& info, v1::ModelInfo* out);
