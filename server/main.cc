@@ -139,7 +139,7 @@ ABSL_FLAG(int, max_shared_memory_regions, gpucompute::SharedMemoryRegistry::kDef
 ABSL_FLAG(bool, allow_shared_memory, false,
           "let clients on this node register POSIX shared-memory regions (RegisterSharedMemory) "
           "for inputs and outputs");
-// Security (README "Security").
+// Security (docs/security.md).
 ABSL_FLAG(std::string, tls_cert_file, "",
           "server certificate chain (PEM); with --tls_key_file the service port speaks TLS");
 ABSL_FLAG(std::string, tls_key_file, "", "private key (PEM) of --tls_cert_file");
@@ -197,6 +197,8 @@ ABSL_FLAG(int, workers, 0,
 ABSL_FLAG(std::string, worker_socket_dir, "",
           "worker mode: directory for the workers' Unix sockets (created 0700; default a new "
           "one under $TMPDIR or /tmp)");
+ABSL_FLAG(int, worker_channels, gpucompute::front::WorkerPoolOptions{}.channels_per_worker,
+          "worker mode: HTTP/2 connections from the front to each worker (calls spread over them)");
 ABSL_FLAG(int, worker_index, -1, "INTERNAL: set by the worker-mode front on its workers");
 ABSL_FLAG(int, inject_sticky_fault_device, -1,
           "TESTS ONLY: GPU index that runs a trapping kernel (a sticky fault) after "
@@ -379,6 +381,7 @@ int RunFront(int argc, char** argv, const gpucompute::ServerConfig& server_confi
   pool.stop_grace = absl::Seconds(std::max(0.0, absl::GetFlag(FLAGS_shutdown_grace_s))) + absl::Seconds(5);
   pool.inject_fault_worker = absl::GetFlag(FLAGS_inject_sticky_fault_device);
   pool.inject_fault_after_batches = absl::GetFlag(FLAGS_inject_sticky_fault_after_batches);
+  pool.channels_per_worker = std::max(1, absl::GetFlag(FLAGS_worker_channels));
   pool.socket_dir = absl::GetFlag(FLAGS_worker_socket_dir);
   if (pool.socket_dir.empty()) {
     const char* tmp = std::getenv("TMPDIR");

@@ -12,7 +12,7 @@ namespace gpucompute::cli {
 struct GlobalOptions {
   std::string target = "localhost:50051";
   double timeout_s = 60;  // deadline of every call, seconds
-  // Security (README "Security"): TLS when a file is given, mutual TLS with cert and key.
+  // Security (docs/security.md "Clients"): TLS when a file is given, mutual TLS with cert and key.
   std::string tls_ca_file, tls_cert_file, tls_key_file, tls_server_name;
   std::string token_file;  // the bearer token alone; empty: $GPUCOMPUTE_TOKEN, if set
 };

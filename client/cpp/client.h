@@ -53,7 +53,7 @@ struct ClientOptions {
   // Channel credentials; null means `tls` below: plaintext (the server's default) unless it
   // names files or sets use_tls.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
-  // TLS or mutual TLS from PEM files (README "Security"); server_name applies to `credentials`
+  // TLS or mutual TLS from PEM files (docs/security.md "TLS"); server_name applies to `credentials`
   // too.
   TlsOptions tls;
   // Bearer token of a server run with --auth_token_file, sent as "authorization: Bearer
@@ -288,7 +288,7 @@ class Client {
   std::unique_ptr<SubmitStream> OpenSubmitStream(std::function<void(v1::SubmitResponse&&)> on_result,
                                                  CallOptions options = {});
 
-  // ---- resident tensors (README "Resident tensors and shared memory"). They belong to the
+  // ---- resident tensors (docs/python.md "Resident tensors and shared memory"). They belong to the
   // caller: the "x-gpucompute-client" metadata value (CallOptions::metadata), else the
   // connection's address without its port. Pass a handle as any operation's input with
   // HandleTensor(handle), keep outputs with KeepOutputs() (tensor_util.h).

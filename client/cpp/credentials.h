@@ -1,5 +1,5 @@
-// Client-side security (README "Security"): TLS or mutual TLS from PEM files, and the bearer
-// token of a server run with --auth_token_file.
+// Client-side security (docs/security.md "Clients"): TLS or mutual TLS from PEM files, and the
+// bearer token of a server run with --auth_token_file.
 #pragma once
 
 #include <memory>

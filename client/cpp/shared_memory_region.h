@@ -1,6 +1,6 @@
 // SharedMemoryRegion: a POSIX shared-memory object mapped read-write in this process, for
 // passing tensors to a gpucompute server on the same node without sending their bytes
-// (README "Resident tensors and shared memory"; the server needs --allow_shared_memory).
+// (docs/python.md "Resident tensors and shared memory"; the server needs --allow_shared_memory).
 //
 //   auto region = SharedMemoryRegion::Create(256 << 20);          // shm_open + ftruncate + mmap
 //   client->RegisterSharedMemory("in", region->key(), 0, region->size());

@@ -54,7 +54,7 @@ absl::StatusOr<std::vector<double>> TensorToDoubles(const v1::Tensor& tensor);
 // All elements converted to float (float64 and int values round to nearest).
 absl::StatusOr<std::vector<float>> TensorToFloats(const v1::Tensor& tensor);
 
-// ---- tensors that refer to bytes elsewhere (README "Resident tensors and shared memory")
+// ---- tensors that refer to bytes elsewhere (docs/python.md "Resident tensors and shared memory")
 
 // A Tensor naming the caller's resident tensor `handle` (PutTensor, or an output kept with
 // KeepOutputs()); dtype and shape may be left empty (the server takes the resident tensor's).

@@ -53,7 +53,7 @@ struct TransportConfig {
   int http2_write_buffer_bytes = 0;   // grpc.http2.write_buffer_size
   // More channel arguments, "key=value" (an integer value is passed as an int).
   std::vector<std::pair<std::string, std::string>> extra_args;
-  client::TlsOptions tls;  // TLS or mutual TLS from PEM files (README "Security")
+  client::TlsOptions tls;  // TLS or mutual TLS from PEM files (docs/security.md "TLS")
   std::string token;       // bearer token sent with every call; empty: none
 };
 

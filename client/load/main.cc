@@ -1,6 +1,6 @@
-// gpucompute-load: closed- and open-loop load tests of a gpucompute service (see --help and the
-// README's "Load testing"). Connect, prepare the workload (not timed), run each level (warm-up,
-// then measurement), report, undo the preparation.
+// gpucompute-load: closed- and open-loop load tests of a gpucompute service (see --help and
+// docs/performance.md "Load testing"). Connect, prepare the workload (not timed), run each
+// level (warm-up, then measurement), report, undo the preparation.
 #include <signal.h>
 #include <unistd.h>
 

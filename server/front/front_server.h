@@ -1,4 +1,4 @@
-// Worker mode (--workers, README "Several GPUs"): the process clients talk to. It owns the
+// Worker mode (--workers, docs/server.md "Worker mode"): the process clients talk to. It owns the
 // listening port (TLS, tokens and quotas, health, metrics) and a pool of worker processes,
 // one per GPU, and proxies every call to them (proxy_service.h). A sticky CUDA error ends
 // only its worker's process: the front routes around it and starts a new one, so the other

@@ -1,4 +1,4 @@
-// The front's gRPC service in worker mode (README "Several GPUs"): every call of any method
+// The front's gRPC service in worker mode (docs/server.md "Worker mode"): every call of any method
 // arrives here as bytes (gRPC's generic callback API), is authenticated against the front's
 // tokens, and goes to one worker or to all of them (request_route.h):
 // - operations go to the least-loaded serving worker; to the one holding the resident tensors

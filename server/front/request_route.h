@@ -1,4 +1,4 @@
-// What the front process (worker mode, README "Several GPUs") reads from a call to decide
+// What the front process (worker mode, docs/server.md "Worker mode") reads from a call to decide
 // which worker runs it: the Compute method, and from its first request message the resident
 // tensors it names, whether it keeps an output, its dense model and its Submit job id.
 #pragma once

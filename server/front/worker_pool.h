@@ -1,4 +1,4 @@
-// The front's worker processes (README "Several GPUs"): one gpucompute-server per GPU, each
+// The front's worker processes (docs/server.md "Worker mode"): one gpucompute-server per GPU, each
 // seeing only its GPU (CUDA_VISIBLE_DEVICES) and listening on a Unix socket in a private
 // directory. A sticky CUDA error ends CUDA for its whole process, so it ends only that
 // worker: the pool stops routing to a worker the moment its health turns NOT_SERVING, and

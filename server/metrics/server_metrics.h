@@ -3,7 +3,7 @@
 // batch sizes and pending requests, and resident tensors (counted at scrape time by the
 // tensor store). Device memory, kernel cache and model bytes are computed at scrape time from
 // the runtime (server/runtime/runtime_metrics.h).
-// The README's Metrics section lists every name.
+// docs/server.md's "Metrics" section lists every name.
 #pragma once
 
 #include <array>

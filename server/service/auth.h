@@ -1,7 +1,7 @@
 // Bearer-token authentication from a token file, and each token's quota of calls in flight
-// (README "Security"). The service asks for a token on every call but ServerInfo; health and
-// reflection are separate services and stay open. Every authenticated call takes one of its
-// token's in-flight slots (Submit: each job), management calls included.
+// (docs/security.md "Bearer tokens"). The service asks for a token on every call but
+// ServerInfo; health and reflection are separate services and stay open. Every authenticated
+// call takes one of its token's in-flight slots (Submit: each job), management calls included.
 //
 // Token file: one token per line, `NAME TOKEN [MAX_IN_FLIGHT]` separated by blanks; lines that
 // are blank or start with `#` are ignored. NAME (1-128 of [A-Za-z0-9_.:@-]) is unique and

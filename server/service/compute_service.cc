@@ -129,7 +129,8 @@ size_t ComputeService::BeginShutdown() {
   return open;
 }
 
-// Open to every caller, token or not (README "Security"): version, devices and limits.
+// Open to every caller, token or not: version, devices and limits (docs/security.md
+// "Bearer tokens").
 grpc::ServerUnaryReactor* ComputeService::ServerInfo(grpc::CallbackServerContext* context,
                                                      const grpc::ByteBuffer* request,
                                                      grpc::ByteBuffer* response) {

@@ -1,5 +1,5 @@
 // The service port's transport security: plaintext, TLS or mutual TLS from PEM files
-// (README "Security").
+// (docs/security.md "TLS").
 #pragma once
 
 #include <memory>

@@ -1,7 +1,7 @@
 // Keeps the security files current without a restart, for the single-process server and the
 // worker-mode front alike: reloads the token file when asked (SIGHUP) or when its modification
 // time, size or inode changes, and logs changes of the TLS files that gRPC's own watcher picks
-// up (README "Security").
+// up (docs/security.md "TLS" and "Bearer tokens").
 #pragma once
 
 #include <thread>

@@ -101,7 +101,7 @@ struct ServerConfig {
   std::string shared_memory_proof_secret;
   // Shared-memory regions of all callers together (each holds a descriptor and a mapping).
   int max_shared_memory_regions = SharedMemoryRegistry::kDefaultMaxRegions;
-  // Security (README "Security"): TLS from PEM files; bearer tokens from a token file (empty:
+  // Security (docs/security.md): TLS from PEM files; bearer tokens from a token file (empty:
   // none; format in auth.h) with a default per-token limit of calls in flight; a plaintext
   // port on the host of `address` serving only grpc.health.v1 (-1: none; 0 picks a free port).
   TlsFiles tls;

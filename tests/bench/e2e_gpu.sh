@@ -2,7 +2,8 @@
 # End-to-end figures on the GPU machine against one CUDA server (shared memory allowed): what a
 # user's call costs through the Python client next to the raw stub, NumPy on the host and
 # PyTorch on the GPU (tests/bench/e2e_bench.py), then the C++ client's figures for the same
-# cases at concurrency 1 from gpucompute-load. Usage there (bundle as README "Tests"):
+# cases at concurrency 1 from gpucompute-load. Usage there (bundle as docs/development.md
+# "GPU machine"):
 #   source .dev/env.sh; tests/bench/e2e_gpu.sh [e2e_bench.py flags, e.g. --quick]
 # Writes $OUT (default gpu-out)/e2e_bench.jsonl, e2e-load-<case>[-r<round>].jsonl,
 # e2e-assimilate-server.jsonl (when assimilate_server_bench is bundled), e2e-metrics.txt (the

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The seed EnKF's server time with resident tensors in page-locked memory (the default) and in
 # plain memory (--pinned_tensor_bytes=0), alternating fresh servers three times on one host
-# (tests/bench/enkf_stages.py against each). Usage on the GPU machine (bundle as README "Tests":
-# build/server/gpucompute-server and build/python):
+# (tests/bench/enkf_stages.py against each). Usage on the GPU machine (bundle as
+# docs/development.md "GPU machine": build/server/gpucompute-server and build/python):
 #   source .dev/env.sh; tests/bench/enkf_stages_gpu.sh
 # Writes $OUT (default gpu-out)/enkf-stages.jsonl and enkf-stages-servers.log.
 set -uo pipefail

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 6 on the GPU machine, from a device bundle (see README, "GPU machine"):
+# Faults, worker mode, several GPUs and soaks on the GPU machine, from a device bundle (see
+# docs/development.md "GPU machine"):
 #   source .device/env.sh; tests/bench/production_gpu.sh faults|workers|multigpu|soak [seconds]
 # faults:   fault_injection_check.py: GPU out of memory on one GPU; a sticky fault on one GPU
 #           of one (CUDA_VISIBLE_DEVICES=0) and, with two GPUs, on the second of two.
@@ -12,6 +13,10 @@
 #           ratio and the front's cost, and per server its busiest threads and the load
 #           tester's (multigpu-threads-<mode>-<case>-<gpus>.txt) and its queue, compute,
 #           batch-stage and per-GPU batch metrics (multigpu-metrics-<mode>-<case>-<gpus>.txt).
+#           MULTIGPU_SECONDS (default 20) per level; MULTIGPU_MODES (default "single workers");
+#           MULTIGPU_CASES: only these cases (default all); MULTIGPU_CHANNELS: every load over
+#           this many channels instead of its own; MULTIGPU_SERVER_FLAGS: more server flags
+#           (e.g. --worker_channels=16); MULTIGPU_TAG: a label on each line (and in the ratios).
 # soak:     soak.py for the given seconds (default 600) on the GPUs it sees.
 # Results go under $OUT (or ./gpu-out).
 set -uo pipefail
@@ -58,34 +63,42 @@ case "$what" in
     # model of its own (gpucompute-load does). Beside each load shape, Echo with the same bytes
     # per call, callers and channels: what the transport and the load tester carry with no
     # GPU work at all (the ceiling of a load that is not GPU-bound).
-    # MULTIGPU_SECONDS (default 20) per level; MULTIGPU_MODES (default "single workers").
-    seconds=${MULTIGPU_SECONDS:-20}
+    seconds=${MULTIGPU_SECONDS:-20} tag_label=${MULTIGPU_TAG:-}
+    read -r -a extra_server_flags <<< "${MULTIGPU_SERVER_FLAGS:-}"
     lscpu | grep -E "^(Model name|CPU\(s\)|Thread|Socket|NUMA node\(s\))" > "$out/lscpu-multigpu.txt"
     start_server() {  # mode, visible GPUs; sets spid
       local flags=(--address=127.0.0.1:0 --port_file=/tmp/mg.port --backend=cuda --log_level=warn
                    --metrics_port=0 --metrics_port_file=/tmp/mg.metrics)
       [ "$1" = workers ] && flags+=(--workers=-1)
+      flags+=("${extra_server_flags[@]}")
       rm -f /tmp/mg.port /tmp/mg.metrics
       CUDA_VISIBLE_DEVICES=$2 gpucompute-server "${flags[@]}" >> "$out/multigpu_server.log" 2>&1 &
       spid=$!
       for _ in $(seq 1 600); do [ -s /tmp/mg.port ] && [ -s /tmp/mg.metrics ] && break; sleep 0.1; done
     }
     multigpu_case() {  # mode, name, op (for the metrics), GPU sets, gpucompute-load flags...
-      local mode=$1 name=$2 op=$3 sets=$4 visible tag
+      local mode=$1 name=$2 op=$3 sets=$4 visible tag arg
       shift 4
+      if [ -n "${MULTIGPU_CASES:-}" ] && [[ " $MULTIGPU_CASES " != *" $name "* ]]; then return; fi
+      local load_flags=() prev=
+      for arg in "$@"; do  # --channels N, or MULTIGPU_CHANNELS's N
+        [ -n "${MULTIGPU_CHANNELS:-}" ] && [ "$prev" = --channels ] && arg=$MULTIGPU_CHANNELS
+        load_flags+=("$arg"); prev=$arg
+      done
       for visible in $sets; do
         [ "$visible" = 0,1 ] && [ "$gpus" -lt 2 ] && break
         start_server "$mode" "$visible"
-        tag=$mode-$name-$visible
+        tag=$mode-$name-${visible//,/+}${tag_label:+-$tag_label}
         # The busiest threads of the server (gc-disp-<op>, gc-poller-<gpu>, gc-completion,
         # gRPC's; in worker mode the front's and its workers') and of the load tester, 8 s in.
         (sleep 8; pids=$(pgrep -d, -P "$spid" gpucompute-ser)
          top -H -b -w 160 -n 2 -d 3 -p "$spid,${pids:+$pids,}$(pgrep -n gpucompute-load)" \
            | awk '/^top/{n++} n==2' | head -60) > "$out/multigpu-threads-$tag.txt" 2>&1 &
         tpid=$!
-        gpucompute-load --target "127.0.0.1:$(cat /tmp/mg.port)" "$@" --duration "${seconds}s" \
-          --warmup 3s --progress off --json /dev/stdout 2>> "$out/multigpu_load.err" | grep "^{" \
-          | sed "s/^{/{\"mode\":\"$mode\",\"case\":\"$name\",\"visible_gpus\":\"$visible\",/" \
+        gpucompute-load --target "127.0.0.1:$(cat /tmp/mg.port)" "${load_flags[@]}" \
+          --duration "${seconds}s" --warmup 3s --progress off --json /dev/stdout \
+          2>> "$out/multigpu_load.err" | grep "^{" \
+          | sed "s/^{/{\"mode\":\"$mode\",\"case\":\"$name\",\"visible_gpus\":\"$visible\",\"tag\":\"$tag_label\",/" \
           | tee -a "$out/multigpu.jsonl"
         wait $tpid
         curl -s "http://127.0.0.1:$(cat /tmp/mg.metrics)/metrics" \
@@ -121,18 +134,18 @@ case "$what" in
     python3 - "$out/multigpu.jsonl" <<'EOF' | tee -a "$out/multigpu.jsonl"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{\"mode\"")]
-rate = {(r["mode"], r["case"], r["visible_gpus"]): r["requests_per_s"] for r in rows}
-for mode, case in dict.fromkeys((r["mode"], r["case"]) for r in rows):
-    one, two = rate.get((mode, case, "0")), rate.get((mode, case, "0,1"))
+rate = {(r["mode"], r["case"], r.get("tag", ""), r["visible_gpus"]): r["requests_per_s"] for r in rows}
+for mode, case, tag in dict.fromkeys((r["mode"], r["case"], r.get("tag", "")) for r in rows):
+    one, two = rate.get((mode, case, tag, "0")), rate.get((mode, case, tag, "0,1"))
     if one and two:
-        print(json.dumps({"summary": "two GPUs vs one", "mode": mode, "case": case,
+        print(json.dumps({"summary": "two GPUs vs one", "mode": mode, "case": case, "tag": tag,
                           "one_gpu_rps": one, "two_gpu_rps": two, "ratio": two / one,
                           "target": 1.8}))
-for case in dict.fromkeys(r["case"] for r in rows):
-    single, front = rate.get(("single", case, "0")), rate.get(("workers", case, "0"))
+for case, tag in dict.fromkeys((r["case"], r.get("tag", "")) for r in rows):
+    single, front = rate.get(("single", case, tag, "0")), rate.get(("workers", case, tag, "0"))
     if single and front:
         print(json.dumps({"summary": "worker mode vs one process, one GPU", "case": case,
-                          "single_rps": single, "workers_rps": front,
+                          "tag": tag, "single_rps": single, "workers_rps": front,
                           "front_cost": 1 - front / single, "target": 0.10}))
 EOF
     ;;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the GPU tests and benchmarks on the GPU machine from a device bundle (see README,
-# "GPU machine"). Usage there: source .device/env.sh; tests/bench/run_gpu.sh [--quick]
+# Runs the GPU tests and benchmarks on the GPU machine from a device bundle (see
+# docs/development.md "GPU machine").
+# Usage there: source .device/env.sh; tests/bench/run_gpu.sh [--quick]
 # Writes under $OUT (or ./gpu-out): tests.log (every test's output), servers.log, and JSON
 # lines per benchmark. ONLY=dense|periodogram|assimilate limits the benchmarks to one operation;
 # ONLY=service runs the stream, resident-tensor, metrics and load-tester tests on the CUDA

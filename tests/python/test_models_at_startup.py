@@ -1,7 +1,7 @@
 """Models given at start-up (--model_manifest NAME=PATH.json, the manifest of `gpucompute model
 load`): served from the first call, with no LoadModel; a bad manifest stops the server with
-the field named; in worker mode every worker loads them, a restarted one too (README "Dense
-models")."""
+the field named; in worker mode every worker loads them, a restarted one too (docs/server.md
+"Models at start-up")."""
 
 import json
 import os

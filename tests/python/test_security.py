@@ -624,7 +624,7 @@ def test_tls_certificates_are_reloaded(tmp_path, pki):
         time.sleep(3)  # several refresh intervals
         assert code_with(*new_server) == grpc.StatusCode.OK
         # One that is not PEM is logged; gRPC 1.51 presents it, so new handshakes fail
-        # (README "Security") until a good one is back, without a restart.
+        # (docs/security.md "TLS") until a good one is back, without a restart.
         start = len((tmp_path / "server.log").read_text())
         _replace(tls / "server.crt", "not a certificate\n")
         _wait_for_log(tmp_path, "TLS files changed, but --tls_cert_file", start)
@@ -667,7 +667,7 @@ def test_connections_past_a_peers_limit_are_refused_and_the_listener_lives(tmp_p
     """Idle connections from one peer, twice the descriptor limit: past its share (half the
     limit by default) the server closes them as they are accepted, so descriptors never run
     out; another peer still connects meanwhile, and once the flood closes the first peer is
-    served again, health SERVING throughout (README "Security")."""
+    served again, health SERVING throughout (docs/security.md "Security model")."""
     health_file = tmp_path / "health_port"
     with run_server(tmp_path, "--health_port=0", f"--health_port_file={health_file}",
                     "--listener_probe_s=0.5", open_files=200) as target:

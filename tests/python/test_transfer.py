@@ -39,7 +39,8 @@ def inline(tc):
 
 
 def _enkf_reference(X, HX, y, r, E):
-    """The stochastic EnKF analysis by NumPy (README conventions: N - 1, perturbed y)."""
+    """The stochastic EnKF analysis by NumPy (conventions of docs/python.md "Assimilate": N - 1,
+    perturbed y)."""
     N = X.shape[1]
     A = X - X.mean(axis=1, keepdims=True)
     Y = HX - HX.mean(axis=1, keepdims=True)

@@ -1,4 +1,4 @@
-"""Worker mode (--workers, README "Several GPUs"): the front proxies every call to worker
+"""Worker mode (--workers, docs/server.md "Worker mode"): the front proxies every call to worker
 processes, one per GPU (here CPU-backend workers). What only this mode has: calls spread over
 the workers, handles that name their worker, models on every worker, and a worker that dies
 (as after a sticky CUDA error) failing only its own calls while the others keep serving and the

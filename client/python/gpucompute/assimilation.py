@@ -1,6 +1,6 @@
 """Ensemble data assimilation: encoding ``AssimilateRequest`` problems, decoding results.
 
-One problem is the analysis step of an ensemble Kalman filter (README "Assimilate" and
+One problem is the analysis step of an ensemble Kalman filter (docs/python.md "Assimilate" and
 ``server/ops/assimilate/assimilate.h`` state the conventions):
 
 * ``X`` ``(n, N)`` forecast ensemble (state x members), ``HX`` ``(m, N)`` the ensemble in

@@ -685,7 +685,7 @@ class Client:
                    return_diagnostics=False, output=None, timeout=None):
         """The analysis step of an ensemble Kalman filter; returns the analysis ensemble.
 
-        Conventions (README "Assimilate"): sample covariances with N - 1; ``inflation``
+        Conventions (docs/python.md "Assimilate"): sample covariances with N - 1; ``inflation``
         multiplies the forecast anomalies (of ``X`` and ``HX``) before the update; a full R is
         whitened with its Cholesky factor; the ETKF uses the symmetric square root, so the
         analysis mean and covariance are the Kalman update of the (inflated) prior sample

@@ -117,7 +117,7 @@ struct AssimilateOp {
 // batch), then launches it there: on the device's poller thread when that is awake
 // (RunIfAwake), else here. The dispatcher waits for the first slot freed on any GPU, not for
 // one chosen GPU's: a GPU that frees a slot while the dispatcher waits on another would
-// otherwise stay short of work (README, "Several GPUs"). An op with Op::kAnyDeviceSlot false
+// otherwise stay short of work (docs/server.md "Several GPUs"). An op with Op::kAnyDeviceSlot false
 // (assimilate) waits on the least loaded GPU's slots: its launch packs for tens of
 // milliseconds, and with the any-GPU wait the dispatcher handed every launch to the pollers,
 // which then saw completions late and batches shrank. On a poller thread (a call run there by

@@ -143,8 +143,8 @@ class ComputeServicer(object):
 
     def Assimilate(self, request, context):
         """Ensemble data assimilation: the analysis step of the ETKF or the stochastic EnKF for a
-        batch of independent problems (conventions: server/ops/assimilate/assimilate.h and the
-        README). Concurrent requests of one dtype are batched.
+        batch of independent problems (conventions: server/ops/assimilate/assimilate.h and
+        docs/python.md "Assimilate"). Concurrent requests of one dtype are batched.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
