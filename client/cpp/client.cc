@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "client/cpp/balance.h"
 #include "client/cpp/large_tensors.h"
 #include "client/cpp/shared_memory_region.h"
 #include "client/cpp/tensor_util.h"
@@ -520,8 +521,12 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
     return absl::InvalidArgumentError("default_timeout must be positive");
   }
   if (absl::Status s = ResolveCredentials(options); !s.ok()) return s;
+  const std::vector<std::string> servers =
+      options.round_robin ? TargetAddresses(target) : std::vector<std::string>{target};
+  grpc::ChannelArguments args = ChannelArgs(options);
+  if (servers.size() > 1) args.SetLoadBalancingPolicyName("round_robin");
   std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(target, Credentials(options), ChannelArgs(options));
+      grpc::CreateCustomChannel(target, Credentials(options), args);
   if (channel == nullptr) return absl::InternalError("could not create a channel to " + target);
   if (options.connect_timeout > absl::ZeroDuration()) {
     if (!channel->WaitForConnected(absl::ToChronoTime(absl::Now() + options.connect_timeout))) {
@@ -529,7 +534,21 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
                                                  absl::FormatDuration(options.connect_timeout)));
     }
   }
-  return std::unique_ptr<Client>(new Client(target, std::move(channel), std::move(options)));
+  auto client = std::unique_ptr<Client>(new Client(target, std::move(channel), options));
+  if (servers.size() > 1) {
+    ClientOptions one = std::move(options);
+    one.round_robin = false;
+    one.connect_timeout = absl::ZeroDuration();  // the balanced channel has waited
+    if (const auto host = TargetHost(target); host && one.tls.server_name.empty()) {
+      one.tls.server_name = *host;  // TLS checks the name asked for, not the address
+    }
+    for (const std::string& server : servers) {
+      absl::StatusOr<std::unique_ptr<Client>> member = Connect(server, one);
+      if (!member.ok()) return member.status();
+      client->members_.push_back(*std::move(member));
+    }
+  }
+  return client;
 }
 
 std::unique_ptr<Client> Client::FromChannel(std::shared_ptr<grpc::Channel> channel,
@@ -544,6 +563,43 @@ Client::Client(std::string target, std::shared_ptr<grpc::Channel> channel, Clien
       options_(std::move(options)) {}
 
 Client::~Client() = default;
+
+std::vector<std::string> Client::servers() const {
+  if (members_.empty()) return {target_};
+  std::vector<std::string> all;
+  for (const auto& m : members_) all.push_back(m->target());
+  return all;
+}
+
+Client& Client::Pin() {
+  Client* next = Next();
+  return next != nullptr ? *next : *this;
+}
+
+Client* Client::Next() {
+  if (members_.empty()) return nullptr;
+  return members_[turn_.fetch_add(1, std::memory_order_relaxed) % members_.size()].get();
+}
+
+absl::Status Client::NeedsPin(absl::string_view what) const {
+  return absl::FailedPreconditionError(absl::StrCat(
+      what, ": resident tensors live on one server and this client balances over ",
+      members_.size(), " (", target_, "); call through Pin(), a client of one of them"));
+}
+
+absl::Status Client::RefuseResident(google::protobuf::Message& request) const {
+  if (members_.empty()) return absl::OkStatus();
+  bool names = false;
+  ForEachTensor(request, [&](v1::Tensor& t) { names |= t.payload_case() == v1::Tensor::kHandle; });
+  if (names) return NeedsPin("a request naming a resident tensor");
+  const auto* field = request.GetDescriptor()->FindFieldByName("output_placement");
+  if (field != nullptr && request.GetReflection()->HasField(request, field)) {
+    const auto& placement = static_cast<const v1::OutputPlacement&>(
+        request.GetReflection()->GetMessage(request, field));
+    if (placement.keep()) return NeedsPin("outputs kept on the server");
+  }
+  return absl::OkStatus();
+}
 
 grpc::GenericStub* Client::TransferStub(int i) {
   std::lock_guard<std::mutex> lock(transfer_mu_);
@@ -579,6 +635,10 @@ void Client::Configure(const CallOptions& options, grpc::ClientContext* context)
 
 std::future<absl::StatusOr<PeriodogramResult>> Client::PeriodogramAsync(
     v1::PeriodogramRequest request, CallOptions options) {
+  if (absl::Status s = RefuseResident(request); !s.ok()) {
+    return Ready<absl::StatusOr<PeriodogramResult>>(std::move(s));
+  }
+  if (Client* member = Next()) return member->PeriodogramAsync(std::move(request), std::move(options));
   using Call = UnaryCall<v1::PeriodogramRequest, v1::PeriodogramResponse, PeriodogramResult>;
   auto call = std::make_unique<Call>();
   call->request = std::move(request);
@@ -594,12 +654,15 @@ std::future<absl::StatusOr<PeriodogramResult>> Client::PeriodogramAsync(
 
 absl::StatusOr<PeriodogramResult> Client::Periodogram(v1::PeriodogramRequest request,
                                                       CallOptions options) {
+  if (absl::Status s = RefuseResident(request); !s.ok()) return s;
+  if (Client* member = Next()) return member->Periodogram(std::move(request), std::move(options));
   return CallMovingLargeTensors<PeriodogramResult>(
       std::move(request), std::move(options),
       [this](auto r, auto o) { return PeriodogramAsync(std::move(r), std::move(o)); });
 }
 
 std::future<absl::StatusOr<ServerInfoResult>> Client::ServerInfoAsync(CallOptions options) {
+  if (Client* member = Next()) return member->ServerInfoAsync(std::move(options));
   using Call = UnaryCall<v1::ServerInfoRequest, v1::ServerInfoResponse, ServerInfoResult>;
   auto call = std::make_unique<Call>();
   Configure(options, &call->context);
@@ -625,6 +688,12 @@ absl::StatusOr<ServerInfoResult> Client::ServerInfo(CallOptions options) {
 std::future<absl::StatusOr<LoadModelResult>> Client::LoadModelAsync(ModelUpload model,
                                                                     CallOptions options,
                                                                     int64_t chunk_bytes) {
+  if (!members_.empty()) {  // every server, one after another (LoadModel)
+    return std::async(std::launch::async, [this, model = std::move(model), options,
+                                           chunk_bytes]() mutable {
+      return LoadModel(std::move(model), std::move(options), chunk_bytes);
+    });
+  }
   if (chunk_bytes <= 0) {
     std::promise<absl::StatusOr<LoadModelResult>> failed;
     failed.set_value(absl::InvalidArgumentError(
@@ -640,11 +709,26 @@ std::future<absl::StatusOr<LoadModelResult>> Client::LoadModelAsync(ModelUpload 
 
 absl::StatusOr<LoadModelResult> Client::LoadModel(ModelUpload model, CallOptions options,
                                                   int64_t chunk_bytes) {
+  if (!members_.empty()) {  // on every server, so that any runs the next Dense
+    absl::StatusOr<LoadModelResult> first;
+    for (size_t i = 0; i < members_.size(); ++i) {
+      auto loaded = members_[i]->LoadModel(i + 1 < members_.size() ? model : std::move(model),
+                                           options, chunk_bytes);
+      if (!loaded.ok()) return loaded.status();
+      if (i == 0) first = std::move(loaded);
+    }
+    return first;
+  }
   return LoadModelAsync(std::move(model), std::move(options), chunk_bytes).get();
 }
 
 std::future<absl::StatusOr<UnloadModelResult>> Client::UnloadModelAsync(std::string name,
                                                                         CallOptions options) {
+  if (!members_.empty()) {
+    return std::async(std::launch::async, [this, name = std::move(name), options]() mutable {
+      return UnloadModel(std::move(name), std::move(options));
+    });
+  }
   using Call = UnaryCall<v1::UnloadModelRequest, v1::UnloadModelResponse, UnloadModelResult>;
   v1::UnloadModelRequest request;
   request.set_name(std::move(name));
@@ -662,10 +746,20 @@ std::future<absl::StatusOr<UnloadModelResult>> Client::UnloadModelAsync(std::str
 }
 
 absl::StatusOr<UnloadModelResult> Client::UnloadModel(std::string name, CallOptions options) {
+  if (!members_.empty()) {
+    absl::StatusOr<UnloadModelResult> first;
+    for (size_t i = 0; i < members_.size(); ++i) {
+      auto unloaded = members_[i]->UnloadModel(name, options);
+      if (!unloaded.ok()) return unloaded.status();
+      if (i == 0) first = std::move(unloaded);
+    }
+    return first;
+  }
   return UnloadModelAsync(std::move(name), std::move(options)).get();
 }
 
 std::future<absl::StatusOr<ListModelsResult>> Client::ListModelsAsync(CallOptions options) {
+  if (Client* member = Next()) return member->ListModelsAsync(std::move(options));
   using Call = UnaryCall<v1::ListModelsRequest, v1::ListModelsResponse, ListModelsResult>;
   return StartUnary<v1::ListModelsRequest, v1::ListModelsResponse, ListModelsResult>(
       v1::ListModelsRequest(), [&](grpc::ClientContext* c) { Configure(options, c); },
@@ -681,6 +775,10 @@ absl::StatusOr<ListModelsResult> Client::ListModels(CallOptions options) {
 
 std::future<absl::StatusOr<DenseResult>> Client::DenseAsync(v1::DenseRequest request,
                                                             CallOptions options) {
+  if (absl::Status s = RefuseResident(request); !s.ok()) {
+    return Ready<absl::StatusOr<DenseResult>>(std::move(s));
+  }
+  if (Client* member = Next()) return member->DenseAsync(std::move(request), std::move(options));
   using Call = UnaryCall<v1::DenseRequest, v1::DenseResponse, DenseResult>;
   return StartUnary<v1::DenseRequest, v1::DenseResponse, DenseResult>(
       std::move(request), [&](grpc::ClientContext* c) { Configure(options, c); },
@@ -691,6 +789,8 @@ std::future<absl::StatusOr<DenseResult>> Client::DenseAsync(v1::DenseRequest req
 }
 
 absl::StatusOr<DenseResult> Client::Dense(v1::DenseRequest request, CallOptions options) {
+  if (absl::Status s = RefuseResident(request); !s.ok()) return s;
+  if (Client* member = Next()) return member->Dense(std::move(request), std::move(options));
   return CallMovingLargeTensors<DenseResult>(
       std::move(request), std::move(options),
       [this](auto r, auto o) { return DenseAsync(std::move(r), std::move(o)); });
@@ -698,6 +798,10 @@ absl::StatusOr<DenseResult> Client::Dense(v1::DenseRequest request, CallOptions 
 
 std::future<absl::StatusOr<AssimilateResult>> Client::AssimilateAsync(v1::AssimilateRequest request,
                                                                       CallOptions options) {
+  if (absl::Status s = RefuseResident(request); !s.ok()) {
+    return Ready<absl::StatusOr<AssimilateResult>>(std::move(s));
+  }
+  if (Client* member = Next()) return member->AssimilateAsync(std::move(request), std::move(options));
   using Call = UnaryCall<v1::AssimilateRequest, v1::AssimilateResponse, AssimilateResult>;
   return StartUnary<v1::AssimilateRequest, v1::AssimilateResponse, AssimilateResult>(
       std::move(request), [&](grpc::ClientContext* c) { Configure(options, c); },
@@ -709,6 +813,8 @@ std::future<absl::StatusOr<AssimilateResult>> Client::AssimilateAsync(v1::Assimi
 
 absl::StatusOr<AssimilateResult> Client::Assimilate(v1::AssimilateRequest request,
                                                     CallOptions options) {
+  if (absl::Status s = RefuseResident(request); !s.ok()) return s;
+  if (Client* member = Next()) return member->Assimilate(std::move(request), std::move(options));
   return CallMovingLargeTensors<AssimilateResult>(
       std::move(request), std::move(options),
       [this](auto r, auto o) { return AssimilateAsync(std::move(r), std::move(o)); });
@@ -716,6 +822,10 @@ absl::StatusOr<AssimilateResult> Client::Assimilate(v1::AssimilateRequest reques
 
 std::future<absl::StatusOr<EchoResult>> Client::EchoAsync(v1::EchoRequest request,
                                                         CallOptions options) {
+  if (absl::Status s = RefuseResident(request); !s.ok()) {
+    return Ready<absl::StatusOr<EchoResult>>(std::move(s));
+  }
+  if (Client* member = Next()) return member->EchoAsync(std::move(request), std::move(options));
   using Call = UnaryCall<v1::EchoRequest, v1::EchoResponse, EchoResult>;
   return StartUnary<v1::EchoRequest, v1::EchoResponse, EchoResult>(
       std::move(request), [&](grpc::ClientContext* c) { Configure(options, c); },
@@ -726,6 +836,8 @@ std::future<absl::StatusOr<EchoResult>> Client::EchoAsync(v1::EchoRequest reques
 }
 
 absl::StatusOr<EchoResult> Client::Echo(v1::EchoRequest request, CallOptions options) {
+  if (absl::Status s = RefuseResident(request); !s.ok()) return s;
+  if (Client* member = Next()) return member->Echo(std::move(request), std::move(options));
   return CallMovingLargeTensors<EchoResult>(
       std::move(request), std::move(options),
       [this](auto r, auto o) { return EchoAsync(std::move(r), std::move(o)); });
@@ -752,6 +864,7 @@ std::future<absl::StatusOr<PutTensorResult>> Client::PutTensorAsync(v1::DType dt
                                                                     absl::string_view data,
                                                                     PutTensorOptions put,
                                                                     CallOptions options) {
+  if (!members_.empty()) return Ready<absl::StatusOr<PutTensorResult>>(NeedsPin("PutTensor"));
   using Out = absl::StatusOr<PutTensorResult>;
   if (put.chunk_bytes <= 0 || put.streams <= 0) {
     return Ready<Out>(absl::InvalidArgumentError(absl::StrCat(
@@ -812,6 +925,7 @@ std::future<absl::StatusOr<v1::TensorInfo>> Client::CreateTensorAsync(v1::DType 
                                                                       std::vector<int64_t> shape,
                                                                       CallOptions options,
                                                                       absl::Duration idle_expiry) {
+  if (!members_.empty()) return Ready<absl::StatusOr<v1::TensorInfo>>(NeedsPin("CreateTensor"));
   using Call = UnaryCall<v1::CreateTensorRequest, v1::TensorInfo, v1::TensorInfo>;
   v1::CreateTensorRequest request;
   request.set_dtype(dtype);
@@ -836,6 +950,7 @@ absl::StatusOr<v1::TensorInfo> Client::CreateTensor(v1::DType dtype, std::vector
 std::future<absl::StatusOr<GetTensorResult>> Client::GetTensorAsync(std::string handle,
                                                                     GetTensorOptions get,
                                                                     CallOptions options) {
+  if (!members_.empty()) return Ready<absl::StatusOr<GetTensorResult>>(NeedsPin("GetTensor"));
   using Out = absl::StatusOr<GetTensorResult>;
   auto download = std::make_shared<GetTensorDownload>();
   download->offset = get.offset;
@@ -882,6 +997,7 @@ absl::StatusOr<GetTensorResult> Client::GetTensor(std::string handle, GetTensorO
 }
 
 std::future<absl::Status> Client::DeleteTensorAsync(std::string handle, CallOptions options) {
+  if (!members_.empty()) return Ready<absl::Status>(NeedsPin("DeleteTensor"));
   v1::DeleteTensorRequest request;
   request.set_handle(std::move(handle));
   return StartStatusUnary<v1::DeleteTensorRequest, v1::DeleteTensorResponse>(
@@ -896,6 +1012,7 @@ absl::Status Client::DeleteTensor(std::string handle, CallOptions options) {
 }
 
 std::future<absl::StatusOr<v1::ListTensorsResponse>> Client::ListTensorsAsync(CallOptions options) {
+  if (!members_.empty()) return Ready<absl::StatusOr<v1::ListTensorsResponse>>(NeedsPin("ListTensors"));
   using Call = UnaryCall<v1::ListTensorsRequest, v1::ListTensorsResponse, v1::ListTensorsResponse>;
   return StartUnary<v1::ListTensorsRequest, v1::ListTensorsResponse, v1::ListTensorsResponse>(
       v1::ListTensorsRequest(), [&](grpc::ClientContext* c) { Configure(options, c); },
@@ -913,6 +1030,14 @@ absl::StatusOr<v1::ListTensorsResponse> Client::ListTensors(CallOptions options)
 
 absl::Status Client::RegisterSharedMemory(std::string name, std::string key, int64_t offset,
                                           int64_t byte_size, CallOptions options) {
+  if (!members_.empty()) {  // on every server, so that any reads the region
+    for (const auto& m : members_) {
+      if (absl::Status s = m->RegisterSharedMemory(name, key, offset, byte_size, options); !s.ok()) {
+        return s;
+      }
+    }
+    return absl::OkStatus();
+  }
   v1::SharedMemoryProofRequest ask;
   ask.set_key(key);
   ask.set_offset(offset);
@@ -952,6 +1077,11 @@ absl::Status Client::RegisterSharedMemory(std::string name, std::string key, int
 
 std::future<absl::Status> Client::UnregisterSharedMemoryAsync(std::string name,
                                                               CallOptions options) {
+  if (!members_.empty()) {
+    return std::async(std::launch::async, [this, name = std::move(name), options]() mutable {
+      return UnregisterSharedMemory(std::move(name), std::move(options));
+    });
+  }
   v1::UnregisterSharedMemoryRequest request;
   request.set_name(std::move(name));
   return StartStatusUnary<v1::UnregisterSharedMemoryRequest, v1::UnregisterSharedMemoryResponse>(
@@ -962,6 +1092,11 @@ std::future<absl::Status> Client::UnregisterSharedMemoryAsync(std::string name,
 }
 
 absl::Status Client::UnregisterSharedMemory(std::string name, CallOptions options) {
+  if (!members_.empty()) {
+    absl::Status status;
+    for (const auto& m : members_) status.Update(m->UnregisterSharedMemory(name, options));
+    return status;
+  }
   return UnregisterSharedMemoryAsync(std::move(name), std::move(options)).get();
 }
 

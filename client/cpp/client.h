@@ -10,6 +10,7 @@
 // they complete. Never destroy a Client from inside gRPC's callback threads.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <future>
 #include <memory>
@@ -63,6 +64,11 @@ struct ClientOptions {
   // When positive, Connect waits up to this long for the channel to become ready and fails with
   // UNAVAILABLE otherwise. Zero connects lazily, on the first call.
   absl::Duration connect_timeout = absl::ZeroDuration();
+  // A target of several addresses (resolved by Connect) is balanced: each operation call goes
+  // to the next server in turn with every message it sends, models and shared-memory regions
+  // are set up on every server, and resident tensors need Pin() (client/cpp/balance.h). False:
+  // gRPC's pick_first, every call to one server.
+  bool round_robin = true;
 };
 
 struct CallOptions {
@@ -348,8 +354,23 @@ class Client {
   const std::string& target() const { return target_; }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
+  // The targets this client calls: its target, or each of its addresses when balanced.
+  std::vector<std::string> servers() const;
+  // A client of one server, for resident tensors and calls that name them: this client when it
+  // has one server, else the next in turn (owned by this client, which must outlive it).
+  Client& Pin();
+
  private:
   Client(std::string target, std::shared_ptr<grpc::Channel> channel, ClientOptions options);
+
+  // On a balanced client, the member that runs the next operation call (nullptr: this client
+  // has one server and runs it itself).
+  Client* Next();
+  // On a balanced client, FAILED_PRECONDITION for an operation request that names resident
+  // tensors or keeps its outputs (they would live on a server the caller cannot name).
+  absl::Status RefuseResident(google::protobuf::Message& request) const;
+  // On a balanced client, the status of the resident-tensor call `what`, which needs Pin().
+  absl::Status NeedsPin(absl::string_view what) const;
 
   // An operation call with its large tensors moved in parallel (LargeTensors); `start`
   // begins the plain call.
@@ -373,6 +394,9 @@ class Client {
   std::mutex transfer_mu_;  // guards generic_ and transfer_
   std::unique_ptr<grpc::GenericStub> generic_;               // on channel_
   std::vector<std::unique_ptr<grpc::GenericStub>> transfer_;  // each on a channel of its own
+  // Balanced (several servers): a client of each address, and the turn.
+  std::vector<std::unique_ptr<Client>> members_;
+  std::atomic<uint64_t> turn_{0};
 };
 
 }  // namespace gpucompute::client

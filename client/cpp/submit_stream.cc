@@ -135,6 +135,9 @@ void SubmitStream::OnDone(const grpc::Status& status) {
 
 std::unique_ptr<SubmitStream> Client::OpenSubmitStream(SubmitStream::ResultCallback on_result,
                                                        CallOptions options) {
+  // A stream is one call: on a balanced client, to the next server (its jobs must not name
+  // resident tensors, which live on one server: open it on Pin() for those).
+  if (Client* member = Next()) return member->OpenSubmitStream(std::move(on_result), std::move(options));
   std::unique_ptr<SubmitStream> stream(new SubmitStream(std::move(on_result)));
   if (!options.deadline && !options.timeout) options.timeout = absl::InfiniteDuration();
   Configure(options, &stream->context_);

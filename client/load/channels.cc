@@ -1,17 +1,12 @@
 // Channel construction for gpucompute-load.
 #include "client/load/channels.h"
 
-#include <netdb.h>
-#include <sys/socket.h>
-#include <arpa/inet.h>
-
 #include <set>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "client/cpp/balance.h"
 
 namespace gpucompute::load {
 
@@ -81,43 +76,9 @@ absl::StatusOr<std::vector<std::string>> ServerAddresses(const std::vector<std::
   std::vector<std::string> out;
   std::set<std::string> seen;
   for (const std::string& target : targets) {
-    absl::string_view rest = target;
-    if (!absl::ConsumePrefix(&rest, "dns:///") && !absl::ConsumePrefix(&rest, "dns:")) {
-      if (seen.insert(target).second) out.push_back(target);
-      continue;
+    for (std::string& address : client::TargetAddresses(target)) {
+      if (seen.insert(address).second) out.push_back(std::move(address));
     }
-    const size_t colon = rest.rfind(':');
-    if (colon == absl::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(target, ": expected dns:///host:port"));
-    }
-    std::string host(rest.substr(0, colon)), port(rest.substr(colon + 1));
-    if (!host.empty() && host.front() == '[' && host.back() == ']') {
-      host = host.substr(1, host.size() - 2);
-    }
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* result = nullptr;
-    const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &result);
-    if (rc != 0) {
-      return absl::UnavailableError(absl::StrCat(target, ": ", gai_strerror(rc)));
-    }
-    for (addrinfo* a = result; a != nullptr; a = a->ai_next) {
-      char ip[INET6_ADDRSTRLEN] = {};
-      std::string address;
-      if (a->ai_family == AF_INET) {
-        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr, ip, sizeof(ip));
-        address = absl::StrCat(ip, ":", port);
-      } else if (a->ai_family == AF_INET6) {
-        inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, ip,
-                  sizeof(ip));
-        address = absl::StrCat("[", ip, "]:", port);
-      } else {
-        continue;
-      }
-      if (seen.insert(address).second) out.push_back(address);
-    }
-    freeaddrinfo(result);
   }
   return out;
 }

@@ -32,9 +32,9 @@ absl::StatusOr<std::vector<LoadChannel>> MakeChannels(const TransportConfig& tra
 // `deadline`.
 absl::Status WaitForChannels(const std::vector<LoadChannel>& channels, absl::Time deadline);
 
-// The addresses behind the targets, one "host:port" per server: explicit targets as given, and
-// each "dns:///host:port" resolved (getaddrinfo) to every address. For setup that must reach
-// every replica (loading a dense model).
+// The addresses behind the targets, one target per server (client::TargetAddresses: address
+// lists item by item, names resolved to every address). For setup that must reach every replica
+// (loading a dense model).
 absl::StatusOr<std::vector<std::string>> ServerAddresses(const std::vector<std::string>& targets);
 
 }  // namespace gpucompute::load

@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import itertools
 import math
 import os
 import threading
@@ -19,6 +20,7 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 
 from gpucompute import assimilation, models, stream, transfer
+from gpucompute.balance import addresses, host_of
 from gpucompute.grids import AutoGrid, UniformGrid, set_frequency_grid, uniform_frequencies
 from gpucompute.shared_memory import SharedMemoryRegion
 from gpucompute.tensor import (TensorHandle, compute_dtype, from_bytes, from_tensor, is_prepared,
@@ -168,11 +170,48 @@ class _SplitResponse:
         raise error
 
 
+def _handles_in(obj, depth=0):
+    """The ``TensorHandle``s in a call's arguments or result: in lists, tuples, dicts and result
+    dataclasses, a few levels deep (arrays are not looked into)."""
+    if isinstance(obj, TensorHandle):
+        yield obj
+        return
+    if depth >= 4:
+        return
+    if isinstance(obj, (list, tuple)):
+        items = obj
+    elif isinstance(obj, dict):
+        items = obj.values()
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        items = [getattr(obj, f.name) for f in dataclasses.fields(obj)]
+    else:
+        return
+    for item in items:
+        yield from _handles_in(item, depth + 1)
+
+
+def _on_servers(kind):
+    """How a method runs on a client of several servers (``balance``): ``"next"``, on the
+    server of the tensors it names, else the next server in turn; ``"every"``, on every server
+    (models, shared-memory regions), returning the first's result. A client of one server runs
+    it as written."""
+    def wrap(method):
+        @functools.wraps(method)
+        def call(self, *args, **kwargs):
+            if self._members is None:
+                return method(self, *args, **kwargs)
+            return self._on_members(kind, method.__name__, args, kwargs)
+        return call
+    return wrap
+
+
 class Client:
-    """A connection to a gpucompute server.
+    """A connection to a gpucompute server, or to several (round robin).
 
     Args:
-      target: ``"host:port"`` (any gRPC target string).
+      target: ``"host:port"`` (any gRPC target string). A target of several servers
+        (``"ipv4:10.0.0.1:50051,10.0.0.2:50051"``, or a name with several addresses such as
+        ``"dns:///gpucompute-headless:50051"``) is balanced: see ``balance``.
       timeout: deadline of each call in seconds, unless a call overrides it.
       options: extra gRPC channel options ``[(key, value), ...]``; they override the defaults,
         which raise the send/receive message limits to 1 GiB.
@@ -196,12 +235,17 @@ class Client:
         connection moves ~0.5 GB/s, several move GB/s): inputs are uploaded into resident
         tensors and outputs kept and fetched, all deleted when the call ends. Invisible to the
         caller but for the speed; 0 sends everything inline. See ``gpucompute.transfer``.
+      balance: with a target of several addresses (resolved now), each call goes to the next
+        server in turn, with all the messages it sends; calls naming a resident tensor go to
+        the server that holds it; models and shared-memory regions are set up on every
+        server. False: gRPC's pick_first, every call to one server. ``pin()`` gives a client
+        of one of them. See ``gpucompute.balance``.
     """
 
     def __init__(self, target, *, timeout=60.0, options=None, credentials=None, client_id=None,
                  root_certificates=None, private_key=None, certificate_chain=None,
                  server_name=None, token=None,
-                 transfer_threshold=DEFAULT_TRANSFER_THRESHOLD_BYTES):
+                 transfer_threshold=DEFAULT_TRANSFER_THRESHOLD_BYTES, balance=True):
         if credentials is None and any(x is not None for x in
                                        (root_certificates, private_key, certificate_chain)):
             credentials = grpc.ssl_channel_credentials(
@@ -214,6 +258,9 @@ class Client:
         if server_name:
             merged["grpc.ssl_target_name_override"] = server_name
         merged.update(dict(options or ()))
+        servers = addresses(target) if balance else [target]
+        if len(servers) > 1:
+            merged.setdefault("grpc.lb_policy_name", "round_robin")
         opts = list(merged.items())
         self._channel_options, self._credentials = opts, credentials
         if credentials is None:
@@ -234,6 +281,20 @@ class Client:
                                              self._metadata)
         self.transfer_threshold = int(transfer_threshold or 0)
         self._regions = {}  # registered name -> SharedMemoryRegion (to decode outputs there)
+        # Several servers: a client of one per address, the next in turn, and the server of
+        # each resident tensor made through this client (handle -> member).
+        self._members, self._turn, self._homes = None, itertools.count(), {}
+        if len(servers) > 1:
+            member_options = dict(merged)
+            del member_options["grpc.lb_policy_name"]
+            host = host_of(target)
+            if credentials is not None and host:  # TLS checks the name asked for, not the IP
+                member_options.setdefault("grpc.ssl_target_name_override", host)
+            self._members = [
+                Client(address, timeout=timeout, options=list(member_options.items()),
+                       credentials=credentials, client_id=client_id, token=token,
+                       transfer_threshold=transfer_threshold, balance=False)
+                for address in servers]
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -241,6 +302,50 @@ class Client:
         """Closes the channel; calls in flight are cancelled."""
         self._channel.close()
         self._transfers.close()
+        for member in self._members or ():
+            member.close()
+
+    @property
+    def servers(self):
+        """The targets this client calls: its target, or each address of it when balanced."""
+        return [m.target for m in self._members] if self._members else [self.target]
+
+    def pin(self):
+        """A client of one server, for work that must stay there: this client when it has one
+        server, else the next in turn (closed with this client; do not close it)."""
+        if self._members is None:
+            return self
+        return self._members[next(self._turn) % len(self._members)]
+
+    def _on_members(self, kind, name, args, kwargs):
+        """Runs method ``name`` on the members ``kind`` says (``_on_servers``)."""
+        if kind == "every":
+            return [getattr(m, name)(*args, **kwargs) for m in self._members][0]
+        named = {h.handle for h in _handles_in((args, kwargs))}
+        handle = kwargs.get("handle", args[0] if args else None)
+        if name in ("write_tensor", "get_tensor", "get_tensor_bytes", "delete_tensor") \
+                and isinstance(handle, str):
+            named.add(handle)
+        unknown = sorted(named - self._homes.keys())
+        if unknown:
+            raise ValueError(f"tensor {unknown[0]!r} was not made through this client, which "
+                             f"balances over {len(self._members)} servers: use the client "
+                             "that made it (client.pin() gives a client of one server)")
+        homes = {id(self._homes[h]): self._homes[h] for h in named}
+        if len(homes) > 1:
+            raise ValueError("the call names resident tensors of different servers; make them "
+                             "through one client.pin()")
+        member = (next(iter(homes.values())) if homes
+                  else self._members[next(self._turn) % len(self._members)])
+        try:
+            result = getattr(member, name)(*args, **kwargs)
+        finally:
+            self._local.metadata = getattr(member._local, "metadata", ())
+        for h in _handles_in(result):
+            self._homes[h.handle] = member
+        if name == "delete_tensor":
+            self._homes.pop(handle.handle if isinstance(handle, TensorHandle) else handle, None)
+        return result
 
     def _transfer_channel(self, i):
         """Extra connection ``i`` (1, 2, ...) for parallel transfers: a channel of its own with a
@@ -394,6 +499,7 @@ class Client:
 
     # ------------------------------------------------------------------ periodograms
 
+    @_on_servers("next")
     def periodogram(self, series, frequency=None, *, fit_mean=True, center_data=True,
                     normalization="standard", dtype="float64", samples_per_peak=5,
                     nyquist_factor=5, minimum_frequency=None, maximum_frequency=None,
@@ -579,6 +685,7 @@ class Client:
 
     # ------------------------------------------------------------------ dense models
 
+    @_on_servers("every")
     def load_model(self, name, layers, dtype="bfloat16", allow_tf32=False,
                    chunk_bytes=models.DEFAULT_CHUNK_BYTES, *, timeout=None):
         """Uploads a stack of dense layers and keeps it resident on the server's GPU(s).
@@ -619,11 +726,13 @@ class Client:
                           timeout)
         return models.model_info_to_dict(info)
 
+    @_on_servers("every")
     def unload_model(self, name, *, timeout=None):
         """Removes a resident model (``grpc.RpcError`` NOT_FOUND when there is none)."""
         self._call(self.stub.UnloadModel, compute_pb2.UnloadModelRequest(name=str(name)),
                    timeout)
 
+    @_on_servers("next")
     def list_models(self, *, timeout=None):
         """The resident models, each a dict::
 
@@ -634,6 +743,7 @@ class Client:
         response = self._call(self.stub.ListModels, compute_pb2.ListModelsRequest(), timeout)
         return [models.model_info_to_dict(m) for m in response.models]
 
+    @_on_servers("next")
     def dense(self, name, x, *, output=None, timeout=None):
         """Runs rows through a resident model; returns a NumPy array.
 
@@ -728,6 +838,7 @@ class Client:
             dtype=dtype, return_diagnostics=return_diagnostics, output=output, timeout=timeout)
         return result
 
+    @_on_servers("next")
     def assimilate_batch(self, problems, dtype="float64", *, return_diagnostics=False,
                          output=None, timeout=None):
         """Many independent analyses in one RPC (the server may batch them further).
@@ -763,6 +874,7 @@ class Client:
 
     # ------------------------------------------------------------------ streaming, transport
 
+    @_on_servers("next")
     def stream(self, *, timeout=None, metadata=None):
         """Opens a Submit stream (``gpucompute.stream.JobStream``): submit jobs of any
         operation, read results as they finish. ``timeout`` (s) bounds the whole stream
@@ -772,6 +884,7 @@ class Client:
         return stream.JobStream(self.stub, timeout=timeout,
                                 metadata=metadata if metadata is not None else self._metadata)
 
+    @_on_servers("next")
     def echo(self, data, *, discard=False, output=None, timeout=None):
         """Sends ``data`` through the Echo RPC and returns what came back.
 
@@ -801,6 +914,7 @@ class Client:
 
     # ------------------------------------------------------------------ resident tensors
 
+    @_on_servers("next")
     def put_tensor(self, array, dtype=None, *, chunk_bytes=DEFAULT_TENSOR_CHUNK_BYTES,
                    streams=1, timeout=None):
         """Uploads an array to the server's memory; returns its ``TensorHandle``.
@@ -840,6 +954,7 @@ class Client:
         done = [i for i in infos if i.complete] or infos
         return TensorHandle.from_info(done[0])
 
+    @_on_servers("next")
     def create_tensor(self, shape, dtype, *, timeout=None):
         """Reserves an empty resident tensor; ``write_tensor`` fills it (several writers may
         fill disjoint ranges at once) and it can be used once every byte has arrived."""
@@ -847,6 +962,7 @@ class Client:
             dtype=wire_dtype(dtype), shape=[int(s) for s in shape]), timeout)
         return TensorHandle.from_info(info)
 
+    @_on_servers("next")
     def write_tensor(self, handle, data, offset=0, *, chunk_bytes=DEFAULT_TENSOR_CHUNK_BYTES,
                      timeout=None):
         """Writes raw bytes at byte ``offset`` of a tensor reserved by ``create_tensor``;
@@ -858,6 +974,7 @@ class Client:
                                    int(chunk_bytes), base=int(offset))
         return _tensor_info(info)
 
+    @_on_servers("next")
     def get_tensor(self, handle, *, streams=1, timeout=None):
         """A resident tensor as a new NumPy array of its dtype and shape (bfloat16 widened to
         float32). NOT_FOUND for an unknown or another client's handle. ``streams`` > 1 fetches
@@ -865,6 +982,7 @@ class Client:
         info, data = self._get(handle, 0, 0, 0, streams, timeout)
         return from_bytes(data, info.dtype, tuple(info.shape))
 
+    @_on_servers("next")
     def get_tensor_bytes(self, handle, offset=0, length=0, *, chunk_bytes=0, streams=1,
                          timeout=None):
         """Bytes ``[offset, offset + length)`` of a resident tensor (``length`` 0: to the end),
@@ -900,6 +1018,7 @@ class Client:
         self._local.metadata = results[0][2]
         return results[0][0], out
 
+    @_on_servers("next")
     def delete_tensor(self, handle, *, timeout=None):
         """Frees a resident tensor now (NOT_FOUND if it is not there). Calls already using it
         finish with it."""
@@ -908,12 +1027,15 @@ class Client:
 
     def list_tensors(self, *, timeout=None):
         """This client's resident tensors: dicts ``{"handle", "dtype", "shape", "bytes",
-        "complete", "owner", "idle_ms"}``."""
+        "complete", "owner", "idle_ms"}`` (of every server, when balanced)."""
+        if self._members is not None:
+            return [t for m in self._members for t in m.list_tensors(timeout=timeout)]
         response = self._call(self.stub.ListTensors, compute_pb2.ListTensorsRequest(), timeout)
         return [_tensor_info(t) for t in response.tensors]
 
     # ------------------------------------------------------------------ shared memory
 
+    @_on_servers("every")
     def register_shared_memory(self, region, name=None, *, timeout=None):
         """Registers a ``SharedMemoryRegion`` (all of it) with the server, which must run with
         ``--allow_shared_memory``, as ``name`` (default: derived from its key); returns it.
@@ -951,8 +1073,13 @@ class Client:
 
     def unregister_shared_memory(self, region=None, *, timeout=None):
         """Unregisters a region (a ``SharedMemoryRegion`` or its name), or all of this
-        client's when None. The region itself stays mapped here until its ``close``."""
+        client's when None (on every server, when balanced). The region itself stays mapped
+        here until its ``close``."""
         name = "" if region is None else (region if isinstance(region, str) else region.name)
+        if self._members is not None:
+            for member in self._members:
+                member.unregister_shared_memory(name or None, timeout=timeout)
+            return
         self._call(self.stub.UnregisterSharedMemory,
                    compute_pb2.UnregisterSharedMemoryRequest(name=name or ""), timeout)
         for n in (list(self._regions) if not name else [name]):
@@ -962,6 +1089,7 @@ class Client:
 
     # ------------------------------------------------------------------ server info
 
+    @_on_servers("next")
     def server_info(self, timeout=None):
         """Server version, backend ("cuda"/"cpu"), devices, limits, kernel cache and batching.
 
