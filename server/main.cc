@@ -174,6 +174,10 @@ ABSL_FLAG(std::string, log_level, "info", "trace | debug | info | warn | error")
 ABSL_FLAG(std::string, log_format, "text",
           "text | json: one JSON object per line (time, level, thread, worker, msg) for log "
           "collectors; worker mode's workers log the same way");
+ABSL_FLAG(std::string, log_calls, "none",
+          "none | errors | all: log each failed (or every) call, one line with op, status, "
+          "duration, caller and, when the call carries W3C traceparent metadata, its trace_id "
+          "and span_id (JSON fields with --log_format=json)");
 ABSL_FLAG(bool, replicate_models, false,
           "with several GPUs, load every dense model on each of them (default: on the one with the "
           "most free memory)");
@@ -493,6 +497,15 @@ int main(int argc, char** argv) {
                                         ? DefaultKernelCacheDir()
                                         : absl::GetFlag(FLAGS_kernel_cache_dir);
   config.backend.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
+  const std::string log_calls = absl::GetFlag(FLAGS_log_calls);
+  if (log_calls == "errors") {
+    config.call_log = gpucompute::CallLog::kErrors;
+  } else if (log_calls == "all") {
+    config.call_log = gpucompute::CallLog::kAll;
+  } else if (log_calls != "none") {
+    spdlog::critical("--log_calls={}: expected none, errors or all", log_calls);
+    return 2;
+  }
   config.backend.debug_sync = absl::GetFlag(FLAGS_debug_sync);
   config.backend.replicate_models = absl::GetFlag(FLAGS_replicate_models);
   config.backend.pinned_tensor_bytes = absl::GetFlag(FLAGS_pinned_tensor_bytes);

@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
+#include "server/common/trace_context.h"
 
 namespace gpucompute {
 
@@ -19,6 +20,10 @@ void JsonLogFormatter::format(const spdlog::details::log_msg& msg, spdlog::memor
       R"({"time":")", time, R"(","level":")", std::string(level.data(), level.size()),
       R"(","thread":)", msg.thread_id);
   if (worker_ >= 0) absl::StrAppend(&line, R"(,"worker":)", worker_);
+  if (const TraceParent* trace = CurrentLogTrace()) {  // hex digits only: nothing to escape
+    absl::StrAppend(&line, R"(,"trace_id":")", trace->trace_id, R"(","span_id":")",
+                    trace->parent_id, R"(","trace_flags":")", trace->flags & 1 ? "01" : "00", "\"");
+  }
   absl::StrAppend(&line, R"(,"msg":)",
                   nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
                   "}\n");

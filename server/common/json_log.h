@@ -3,6 +3,8 @@
 //
 //   {"time":"2026-11-28T00:41:02.123Z","level":"info","thread":1234,"msg":"..."}
 //   {"time":"...","level":"warning","thread":1240,"worker":1,"msg":"..."}   (worker mode)
+//   {"time":"...","level":"info","thread":1240,"trace_id":"4bf9...","span_id":"00f0...",
+//    "trace_flags":"01","msg":"call periodogram OK ..."}   (--log_calls, a call with traceparent)
 //
 // "time" is UTC with milliseconds; "level" is spdlog's name (trace, debug, info, warning,
 // error, critical); "msg" is the text line of the plain format, escaped as JSON (bytes that

@@ -1,7 +1,6 @@
-// gpucompute's own metric families, named as Triton users expect (`nv_inference_*` there,
-// `gpucompute_*` here): per-call outcomes and latency, the schedulers' queue/compute split,
-// batch sizes and pending requests, and resident tensors (counted at scrape time by the
-// tensor store). Device memory, kernel cache and model bytes are computed at scrape time from
+// gpucompute's own metric families (`gpucompute_*`, base units): per-call outcomes and
+// latency, the schedulers' queue/compute split, batch sizes and pending requests, and resident
+// tensors (counted at scrape time by the tensor store). Device memory, kernel cache and model bytes are computed at scrape time from
 // the runtime (server/runtime/runtime_metrics.h).
 // docs/server.md's "Metrics" section lists every name.
 #pragma once

@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/common/trace_context.h"
+#include "spdlog/spdlog.h"
 
 namespace gpucompute {
 
@@ -72,10 +74,25 @@ absl::Status RecordedStatus(const absl::Status& status, bool cancelled, absl::Ti
   return absl::CancelledError(absl::StrCat("cancelled by the client (", status.message(), ")"));
 }
 
-void RecordCallEnd(metrics::ServerMetrics* metrics, absl::string_view op,
-                   const absl::Status& status, const JobTimings& /*timings*/, absl::Time start) {
+void RecordCallEnd(const ServiceParts& parts, const grpc::CallbackServerContext& context,
+                   absl::string_view op, const absl::Status& status, const JobTimings& timings,
+                   absl::Time start) {
   // Queue and compute time are recorded by the schedulers, per request they run.
-  if (metrics != nullptr) metrics->RecordCall(op, status.code(), absl::Now() - start);
+  const absl::Duration total = absl::Now() - start;
+  if (parts.metrics != nullptr) parts.metrics->RecordCall(op, status.code(), total);
+  if (parts.call_log == CallLog::kNone || (status.ok() && parts.call_log != CallLog::kAll)) return;
+  std::optional<TraceParent> trace;
+  if (auto it = context.client_metadata().find(kTraceParentKey); it != context.client_metadata().end()) {
+    trace = ParseTraceParent(absl::string_view(it->second.data(), it->second.size()));
+  }
+  ScopedLogTrace scope(trace ? &*trace : nullptr);
+  spdlog::log(status.ok() ? spdlog::level::info : spdlog::level::warn,
+              "call {} {} {:.3f} ms (queue {:.3f}, compute {:.3f}) caller {}{}{}{}", std::string(op),
+              absl::StatusCodeToString(status.code()), absl::ToDoubleMilliseconds(total),
+              absl::ToDoubleMilliseconds(timings.queue), absl::ToDoubleMilliseconds(timings.compute),
+              CallerId(context),
+              trace ? absl::StrCat(" trace_id ", trace->trace_id, " span_id ", trace->parent_id) : "",
+              status.ok() ? "" : ": ", std::string(status.message()));
 }
 
 }  // namespace gpucompute

@@ -15,6 +15,7 @@
 #include "server/metrics/server_metrics.h"
 #include "server/runtime/scheduler.h"
 #include "server/service/auth.h"
+#include "server/service/service_parts.h"
 
 namespace gpucompute {
 
@@ -63,8 +64,10 @@ absl::Status RecordedStatus(const absl::Status& status, bool cancelled, absl::Ti
 // Every operation call, unary or on a stream, ends here once, before its reply is sent (so a
 // scrape after the reply counts it): `op` is its name ("periodogram", "dense", "assimilate",
 // "echo"; "load_model", "unload_model"). Records the outcome by op and status code and the
-// duration since `start` into `metrics` (null: nothing recorded).
-void RecordCallEnd(metrics::ServerMetrics* metrics, absl::string_view op,
-                   const absl::Status& status, const JobTimings& timings, absl::Time start);
+// duration since `start` into parts.metrics (null: nothing recorded), and logs the call as
+// parts.call_log says, with the trace of `context`'s traceparent (trace_context.h).
+void RecordCallEnd(const ServiceParts& parts, const grpc::CallbackServerContext& context,
+                   absl::string_view op, const absl::Status& status, const JobTimings& timings,
+                   absl::Time start);
 
 }  // namespace gpucompute

@@ -48,7 +48,7 @@ grpc::ServerUnaryReactor* RunUnary(const char* op, Run run, const ServiceParts& 
     auto messages = std::make_shared<std::pair<Request, Response>>();  // until the reply
     if (refused.ok()) refused = ParseRequest(*raw_request, &messages->first);
     if (!refused.ok()) {
-      RecordCallEnd(parts.metrics, op, refused, JobTimings{}, start);
+      RecordCallEnd(parts, *context, op, refused, JobTimings{}, start);
       reactor->Finish(ToGrpcStatus(refused));
       return;
     }
@@ -61,11 +61,11 @@ grpc::ServerUnaryReactor* RunUnary(const char* op, Run run, const ServiceParts& 
     call.client = std::move(admitted->first.id);
     auto slot = std::make_shared<InFlightSlot>(std::move(admitted->second));
     run(parts, request, response, std::move(call),
-        [op, reactor, context, start, metrics = parts.metrics, slot, messages,
+        [op, reactor, context, start, &parts, slot, messages,
          raw_response](const absl::Status& status, const JobTimings& t) {
           slot->Release();  // before the reply: the caller's next call may take it
           AddTimings(context, t, start);
-          RecordCallEnd(metrics, op,
+          RecordCallEnd(parts, *context, op,
                         RecordedStatus(status, context->IsCancelled(), ToAbslTime(context->deadline())),
                         t, start);
           if (status.ok()) SerializeResponse(messages->second, raw_response);

@@ -145,7 +145,7 @@ void LoadModelReactor::Load() {
   reserved_ = false;
   spdlog::info("model '{}' loaded: {} layers, {} bytes resident, {:.1f} ms", name_,
                info.layers_size(), info.device_bytes(), ms);
-  RecordCallEnd(parts_->metrics, "load_model", absl::OkStatus(), JobTimings{}, start_);
+  RecordCallEnd(*parts_, *context_, "load_model", absl::OkStatus(), JobTimings{}, start_);
   slot_.Release();
   Finish(grpc::Status::OK);
 }
@@ -156,7 +156,7 @@ void LoadModelReactor::Fail(const absl::Status& status) {
     parts_->models->Release(name_);
   }
   reserved_ = false;
-  RecordCallEnd(parts_->metrics, "load_model", status, JobTimings{}, start_);
+  RecordCallEnd(*parts_, *context_, "load_model", status, JobTimings{}, start_);
   slot_.Release();
   Finish(ToGrpcStatus(status));
 }

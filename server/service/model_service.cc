@@ -32,7 +32,7 @@ absl::Status ComputeService::UnloadModelCall(grpc::CallbackServerContext* contex
   auto admitted = AuthenticateAndEnter(*context, parts_.auth);
   const absl::Status status = admitted.ok() ? parts_.models->Unload(request.name()) : admitted.status();
   if (admitted.ok()) admitted->second.Release();
-  RecordCallEnd(parts_.metrics, "unload_model", status, JobTimings{}, start);
+  RecordCallEnd(parts_, *context, "unload_model", status, JobTimings{}, start);
   return status;
 }
 

@@ -114,6 +114,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   parts.tensors = s->tensors_.get();
   parts.shared_memory = s->shared_memory_.get();
   parts.limits = config.limits;
+  parts.call_log = config.call_log;
   parts.auth = s->auth_.get();
   s->service_ = std::make_unique<ComputeService>(std::move(parts));
   for (const StartupModel& model : config.models) {

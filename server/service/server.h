@@ -34,6 +34,7 @@
 #include "server/service/credentials.h"
 #include "server/service/health_port.h"
 #include "server/service/security_watch.h"
+#include "server/service/service_parts.h"
 #include "server/service/limits.h"
 #include "server/service/startup_models.h"
 
@@ -66,6 +67,7 @@ struct ServerConfig {
   SchedulerOptions dense_scheduler = DefaultDenseScheduling();  // dense batching (cost: rows)
   SchedulerOptions assimilate_scheduler = DefaultAssimilateScheduling();  // cost: flops
   ServiceLimits limits;
+  CallLog call_log = CallLog::kNone;  // --log_calls
   // Threads that finish calls (unpack a batch's results, build and send the replies); 0: two
   // per visible GPU plus two (CompletionThreads).
   int completion_threads = 0;

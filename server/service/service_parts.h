@@ -16,6 +16,10 @@
 
 namespace gpucompute {
 
+// Which finished calls the server logs (--log_calls), one line each: op, status, duration,
+// caller and, when the call carries W3C traceparent metadata, its trace.
+enum class CallLog { kNone, kErrors, kAll };
+
 struct ServiceParts {
   Backend* backend = nullptr;
   PeriodogramScheduler* periodogram = nullptr;
@@ -30,6 +34,7 @@ struct ServiceParts {
   MemoryBudget* memory = nullptr;  // host memory held by accepted work; null: unbounded
   IdleStreams* idle_uploads = nullptr;  // cancels LoadModel streams that stop sending; null: none
   ServiceLimits limits;
+  CallLog call_log = CallLog::kNone;
 };
 
 }  // namespace gpucompute

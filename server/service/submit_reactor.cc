@@ -213,7 +213,7 @@ void SubmitReactor::Launch(std::unique_ptr<Job> owned) {
 void SubmitReactor::JobDone(Job* raw, const absl::Status& status, const JobTimings& timings) {
   std::unique_ptr<Job> job(raw);
   job->slot.Release();
-  RecordCallEnd(parts_->metrics, job->op, RecordedStatus(status, cancelled_.load(), job->deadline),
+  RecordCallEnd(*parts_, *context_, job->op, RecordedStatus(status, cancelled_.load(), job->deadline),
                 timings, job->start);
   v1::SubmitResponse& out = job->response;
   out.set_id(job->request.id());

@@ -8,14 +8,6 @@ import subprocess
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
-# Flags that other branches of issue 6 are adding to server/main.cc while deploy/ already uses
-# them. Once they are merged `--helpfull` lists them and this set can go.
-PENDING_FLAGS = {
-    "health_port", "replicate_models",
-    "tls_cert_file", "tls_key_file", "tls_client_ca_file", "auth_token_file",
-}
-
-
 def server_flags(server_binary=None):
     """Flag names the server accepts: from `gpucompute-server --helpfull` when the binary is
     given (it also knows Abseil's own flags), else every ABSL_FLAG in server/'s sources."""
@@ -31,7 +23,13 @@ def server_flags(server_binary=None):
         for path in glob.glob(os.path.join(REPO, "server", "**", "*.cc"), recursive=True):
             with open(path) as f:
                 flags |= set(re.findall(r"ABSL_FLAG\(\s*[\w:<>\s]+?,\s*(\w+)\s*,", f.read()))
-    return flags | PENDING_FLAGS
+    return flags
+
+
+def project_version():
+    """The project's version, from the top CMakeLists.txt's project() call."""
+    with open(os.path.join(REPO, "CMakeLists.txt")) as f:
+        return re.search(r"project\(gpucompute VERSION ([0-9.]+)", f.read()).group(1)
 
 
 def metric_names():

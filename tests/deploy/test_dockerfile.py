@@ -22,14 +22,6 @@ def test_dockerfile_passes(flags):
     assert dockerfile_checks.check(DOCKERFILE, DOCKERIGNORE, flags) == []
 
 
-def test_pending_flags_still_pending(flags):
-    # Informational: once a pending flag is merged into server/main.cc, drop it from
-    # repo_facts.PENDING_FLAGS (not a failure, so that merge order does not matter).
-    merged = repo_facts.PENDING_FLAGS & (repo_facts.server_flags() - repo_facts.PENDING_FLAGS)
-    if merged:
-        print(f"defined by the server now, remove from PENDING_FLAGS: {sorted(merged)}")
-
-
 @pytest.mark.parametrize("old,new,message", [
     ("USER 10001:10001", "USER root", "USER root"),
     ("USER 10001:10001", "USER gpucompute", "numeric"),

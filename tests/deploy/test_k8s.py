@@ -88,6 +88,16 @@ def test_overlay_valid(overlay, flags, served):
     assert k8s_checks.check_overlay(objects, flags, served, IMAGE_UID) == []
 
 
+@pytest.mark.parametrize("overlay", OVERLAYS, ids=os.path.basename)
+def test_images_are_the_projects_version(overlay):
+    """Each overlay runs the image of this version, never `latest` (which, with the base's
+    imagePullPolicy IfNotPresent, would run whatever a node pulled first)."""
+    tags = [c["image"].rpartition(":")[2] for o in resolve_overlay(overlay)
+            if o["kind"] == "Deployment"
+            for c in o["spec"]["template"]["spec"]["containers"]]
+    assert tags and all(t == repo_facts.project_version() for t in tags), tags
+
+
 def test_every_component_and_base_is_used():
     used = []
     for overlay in OVERLAYS:
