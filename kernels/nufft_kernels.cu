@@ -71,9 +71,9 @@ NufftSpread(const NufftSeriesDesc* __restrict__ series, const NufftTransform* __
 // taking every kExpandBlock-th cell of its block's chunk. The phase is reduced exactly in
 // integers. Float64 rotates the first cell's twiddle by the step's (one complex product per
 // cell instead of a sincospi: the float64 sincospi made this kernel arithmetic-bound, 41 us of
-// double trigonometry for 63 MB of writes at 1M modes); the rotation's rounding grows by one
-// ulp per step, 16 ulp at most. Float32 evaluates each twiddle (sincospif is cheap, and
-// float's rounding would grow by the same 16 ulp).
+// double trigonometry for 63 MB of writes at 1M modes on the H200); the rotation's rounding
+// grows by one ulp per step, 16 ulp at most. Float32 evaluates each twiddle (sincospif is
+// cheap, and float's rounding would grow by the same 16 ulp).
 template <typename T>
 __global__ void __launch_bounds__(kExpandBlock)
 NufftExpand(const NufftSeriesDesc* __restrict__ series, int index, const T* __restrict__ windows,

@@ -119,8 +119,9 @@ cudaError_t LaunchInvertBaseBlocks(int npad, const T* lp, T* dp, cudaStream_t st
 // in one launch: observation rows (obs as for LaunchPrepareObs, on entry), the ensemble-space
 // solve (info[p] = 1 when a pivot of G = U D U^T is not positive), T = I + G^-1 B, the state rows
 // (raw x) transformed and finished, spread[p]. variant 0: one warp per problem (no block
-// barriers; [G | RHS] and Gauss-Jordan in registers); 1: one 128-thread block per problem (the
-// v2 kernel). Fits: 2 <= N <= 32 and the variant's shared memory <= 48 KiB.
+// barriers; [G | RHS] and Gauss-Jordan in registers); 1: one 128-thread block per problem
+// (slower; kept for tests and benchmarks). Fits: 2 <= N <= 32 and the variant's shared memory
+// <= 48 KiB.
 bool SmallEnkfFits(int64_t n, int64_t m, int N, int element_size, int variant = 0);
 template <typename T>
 cudaError_t LaunchSmallEnkf(int P, int64_t n, int64_t m, int N, int W, const T* x, const T* obs,

@@ -56,9 +56,10 @@ __device__ __forceinline__ void Mma(double& d0, double& d1, double a, double b) 
 // The lane's two elements (row bi*8 + lane/4, columns bj*8 + 2 (lane%4) + {0, 1}) of A B (both
 // row-major, leading dimension ld, order Np). Two accumulator chains (even and odd k steps)
 // halve the dependent MMA latency. B is read by columns although the exact iterates are
-// symmetric: A B^T in place of A B is unstable (float64 experiments, NOTES.md: the rounding's
-// antisymmetric part grows until the iteration diverges at cond(G) ~ 1e4), so are symmetrised
-// iterates; only the plain products keep the coupled iteration's stability.
+// symmetric: A B^T in place of A B is unstable (float64 experiments on the CPU, described in
+// docs/design/assimilate.md: the rounding's antisymmetric part grows until the iteration
+// diverges at cond(G) ~ 1e4), so are symmetrised iterates; only the plain products keep the
+// coupled iteration's stability.
 template <int kNp>
 __device__ __forceinline__ void TileProduct(const double* __restrict__ a, const double* __restrict__ b,
                                             int bi, int bj, int lane, double& d0, double& d1) {

@@ -2,7 +2,7 @@
 //   T = sqrt(N-1) G^-1/2 + (G^-1 b) 1^T,   G = (N-1) I + Yw^T Yw,   b = Yw^T dw,
 // with G^-1/2 from a coupled Newton-Schulz iteration run on the tensor cores (float64 MMA), one
 // block per problem. Fifty members on the H200: 0.11 ms where cuSOLVER's SYEVD takes 0.6 ms
-// (kernels/NOTES.md, "Assimilate", v5).
+// (docs/design/assimilate.md).
 //
 // Where the iteration's condition bound is too large for a float64 result within ~1e-11 of the
 // eigendecomposition's (or a value is not finite), the problem is flagged and its G copied out;
@@ -20,9 +20,10 @@ namespace gpucompute::assimilate::kernels {
 constexpr int kMaxEtkfNsOrder = 64;
 
 // Above this bound on cond(G) (s / (N-1), s >= lambda_max from Gershgorin / Frobenius), the
-// problem takes the eigendecomposition. Measured in float64 against LAPACK (kernels/NOTES.md):
-// at bounds up to 1e5 the two transforms agree within 2e-12, at 1e7 within 2e-10 where fewer
-// observations than members leave an eigenvalue N - 1 of high multiplicity.
+// problem takes the eigendecomposition. Measured in float64 against LAPACK
+// (docs/design/assimilate.md): at bounds up to 1e5 the two transforms agree within 2e-12, at
+// 1e7 within 2e-10 where fewer observations than members leave an eigenvalue N - 1 of high
+// multiplicity.
 constexpr double kEtkfNsMaxCondition = 1e6;
 
 // P problems of order N (2 <= N <= kMaxEtkfNsOrder). c: per problem (c_stride apart) the

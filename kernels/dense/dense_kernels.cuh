@@ -87,7 +87,7 @@ struct TensorCoreArgs {
 bool TensorCoreFits(int device, const TensorCoreArgs& args);
 cudaError_t LaunchTensorCore(const TensorCoreArgs& args, cudaStream_t stream);
 // Whether the kernel is expected to beat normalise + cuBLASLt for these arguments (it fits, and
-// see kernels/NOTES.md, "Dense" v9): with LayerNorm folded in, on one nearly full wave of
+// see docs/design/dense.md): with LayerNorm folded in, on one nearly full wave of
 // tiles (between 3/4 of the SMs and all of them) at least 8 tiles (2048 outputs) wide.
 // Without LayerNorm, on fewer tiles, or over several waves (it is not persistent), cuBLASLt
 // measured faster.

@@ -12,13 +12,9 @@
 // mean), with float32 weights the mean is reduced first. Sums go over the warp by shuffles and
 // over the S warps through shared memory; bias, activation and rounding are fused into the
 // store.
-// (Measured slower, kernels/NOTES.md: one output per warp; four; re-reading the inputs from L1
-// instead of holding them; input loads ahead of the weights; W in its natural in x out layout
-// with rows staged in shared memory; k split over clusters; blocks of 4 warps; the weights'
-// sums taken from load-time column sums; the weights under an L2 evict_first policy; inputs
-// only as whole vectors in their own instantiation; the LayerNorm's row statistics reduced
-// before the main loop.) Beyond 16 MiB of weights (rows x bytes) LayerNorm + cuBLASLt streams
-// them faster and is taken instead (FewRowsPays, server/ops/dense/cuda_dense.cc).
+// (The variants that measured slower on the H200 are listed in docs/design/dense.md.) Beyond
+// 16 MiB of weights (rows x bytes) LayerNorm + cuBLASLt streams them faster and is taken
+// instead (FewRowsPays, server/ops/dense/cuda_dense.cc).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -40,8 +36,8 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kMaxSplit = kWarps;         // S <= 8: all parts of an output share a block
 constexpr int kRegisterWords = 32;        // 4-byte registers of raw input a lane holds
 // Fewer warps leave HBM idle; more (e.g. one output per warp) measured slower on the H200:
-// 1024 -> 4096 bf16 one row 8.2 us at 2048 warps vs 9.5 at 4096; 4096 -> 1024 9.5 at 512 vs
-// 10.0 at 2048 (kernels/NOTES.md).
+// 1024 -> 4096 bf16 one row 8.00 us at 2048 warps vs 8.18 at 4096; 4096 -> 1024 9.5 at 512 vs
+// 10.0 at 2048.
 constexpr int64_t kMinWarps = 512;
 
 // Whether R rows of XC chunks of E inputs of `x_bytes` each fit a lane's register budget.

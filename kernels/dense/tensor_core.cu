@@ -230,9 +230,9 @@ __device__ __forceinline__ void AddChunk(const uint4& raw, float shift, float& s
 // loads, sums of x - x_0 (shifted, so a large common offset costs no digits). Launched just
 // before TensorCoreKernel, which it lets start at once (launch_dependents) and which waits for
 // it only before its epilogue: on one wave its CTAs, one per SM, run beside the product's.
-// (Sums inside the product kernel cost 6-22 us on the 1024 x 1024 -> 4096 layer: the x tiles'
-// extra shared-memory reads compete with wgmma's; from global memory in the producer's spare
-// warps they took 34-58k cycles: kernels/NOTES.md, "Dense" v11.) Starting ahead of the
+// (Sums inside the product kernel cost 6-22 us on the 1024 x 1024 -> 4096 layer on the H200:
+// the x tiles' extra shared-memory reads compete with wgmma's; from global memory in the
+// producer's spare warps they took 34-58k cycles.) Starting ahead of the
 // product, it also asks L2 for the product's first k slices of W (`w_first_bytes` of each of
 // its n rows), which the product's first loads would otherwise wait for from DRAM.
 // Register budgets: the product kernel is allocated kProductRegs a thread (its producer
@@ -240,7 +240,7 @@ __device__ __forceinline__ void AddChunk(const uint4& raw, float shift, float& s
 // one statistics CTA of kStatsThreads threads at kStatsRegs (at 168 registers a product CTA
 // took the whole register file). With the statistics kernel's shared-memory carveout (set at
 // launch) the two share the SM: LayerNorm costs ~1.5 us over the bare product instead of ~4.3
-// (kernels/NOTES.md, "Dense" v9).
+// (H200; docs/design/dense.md).
 constexpr int kProductRegs = 160;
 constexpr int kProducerRegs = 40;
 constexpr int kConsumerRegs = 216;
@@ -356,7 +356,7 @@ __device__ __forceinline__ void BoxAccumulators(const float (&d)[128], float (&a
 // all 128 accumulators: that was ~1,500 instructions run once per CTA, fast while the previous
 // launch had left them in the instruction caches (19.4 us) but 24.5 us with them cold (ncu, or
 // after other kernels: the cuBLASLt layers of a stack); this loop measured 19.8-19.9 us warm
-// and 16.8-17.7 us cold (kernels/NOTES.md, "Dense" v11 and v12).
+// and 16.8-17.7 us cold (H200; docs/design/dense.md).
 template <typename T, int kAct>
 __device__ __forceinline__ void StoreTile(const float (&d)[128], const TileOutput& o) {
   static_assert(kOutBoxes == 4, "a case per box");
@@ -604,8 +604,8 @@ cudaError_t LaunchTyped(const TensorCoreArgs& a, const CUtensorMap& x_map, const
     // A warp per row. When the product is one wave, at most one CTA per SM, each beside a
     // product CTA (see kProductRegs); over several waves up to four per SM, so that a large x
     // is read by enough warps (they delay only the first wave's CTAs on their SMs). (Four
-    // CTAs on the SMs the product leaves free were too slow: 29.9 us for the 1024-row layer,
-    // the product waiting on them.)
+    // CTAs on the SMs the product leaves free were too slow: 29.9 us for the 1024-row layer on
+    // the H200, the product waiting on them.)
     const int per_sm = ctas > sms ? 4 : 1;
     const int rows_per_cta = kStatsThreads / 32;
     const int stats_ctas =

@@ -193,7 +193,7 @@ void Run(DeviceContext& dev, void* flush, size_t flush_bytes, const Case& c, int
     weight_bytes += static_cast<double>(c.dims[l]) * c.dims[l + 1] * elem;
   }
   const double io_bytes = static_cast<double>(c.rows) * (c.dims.front() + c.dims.back()) * elem;
-  // Ceilings measured on the H200 (PERFORMANCE.md): 4.25 TB/s copy; 777 TFLOP/s bf16/fp16,
+  // Ceilings measured on the H200: 4.25 TB/s copy; 777 TFLOP/s bf16/fp16,
   // 51 fp32; tf32 taken as half of bf16.
   const double rate = c.dtype != ElementType::kFloat32 ? 777e12 : (c.tf32 ? 388e12 : 51e12);
   const double floor_us = std::max(flops / rate, (weight_bytes + io_bytes) / 4.25e12) * 1e6;

@@ -41,8 +41,8 @@ constexpr int64_t kMaxSyevjBatchedOrder = 32;
 constexpr int64_t kSplitChunks = 128;
 
 // Block of the blocked left triangular solves (see CudaEnqueueOptions::trsm_block); measured
-// on the H200 at N = 3000 (kernels/NOTES.md): float64 one cuBLAS TRSM (3.80 ms for both solves,
-// blocks of 256-1024: 4.03-4.19 ms), float32 blocks of 256 (3.05 vs 3.40 ms).
+// on the H200 at N = 3000 (docs/design/assimilate.md): float64 one cuBLAS TRSM (3.80 ms for
+// both solves, blocks of 256-1024: 4.03-4.19 ms), float32 blocks of 256 (3.05 vs 3.40 ms).
 template <typename T>
 constexpr int kDefaultTrsmBlock = std::is_same_v<T, float> ? 256 : 0;
 // One large stochastic problem (N >= kMinBlockInverseOrder): G^-1 B by inverted diagonal blocks
@@ -646,10 +646,10 @@ absl::Status GroupRunner<T>::BlockInverseSolve(int N, const T* l, T* b, T* z) {
   T* lp = static_cast<T*>(lmem);
   T* d = static_cast<T*>(dmem);
   T* tmp = static_cast<T*>(tmem);
-  // D_k = L_kk^-1 without TRSM (cuBLAS TRSM costs ~0.45 us per row of the triangle whatever the
-  // right-hand sides: 1.3 ms for the diagonal blocks of N = 3000): the diagonal blocks padded
-  // with an identity, inverses of 32 x 32 blocks by a kernel, then per level two strided-batched
-  // GEMMs: [A 0; C D]^-1 = [A^-1 0; -D^-1 C A^-1 D^-1].
+  // D_k = L_kk^-1 without TRSM (on the H200 cuBLAS TRSM costs ~0.45 us per row of the triangle
+  // whatever the right-hand sides: 1.3 ms for the diagonal blocks of N = 3000): the diagonal
+  // blocks padded with an identity, inverses of 32 x 32 blocks by a kernel, then per level two
+  // strided-batched GEMMs: [A 0; C D]^-1 = [A^-1 0; -D^-1 C A^-1 D^-1].
   CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d, 0, static_cast<size_t>(pp) * sizeof(T), stream()));
   CUDA_RETURN_IF_ERROR(kernels::LaunchPadDiagonalBlocks<T>(N, npad, nb, l, lp, stream()));
   CUDA_RETURN_IF_ERROR(kernels::LaunchInvertBaseBlocks<T>(npad, lp, d, stream()));
@@ -743,8 +743,9 @@ template <typename T>
 absl::Status GroupRunner<T>::Eig(int N, T* a, T* ev, int* info) {
   const int P = g_.P();
   if (eig_variant_ != 0 && !no_fused_ && !unbatched_ && P > 1 && N <= kernels::kMaxJacobiOrder) {
-    // One block per matrix (parallel cyclic Jacobi): 10,000 of order 20 in 3.2 ms against
-    // syevjBatched's 4.2 ms. For one matrix SYEVD is faster (50 x 50: 0.61 ms, Jacobi 1.03 ms).
+    // One block per matrix (parallel cyclic Jacobi): on the H200 10,000 of order 20 in 3.2 ms
+    // against syevjBatched's 4.2 ms. For one matrix SYEVD is faster (50 x 50: 0.61 ms, Jacobi
+    // 1.03 ms).
     // Never fails (info stays 0).
     CUDA_RETURN_IF_ERROR(kernels::LaunchJacobiEig<T>(P, N, a, ev, stream()));
     return Launched();
@@ -889,8 +890,9 @@ absl::Status GroupRunner<T>::Run() {
       CUDA_RETURN_IF_ERROR(kernels::LaunchAddDiagonal<T>(P, iN, t, N, t_stride, T(1), s));
       RETURN_IF_ERROR(Launched());
     } else if (NsTransform()) {
-      // T = sqrt(N-1) G^-1/2 + (G^-1 b) 1^T without an eigendecomposition (50 x 50: SYEVD
-      // alone took 0.6 ms); the Jacobi kernel only for problems beyond the iteration's bound.
+      // T = sqrt(N-1) G^-1/2 + (G^-1 b) 1^T without an eigendecomposition (50 x 50 on the
+      // H200: SYEVD alone took 0.6 ms); the Jacobi kernel only for problems beyond the
+      // iteration's bound.
       t = Sc<T>(g_.t);
       t_stride = nn;
       CUDA_RETURN_IF_ERROR(kernels::LaunchEtkfTransform<T>(P, iN, c, c_stride, t, Sc<T>(g_.v), Sc<T>(g_.ev),

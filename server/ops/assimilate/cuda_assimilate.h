@@ -5,10 +5,11 @@
 // syevjBatched for many small problems, the plain routines (SYRK, POTRF, TRSM, SYEVD) for one
 // large problem, a few kernels (kernels/assimilate) for what the libraries do not do, and fused
 // kernels where the libraries are latency-bound: the whole stochastic analysis of small problems
-// in one block each, one pass over the state for N <= 64, Jacobi for batched eigenproblems, and
-// G^-1 B by inverted diagonal blocks and GEMMs for one large problem (kernels/NOTES.md). The
-// algebra, conventions and the cost model that picks the form are assimilate.h's, so that the
-// results equal the CPU reference to rounding (seeded perturbations included).
+// in one warp each, the ETKF square root by Newton-Schulz for N <= 64, one pass over the state
+// for N <= 64, Jacobi for batched eigenproblems, and G^-1 B by inverted diagonal blocks and
+// GEMMs for one large problem (docs/design/assimilate.md). The algebra, conventions and the
+// cost model that picks the form are assimilate.h's, so that the results equal the CPU
+// reference to rounding (seeded perturbations included).
 //
 // Layout (all row-major as on the wire, i.e. column-major with the members as rows for cuBLAS):
 // per problem X (n x N, centred in place), the observation rows [Yw | dw | Ew or Dw] (m x W, W
@@ -57,7 +58,7 @@ struct CudaEnqueueOptions {
   // The one-pass state transform: 0 float64 on the tensor cores (8 rows per warp; float: the
   // scalar kernel with 8); 4 or 8: the scalar kernel with that many rows per warp.
   int rows_per_warp = 0;
-  // The small fused kernel: 0 one warp per problem, 1 one 128-thread block per problem (v2).
+  // The small fused kernel: 0 one warp per problem, 1 one 128-thread block per problem.
   int small_variant = 0;
   // Tests and benchmarks: pack every input into the staging buffer, even arrays in page-locked
   // memory that the GPU would otherwise copy where they are.

@@ -148,8 +148,8 @@ absl::StatusOr<std::unique_ptr<GemmPlan>> MakePlan(cublasLtHandle_t handle, cons
 }
 
 // Whether the few-rows kernel beats normalise + cuBLASLt on a layer of `weight_bytes`
-// (kernels/NOTES.md, "Dense" v14): for one or two rows of a small layer, bound by reading W
-// once with little else to hide behind (bf16, us, few-rows vs cuBLASLt: 1024 -> 4096 one row
+// (docs/design/dense.md): for one or two rows of a small layer, bound by reading W once with
+// little else to hide behind (H200, bf16, us, few-rows vs cuBLASLt: 1024 -> 4096 one row
 // 8.0 vs 12.0, two rows 10.6 vs 11.8, three 15.9 vs 11.4; 2048 -> 4096 one row 12.9 vs 15.0, two
 // rows 17.7 vs 15.0; 4096 -> 4096 one row 22.2 vs 20.8). On larger layers the kernel's one load
 // per lane and many waves of blocks stream at ~2 TB/s while cuBLASLt reaches 2.8-3.8
@@ -447,7 +447,7 @@ absl::StatusOr<PendingDense> EnqueueDense(DeviceContext& device, StreamSlot& slo
                  : (forced == DensePath::kAuto && fits && FewRowsPays(rows, L.in * L.out * elem));
     // kAuto takes the tensor-core kernel where it folds this layer's LayerNorm into one
     // nearly full wave of tiles (e.g. 1024 x 1024 -> 4096 bf16), the only place it measured
-    // faster than normalise + cuBLASLt (kernels/NOTES.md, "Dense" v9).
+    // faster than normalise + cuBLASLt (docs/design/dense.md).
     const bool try_tc = forced == DensePath::kTensorCore && !few[l];
     const bool auto_tc = forced == DensePath::kAuto && !few[l] && L.layernorm && in_type == dtype &&
                          (dtype == ElementType::kBFloat16 || dtype == ElementType::kFloat16) &&

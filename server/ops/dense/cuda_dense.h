@@ -44,7 +44,7 @@ struct CudaLayer {
   Activation activation = Activation::kNone;
   // W^T: out rows of ldw values in the model's dtype, padding columns zero. Transposed
   // ("K-major") so that one output's weights are contiguous for the few-rows kernel; cuBLASLt
-  // reads it with op T at the same speed as the natural layout (kernels/NOTES.md).
+  // reads it with op T at the same speed as the natural layout (docs/design/dense.md).
   const void* weight = nullptr;
   const float* bias = nullptr;       // ldy floats (padding zero)
   const float* colsum = nullptr;     // ldy floats: sum over k of the stored W (the tensor-core
@@ -127,10 +127,11 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModelOnDevices(
 absl::Status CheckFitsOnDevice(DeviceContext& device, int64_t bytes);
 
 // How a batch's layers are computed. kAuto: per layer, the few-rows kernel where it measured
-// faster (FewRowsPays in cuda_dense.cc), normalise + cuBLASLt otherwise. kFewRows takes up to
-// kernels::kFewRowsMax rows; kTensorCore (the hand-written Hopper kernel with LayerNorm
-// folded into its epilogue) only 16-bit models on compute capability 9.0, and is not yet
-// faster than kGemm anywhere (tests, benchmarks).
+// faster (FewRowsPays in cuda_dense.cc), the tensor-core kernel where it folds a LayerNorm into
+// one nearly full wave of tiles (kernels::TensorCorePays), normalise + cuBLASLt otherwise
+// (docs/design/dense.md). kFewRows takes up to kernels::kFewRowsMax rows; kTensorCore (the
+// hand-written Hopper kernel with LayerNorm folded into its epilogue) only 16-bit models on
+// compute capability 9.0.
 enum class DensePath { kAuto, kFewRows, kGemm, kTensorCore };
 
 // Benchmark and test knobs: events recorded on the stream just before the first layer and just

@@ -85,7 +85,8 @@ CudaKernelShape ChooseShape(ComputeType dtype, const std::vector<const SeriesSpe
 
 std::vector<CudaKernelShape> DefaultKernelShapes(ComputeType dtype) {
   // Largest work per thread first (fewest sin/cos per pair), then smaller for small batches
-  // that would otherwise leave multiprocessors idle. Chosen by tests/bench (see NOTES.md).
+  // that would otherwise leave multiprocessors idle. Chosen by periodogram_bench's shape sweep
+  // on the H200 (docs/design/periodogram.md).
   if (dtype == ComputeType::kFloat32) {
     return {CudaKernelShape{128, 16, 256, 4}, CudaKernelShape{128, 2, 256, 0}};
   }
@@ -328,8 +329,8 @@ std::optional<ProductSplit> PlanProduct(const SeriesSpec& s, double t_absmax, Co
 // The windowed form's window (kernels/nufft_kernels.cuh) for a series whose points lie within
 // max_j * df * t_absmax cycles of 0: the smallest divisor L of M holding every point's cells
 // with two to spare either side, a power of two where one divides M and is at most twice that
-// (cuFFT's power-of-two sizes run faster: 1M float64 modes, 3 transforms, M = 2^18 5: L = 2,560
-// 46 us, L = 4,096 35 us); 0 when M / L < 4 (the full grid is as cheap).
+// (cuFFT's power-of-two sizes run faster: on the H200, 1M float64 modes, 3 transforms,
+// M = 2^18 5: L = 2,560 46 us, L = 4,096 35 us); 0 when M / L < 4 (the full grid is as cheap).
 int64_t NufftWindow(const NufftPlan& plan, int max_j, double df, double t_absmax) {
   const double half = max_j * std::abs(df) * t_absmax * static_cast<double>(plan.grid_size) +
                       0.5 * plan.width + 2;
