@@ -4,12 +4,13 @@ shared-memory regions on every server; balance=False and pin() for one server. T
 servers on loopback, counted by their own /metrics."""
 
 import contextlib
+import urllib.request
 
 import numpy as np
 import pytest
 
 import gpucompute
-from conftest import STARTUP_TIMEOUT_S, metric, run_server
+from conftest import STARTUP_TIMEOUT_S, run_server
 from gpucompute import balance
 
 
@@ -29,7 +30,12 @@ def two_servers(tmp_path, *flags):
 
 
 def calls(metrics_port, op):
-    return metric(metrics_port, f'gpucompute_request_success_total{{op="{op}"}}', default=0)
+    """Successful `op` calls a server counted: its series, summed over workers in worker mode
+    (where each worker's carries a `worker` label)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30) as r:
+        text = r.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("gpucompute_request_success_total{") and f'op="{op}"' in line)
 
 
 def balanced_client(servers, **kwargs):
