@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <type_traits>
 
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
@@ -411,681 +412,842 @@ absl::StatusOr<cufftHandle> NufftFftPlan(StreamSlot& slot, int64_t grid_size, in
   CUFFT_RETURN_IF_ERROR(cufftSetStream(plan->get(), slot.stream.get()));
   return plan->get();
 }
-
-}  // namespace
-
-absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, StreamSlot& slot,
-                                                      const Batch& batch,
-                                                      const EnqueueOptions* options) {
-  using kernels::HarmonicDirectDesc;
-  using kernels::NufftSeriesDesc;
-  using kernels::NufftTransform;
-  RETURN_IF_ERROR(device.MakeCurrent());
-  const cudaStream_t stream = slot.stream.get();
-  const int elem = ElementSize(batch.dtype);
-  const bool f32 = batch.dtype == ComputeType::kFloat32;
-  const std::vector<const SeriesSpec*> series = batch.all_series();
-  const size_t n_series = series.size();
-  const std::vector<PowerPlan> power_plans = PlanPower(batch);
-
-  // Each series' moments, once: planning and packing read them. Decoded series carry theirs
-  // (computed on the thread that received the call); the rest take a few passes here.
-  std::vector<SeriesMoments> moments(n_series);
-  {
-    int64_t samples = 0;
-    for (const SeriesSpec* s : series) samples += s->moments ? 0 : static_cast<int64_t>(s->t.size());
-    ParallelFor(static_cast<int64_t>(n_series), samples, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) moments[i] = MomentsOf(*series[i]);
-    });
-  }
-
-  // Which path each series takes; the nterms = 1 direct ones share the NVRTC kernel.
-  std::vector<SeriesKind> kinds(n_series);
-  std::vector<const SeriesSpec*> direct1;
-  std::vector<std::optional<ProductSplit>> products(n_series);
-  const int force_product = options ? options->product : -1;
-  const int64_t product_piece = options ? options->product_piece : 0;
-  for (size_t i = 0; i < n_series; ++i) {
-    kinds[i] = KindOf(*series[i]);
-    if (kinds[i] == SeriesKind::kDirect1) {
-      products[i] =
-          PlanProduct(*series[i], moments[i].t_absmax, batch.dtype, force_product, product_piece);
-      if (products[i]) {
-        kinds[i] = SeriesKind::kProduct;
-      } else {
-        direct1.push_back(series[i]);
-      }
-    }
-  }
-  const CudaKernelShape shape = options && options->shape
-                                     ? *options->shape
-                                     : ChooseShape(batch.dtype, direct1, device.description().multiprocessors);
-  cudaKernel_t kernel = nullptr;
-  if (!direct1.empty()) {
-    ASSIGN_OR_RETURN(kernel, PeriodogramKernel(device, batch.dtype, shape));
-  }
-
-  PendingPeriodogram pending;
-  pending.dtype = batch.dtype;
-  pending.out_offsets.assign(n_series, -1);
-  pending.top_peaks.assign(n_series, -1);
-  pending.top_peaks_k.assign(n_series, 0);
-  InputLayout layout;
-  const int64_t per_block = static_cast<int64_t>(shape.block) * shape.k;
+// What EnqueuePeriodogram works out about a batch before it writes anything (PlanBatch): each
+// series' moments and path, its range of partial peaks, the product pieces and NUFFT plans, the
+// input layout and the size of every device buffer. Host arithmetic only; PackBatch completes
+// the pieces' offsets and scales as it writes the staging buffer.
+struct BatchPlan {
+  std::vector<const SeriesSpec*> series;
+  std::vector<PowerPlan> power_plans;
+  std::vector<SeriesMoments> moments;
+  std::vector<SeriesKind> kinds;
+  std::vector<const SeriesSpec*> direct1;  // the NVRTC kernel's series
+  std::vector<std::optional<ProductSplit>> products;  // per series: its pieces (kProduct)
+  CudaKernelShape shape;
   // Per series: its index in its kind's table, first partial peak, partial count.
-  std::vector<int> kind_index(n_series, -1);
-  std::vector<int64_t> partial_begin(n_series), partial_count(n_series);
+  std::vector<int> kind_index;
+  std::vector<int64_t> partial_begin, partial_count;
   // Pieces (kernels/lombscargle_product.cuh) of product series and the direct low piece of
   // fast ones, grouped by series; a series' pieces take its partials from piece_partials[i] on.
-  std::vector<int> product_first(n_series, -1);   // first piece in the table
-  std::vector<int64_t> piece_partials(n_series, 0);
+  std::vector<int> product_first;  // first piece in the table, or -1
+  std::vector<int64_t> piece_partials;
   std::vector<kernels::ProductSeriesDesc> pieces;
   std::vector<int> piece_series;
-  std::vector<int64_t> nufft_low;                 // per fast series: its low piece's size
-  std::vector<int> nufft_low_piece;               // per fast series: the piece's index, or -1
-  std::vector<NufftPlan> nufft_plans;             // per fast series
+  std::vector<int64_t> nufft_low;            // per fast series: its low piece's size
+  std::vector<int> nufft_low_piece;          // per fast series: the piece's index, or -1
+  std::vector<NufftPlan> nufft_plans;        // per fast series
   std::vector<std::vector<HarmonicTerm>> nufft_terms;
-  std::vector<int64_t> nufft_windows;             // per fast series: L, or 0 (full grid)
-  std::vector<int> harmonic_order;                // harmonic series, by nterms
+  std::vector<int64_t> nufft_windows;        // per fast series: L, or 0 (full grid)
+  std::vector<int> harmonic_order;           // harmonic series, by nterms
+  int64_t samples = 0, explicit_freqs = 0;
   int64_t n_blocks = 0, harmonic_blocks = 0, total_partials = 0, copied_freqs = 0, scratch_freqs = 0;
   int64_t top_peaks_series = 0, top_peaks_entries = 0;  // found on the device
   int64_t grid_cells = 0, window_cells = 0, n_transforms = 0, max_fast_samples = 0;
   SampleParts split;  // how the NVRTC kernel's chunks are summed (PlanSampleParts)
   int n_harmonic = 0, n_fast = 0;
-  {
-    NVTX_RANGE("periodogram.pack");
-    int64_t samples = 0, explicit_freqs = 0;
-    for (size_t i = 0; i < n_series; ++i) {
-      const SeriesSpec& s = *series[i];
-      const int64_t nf = s.grid.size();
-      samples += static_cast<int64_t>(s.t.size());
-      if (!s.grid.uniform) explicit_freqs += nf;
-      if (power_plans[i].copied) copied_freqs += nf;
-      if (power_plans[i].device_top_k > 0) {
-        ++top_peaks_series;
-        top_peaks_entries += power_plans[i].device_top_k;
-      }
-      switch (kinds[i]) {
-        case SeriesKind::kDirect1:
-          partial_count[i] = CeilDiv(nf, per_block);
-          n_blocks += partial_count[i];
-          break;
-        case SeriesKind::kProduct: {
-          product_first[i] = static_cast<int>(pieces.size());
-          partial_count[i] = 0;
-          for (const kernels::ProductSeriesDesc& p : products[i]->pieces) {
-            pieces.push_back(p);
-            piece_series.push_back(static_cast<int>(i));
-            partial_count[i] += kernels::ProductPartials(p);
-          }
-          break;
-        }
-        case SeriesKind::kHarmonicDirect:
-          kind_index[i] = n_harmonic++;
-          partial_count[i] = CeilDiv(nf, kernels::kHarmonicDirectBlock);
-          harmonic_blocks += partial_count[i];
-          harmonic_order.push_back(static_cast<int>(i));
-          break;
-        case SeriesKind::kFast: {
-          kind_index[i] = n_fast++;
-          nufft_plans.push_back(MakeNufftPlan(nf, batch.dtype, s.nterms));
-          nufft_terms.push_back(HarmonicTerms(s.nterms, s.fit_mean));
-          if (nufft_plans.back().width > kernels::kNufftMaxWidth) {
-            return absl::InternalError("NUFFT kernel width above the spreading kernel's limit");
-          }
-          // The power kernel reads the transforms in HarmonicTerms' order (pinned by the test
-          // NufftTerms.OrderIsThePowerKernels).
-          int max_j = 1;
-          for (const HarmonicTerm& h : nufft_terms.back()) max_j = std::max(max_j, h.j);
-          const double t_absmax = moments[i].t_absmax;
-          nufft_windows.push_back(nf > 0 ? NufftWindow(nufft_plans.back(), max_j, s.grid.uniform->df,
-                                                       t_absmax)
-                                         : 0);
-          {
-            const NufftPlan& plan = nufft_plans.back();
-            const int64_t copies = nufft_windows.back() > 0 ? plan.grid_size / nufft_windows.back() : 0;
-            const int64_t q_count =
-                copies > 0 ? FloorDiv(nf - 1 - plan.centre, copies) - FloorDiv(-plan.centre, copies) + 1 : 0;
-            partial_count[i] = nf > 0 ? kernels::NufftPowerBlocks(nf, copies, q_count) : 0;
-          }
-          // nterms 1: the lowest frequencies by direct sums (nufft.h), a piece of their own.
-          const int64_t low = s.nterms == 1 ? LowFrequencyPrefix(*s.grid.uniform, t_absmax) : 0;
-          const bool low_direct =
-              static_cast<double>(low) * static_cast<double>(s.t.size()) <= kMaxLowFrequencyPairs;
-          nufft_low.push_back(low_direct ? low : 0);
-          nufft_low_piece.push_back(nufft_low.back() > 0 ? static_cast<int>(pieces.size()) : -1);
-          if (nufft_low.back() > 0) {
-            product_first[i] = static_cast<int>(pieces.size());
-            piece_partials[i] = partial_count[i];
-            pieces.push_back(LowPiece(s, nufft_low.back()));
-            piece_series.push_back(static_cast<int>(i));
-            partial_count[i] += kernels::ProductPartials(pieces.back());
-          }
-          if (nf > 0) {
-            window_cells += nufft_windows.back() * static_cast<int64_t>(nufft_terms.back().size());
-            grid_cells += nufft_plans.back().grid_size * static_cast<int64_t>(nufft_terms.back().size());
-            n_transforms += static_cast<int64_t>(nufft_terms.back().size());
-            max_fast_samples = std::max<int64_t>(max_fast_samples, static_cast<int64_t>(s.t.size()));
-          }
-          break;
-        }
-      }
-    }
-    std::stable_sort(harmonic_order.begin(), harmonic_order.end(),
-                     [&](int a, int b) { return series[a]->nterms < series[b]->nterms; });
-    // Partial peaks: the NVRTC kernel's blocks first (it writes partial blockIdx.x), then the
-    // other kernels' ranges, each series' range contiguous.
-    int64_t direct_at = 0, other_at = n_blocks;
-    for (size_t i = 0; i < n_series; ++i) {
-      int64_t& at = kinds[i] == SeriesKind::kDirect1 ? direct_at : other_at;
-      partial_begin[i] = at;
-      at += partial_count[i];
-      if (product_first[i] >= 0) {
-        int64_t piece_at = partial_begin[i] + piece_partials[i];
-        for (size_t p = product_first[i]; p < pieces.size() && piece_series[p] == static_cast<int>(i); ++p) {
-          pieces[p].peak_offset = piece_at;
-          piece_at += kernels::ProductPartials(pieces[p]);
-        }
-      }
-    }
-    total_partials = other_at;
-    split = PlanSampleParts(series, kinds, partial_count, n_blocks,
-                            2 * device.description().multiprocessors);
-
-    layout = MakeInputLayout(n_series, split.work_items, samples, explicit_freqs, elem, n_harmonic,
-                             harmonic_blocks, n_fast, n_transforms, pieces.size(),
-                             static_cast<size_t>(top_peaks_series),
-                             split.sum_rows > 0 ? static_cast<size_t>(n_blocks) : 0);
-    RETURN_IF_ERROR(slot.staging_in.Reserve(layout.total));
-    char* base = static_cast<char*>(slot.staging_in.data());
-    std::memset(base + layout.done, 0, layout.total - layout.done);  // completion counters
-    auto* desc = reinterpret_cast<LsSeriesDesc*>(base + layout.desc);
-    auto* work = reinterpret_cast<LsBlockWork*>(base + layout.work);
-    auto* begins = reinterpret_cast<long long*>(base + layout.seg);
-    auto* ends = begins + n_series;
-    auto* pdesc = reinterpret_cast<kernels::ProductSeriesDesc*>(base + layout.pdesc);
-    auto* hdesc = reinterpret_cast<HarmonicDirectDesc*>(base + layout.hdesc);
-    auto* hwork = reinterpret_cast<LsBlockWork*>(base + layout.hwork);
-    auto* ndesc = reinterpret_cast<NufftSeriesDesc*>(base + layout.ndesc);
-    auto* ntrans = reinterpret_cast<NufftTransform*>(base + layout.ntrans);
-    auto* topk = reinterpret_cast<kernels::TopPeaksDesc*>(base + layout.topk);
-    auto* t = reinterpret_cast<double*>(base + layout.t);
-    auto* freqs = reinterpret_cast<double*>(base + layout.freqs);
-    // Offsets first (cheap, serial), then the per-sample work on several threads when the
-    // batch is large: each series writes only its own ranges. Power that is copied back comes
-    // first in the output, then the peaks and the top-k peaks found on the device. Power not
-    // copied back is written to device scratch after them where it is read (device top-k) or
-    // always written (the NVRTC kernel's nterms = 1 direct series), else not at all.
-    const size_t power_bytes = AlignUp(static_cast<size_t>(copied_freqs) * elem);
-    pending.top_peaks_offset = power_bytes + AlignUp(n_series * sizeof(LsPeak));
-    const size_t scratch_at =
-        (pending.top_peaks_offset + AlignUp(static_cast<size_t>(top_peaks_entries) * sizeof(LsPeak))) / elem;
-    int64_t sample_at = 0, freq_at = 0, copied_at = 0, scratch_offset = 0, grid_at = 0, window_at = 0;
-    int64_t top_peaks_at = 0, top_peaks_entry = 0;
-    int transform_at = 0;
-    for (size_t i = 0; i < n_series; ++i) {
-      const SeriesSpec& s = *series[i];
-      const int64_t nf = s.grid.size();
-      LsSeriesDesc& d = desc[i];
-      d = LsSeriesDesc{};
-      d.sample_offset = sample_at;
-      d.n_freq = nf;
-      d.n_samples = static_cast<int>(s.t.size());
-      d.explicit_offset = s.grid.uniform ? -1 : freq_at;
-      const PowerPlan& plan = power_plans[i];
-      if (plan.copied) {
-        pending.out_offsets[i] = copied_at;
-        d.out_offset = copied_at;
-        copied_at += nf;
-      } else {
-        d.out_offset = static_cast<long long>(scratch_at) + scratch_offset;
-        if (kinds[i] == SeriesKind::kDirect1 || plan.device_top_k > 0) scratch_offset += nf;
-      }
-      if (plan.device_top_k > 0) {
-        topk[top_peaks_at++] = kernels::TopPeaksDesc{d.out_offset, nf, top_peaks_entry,
-                                                     plan.device_top_k, 0};
-        pending.top_peaks[i] = top_peaks_entry;
-        pending.top_peaks_k[i] = plan.device_top_k;
-        top_peaks_entry += plan.device_top_k;
-      }
-      // The nvcc kernels skip -1.
-      const long long out_offset = plan.copied || plan.device_top_k > 0 ? d.out_offset : -1;
-      begins[i] = partial_begin[i];
-      ends[i] = partial_begin[i] + partial_count[i];
-      if (product_first[i] >= 0) {
-        for (size_t p = product_first[i]; p < pieces.size() && piece_series[p] == static_cast<int>(i); ++p) {
-          pieces[p].sample_offset = sample_at;
-          pieces[p].out_offset = out_offset;
-        }
-      }
-      if (kinds[i] == SeriesKind::kHarmonicDirect) {
-        HarmonicDirectDesc& h = hdesc[kind_index[i]];
-        h = HarmonicDirectDesc{};
-        h.sample_offset = sample_at;
-        h.n_freq = nf;
-        h.explicit_offset = d.explicit_offset;
-        h.out_offset = out_offset;
-        h.peak_offset = partial_begin[i];
-        h.f0 = s.grid.uniform ? s.grid.uniform->f0 : 0;
-        h.df = s.grid.uniform ? s.grid.uniform->df : 0;
-        h.n_samples = d.n_samples;
-        h.nterms = s.nterms;
-        h.fit_mean = s.fit_mean ? 1 : 0;
-        h.normalization = static_cast<int>(s.normalization);
-      } else if (kinds[i] == SeriesKind::kFast) {
-        const int fi = kind_index[i];
-        const NufftPlan& plan = nufft_plans[fi];
-        const std::vector<HarmonicTerm>& terms = nufft_terms[fi];
-        NufftSeriesDesc& n = ndesc[fi];
-        n = NufftSeriesDesc{};
-        n.sample_offset = sample_at;
-        n.grid_offset = grid_at;
-        n.grid_size = plan.grid_size;
-        n.modes = plan.modes;
-        n.centre = plan.centre;
-        n.out_offset = out_offset;
-        n.peak_offset = partial_begin[i];
-        n.fc = s.grid.uniform->f0 + static_cast<double>(plan.centre) * s.grid.uniform->df;
-        n.df = s.grid.uniform->df;
-        n.beta = plan.beta;
-        n.n_samples = d.n_samples;
-        n.width = plan.width;
-        n.nterms = s.nterms;
-        n.fit_mean = s.fit_mean ? 1 : 0;
-        n.normalization = static_cast<int>(s.normalization);
-        n.first_transform = transform_at;
-        n.n_transforms = nf > 0 ? static_cast<int>(terms.size()) : 0;
-        for (int k = 0; k < n.n_transforms; ++k) {
-          ntrans[transform_at++] = NufftTransform{fi, terms[k].j, terms[k].weighted_y ? 1 : 0, 0};
-        }
-        grid_at += plan.grid_size * n.n_transforms;
-        n.window = nufft_windows[fi];
-        n.low = nufft_low[fi];
-        n.window_offset = window_at;
-        n.two_over_m = 2.0 / static_cast<double>(plan.grid_size);
-        if (n.window > 0) {
-          const int64_t copies = plan.grid_size / n.window;
-          n.q_min = FloorDiv(-plan.centre, copies);
-          n.q_count = FloorDiv(nf - 1 - plan.centre, copies) - n.q_min + 1;
-        }
-        window_at += n.window * n.n_transforms;
-      }
-      sample_at += d.n_samples;
-      if (!s.grid.uniform) freq_at += nf;
-    }
-    // The nterms > 1 direct work table, grouped by nterms (one launch per group).
-    {
-      int64_t at = 0;
-      for (int i : harmonic_order) {
-        for (int64_t c = 0; c < partial_count[i]; ++c) {
-          hwork[at++] = LsBlockWork{kind_index[i], static_cast<int>(c), 0, 1, 0, 0, 0, -1};
-        }
-      }
-    }
-    ParallelFor(static_cast<int64_t>(n_series), samples, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const SeriesSpec& s = *series[i];
-        const SeriesMoments& m = moments[i];
-        LsSeriesDesc& d = desc[i];
-        d.fit_mean = s.fit_mean ? 1 : 0;
-        d.normalization = static_cast<int>(s.normalization);
-        d.yy = m.yy;
-        d.psd_scale = 0.5 * m.inv_var_sum;
-        d.t_absmax = m.t_absmax;
-        if (kinds[i] == SeriesKind::kHarmonicDirect) {
-          hdesc[kind_index[i]].yy = d.yy;
-          hdesc[kind_index[i]].psd_scale = d.psd_scale;
-        } else if (kinds[i] == SeriesKind::kFast) {
-          ndesc[kind_index[i]].yy = d.yy;
-          ndesc[kind_index[i]].psd_scale = d.psd_scale;
-        }
-        if (s.grid.uniform) {
-          d.f0 = s.grid.uniform->f0;
-          d.df = s.grid.uniform->df;
-        } else {
-          std::memcpy(freqs + d.explicit_offset, s.grid.explicit_frequencies.data(),
-                      s.grid.explicit_frequencies.size() * sizeof(double));
-        }
-        const int64_t at = d.sample_offset;
-        if (f32) {
-          WritePrepared(s, m, t + at, reinterpret_cast<float*>(base + layout.w) + at,
-                        reinterpret_cast<float*>(base + layout.wy) + at);
-        } else {
-          WritePrepared(s, m, t + at, reinterpret_cast<double*>(base + layout.w) + at,
-                        reinterpret_cast<double*>(base + layout.wy) + at);
-        }
-        if (kinds[i] == SeriesKind::kDirect1) {
-          const int parts = split.parts[i];
-          const int n = static_cast<int>(s.t.size());
-          for (int64_t c = 0; c < partial_count[i]; ++c) {
-            for (int p = 0; p < parts; ++p) {
-              LsBlockWork& job = work[split.work_begin[i] + c * parts + p];
-              job.series = static_cast<int>(i);
-              job.chunk = static_cast<int>(c);
-              job.part = p;
-              job.parts = parts;
-              job.sample_begin = static_cast<int>(static_cast<int64_t>(n) * p / parts);
-              job.sample_end = static_cast<int>(static_cast<int64_t>(n) * (p + 1) / parts);
-              job.slot = static_cast<int>(partial_begin[i] + c);
-              job.sums = parts > 1 ? static_cast<int>(split.sums_begin[i] + c * parts) : -1;
-            }
-          }
-        }
-        if (product_first[i] >= 0) {
-          // Float32 operands carry the amplitudes scaled to at most 1 (FP16's range).
-          double scale_w = 1, scale_wy = 1;
-          if (f32 && kinds[i] == SeriesKind::kProduct) {
-            const auto* pw = reinterpret_cast<const float*>(base + layout.w) + at;
-            const auto* pwy = reinterpret_cast<const float*>(base + layout.wy) + at;
-            double mw = 0, mwy = 0;
-            for (int n = 0; n < d.n_samples; ++n) {
-              mw = std::max(mw, std::abs(static_cast<double>(pw[n])));
-              mwy = std::max(mwy, std::abs(static_cast<double>(pwy[n])));
-            }
-            if (mw > 0) scale_w = mw;
-            if (mwy > 0) scale_wy = mwy;
-          }
-          for (size_t p = product_first[i]; p < pieces.size() && piece_series[p] == static_cast<int>(i); ++p) {
-            pieces[p].scale_w = scale_w;
-            pieces[p].scale_wy = scale_wy;
-            pieces[p].yy = d.yy;
-            pieces[p].psd_scale = d.psd_scale;
-            pieces[p].fit_mean = d.fit_mean;
-            pieces[p].normalization = d.normalization;
-          }
-        }
-      }
-    });
-    if (!pieces.empty()) std::memcpy(pdesc, pieces.data(), pieces.size() * sizeof(pieces[0]));
-    pending.peaks_offset = power_bytes;
-    scratch_freqs = scratch_offset;
-  }
-
-  const size_t power_bytes = pending.peaks_offset;
-  // Output: power, one peak per series and the device's top-k peaks (copied back), then
-  // device-only scratch power and one partial peak per block.
-  const size_t out_bytes =
-      pending.top_peaks_offset + AlignUp(static_cast<size_t>(top_peaks_entries) * sizeof(LsPeak));
-  const size_t partials_at = out_bytes + AlignUp(static_cast<size_t>(scratch_freqs) * elem);
-  // Then the part sums of chunks summed in parts (SampleParts).
-  const size_t part_sums_at = AlignUp(partials_at + static_cast<size_t>(total_partials) * sizeof(LsPeak));
-  const size_t part_sum_row = static_cast<size_t>(shape.k) * shape.block * 6 * elem;
-  const size_t device_out_bytes = part_sums_at + static_cast<size_t>(split.sum_rows) * part_sum_row;
-  RETURN_IF_ERROR(slot.staging_out.Reserve(out_bytes));
-
-  // Stream-ordered buffers, freed on the stream on every path (an early error return too: the
-  // pool keeps what it is given back, so a leak here would be for the life of the process).
-  void* d_in = nullptr;
-  void* d_out = nullptr;
-  void* d_grid = nullptr;
-  void* d_windows = nullptr;
-  void* d_product = nullptr;
-  struct FreeOnStream {
-    void** ptrs[5];
-    cudaStream_t stream;
-    ~FreeOnStream() {
-      for (void** p : ptrs) {
-        if (*p != nullptr) cudaFreeAsync(*p, stream);
-      }
-    }
-  } release{{&d_in, &d_out, &d_grid, &d_windows, &d_product}, stream};
-  CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&d_in, layout.total, device.memory_pool(), stream));
-  CUDA_RETURN_IF_ERROR(
-      cudaMallocFromPoolAsync(&d_out, device_out_bytes, device.memory_pool(), stream));
-  const size_t grid_bytes = static_cast<size_t>(grid_cells) * 2 * elem;
-  if (grid_bytes > 0) {
-    CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&d_grid, grid_bytes, device.memory_pool(), stream));
-  }
-  const size_t window_bytes = static_cast<size_t>(window_cells) * 2 * elem;
-  if (window_bytes > 0) {
-    CUDA_RETURN_IF_ERROR(
-        cudaMallocFromPoolAsync(&d_windows, window_bytes, device.memory_pool(), stream));
-  }
+  InputLayout layout;
+  // The output (bytes): power copied back, one peak per series, the device's top-k peaks
+  // (out_bytes in all, copied back), then device-only scratch power, one partial peak per
+  // block and the part sums of chunks summed in parts.
+  size_t power_bytes = 0, top_peaks_offset = 0, out_bytes = 0, partials_at = 0, part_sums_at = 0,
+         device_out_bytes = 0;
+  size_t grid_bytes = 0, window_bytes = 0;  // the NUFFT's grids and windows
   // The product form's operands and products, sized for the largest piece and chunk (pieces
-  // run one after another on the stream and reuse them).
+  // run one after another on the stream and reuse them): B_1 and B_2 b bytes each.
   struct ProductScratch {
-    size_t b = 0, a1 = 0, a2 = 0, c1 = 0, c2 = 0, total = 0;  // bytes: B_1 and B_2 b each
+    size_t b = 0, a1 = 0, a2 = 0, c1 = 0, c2 = 0, total = 0;
   } product_scratch;
-  if (!pieces.empty()) {
-    const size_t op = f32 ? 2 : 8, acc = f32 ? 4 : 8;
-    for (const kernels::ProductSeriesDesc& p : pieces) {
-      if (p.direct) continue;
-      const int k = kernels::ProductChunkK(std::min(p.n_samples, kernels::kProductChunk), f32);
-      product_scratch.b = std::max(product_scratch.b, AlignUp(kernels::ProductBElements(p.j, k) * op));
-      product_scratch.a1 = std::max(product_scratch.a1, AlignUp(kernels::ProductA1Elements(p.rows, k) * op));
-      product_scratch.a2 = std::max(product_scratch.a2, AlignUp(kernels::ProductA2Elements(p.rows, k) * op));
-      product_scratch.c1 = std::max(product_scratch.c1, AlignUp(kernels::ProductC1Elements(p.j, p.rows) * acc));
-      product_scratch.c2 = std::max(product_scratch.c2, AlignUp(kernels::ProductC2Elements(p.j, p.rows) * acc));
-    }
-    product_scratch.total = 2 * product_scratch.b + product_scratch.a1 + product_scratch.a2 +
-                            product_scratch.c1 + product_scratch.c2;
-    if (product_scratch.total > 0) {  // 0: only low pieces
-      CUDA_RETURN_IF_ERROR(
-          cudaMallocFromPoolAsync(&d_product, product_scratch.total, device.memory_pool(), stream));
+};
+
+// Each series' moments, once: planning and packing read them. Decoded series carry theirs
+// (computed on the thread that received the call); the rest take a few passes here.
+std::vector<SeriesMoments> BatchMoments(const std::vector<const SeriesSpec*>& series) {
+  std::vector<SeriesMoments> moments(series.size());
+  int64_t samples = 0;
+  for (const SeriesSpec* s : series) samples += s->moments ? 0 : static_cast<int64_t>(s->t.size());
+  ParallelFor(static_cast<int64_t>(series.size()), samples, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) moments[i] = MomentsOf(*series[i]);
+  });
+  return moments;
+}
+
+// Which path each series takes; the nterms = 1 direct ones share the NVRTC kernel.
+void ChoosePaths(const Batch& batch, const EnqueueOptions* options, int multiprocessors,
+                 BatchPlan& p) {
+  const size_t n = p.series.size();
+  p.kinds.resize(n);
+  p.products.resize(n);
+  const int force_product = options ? options->product : -1;
+  const int64_t product_piece = options ? options->product_piece : 0;
+  for (size_t i = 0; i < n; ++i) {
+    p.kinds[i] = KindOf(*p.series[i]);
+    if (p.kinds[i] != SeriesKind::kDirect1) continue;
+    p.products[i] =
+        PlanProduct(*p.series[i], p.moments[i].t_absmax, batch.dtype, force_product, product_piece);
+    if (p.products[i]) {
+      p.kinds[i] = SeriesKind::kProduct;
+    } else {
+      p.direct1.push_back(p.series[i]);
     }
   }
+  p.shape = options && options->shape ? *options->shape
+                                      : ChooseShape(batch.dtype, p.direct1, multiprocessors);
+}
+
+// A fast series' NUFFT plan, window and low piece, and its partial count.
+absl::Status PlanFastSeries(size_t i, ComputeType dtype, BatchPlan& p) {
+  const SeriesSpec& s = *p.series[i];
+  const int64_t nf = s.grid.size();
+  p.kind_index[i] = p.n_fast++;
+  p.nufft_plans.push_back(MakeNufftPlan(nf, dtype, s.nterms));
+  p.nufft_terms.push_back(HarmonicTerms(s.nterms, s.fit_mean));
+  const NufftPlan& plan = p.nufft_plans.back();
+  const std::vector<HarmonicTerm>& terms = p.nufft_terms.back();
+  if (plan.width > kernels::kNufftMaxWidth) {
+    return absl::InternalError("NUFFT kernel width above the spreading kernel's limit");
+  }
+  // The power kernel reads the transforms in HarmonicTerms' order (pinned by the test
+  // NufftTerms.OrderIsThePowerKernels).
+  int max_j = 1;
+  for (const HarmonicTerm& h : terms) max_j = std::max(max_j, h.j);
+  const double t_absmax = p.moments[i].t_absmax;
+  p.nufft_windows.push_back(nf > 0 ? NufftWindow(plan, max_j, s.grid.uniform->df, t_absmax) : 0);
+  const int64_t copies = p.nufft_windows.back() > 0 ? plan.grid_size / p.nufft_windows.back() : 0;
+  const int64_t q_count =
+      copies > 0 ? FloorDiv(nf - 1 - plan.centre, copies) - FloorDiv(-plan.centre, copies) + 1 : 0;
+  p.partial_count[i] = nf > 0 ? kernels::NufftPowerBlocks(nf, copies, q_count) : 0;
+  // nterms 1: the lowest frequencies by direct sums (nufft.h), a piece of their own.
+  const int64_t low = s.nterms == 1 ? LowFrequencyPrefix(*s.grid.uniform, t_absmax) : 0;
+  const bool low_direct =
+      static_cast<double>(low) * static_cast<double>(s.t.size()) <= kMaxLowFrequencyPairs;
+  p.nufft_low.push_back(low_direct ? low : 0);
+  p.nufft_low_piece.push_back(p.nufft_low.back() > 0 ? static_cast<int>(p.pieces.size()) : -1);
+  if (p.nufft_low.back() > 0) {
+    p.product_first[i] = static_cast<int>(p.pieces.size());
+    p.piece_partials[i] = p.partial_count[i];
+    p.pieces.push_back(LowPiece(s, p.nufft_low.back()));
+    p.piece_series.push_back(static_cast<int>(i));
+    p.partial_count[i] += kernels::ProductPartials(p.pieces.back());
+  }
+  if (nf > 0) {
+    const auto transforms = static_cast<int64_t>(terms.size());
+    p.window_cells += p.nufft_windows.back() * transforms;
+    p.grid_cells += plan.grid_size * transforms;
+    p.n_transforms += transforms;
+    p.max_fast_samples = std::max<int64_t>(p.max_fast_samples, static_cast<int64_t>(s.t.size()));
+  }
+  return absl::OkStatus();
+}
+
+// Every series' partial peaks and table entries, and the batch's totals.
+absl::Status CountSeriesWork(ComputeType dtype, BatchPlan& p) {
+  const size_t n = p.series.size();
+  const int64_t per_block = static_cast<int64_t>(p.shape.block) * p.shape.k;
+  p.kind_index.assign(n, -1);
+  p.partial_begin.assign(n, 0);
+  p.partial_count.assign(n, 0);
+  p.product_first.assign(n, -1);
+  p.piece_partials.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const SeriesSpec& s = *p.series[i];
+    const int64_t nf = s.grid.size();
+    const PowerPlan& power = p.power_plans[i];
+    p.samples += static_cast<int64_t>(s.t.size());
+    if (!s.grid.uniform) p.explicit_freqs += nf;
+    if (power.copied) {
+      p.copied_freqs += nf;
+    } else if (p.kinds[i] == SeriesKind::kDirect1 || power.device_top_k > 0) {
+      p.scratch_freqs += nf;  // written to device scratch (see PackDescriptors)
+    }
+    if (power.device_top_k > 0) {
+      ++p.top_peaks_series;
+      p.top_peaks_entries += power.device_top_k;
+    }
+    switch (p.kinds[i]) {
+      case SeriesKind::kDirect1:
+        p.partial_count[i] = CeilDiv(nf, per_block);
+        p.n_blocks += p.partial_count[i];
+        break;
+      case SeriesKind::kProduct:
+        p.product_first[i] = static_cast<int>(p.pieces.size());
+        for (const kernels::ProductSeriesDesc& piece : p.products[i]->pieces) {
+          p.pieces.push_back(piece);
+          p.piece_series.push_back(static_cast<int>(i));
+          p.partial_count[i] += kernels::ProductPartials(piece);
+        }
+        break;
+      case SeriesKind::kHarmonicDirect:
+        p.kind_index[i] = p.n_harmonic++;
+        p.partial_count[i] = CeilDiv(nf, kernels::kHarmonicDirectBlock);
+        p.harmonic_blocks += p.partial_count[i];
+        p.harmonic_order.push_back(static_cast<int>(i));
+        break;
+      case SeriesKind::kFast:
+        RETURN_IF_ERROR(PlanFastSeries(i, dtype, p));
+        break;
+    }
+  }
+  std::stable_sort(p.harmonic_order.begin(), p.harmonic_order.end(),
+                   [&](int a, int b) { return p.series[a]->nterms < p.series[b]->nterms; });
+  return absl::OkStatus();
+}
+
+// Partial peaks: the NVRTC kernel's blocks first (it writes partial blockIdx.x), then the other
+// kernels' ranges, each series' range contiguous.
+void PlacePartials(int multiprocessors, BatchPlan& p) {
+  int64_t direct_at = 0, other_at = p.n_blocks;
+  for (size_t i = 0; i < p.series.size(); ++i) {
+    int64_t& at = p.kinds[i] == SeriesKind::kDirect1 ? direct_at : other_at;
+    p.partial_begin[i] = at;
+    at += p.partial_count[i];
+    if (p.product_first[i] < 0) continue;
+    int64_t piece_at = p.partial_begin[i] + p.piece_partials[i];
+    for (size_t q = p.product_first[i]; q < p.pieces.size() && p.piece_series[q] == static_cast<int>(i); ++q) {
+      p.pieces[q].peak_offset = piece_at;
+      piece_at += kernels::ProductPartials(p.pieces[q]);
+    }
+  }
+  p.total_partials = other_at;
+  p.split = PlanSampleParts(p.series, p.kinds, p.partial_count, p.n_blocks, 2 * multiprocessors);
+}
+
+// The input layout and the size of every device buffer.
+void SizeBuffers(ComputeType dtype, BatchPlan& p) {
+  const int elem = ElementSize(dtype);
+  const bool f32 = dtype == ComputeType::kFloat32;
+  p.layout = MakeInputLayout(p.series.size(), p.split.work_items, p.samples, p.explicit_freqs, elem,
+                             p.n_harmonic, p.harmonic_blocks, p.n_fast, p.n_transforms,
+                             p.pieces.size(), static_cast<size_t>(p.top_peaks_series),
+                             p.split.sum_rows > 0 ? static_cast<size_t>(p.n_blocks) : 0);
+  p.power_bytes = AlignUp(static_cast<size_t>(p.copied_freqs) * elem);
+  p.top_peaks_offset = p.power_bytes + AlignUp(p.series.size() * sizeof(LsPeak));
+  p.out_bytes = p.top_peaks_offset + AlignUp(static_cast<size_t>(p.top_peaks_entries) * sizeof(LsPeak));
+  p.partials_at = p.out_bytes + AlignUp(static_cast<size_t>(p.scratch_freqs) * elem);
+  p.part_sums_at = AlignUp(p.partials_at + static_cast<size_t>(p.total_partials) * sizeof(LsPeak));
+  const size_t part_sum_row = static_cast<size_t>(p.shape.k) * p.shape.block * 6 * elem;
+  p.device_out_bytes = p.part_sums_at + static_cast<size_t>(p.split.sum_rows) * part_sum_row;
+  p.grid_bytes = static_cast<size_t>(p.grid_cells) * 2 * elem;
+  p.window_bytes = static_cast<size_t>(p.window_cells) * 2 * elem;
+  auto& scratch = p.product_scratch;
+  const size_t op = f32 ? 2 : 8, acc = f32 ? 4 : 8;
+  for (const kernels::ProductSeriesDesc& piece : p.pieces) {
+    if (piece.direct) continue;
+    const int k = kernels::ProductChunkK(std::min(piece.n_samples, kernels::kProductChunk), f32);
+    scratch.b = std::max(scratch.b, AlignUp(kernels::ProductBElements(piece.j, k) * op));
+    scratch.a1 = std::max(scratch.a1, AlignUp(kernels::ProductA1Elements(piece.rows, k) * op));
+    scratch.a2 = std::max(scratch.a2, AlignUp(kernels::ProductA2Elements(piece.rows, k) * op));
+    scratch.c1 = std::max(scratch.c1, AlignUp(kernels::ProductC1Elements(piece.j, piece.rows) * acc));
+    scratch.c2 = std::max(scratch.c2, AlignUp(kernels::ProductC2Elements(piece.j, piece.rows) * acc));
+  }
+  scratch.total = 2 * scratch.b + scratch.a1 + scratch.a2 + scratch.c1 + scratch.c2;  // 0: only low pieces
+}
+
+absl::StatusOr<BatchPlan> PlanBatch(const Batch& batch, const EnqueueOptions* options,
+                                    int multiprocessors) {
+  NVTX_RANGE("periodogram.plan");
+  BatchPlan p;
+  p.series = batch.all_series();
+  p.power_plans = PlanPower(batch);
+  p.moments = BatchMoments(p.series);
+  ChoosePaths(batch, options, multiprocessors, p);
+  RETURN_IF_ERROR(CountSeriesWork(batch.dtype, p));
+  PlacePartials(multiprocessors, p);
+  SizeBuffers(batch.dtype, p);
+  return p;
+}
+
+// The staging buffer's sections, typed (InputLayout's offsets from `base`).
+struct StagingTables {
+  explicit StagingTables(char* base, const InputLayout& l, size_t n_series)
+      : base(base),
+        desc(reinterpret_cast<LsSeriesDesc*>(base + l.desc)),
+        work(reinterpret_cast<LsBlockWork*>(base + l.work)),
+        begins(reinterpret_cast<long long*>(base + l.seg)),
+        ends(begins + n_series),
+        pdesc(reinterpret_cast<kernels::ProductSeriesDesc*>(base + l.pdesc)),
+        hdesc(reinterpret_cast<kernels::HarmonicDirectDesc*>(base + l.hdesc)),
+        hwork(reinterpret_cast<LsBlockWork*>(base + l.hwork)),
+        ndesc(reinterpret_cast<kernels::NufftSeriesDesc*>(base + l.ndesc)),
+        ntrans(reinterpret_cast<kernels::NufftTransform*>(base + l.ntrans)),
+        topk(reinterpret_cast<kernels::TopPeaksDesc*>(base + l.topk)),
+        t(reinterpret_cast<double*>(base + l.t)),
+        freqs(reinterpret_cast<double*>(base + l.freqs)) {}
+  char* base;
+  LsSeriesDesc* desc;
+  LsBlockWork* work;
+  long long* begins;
+  long long* ends;
+  kernels::ProductSeriesDesc* pdesc;
+  kernels::HarmonicDirectDesc* hdesc;
+  LsBlockWork* hwork;
+  kernels::NufftSeriesDesc* ndesc;
+  kernels::NufftTransform* ntrans;
+  kernels::TopPeaksDesc* topk;
+  double* t;
+  double* freqs;
+};
+
+// A fast series' NUFFT descriptor and its transforms' entries.
+void WriteNufftDesc(const BatchPlan& p, size_t i, const LsSeriesDesc& d, long long out_offset,
+                    int64_t grid_at, int64_t window_at, int& transform_at, StagingTables& tables) {
+  const SeriesSpec& s = *p.series[i];
+  const int64_t nf = s.grid.size();
+  const int fi = p.kind_index[i];
+  const NufftPlan& plan = p.nufft_plans[fi];
+  const std::vector<HarmonicTerm>& terms = p.nufft_terms[fi];
+  kernels::NufftSeriesDesc& n = tables.ndesc[fi];
+  n = kernels::NufftSeriesDesc{};
+  n.sample_offset = d.sample_offset;
+  n.grid_offset = grid_at;
+  n.grid_size = plan.grid_size;
+  n.modes = plan.modes;
+  n.centre = plan.centre;
+  n.out_offset = out_offset;
+  n.peak_offset = p.partial_begin[i];
+  n.fc = s.grid.uniform->f0 + static_cast<double>(plan.centre) * s.grid.uniform->df;
+  n.df = s.grid.uniform->df;
+  n.beta = plan.beta;
+  n.n_samples = d.n_samples;
+  n.width = plan.width;
+  n.nterms = s.nterms;
+  n.fit_mean = s.fit_mean ? 1 : 0;
+  n.normalization = static_cast<int>(s.normalization);
+  n.first_transform = transform_at;
+  n.n_transforms = nf > 0 ? static_cast<int>(terms.size()) : 0;
+  for (int k = 0; k < n.n_transforms; ++k) {
+    tables.ntrans[transform_at++] =
+        kernels::NufftTransform{fi, terms[k].j, terms[k].weighted_y ? 1 : 0, 0};
+  }
+  n.window = p.nufft_windows[fi];
+  n.low = p.nufft_low[fi];
+  n.window_offset = window_at;
+  n.two_over_m = 2.0 / static_cast<double>(plan.grid_size);
+  if (n.window > 0) {
+    const int64_t copies = plan.grid_size / n.window;
+    n.q_min = FloorDiv(-plan.centre, copies);
+    n.q_count = FloorDiv(nf - 1 - plan.centre, copies) - n.q_min + 1;
+  }
+}
+
+// Offsets first (cheap, serial): each series' descriptors, where its power goes and its
+// partial-peak range. Power that is copied back comes first in the output, then the peaks and
+// the top-k peaks found on the device. Power not copied back is written to device scratch after
+// them where it is read (device top-k) or always written (the NVRTC kernel's nterms = 1 direct
+// series), else not at all.
+void PackDescriptors(BatchPlan& p, StagingTables& tables, PendingPeriodogram& pending, int elem) {
+  const size_t scratch_at = p.out_bytes / elem;
+  int64_t sample_at = 0, freq_at = 0, copied_at = 0, scratch_offset = 0, grid_at = 0, window_at = 0;
+  int64_t top_peaks_at = 0, top_peaks_entry = 0;
+  int transform_at = 0;
+  for (size_t i = 0; i < p.series.size(); ++i) {
+    const SeriesSpec& s = *p.series[i];
+    const int64_t nf = s.grid.size();
+    LsSeriesDesc& d = tables.desc[i];
+    d = LsSeriesDesc{};
+    d.sample_offset = sample_at;
+    d.n_freq = nf;
+    d.n_samples = static_cast<int>(s.t.size());
+    d.explicit_offset = s.grid.uniform ? -1 : freq_at;
+    const PowerPlan& plan = p.power_plans[i];
+    if (plan.copied) {
+      pending.out_offsets[i] = copied_at;
+      d.out_offset = copied_at;
+      copied_at += nf;
+    } else {
+      d.out_offset = static_cast<long long>(scratch_at) + scratch_offset;
+      if (p.kinds[i] == SeriesKind::kDirect1 || plan.device_top_k > 0) scratch_offset += nf;
+    }
+    if (plan.device_top_k > 0) {
+      tables.topk[top_peaks_at++] =
+          kernels::TopPeaksDesc{d.out_offset, nf, top_peaks_entry, plan.device_top_k, 0};
+      pending.top_peaks[i] = top_peaks_entry;
+      pending.top_peaks_k[i] = plan.device_top_k;
+      top_peaks_entry += plan.device_top_k;
+    }
+    // The nvcc kernels skip -1.
+    const long long out_offset = plan.copied || plan.device_top_k > 0 ? d.out_offset : -1;
+    tables.begins[i] = p.partial_begin[i];
+    tables.ends[i] = p.partial_begin[i] + p.partial_count[i];
+    if (p.product_first[i] >= 0) {
+      for (size_t q = p.product_first[i]; q < p.pieces.size() && p.piece_series[q] == static_cast<int>(i); ++q) {
+        p.pieces[q].sample_offset = sample_at;
+        p.pieces[q].out_offset = out_offset;
+      }
+    }
+    if (p.kinds[i] == SeriesKind::kHarmonicDirect) {
+      kernels::HarmonicDirectDesc& h = tables.hdesc[p.kind_index[i]];
+      h = kernels::HarmonicDirectDesc{};
+      h.sample_offset = sample_at;
+      h.n_freq = nf;
+      h.explicit_offset = d.explicit_offset;
+      h.out_offset = out_offset;
+      h.peak_offset = p.partial_begin[i];
+      h.f0 = s.grid.uniform ? s.grid.uniform->f0 : 0;
+      h.df = s.grid.uniform ? s.grid.uniform->df : 0;
+      h.n_samples = d.n_samples;
+      h.nterms = s.nterms;
+      h.fit_mean = s.fit_mean ? 1 : 0;
+      h.normalization = static_cast<int>(s.normalization);
+    } else if (p.kinds[i] == SeriesKind::kFast) {
+      WriteNufftDesc(p, i, d, out_offset, grid_at, window_at, transform_at, tables);
+      const kernels::NufftSeriesDesc& n = tables.ndesc[p.kind_index[i]];
+      grid_at += n.grid_size * n.n_transforms;
+      window_at += n.window * n.n_transforms;
+    }
+    sample_at += d.n_samples;
+    if (!s.grid.uniform) freq_at += nf;
+  }
+  // The nterms > 1 direct work table, grouped by nterms (one launch per group).
+  int64_t at = 0;
+  for (int i : p.harmonic_order) {
+    for (int64_t c = 0; c < p.partial_count[i]; ++c) {
+      tables.hwork[at++] = LsBlockWork{p.kind_index[i], static_cast<int>(c), 0, 1, 0, 0, 0, -1};
+    }
+  }
+}
+
+// Then the per-sample work, on several threads when the batch is large (each series writes
+// only its own ranges): the samples, the NVRTC kernel's work items, the pieces' scales.
+void PackSamples(BatchPlan& p, const InputLayout& layout, StagingTables& tables, bool f32) {
+  char* base = tables.base;
+  ParallelFor(static_cast<int64_t>(p.series.size()), p.samples, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const SeriesSpec& s = *p.series[i];
+      const SeriesMoments& m = p.moments[i];
+      LsSeriesDesc& d = tables.desc[i];
+      d.fit_mean = s.fit_mean ? 1 : 0;
+      d.normalization = static_cast<int>(s.normalization);
+      d.yy = m.yy;
+      d.psd_scale = 0.5 * m.inv_var_sum;
+      d.t_absmax = m.t_absmax;
+      if (p.kinds[i] == SeriesKind::kHarmonicDirect) {
+        tables.hdesc[p.kind_index[i]].yy = d.yy;
+        tables.hdesc[p.kind_index[i]].psd_scale = d.psd_scale;
+      } else if (p.kinds[i] == SeriesKind::kFast) {
+        tables.ndesc[p.kind_index[i]].yy = d.yy;
+        tables.ndesc[p.kind_index[i]].psd_scale = d.psd_scale;
+      }
+      if (s.grid.uniform) {
+        d.f0 = s.grid.uniform->f0;
+        d.df = s.grid.uniform->df;
+      } else {
+        std::memcpy(tables.freqs + d.explicit_offset, s.grid.explicit_frequencies.data(),
+                    s.grid.explicit_frequencies.size() * sizeof(double));
+      }
+      const int64_t at = d.sample_offset;
+      if (f32) {
+        WritePrepared(s, m, tables.t + at, reinterpret_cast<float*>(base + layout.w) + at,
+                      reinterpret_cast<float*>(base + layout.wy) + at);
+      } else {
+        WritePrepared(s, m, tables.t + at, reinterpret_cast<double*>(base + layout.w) + at,
+                      reinterpret_cast<double*>(base + layout.wy) + at);
+      }
+      if (p.kinds[i] == SeriesKind::kDirect1) {
+        const int parts = p.split.parts[i];
+        const int n = static_cast<int>(s.t.size());
+        for (int64_t c = 0; c < p.partial_count[i]; ++c) {
+          for (int part = 0; part < parts; ++part) {
+            LsBlockWork& job = tables.work[p.split.work_begin[i] + c * parts + part];
+            job.series = static_cast<int>(i);
+            job.chunk = static_cast<int>(c);
+            job.part = part;
+            job.parts = parts;
+            job.sample_begin = static_cast<int>(static_cast<int64_t>(n) * part / parts);
+            job.sample_end = static_cast<int>(static_cast<int64_t>(n) * (part + 1) / parts);
+            job.slot = static_cast<int>(p.partial_begin[i] + c);
+            job.sums = parts > 1 ? static_cast<int>(p.split.sums_begin[i] + c * parts) : -1;
+          }
+        }
+      }
+      if (p.product_first[i] >= 0) {
+        // Float32 operands carry the amplitudes scaled to at most 1 (FP16's range).
+        double scale_w = 1, scale_wy = 1;
+        if (f32 && p.kinds[i] == SeriesKind::kProduct) {
+          const auto* pw = reinterpret_cast<const float*>(base + layout.w) + at;
+          const auto* pwy = reinterpret_cast<const float*>(base + layout.wy) + at;
+          double mw = 0, mwy = 0;
+          for (int n = 0; n < d.n_samples; ++n) {
+            mw = std::max(mw, std::abs(static_cast<double>(pw[n])));
+            mwy = std::max(mwy, std::abs(static_cast<double>(pwy[n])));
+          }
+          if (mw > 0) scale_w = mw;
+          if (mwy > 0) scale_wy = mwy;
+        }
+        for (size_t q = p.product_first[i]; q < p.pieces.size() && p.piece_series[q] == static_cast<int>(i); ++q) {
+          p.pieces[q].scale_w = scale_w;
+          p.pieces[q].scale_wy = scale_wy;
+          p.pieces[q].yy = d.yy;
+          p.pieces[q].psd_scale = d.psd_scale;
+          p.pieces[q].fit_mean = d.fit_mean;
+          p.pieces[q].normalization = d.normalization;
+        }
+      }
+    }
+  });
+  if (!p.pieces.empty()) std::memcpy(tables.pdesc, p.pieces.data(), p.pieces.size() * sizeof(p.pieces[0]));
+}
+
+// Writes the batch into the slot's staging buffer (PackDescriptors, then PackSamples) and the
+// pending result's offsets.
+absl::Status PackBatch(BatchPlan& p, ComputeType dtype, StreamSlot& slot, PendingPeriodogram& pending) {
+  NVTX_RANGE("periodogram.pack");
+  RETURN_IF_ERROR(slot.staging_in.Reserve(p.layout.total));
+  char* base = static_cast<char*>(slot.staging_in.data());
+  std::memset(base + p.layout.done, 0, p.layout.total - p.layout.done);  // completion counters
+  StagingTables tables(base, p.layout, p.series.size());
+  const int elem = ElementSize(dtype);
+  pending.dtype = dtype;
+  pending.out_offsets.assign(p.series.size(), -1);
+  pending.top_peaks.assign(p.series.size(), -1);
+  pending.top_peaks_k.assign(p.series.size(), 0);
+  pending.peaks_offset = p.power_bytes;
+  pending.top_peaks_offset = p.top_peaks_offset;
+  PackDescriptors(p, tables, pending, elem);
+  PackSamples(p, p.layout, tables, dtype == ComputeType::kFloat32);
+  return absl::OkStatus();
+}
+
+// Stream-ordered device buffers of one batch, freed on the stream however the launch ends (an
+// early error return too: the pool keeps what it is given back, so a leak here would be for the
+// life of the process).
+class BatchBuffers {
+ public:
+  explicit BatchBuffers(cudaStream_t stream) : stream_(stream) {}
+  ~BatchBuffers() {
+    for (void* p : {in, out, grid, windows, product}) {
+      if (p != nullptr) cudaFreeAsync(p, stream_);
+    }
+  }
+  BatchBuffers(const BatchBuffers&) = delete;
+  BatchBuffers& operator=(const BatchBuffers&) = delete;
+
+  absl::Status Allocate(const BatchPlan& p, DeviceContext& device) {
+    CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&in, p.layout.total, device.memory_pool(), stream_));
+    CUDA_RETURN_IF_ERROR(
+        cudaMallocFromPoolAsync(&out, p.device_out_bytes, device.memory_pool(), stream_));
+    if (p.grid_bytes > 0) {
+      CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&grid, p.grid_bytes, device.memory_pool(), stream_));
+    }
+    if (p.window_bytes > 0) {
+      CUDA_RETURN_IF_ERROR(
+          cudaMallocFromPoolAsync(&windows, p.window_bytes, device.memory_pool(), stream_));
+    }
+    if (p.product_scratch.total > 0) {
+      CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&product, p.product_scratch.total,
+                                                   device.memory_pool(), stream_));
+    }
+    return absl::OkStatus();
+  }
+
+  void* in = nullptr;
+  void* out = nullptr;
+  void* grid = nullptr;
+  void* windows = nullptr;
+  void* product = nullptr;
+
+ private:
+  const cudaStream_t stream_;
+};
+
+// What every launch of a batch reads and writes on the device.
+struct BatchArgs {
+  BatchArgs(const BatchPlan& p, const BatchBuffers& buffers)
+      : in(static_cast<char*>(buffers.in)),
+        t(reinterpret_cast<const double*>(in + p.layout.t)),
+        w(in + p.layout.w),
+        wy(in + p.layout.wy),
+        freqs(reinterpret_cast<const double*>(in + p.layout.freqs)),
+        power(buffers.out),
+        partials(reinterpret_cast<LsPeak*>(static_cast<char*>(buffers.out) + p.partials_at)),
+        pdesc(reinterpret_cast<const kernels::ProductSeriesDesc*>(in + p.layout.pdesc)) {}
+  char* in;
+  const double* t;
+  const void* w;
+  const void* wy;
+  const double* freqs;
+  void* power;
+  LsPeak* partials;
+  const kernels::ProductSeriesDesc* pdesc;
+};
+
+// The NVRTC kernel: every nterms = 1 direct series of the batch in one launch.
+absl::Status LaunchDirect1(const BatchPlan& p, const BatchBuffers& buffers, const BatchArgs& a,
+                           cudaKernel_t kernel, DeviceContext& device, cudaStream_t stream) {
+  if (p.split.work_items == 0) return absl::OkStatus();
+  const void* a_desc = a.in + p.layout.desc;
+  const void* a_work = a.in + p.layout.work;
+  const double* a_t = a.t;
+  const void* a_w = a.w;
+  const void* a_wy = a.wy;
+  const double* a_freqs = a.freqs;
+  void* a_power = a.power;
+  void* a_block_peaks = a.partials;
+  void* a_part_sums = static_cast<char*>(buffers.out) + p.part_sums_at;
+  void* a_part_done = a.in + p.layout.done;
+  void* args[] = {&a_desc, &a_work,  &a_t,           &a_w,         &a_wy,
+                  &a_freqs, &a_power, &a_block_peaks, &a_part_sums, &a_part_done};
+  CUDA_RETURN_IF_ERROR(cudaLaunchKernel(reinterpret_cast<const void*>(kernel),
+                                        dim3(static_cast<unsigned>(p.split.work_items)),
+                                        dim3(p.shape.block), args, 0, stream));
+  CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+  return absl::OkStatus();
+}
+
+// nterms > 1, direct: one launch per nterms.
+template <typename T>
+absl::Status LaunchHarmonic(const BatchPlan& p, const BatchArgs& a, DeviceContext& device,
+                            cudaStream_t stream) {
+  const auto* hdesc = reinterpret_cast<const kernels::HarmonicDirectDesc*>(a.in + p.layout.hdesc);
+  const auto* hwork = reinterpret_cast<const LsBlockWork*>(a.in + p.layout.hwork);
+  int64_t blocks_before = 0;  // hwork entries of the groups already launched
+  for (size_t g = 0; g < p.harmonic_order.size();) {
+    const int q = p.series[p.harmonic_order[g]]->nterms;
+    int64_t blocks = 0;
+    size_t e = g;
+    for (; e < p.harmonic_order.size() && p.series[p.harmonic_order[e]]->nterms == q; ++e) {
+      blocks += p.partial_count[p.harmonic_order[e]];
+    }
+    if (blocks > 0) {
+      CUDA_RETURN_IF_ERROR(kernels::LaunchHarmonicDirect<T>(
+          q, hdesc, hwork + blocks_before, static_cast<int>(blocks), a.t,
+          static_cast<const T*>(a.w), static_cast<const T*>(a.wy), a.freqs,
+          static_cast<T*>(a.power), a.partials, stream));
+      CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+    }
+    blocks_before += blocks;
+    g = e;
+  }
+  return absl::OkStatus();
+}
+
+// Fast: spread every transform, FFT each series' transforms (one batched plan), power (and the
+// low piece's frequencies in the same launch).
+template <typename T>
+absl::Status LaunchFast(const BatchPlan& p, const BatchBuffers& buffers, const BatchArgs& a,
+                        ComputeType dtype, DeviceContext& device, StreamSlot& slot) {
+  if (p.n_transforms == 0) return absl::OkStatus();
+  const cudaStream_t stream = slot.stream.get();
+  const size_t elem = sizeof(T);
+  const auto* ndesc = reinterpret_cast<const kernels::NufftSeriesDesc*>(a.in + p.layout.ndesc);
+  const auto* ntrans = reinterpret_cast<const kernels::NufftTransform*>(a.in + p.layout.ntrans);
+  const auto* host_ndesc = reinterpret_cast<const kernels::NufftSeriesDesc*>(
+      static_cast<char*>(slot.staging_in.data()) + p.layout.ndesc);
+  // Zero what the spreading adds into: the windows, and the full grids of the other series (a
+  // windowed series' grid is written whole by its expansion).
+  if (p.window_bytes > 0) {
+    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buffers.windows, 0, p.window_bytes, stream));
+  }
+  for (int fi = 0; fi < p.n_fast; ++fi) {
+    const kernels::NufftSeriesDesc& h = host_ndesc[fi];
+    if (h.window == 0 && h.n_transforms > 0) {
+      CUDA_RETURN_IF_ERROR(cudaMemsetAsync(static_cast<char*>(buffers.grid) + h.grid_offset * 2 * elem, 0,
+                                           static_cast<size_t>(h.grid_size * h.n_transforms) * 2 * elem,
+                                           stream));
+    }
+  }
+  CUDA_RETURN_IF_ERROR(kernels::LaunchNufftSpread<T>(
+      ndesc, ntrans, static_cast<int>(p.n_transforms), static_cast<int>(p.max_fast_samples), a.t,
+      static_cast<const T*>(a.w), static_cast<const T*>(a.wy), static_cast<T*>(buffers.grid),
+      static_cast<T*>(buffers.windows), stream));
+  CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+  for (int fi = 0; fi < p.n_fast; ++fi) {
+    const NufftPlan& plan = p.nufft_plans[fi];
+    const kernels::NufftSeriesDesc& h = host_ndesc[fi];
+    if (h.n_transforms == 0) continue;
+    // Windowed: R twiddled copies of each window, FFTs of L points; else FFTs of M points.
+    const int64_t fft_size = h.window > 0 ? h.window : plan.grid_size;
+    const int64_t fft_batch = h.n_transforms * (plan.grid_size / fft_size);
+    if (h.window > 0) {
+      CUDA_RETURN_IF_ERROR(kernels::LaunchNufftExpand<T>(
+          ndesc, fi, h, static_cast<const T*>(buffers.windows), static_cast<T*>(buffers.grid), stream));
+      CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+    }
+    // The plan, then the table (cached per slot; built on first use, on this stream). Each
+    // lookup may evict older entries (after synchronising the stream, so work already queued
+    // is done with them) but not the one just used: fetched per series, right before the
+    // launches that read them.
+    ASSIGN_OR_RETURN(cufftHandle fft, NufftFftPlan(slot, fft_size, fft_batch, dtype));
+    ASSIGN_OR_RETURN(const double* correction, NufftCorrectionOnDevice(device, slot, plan));
+    CUFFT_RETURN_IF_ERROR(ExecInverseFft(fft, static_cast<T*>(buffers.grid) + 2 * h.grid_offset));
+    kernels::NufftLowPiece<T> low;
+    if (p.nufft_low_piece[fi] >= 0) {
+      low = {a.pdesc, p.nufft_low_piece[fi], a.t, static_cast<const T*>(a.w),
+             static_cast<const T*>(a.wy)};
+    }
+    CUDA_RETURN_IF_ERROR(kernels::LaunchNufftPower<T>(ndesc, fi, h, static_cast<const T*>(buffers.grid),
+                                                      correction, static_cast<T*>(a.power),
+                                                      a.partials, low, stream));
+    CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+  }
+  return absl::OkStatus();
+}
+
+// The product form's operands and two GEMMs of one chunk of a piece's samples, accumulating
+// over chunks (beta 0 on the first).
+absl::Status LaunchProductChunk(const BatchArgs& a, const kernels::ProductSeriesDesc& piece,
+                                int index, int first, void* const scratch[6],
+                                cublasHandle_t blas, bool f32, cudaStream_t stream) {
+  void* b1 = scratch[0];
+  void* b2 = scratch[1];
+  void* a1 = scratch[2];
+  void* a2 = scratch[3];
+  void* c1 = scratch[4];
+  void* c2 = scratch[5];
+  const int m = 2 * piece.j;
+  const int n = std::min(kernels::kProductChunk, piece.n_samples - first);
+  const int k = kernels::ProductChunkK(n, f32);
+  if (f32) {
+    CUDA_RETURN_IF_ERROR(kernels::LaunchProductOperandsF16(
+        a.pdesc, index, piece, first, n, k, a.t, static_cast<const float*>(a.w),
+        static_cast<const float*>(a.wy), b1, b2, a1, a2, stream));
+    // The correction products (hi lo + lo hi, K = 2n, small) first, then the main product
+    // (hi hi, K = n) onto them: the tensor cores' accumulation truncates at each k step, so
+    // the big sums see only the n / 16 steps of the main product.
+    const int seg = k / 3;
+    const float one = 1, beta = first == 0 ? 0.f : 1.f;
+    auto gemm = [&](int cols, const void* b, const void* at, void* c, int kk, float bt) {
+      return cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, m, cols, kk, &one, b, CUDA_R_16F, m, at,
+                          CUDA_R_16F, k, &bt, c, CUDA_R_32F, m, CUBLAS_COMPUTE_32F,
+                          CUBLAS_GEMM_DEFAULT);
+    };
+    const auto* b1h = static_cast<const __half*>(b1);
+    const auto* b2h = static_cast<const __half*>(b2);
+    const auto* a1h = static_cast<const __half*>(a1);
+    const auto* a2h = static_cast<const __half*>(a2);
+    const int64_t b_seg = static_cast<int64_t>(m) * seg;  // one segment of B's columns
+    CUBLAS_RETURN_IF_ERROR(gemm(4 * piece.rows, b1h + b_seg, a1h + seg, c1, 2 * seg, beta));
+    CUBLAS_RETURN_IF_ERROR(gemm(4 * piece.rows, b1h, a1h, c1, seg, 1.f));
+    CUBLAS_RETURN_IF_ERROR(gemm(2 * piece.rows, b2h + b_seg, a2h + seg, c2, 2 * seg, beta));
+    CUBLAS_RETURN_IF_ERROR(gemm(2 * piece.rows, b2h, a2h, c2, seg, 1.f));
+    return absl::OkStatus();
+  }
+  CUDA_RETURN_IF_ERROR(kernels::LaunchProductOperandsF64(
+      a.pdesc, index, piece, first, n, k, a.t, static_cast<const double*>(a.w),
+      static_cast<const double*>(a.wy), static_cast<double*>(b1), static_cast<double*>(b2),
+      static_cast<double*>(a1), static_cast<double*>(a2), stream));
+  const double one = 1, beta = first == 0 ? 0.0 : 1.0;
+  CUBLAS_RETURN_IF_ERROR(cublasDgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, m, 4 * piece.rows, k, &one,
+                                     static_cast<const double*>(b1), m,
+                                     static_cast<const double*>(a1), k, &beta,
+                                     static_cast<double*>(c1), m));
+  CUBLAS_RETURN_IF_ERROR(cublasDgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, m, 2 * piece.rows, k, &one,
+                                     static_cast<const double*>(b2), m,
+                                     static_cast<const double*>(a2), k, &beta,
+                                     static_cast<double*>(c2), m));
+  return absl::OkStatus();
+}
+
+// Product form: per piece, per chunk of samples the operands and two GEMMs (accumulating over
+// chunks), then the power. Direct low pieces of fast series run with their power launch.
+template <typename T>
+absl::Status LaunchProducts(const BatchPlan& p, const BatchBuffers& buffers, const BatchArgs& a,
+                            DeviceContext& device, StreamSlot& slot) {
+  const cudaStream_t stream = slot.stream.get();
+  const bool f32 = std::is_same_v<T, float>;
+  const auto& sizes = p.product_scratch;
+  char* base = static_cast<char*>(buffers.product);
+  void* const scratch[6] = {base,
+                            base + sizes.b,
+                            base + 2 * sizes.b,
+                            base + 2 * sizes.b + sizes.a1,
+                            base + 2 * sizes.b + sizes.a1 + sizes.a2,
+                            base + 2 * sizes.b + sizes.a1 + sizes.a2 + sizes.c1};
+  const cublasHandle_t blas = slot.cublas.get();
+  for (size_t pi = 0; pi < p.pieces.size(); ++pi) {
+    const kernels::ProductSeriesDesc& piece = p.pieces[pi];
+    const int index = static_cast<int>(pi);
+    if (piece.direct) {
+      if (p.kinds[p.piece_series[pi]] == SeriesKind::kFast) continue;  // run by the power launch
+      CUDA_RETURN_IF_ERROR((kernels::LaunchProductLow<T>(
+          a.pdesc, index, piece, a.t, static_cast<const T*>(a.w), static_cast<const T*>(a.wy),
+          static_cast<T*>(a.power), a.partials, stream)));
+      CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+      continue;
+    }
+    for (int first = 0; first < piece.n_samples; first += kernels::kProductChunk) {
+      RETURN_IF_ERROR(LaunchProductChunk(a, piece, index, first, scratch, blas, f32, stream));
+      CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+    }
+    CUDA_RETURN_IF_ERROR((kernels::LaunchProductPower<T, T>(
+        a.pdesc, index, piece, static_cast<const T*>(scratch[4]), static_cast<const T*>(scratch[5]),
+        static_cast<T*>(a.power), a.partials, stream)));
+    CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+  }
+  return absl::OkStatus();
+}
+
+// Each series' peak from its partial peaks, then the top-k peaks found on the device.
+template <typename T>
+absl::Status LaunchPeaks(const BatchPlan& p, const BatchBuffers& buffers, const BatchArgs& a,
+                         DeviceContext& device, cudaStream_t stream) {
+  const auto* begins = reinterpret_cast<const long long*>(a.in + p.layout.seg);
+  const int n_series = static_cast<int>(p.series.size());
+  auto* peaks = reinterpret_cast<LsPeak*>(static_cast<char*>(buffers.out) + p.power_bytes);
+  CUDA_RETURN_IF_ERROR(kernels::LaunchReducePeaks(a.partials, begins, begins + n_series, n_series,
+                                                  peaks, stream));
+  CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+  if (p.top_peaks_series > 0) {
+    const auto* descs = reinterpret_cast<const kernels::TopPeaksDesc*>(a.in + p.layout.topk);
+    auto* top = reinterpret_cast<LsPeak*>(static_cast<char*>(buffers.out) + p.top_peaks_offset);
+    CUDA_RETURN_IF_ERROR(kernels::LaunchTopPeaks(static_cast<const T*>(a.power), descs,
+                                                 static_cast<int>(p.top_peaks_series), top, stream));
+    CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+  }
+  return absl::OkStatus();
+}
+
+// Every computation path of the batch, then the peaks, in the compute type T.
+template <typename T>
+absl::Status LaunchBatch(const BatchPlan& p, const BatchBuffers& buffers, cudaKernel_t kernel,
+                         ComputeType dtype, DeviceContext& device, StreamSlot& slot) {
+  const cudaStream_t stream = slot.stream.get();
+  const BatchArgs a(p, buffers);
+  RETURN_IF_ERROR(LaunchDirect1(p, buffers, a, kernel, device, stream));
+  RETURN_IF_ERROR(LaunchHarmonic<T>(p, a, device, stream));
+  RETURN_IF_ERROR(LaunchFast<T>(p, buffers, a, dtype, device, slot));
+  RETURN_IF_ERROR(LaunchProducts<T>(p, buffers, a, device, slot));
+  return LaunchPeaks<T>(p, buffers, a, device, stream);
+}
+
+}  // namespace
+
+// Plan (host arithmetic), pack into the slot's staging buffer, allocate the batch's device
+// buffers, copy in, launch every path and the peaks, copy out: all on the slot's stream.
+absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, StreamSlot& slot,
+                                                      const Batch& batch,
+                                                      const EnqueueOptions* options) {
+  RETURN_IF_ERROR(device.MakeCurrent());
+  const cudaStream_t stream = slot.stream.get();
+  const int multiprocessors = device.description().multiprocessors;
+  ASSIGN_OR_RETURN(BatchPlan plan, PlanBatch(batch, options, multiprocessors));
+  cudaKernel_t kernel = nullptr;
+  if (!plan.direct1.empty()) {
+    ASSIGN_OR_RETURN(kernel, PeriodogramKernel(device, batch.dtype, plan.shape));
+  }
+  PendingPeriodogram pending;
+  RETURN_IF_ERROR(PackBatch(plan, batch.dtype, slot, pending));
+  RETURN_IF_ERROR(slot.staging_out.Reserve(plan.out_bytes));
+  BatchBuffers buffers(stream);  // freed after the copy out, in stream order
+  RETURN_IF_ERROR(buffers.Allocate(plan, device));
   {
     NVTX_RANGE("periodogram.copy_in");
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_in, slot.staging_in.data(), layout.total,
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buffers.in, slot.staging_in.data(), plan.layout.total,
                                          cudaMemcpyHostToDevice, stream));
   }
   {
     NVTX_RANGE("periodogram.kernel");
-    char* in = static_cast<char*>(d_in);
-    const void* a_desc = in + layout.desc;
-    const void* a_work = in + layout.work;
-    const double* a_t = reinterpret_cast<const double*>(in + layout.t);
-    const void* a_w = in + layout.w;
-    const void* a_wy = in + layout.wy;
-    const double* a_freqs = reinterpret_cast<const double*>(in + layout.freqs);
-    void* a_power = d_out;
-    auto* partials = reinterpret_cast<LsPeak*>(static_cast<char*>(d_out) + partials_at);
-    void* a_block_peaks = partials;
-    void* a_part_sums = static_cast<char*>(d_out) + part_sums_at;
-    void* a_part_done = in + layout.done;
-    void* args[] = {&a_desc, &a_work,  &a_t,           &a_w,         &a_wy,
-                    &a_freqs, &a_power, &a_block_peaks, &a_part_sums, &a_part_done};
     if (options && options->before) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->before, stream));
-    if (split.work_items > 0) {
-      CUDA_RETURN_IF_ERROR(cudaLaunchKernel(reinterpret_cast<const void*>(kernel),
-                                            dim3(static_cast<unsigned>(split.work_items)),
-                                            dim3(shape.block), args, 0, stream));
-      CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
-    }
-    // nterms > 1, direct: one launch per nterms.
-    const auto* hdesc = reinterpret_cast<const HarmonicDirectDesc*>(in + layout.hdesc);
-    const auto* hwork = reinterpret_cast<const LsBlockWork*>(in + layout.hwork);
-    int64_t blocks_before = 0;  // hwork entries of the groups already launched
-    for (size_t g = 0; g < harmonic_order.size();) {
-      const int q = series[harmonic_order[g]]->nterms;
-      int64_t blocks = 0;
-      size_t e = g;
-      for (; e < harmonic_order.size() && series[harmonic_order[e]]->nterms == q; ++e) {
-        blocks += partial_count[harmonic_order[e]];
-      }
-      if (blocks > 0) {
-        if (f32) {
-          CUDA_RETURN_IF_ERROR(kernels::LaunchHarmonicDirect<float>(
-              q, hdesc, hwork + blocks_before, static_cast<int>(blocks), a_t,
-              static_cast<const float*>(a_w), static_cast<const float*>(a_wy), a_freqs,
-              static_cast<float*>(a_power), partials, stream));
-        } else {
-          CUDA_RETURN_IF_ERROR(kernels::LaunchHarmonicDirect<double>(
-              q, hdesc, hwork + blocks_before, static_cast<int>(blocks), a_t,
-              static_cast<const double*>(a_w), static_cast<const double*>(a_wy), a_freqs,
-              static_cast<double*>(a_power), partials, stream));
-        }
-        CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
-      }
-      blocks_before += blocks;
-      g = e;
-    }
-    const auto* dev_pdesc = reinterpret_cast<const kernels::ProductSeriesDesc*>(in + layout.pdesc);
-    // Fast: spread every transform, FFT each series' transforms (one batched plan), power (and
-    // the low piece's frequencies in the same launch).
-    if (n_transforms > 0) {
-      const auto* ndesc = reinterpret_cast<const NufftSeriesDesc*>(in + layout.ndesc);
-      const auto* ntrans = reinterpret_cast<const NufftTransform*>(in + layout.ntrans);
-      const auto* host_ndesc =
-          reinterpret_cast<const NufftSeriesDesc*>(static_cast<char*>(slot.staging_in.data()) + layout.ndesc);
-      // Zero what the spreading adds into: the windows, and the full grids of the other series
-      // (a windowed series' grid is written whole by its expansion).
-      if (window_bytes > 0) CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_windows, 0, window_bytes, stream));
-      for (int fi = 0; fi < n_fast; ++fi) {
-        const NufftSeriesDesc& h = host_ndesc[fi];
-        if (h.window == 0 && h.n_transforms > 0) {
-          CUDA_RETURN_IF_ERROR(cudaMemsetAsync(static_cast<char*>(d_grid) + h.grid_offset * 2 * elem, 0,
-                                               static_cast<size_t>(h.grid_size * h.n_transforms) * 2 * elem,
-                                               stream));
-        }
-      }
-      // The launches in the compute type T (one body for float and double).
-      auto run_fast = [&](auto zero) -> absl::Status {
-        using T = decltype(zero);
-        CUDA_RETURN_IF_ERROR(kernels::LaunchNufftSpread<T>(
-            ndesc, ntrans, static_cast<int>(n_transforms), static_cast<int>(max_fast_samples), a_t,
-            static_cast<const T*>(a_w), static_cast<const T*>(a_wy), static_cast<T*>(d_grid),
-            static_cast<T*>(d_windows), stream));
-        CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
-        for (int fi = 0; fi < n_fast; ++fi) {
-          const NufftPlan& plan = nufft_plans[fi];
-          const NufftSeriesDesc& h = host_ndesc[fi];
-          if (h.n_transforms == 0) continue;
-          // Windowed: R twiddled copies of each window, FFTs of L points; else FFTs of M points.
-          const int64_t fft_size = h.window > 0 ? h.window : plan.grid_size;
-          const int64_t fft_batch = h.n_transforms * (plan.grid_size / fft_size);
-          if (h.window > 0) {
-            CUDA_RETURN_IF_ERROR(kernels::LaunchNufftExpand<T>(
-                ndesc, fi, h, static_cast<const T*>(d_windows), static_cast<T*>(d_grid), stream));
-            CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
-          }
-          // The plan, then the table (cached per slot; built on first use, on this stream). Each
-          // lookup may evict older entries (after synchronising the stream, so work already
-          // queued is done with them) but not the one just used: fetched per series, right
-          // before the launches that read them.
-          ASSIGN_OR_RETURN(cufftHandle fft, NufftFftPlan(slot, fft_size, fft_batch, batch.dtype));
-          ASSIGN_OR_RETURN(const double* correction, NufftCorrectionOnDevice(device, slot, plan));
-          CUFFT_RETURN_IF_ERROR(ExecInverseFft(fft, static_cast<T*>(d_grid) + 2 * h.grid_offset));
-          kernels::NufftLowPiece<T> low;
-          if (nufft_low_piece[fi] >= 0) {
-            low = {dev_pdesc, nufft_low_piece[fi], a_t, static_cast<const T*>(a_w),
-                   static_cast<const T*>(a_wy)};
-          }
-          CUDA_RETURN_IF_ERROR(kernels::LaunchNufftPower<T>(ndesc, fi, h, static_cast<const T*>(d_grid),
-                                                            correction, static_cast<T*>(a_power),
-                                                            partials, low, stream));
-          CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
-        }
-        return absl::OkStatus();
-      };
-      RETURN_IF_ERROR(f32 ? run_fast(0.0f) : run_fast(0.0));
-    }
-    // Product form: per piece, per chunk of samples the operands and two GEMMs (accumulating
-    // over chunks), then the power.
-    if (!pieces.empty()) {
-      char* scratch = static_cast<char*>(d_product);
-      void* b1 = scratch;
-      void* b2 = scratch + product_scratch.b;
-      void* a1 = scratch + 2 * product_scratch.b;
-      void* a2 = static_cast<char*>(a1) + product_scratch.a1;
-      void* c1 = static_cast<char*>(a2) + product_scratch.a2;
-      void* c2 = static_cast<char*>(c1) + product_scratch.c1;
-      const cublasHandle_t blas = slot.cublas.get();
-      for (size_t pi = 0; pi < pieces.size(); ++pi) {
-        const kernels::ProductSeriesDesc& p = pieces[pi];
-        const int index = static_cast<int>(pi);
-        if (p.direct) {
-          if (kinds[piece_series[pi]] == SeriesKind::kFast) continue;  // run by the power launch
-          if (f32) {
-            CUDA_RETURN_IF_ERROR((kernels::LaunchProductLow<float>(
-                dev_pdesc, index, p, a_t, static_cast<const float*>(a_w),
-                static_cast<const float*>(a_wy), static_cast<float*>(a_power), partials, stream)));
-          } else {
-            CUDA_RETURN_IF_ERROR((kernels::LaunchProductLow<double>(
-                dev_pdesc, index, p, a_t, static_cast<const double*>(a_w),
-                static_cast<const double*>(a_wy), static_cast<double*>(a_power), partials, stream)));
-          }
-          CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
-          continue;
-        }
-        const int m = 2 * p.j;
-        for (int first = 0; first < p.n_samples; first += kernels::kProductChunk) {
-          const int n = std::min(kernels::kProductChunk, p.n_samples - first);
-          const int k = kernels::ProductChunkK(n, f32);
-          if (f32) {
-            CUDA_RETURN_IF_ERROR(kernels::LaunchProductOperandsF16(
-                dev_pdesc, index, p, first, n, k, a_t, static_cast<const float*>(a_w),
-                static_cast<const float*>(a_wy), b1, b2, a1, a2, stream));
-            // The correction products (hi lo + lo hi, K = 2n, small) first, then the main
-            // product (hi hi, K = n) onto them: the tensor cores' accumulation truncates at each
-            // k step, so the big sums see only the n / 16 steps of the main product.
-            const int seg = k / 3;
-            const float one = 1, beta = first == 0 ? 0.f : 1.f;
-            auto gemm = [&](int cols, const void* b, const void* a, void* c, int kk, float bt) {
-              return cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, m, cols, kk, &one, b, CUDA_R_16F, m, a,
-                                  CUDA_R_16F, k, &bt, c, CUDA_R_32F, m, CUBLAS_COMPUTE_32F,
-                                  CUBLAS_GEMM_DEFAULT);
-            };
-            const auto* b1h = static_cast<const __half*>(b1);
-            const auto* b2h = static_cast<const __half*>(b2);
-            const auto* a1h = static_cast<const __half*>(a1);
-            const auto* a2h = static_cast<const __half*>(a2);
-            const int64_t b_seg = static_cast<int64_t>(m) * seg;  // one segment of B's columns
-            CUBLAS_RETURN_IF_ERROR(gemm(4 * p.rows, b1h + b_seg, a1h + seg, c1, 2 * seg, beta));
-            CUBLAS_RETURN_IF_ERROR(gemm(4 * p.rows, b1h, a1h, c1, seg, 1.f));
-            CUBLAS_RETURN_IF_ERROR(gemm(2 * p.rows, b2h + b_seg, a2h + seg, c2, 2 * seg, beta));
-            CUBLAS_RETURN_IF_ERROR(gemm(2 * p.rows, b2h, a2h, c2, seg, 1.f));
-          } else {
-            CUDA_RETURN_IF_ERROR(kernels::LaunchProductOperandsF64(
-                dev_pdesc, index, p, first, n, k, a_t, static_cast<const double*>(a_w),
-                static_cast<const double*>(a_wy), static_cast<double*>(b1), static_cast<double*>(b2),
-                static_cast<double*>(a1), static_cast<double*>(a2), stream));
-            const double one = 1, beta = first == 0 ? 0.0 : 1.0;
-            CUBLAS_RETURN_IF_ERROR(cublasDgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, m, 4 * p.rows, k, &one,
-                                               static_cast<const double*>(b1), m,
-                                               static_cast<const double*>(a1), k, &beta,
-                                               static_cast<double*>(c1), m));
-            CUBLAS_RETURN_IF_ERROR(cublasDgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, m, 2 * p.rows, k, &one,
-                                               static_cast<const double*>(b2), m,
-                                               static_cast<const double*>(a2), k, &beta,
-                                               static_cast<double*>(c2), m));
-          }
-          CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
-        }
-        if (f32) {
-          CUDA_RETURN_IF_ERROR((kernels::LaunchProductPower<float, float>(
-              dev_pdesc, index, p, static_cast<const float*>(c1), static_cast<const float*>(c2),
-              static_cast<float*>(a_power), partials, stream)));
-        } else {
-          CUDA_RETURN_IF_ERROR((kernels::LaunchProductPower<double, double>(
-              dev_pdesc, index, p, static_cast<const double*>(c1), static_cast<const double*>(c2),
-              static_cast<double*>(a_power), partials, stream)));
-        }
-        CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
-      }
-    }
-    const auto* begins = reinterpret_cast<const long long*>(in + layout.seg);
-    auto* peaks = reinterpret_cast<LsPeak*>(static_cast<char*>(d_out) + power_bytes);
-    CUDA_RETURN_IF_ERROR(kernels::LaunchReducePeaks(partials, begins, begins + n_series,
-                                                    static_cast<int>(n_series), peaks, stream));
-    CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
-    if (top_peaks_series > 0) {
-      const auto* descs = reinterpret_cast<const kernels::TopPeaksDesc*>(in + layout.topk);
-      auto* top = reinterpret_cast<LsPeak*>(static_cast<char*>(d_out) + pending.top_peaks_offset);
-      const int count = static_cast<int>(top_peaks_series);
-      CUDA_RETURN_IF_ERROR(
-          f32 ? kernels::LaunchTopPeaks(static_cast<const float*>(a_power), descs, count, top, stream)
-              : kernels::LaunchTopPeaks(static_cast<const double*>(a_power), descs, count, top, stream));
-      CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
-    }
+    RETURN_IF_ERROR(batch.dtype == ComputeType::kFloat32
+                        ? LaunchBatch<float>(plan, buffers, kernel, batch.dtype, device, slot)
+                        : LaunchBatch<double>(plan, buffers, kernel, batch.dtype, device, slot));
     if (options && options->after) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->after, stream));
   }
   {
     NVTX_RANGE("periodogram.copy_out");
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slot.staging_out.data(), d_out, out_bytes,
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slot.staging_out.data(), buffers.out, plan.out_bytes,
                                          cudaMemcpyDeviceToHost, stream));
   }
-  return pending;  // `release` frees the buffers after the copy out, in stream order
+  return pending;
 }
 
 std::vector<SeriesPower> UnpackPeriodogram(const PendingPeriodogram& pending,
