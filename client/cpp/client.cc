@@ -711,10 +711,14 @@ absl::StatusOr<LoadModelResult> Client::LoadModel(ModelUpload model, CallOptions
                                                   int64_t chunk_bytes) {
   if (!members_.empty()) {  // on every server, so that any runs the next Dense
     absl::StatusOr<LoadModelResult> first;
+    const std::string name = model.header.name();
     for (size_t i = 0; i < members_.size(); ++i) {
       auto loaded = members_[i]->LoadModel(i + 1 < members_.size() ? model : std::move(model),
                                            options, chunk_bytes);
-      if (!loaded.ok()) return loaded.status();
+      if (!loaded.ok()) {  // nothing stays loaded on some servers only
+        for (size_t j = 0; j < i; ++j) (void)members_[j]->UnloadModel(name, options);
+        return loaded.status();
+      }
       if (i == 0) first = std::move(loaded);
     }
     return first;
@@ -1031,8 +1035,10 @@ absl::StatusOr<v1::ListTensorsResponse> Client::ListTensors(CallOptions options)
 absl::Status Client::RegisterSharedMemory(std::string name, std::string key, int64_t offset,
                                           int64_t byte_size, CallOptions options) {
   if (!members_.empty()) {  // on every server, so that any reads the region
-    for (const auto& m : members_) {
-      if (absl::Status s = m->RegisterSharedMemory(name, key, offset, byte_size, options); !s.ok()) {
+    for (size_t i = 0; i < members_.size(); ++i) {
+      absl::Status s = members_[i]->RegisterSharedMemory(name, key, offset, byte_size, options);
+      if (!s.ok()) {  // nothing stays registered on some servers only
+        for (size_t j = 0; j < i; ++j) (void)members_[j]->UnregisterSharedMemory(name, options);
         return s;
       }
     }

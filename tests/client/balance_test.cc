@@ -185,5 +185,23 @@ TEST_F(BalanceTest, ModelsAreLoadedOnEveryServer) {
   }
 }
 
+TEST_F(BalanceTest, AModelOneServerRefusesStaysOnNoneItReached) {
+  client::DenseLayer layer;
+  layer.in_features = 2;
+  layer.out_features = 2;
+  layer.weight = {1, 0, 0, 1};
+  client::ModelBuilder builder("m");
+  builder.SetDType(v1::FLOAT32).AddLayer(layer);
+  const client::ModelUpload model = *builder.Build();
+  auto second = Client::Connect(absl::StrCat("127.0.0.1:", ports_[1]));
+  ASSERT_TRUE((*second)->LoadModel(model).ok());
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  EXPECT_EQ(client->LoadModel(model).status().code(), absl::StatusCode::kAlreadyExists);
+  auto first = Client::Connect(absl::StrCat("127.0.0.1:", ports_[0]));
+  EXPECT_EQ((*first)->ListModels()->response.models_size(), 0);
+  EXPECT_EQ((*second)->ListModels()->response.models_size(), 1);
+}
+
 }  // namespace
 }  // namespace gpucompute

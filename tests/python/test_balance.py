@@ -6,6 +6,7 @@ servers on loopback, counted by their own /metrics."""
 import contextlib
 import urllib.request
 
+import grpc
 import numpy as np
 import pytest
 
@@ -149,3 +150,20 @@ def test_models_and_shared_memory_are_set_up_on_every_server(tmp_path, rng):
             for target, _ in servers:
                 with gpucompute.Client(target) as one:
                     assert one.list_models() == []
+
+
+def test_a_model_one_server_refuses_stays_on_none_it_reached(tmp_path, rng):
+    """Loading on every server is all or nothing: the second server already holds the name
+    (ALREADY_EXISTS), so the first unloads the copy it had just loaded."""
+    layers = [{"weight": rng.standard_normal((8, 4)).astype(np.float32)}]
+    with two_servers(tmp_path) as servers:
+        with gpucompute.Client(servers[1][0]) as second:
+            second.load_model("m", layers, dtype="float32")
+        with balanced_client(servers) as client:
+            with pytest.raises(grpc.RpcError) as refused:
+                client.load_model("m", layers, dtype="float32")
+            assert refused.value.code() == grpc.StatusCode.ALREADY_EXISTS
+        with gpucompute.Client(servers[0][0]) as first:
+            assert first.list_models() == []
+        with gpucompute.Client(servers[1][0]) as second:
+            assert [m["name"] for m in second.list_models()] == ["m"]

@@ -190,17 +190,18 @@ def _handles_in(obj, depth=0):
         yield from _handles_in(item, depth + 1)
 
 
-def _on_servers(kind):
+def _on_servers(kind, undo=None):
     """How a method runs on a client of several servers (``balance``): ``"next"``, on the
     server of the tensors it names, else the next server in turn; ``"every"``, on every server
-    (models, shared-memory regions), returning the first's result. A client of one server runs
-    it as written."""
+    (models, shared-memory regions), returning the first's result; when one fails,
+    ``undo(member, result)`` reverses it on those it reached, so that nothing stays set up on
+    some servers only. A client of one server runs it as written."""
     def wrap(method):
         @functools.wraps(method)
         def call(self, *args, **kwargs):
             if self._members is None:
                 return method(self, *args, **kwargs)
-            return self._on_members(kind, method.__name__, args, kwargs)
+            return self._on_members(kind, method.__name__, args, kwargs, undo)
         return call
     return wrap
 
@@ -317,10 +318,19 @@ class Client:
             return self
         return self._members[next(self._turn) % len(self._members)]
 
-    def _on_members(self, kind, name, args, kwargs):
+    def _on_members(self, kind, name, args, kwargs, undo=None):
         """Runs method ``name`` on the members ``kind`` says (``_on_servers``)."""
         if kind == "every":
-            return [getattr(m, name)(*args, **kwargs) for m in self._members][0]
+            done = []
+            try:
+                for member in self._members:
+                    done.append((member, getattr(member, name)(*args, **kwargs)))
+            except Exception:
+                for member, result in done if undo else ():
+                    with contextlib.suppress(Exception):  # gone already, or the server is
+                        undo(member, result)
+                raise
+            return done[0][1]
         named = {h.handle for h in _handles_in((args, kwargs))}
         handle = kwargs.get("handle", args[0] if args else None)
         if name in ("write_tensor", "get_tensor", "get_tensor_bytes", "delete_tensor") \
@@ -685,7 +695,7 @@ class Client:
 
     # ------------------------------------------------------------------ dense models
 
-    @_on_servers("every")
+    @_on_servers("every", undo=lambda member, info: member.unload_model(info["name"]))
     def load_model(self, name, layers, dtype="bfloat16", allow_tf32=False,
                    chunk_bytes=models.DEFAULT_CHUNK_BYTES, *, timeout=None):
         """Uploads a stack of dense layers and keeps it resident on the server's GPU(s).
@@ -1035,7 +1045,7 @@ class Client:
 
     # ------------------------------------------------------------------ shared memory
 
-    @_on_servers("every")
+    @_on_servers("every", undo=lambda member, region: member.unregister_shared_memory(region.name))
     def register_shared_memory(self, region, name=None, *, timeout=None):
         """Registers a ``SharedMemoryRegion`` (all of it) with the server, which must run with
         ``--allow_shared_memory``, as ``name`` (default: derived from its key); returns it.
