@@ -327,8 +327,8 @@ class Client:
                     done.append((member, getattr(member, name)(*args, **kwargs)))
             except Exception:
                 for member, result in done if undo else ():
-                    with contextlib.suppress(Exception):  # gone already, or the server is
-                        undo(member, result)
+                    with contextlib.suppress(Exception):  # gone already, or its server is
+                        undo(member, result)              # unreachable: nothing more to do
                 raise
             return done[0][1]
         named = {h.handle for h in _handles_in((args, kwargs))}
