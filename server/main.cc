@@ -433,35 +433,16 @@ gpucompute::PeerConnections* LimitConnections() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "batched GPU compute over gRPC (Lomb-Scargle periodograms, dense "
-      "layers, ensemble Kalman analyses).\nUsage: gpucompute-server [--flag=value ...]; "
-      "--helpfull also lists the flags of the libraries it uses");
-  absl::FlagsUsageConfig usage;
-  // --help lists the server's own flags (Abseil's default lists those of a file named after the
-  // program, here none); --version prints the project's version.
-  usage.contains_help_flags = [](absl::string_view file) { return absl::EndsWith(file, "server/main.cc"); };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  usage.normalize_filename = [](absl::string_view file) {
-    const size_t at = file.rfind("server/main.cc");
-    return std::string(at == absl::string_view::npos ? file : file.substr(at));
-  };
-  usage.version_string = [] { return std::string("gpucompute-server " GPUCOMPUTE_VERSION "\n"); };
-  absl::SetFlagsUsageConfig(usage);
-  absl::ParseCommandLine(argc, argv);
-  // Debian's Abseil is built with its debug checks, among them the Mutex deadlock detector: a
-  // lock-order graph updated on every lock taken while another is held (~4x the cost of an
-  // uncontended pair of locks here: 120 against 32 ns) that aborts on a suspected cycle. The
-  // tests keep it; the server, whose locks sit on every call's path, does without.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+// The log level and format (--log_level, --log_format): false (after saying why) for a format
+// it does not know; `json_log` tells which was chosen.
+bool SetUpLogging(bool& json_log) {
   spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
   const std::string log_format = absl::GetFlag(FLAGS_log_format);
   if (log_format != "text" && log_format != "json") {
     spdlog::critical("--log_format={}: expected text or json", log_format);
-    return 2;
+    return false;
   }
-  const bool json_log = log_format == "json";
+  json_log = log_format == "json";
   if (json_log) {
     spdlog::set_formatter(std::make_unique<gpucompute::JsonLogFormatter>());
     // gRPC's own lines (errors unless GRPC_VERBOSITY says more) through spdlog too, so that
@@ -474,22 +455,13 @@ int main(int argc, char** argv) {
       spdlog::log(level, "grpc {}:{}: {}", args->file, args->line, args->message);
     });
   }
-  spdlog::info("gpucompute-server {}; allocator {}; memory limit {} MiB (the host's, or its "
-               "container's)", GPUCOMPUTE_VERSION, gpucompute::AllocatorDescription(),
-               gpucompute::MemoryLimitBytes() >> 20);
-  RaiseDescriptorLimit();
-  gpucompute::PeerConnections* connections = LimitConnections();
+  return true;
+}
 
-  // Every thread created from here on inherits the blocked signals; one waits for them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGHUP);  // reload the token file
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
+// The server's configuration from its flags; INVALID_ARGUMENT naming the flag for a value it
+// refuses (a model manifest that does not load included).
+absl::StatusOr<gpucompute::ServerConfig> ConfigFromFlags() {
   gpucompute::ServerConfig config;
-  config.connections = connections;
   config.address = absl::GetFlag(FLAGS_address);
   config.backend.kind = absl::GetFlag(FLAGS_backend);
   config.backend.streams_per_device = absl::GetFlag(FLAGS_streams);
@@ -503,8 +475,8 @@ int main(int argc, char** argv) {
   } else if (log_calls == "all") {
     config.call_log = gpucompute::CallLog::kAll;
   } else if (log_calls != "none") {
-    spdlog::critical("--log_calls={}: expected none, errors or all", log_calls);
-    return 2;
+    return absl::InvalidArgumentError(
+        absl::StrCat("--log_calls=", log_calls, ": expected none, errors or all"));
   }
   config.backend.debug_sync = absl::GetFlag(FLAGS_debug_sync);
   config.backend.replicate_models = absl::GetFlag(FLAGS_replicate_models);
@@ -526,8 +498,8 @@ int main(int argc, char** argv) {
     config.limits.memory_budget_share = absl::GetFlag(FLAGS_auth_token_file).empty() ? 1.0 : 0.5;
   }
   if (!(config.limits.memory_budget_share > 0 && config.limits.memory_budget_share <= 1)) {
-    spdlog::critical("--memory_budget_share {}: must be > 0 and <= 1", config.limits.memory_budget_share);
-    return 2;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--memory_budget_share ", config.limits.memory_budget_share, ": must be > 0 and <= 1"));
   }
   config.limits.upload_idle_timeout = absl::Seconds(std::max<int64_t>(1, absl::GetFlag(FLAGS_upload_idle_timeout_s)));
   config.limits.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
@@ -577,8 +549,7 @@ int main(int argc, char** argv) {
   for (const std::string& arg : absl::GetFlag(FLAGS_grpc_arg)) {
     const size_t eq = arg.find('=');
     if (eq == std::string::npos || eq == 0) {
-      spdlog::critical("--grpc_arg {}: expected KEY=VALUE", arg);
-      return 2;
+      return absl::InvalidArgumentError(absl::StrCat("--grpc_arg ", arg, ": expected KEY=VALUE"));
     }
     config.grpc_args.emplace_back(arg.substr(0, eq), arg.substr(eq + 1));
   }
@@ -586,12 +557,91 @@ int main(int argc, char** argv) {
   // each worker reads them again and loads them (the front holds no models).
   for (const std::string& entry : absl::GetFlag(FLAGS_model_manifest)) {
     absl::StatusOr<gpucompute::StartupModel> model = ReadStartupModel(entry);
-    if (!model.ok()) {
-      spdlog::critical("{}", std::string(model.status().message()));
-      return 2;
-    }
+    if (!model.ok()) return model.status();
     config.models.push_back(*std::move(model));
   }
+  return config;
+}
+
+// Worker `worker_index` of the worker-mode front: its handles name it, its log lines too; it
+// ends with the front, and exits after a device fault so that the front starts a fresh
+// process. 0, or the exit status (1: the front is gone; 2: a bad proof secret).
+int SetUpWorker(int worker_index, bool json_log, gpucompute::ServerConfig& config) {
+  config.connections = nullptr;  // its listener is a Unix socket: the front counts connections
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  const char* front = std::getenv(gpucompute::front::kFrontPidVariable);
+  if (front == nullptr || std::atoll(front) != static_cast<long long>(getppid())) {
+    return 1;  // the front is already gone (or this was not started by one)
+  }
+  config.tensors.handle_prefix = gpucompute::front::HandlePrefix(worker_index);
+  if (const char* secret = std::getenv(gpucompute::front::kProofSecretVariable)) {
+    const absl::string_view hex(secret);
+    const bool is_hex = hex.size() % 2 == 0 && std::all_of(hex.begin(), hex.end(), [](char c) {
+                          return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+                        });
+    std::string bytes = is_hex ? absl::HexStringToBytes(hex) : std::string();
+    if (bytes.size() < gpucompute::SharedMemoryProofs::kMinSecretBytes) {
+      spdlog::critical("{}: not a hex secret of at least {} bytes",
+                       gpucompute::front::kProofSecretVariable,
+                       gpucompute::SharedMemoryProofs::kMinSecretBytes);
+      return 2;
+    }
+    config.shared_memory_proof_secret = std::move(bytes);
+    unsetenv(gpucompute::front::kProofSecretVariable);
+  }
+  if (json_log) {
+    spdlog::set_formatter(std::make_unique<gpucompute::JsonLogFormatter>(worker_index));
+  } else {
+    spdlog::set_pattern(absl::StrCat("[%Y-%m-%d %H:%M:%S.%e] [worker ", worker_index, "] [%^%l%$] %v"));
+  }
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "batched GPU compute over gRPC (Lomb-Scargle periodograms, dense "
+      "layers, ensemble Kalman analyses).\nUsage: gpucompute-server [--flag=value ...]; "
+      "--helpfull also lists the flags of the libraries it uses");
+  absl::FlagsUsageConfig usage;
+  // --help lists the server's own flags (Abseil's default lists those of a file named after the
+  // program, here none); --version prints the project's version.
+  usage.contains_help_flags = [](absl::string_view file) { return absl::EndsWith(file, "server/main.cc"); };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  usage.normalize_filename = [](absl::string_view file) {
+    const size_t at = file.rfind("server/main.cc");
+    return std::string(at == absl::string_view::npos ? file : file.substr(at));
+  };
+  usage.version_string = [] { return std::string("gpucompute-server " GPUCOMPUTE_VERSION "\n"); };
+  absl::SetFlagsUsageConfig(usage);
+  absl::ParseCommandLine(argc, argv);
+  // Debian's Abseil is built with its debug checks, among them the Mutex deadlock detector: a
+  // lock-order graph updated on every lock taken while another is held (~4x the cost of an
+  // uncontended pair of locks here: 120 against 32 ns) that aborts on a suspected cycle. The
+  // tests keep it; the server, whose locks sit on every call's path, does without.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  bool json_log = false;
+  if (!SetUpLogging(json_log)) return 2;
+  spdlog::info("gpucompute-server {}; allocator {}; memory limit {} MiB (the host's, or its "
+               "container's)", GPUCOMPUTE_VERSION, gpucompute::AllocatorDescription(),
+               gpucompute::MemoryLimitBytes() >> 20);
+  RaiseDescriptorLimit();
+  gpucompute::PeerConnections* connections = LimitConnections();
+
+  // Every thread created from here on inherits the blocked signals; one waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);  // reload the token file
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  absl::StatusOr<gpucompute::ServerConfig> flags_config = ConfigFromFlags();
+  if (!flags_config.ok()) {
+    spdlog::critical("{}", std::string(flags_config.status().message()));
+    return 2;
+  }
+  gpucompute::ServerConfig config = *std::move(flags_config);
+  config.connections = connections;
   if (absl::GetFlag(FLAGS_workers) != 0) {
     std::vector<std::string> names;
     for (const gpucompute::StartupModel& m : config.models) names.push_back(m.header.name());
@@ -599,37 +649,9 @@ int main(int argc, char** argv) {
     return RunFront(argc, argv, config, signals, std::move(names));
   }
 
-  // A worker of the worker-mode front: its handles name it, its log lines too; it ends with
-  // the front, and exits after a device fault so that the front starts a fresh process.
   const int worker_index = absl::GetFlag(FLAGS_worker_index);
   if (worker_index >= 0) {
-    config.connections = nullptr;  // its listener is a Unix socket: the front counts connections
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    const char* front = std::getenv(gpucompute::front::kFrontPidVariable);
-    if (front == nullptr || std::atoll(front) != static_cast<long long>(getppid())) {
-      return 1;  // the front is already gone (or this was not started by one)
-    }
-    config.tensors.handle_prefix = gpucompute::front::HandlePrefix(worker_index);
-    if (const char* secret = std::getenv(gpucompute::front::kProofSecretVariable)) {
-      const absl::string_view hex(secret);
-      const bool is_hex = hex.size() % 2 == 0 && std::all_of(hex.begin(), hex.end(), [](char c) {
-                            return std::isxdigit(static_cast<unsigned char>(c)) != 0;
-                          });
-      std::string bytes = is_hex ? absl::HexStringToBytes(hex) : std::string();
-      if (bytes.size() < gpucompute::SharedMemoryProofs::kMinSecretBytes) {
-        spdlog::critical("{}: not a hex secret of at least {} bytes",
-                         gpucompute::front::kProofSecretVariable,
-                         gpucompute::SharedMemoryProofs::kMinSecretBytes);
-        return 2;
-      }
-      config.shared_memory_proof_secret = std::move(bytes);
-      unsetenv(gpucompute::front::kProofSecretVariable);
-    }
-    if (json_log) {
-      spdlog::set_formatter(std::make_unique<gpucompute::JsonLogFormatter>(worker_index));
-    } else {
-      spdlog::set_pattern(absl::StrCat("[%Y-%m-%d %H:%M:%S.%e] [worker ", worker_index, "] [%^%l%$] %v"));
-    }
+    if (const int code = SetUpWorker(worker_index, json_log, config); code != 0) return code;
   }
   bool (*device_lost)(const gpucompute::Server&) = nullptr;
   if (worker_index >= 0) device_lost = [](const gpucompute::Server& s) { return s.device_lost(); };

@@ -6,24 +6,11 @@
 #include "CLI/CLI.hpp"
 #include "client/cli/commands.h"
 
-int main(int argc, char** argv) {
-  using gpucompute::cli::AssimilateOptions;
-  using gpucompute::cli::DemoOptions;
-  using gpucompute::cli::DenseOptions;
-  using gpucompute::cli::ModelListOptions;
-  using gpucompute::cli::ModelLoadOptions;
-  using gpucompute::cli::ModelUnloadOptions;
-  using gpucompute::cli::GlobalOptions;
-  using gpucompute::cli::HealthOptions;
-  using gpucompute::cli::InfoOptions;
-  using gpucompute::cli::PeriodogramOptions;
+namespace gpucompute::cli {
+namespace {
 
-  CLI::App app{"gpucompute: client of the gpucompute GPU compute service"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "gpucompute " GPUCOMPUTE_VERSION);
-  // The options below are accepted after the subcommand too (`gpucompute info --target HOST`).
-  app.fallthrough();
-  GlobalOptions global;
+// Options every command takes, before or after its name.
+void AddGlobalOptions(CLI::App& app, GlobalOptions& global) {
   app.add_option("--target", global.target, "server address host:port")
       ->capture_default_str()
       ->envname("GPUCOMPUTE_TARGET");
@@ -46,9 +33,9 @@ int main(int argc, char** argv) {
   app.add_option("--token_file,--token-file", global.token_file,
                  "file holding the bearer token (default: $GPUCOMPUTE_TOKEN)")
       ->check(CLI::ExistingFile);
+}
 
-  // ------------------------------------------------------------------ periodogram
-  PeriodogramOptions p;
+CLI::App* AddPeriodogramCommand(CLI::App& app, PeriodogramOptions& p) {
   CLI::App* periodogram = app.add_subcommand(
       "periodogram",
       "Lomb-Scargle periodograms of time series files (CSV t,y[,dy] or .npy (N,2|3)), all in "
@@ -112,11 +99,19 @@ int main(int argc, char** argv) {
   periodogram->add_option("-o,--output", p.output, "write here instead of stdout");
   periodogram->add_option("--format", p.format, "csv or json (default: from --output's suffix)")
       ->check(CLI::IsMember({"csv", "json"}));
+  return periodogram;
+}
 
-  // ------------------------------------------------------------------ model
+struct ModelCommands {
+  CLI::App* load;
+  CLI::App* unload;
+  CLI::App* list;
+};
+
+ModelCommands AddModelCommands(CLI::App& app, ModelLoadOptions& load, ModelUnloadOptions& unload,
+                               ModelListOptions& list) {
   CLI::App* model = app.add_subcommand("model", "resident dense models: load, unload, list");
   model->require_subcommand(1);
-  ModelLoadOptions load;
   CLI::App* load_cmd = model->add_subcommand(
       "load", "upload a dense model described by a JSON manifest of .npy files");
   load_cmd->add_option("name", load.name, "model name (1-128 of [A-Za-z0-9_.-])")->required();
@@ -142,15 +137,14 @@ int main(int argc, char** argv) {
       ->add_option("--chunk-mib,--chunk_mib", load.chunk_mib,
                    "MiB of weights per streamed message (4: just under gRPC's 4 MiB limit)")
       ->capture_default_str();
-  ModelUnloadOptions unload;
   CLI::App* unload_cmd = model->add_subcommand("unload", "remove a resident model");
   unload_cmd->add_option("name", unload.name, "model name")->required();
-  ModelListOptions list;
   CLI::App* list_cmd = model->add_subcommand("list", "list resident models");
   list_cmd->add_flag("--json", list.json, "print as JSON");
+  return {load_cmd, unload_cmd, list_cmd};
+}
 
-  // ------------------------------------------------------------------ dense
-  DenseOptions dense;
+CLI::App* AddDenseCommand(CLI::App& app, DenseOptions& dense) {
   CLI::App* dense_cmd = app.add_subcommand(
       "dense", "run rows of a .npy file through a resident model");
   dense_cmd->add_option("model", dense.model, "model name")->required();
@@ -161,9 +155,10 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   dense_cmd->add_option("-o,--output", dense.output,
                         ".npy to write (bfloat16 results as float32); default: CSV on stdout");
+  return dense_cmd;
+}
 
-  // ------------------------------------------------------------------ assimilate
-  AssimilateOptions as;
+CLI::App* AddAssimilateCommand(CLI::App& app, AssimilateOptions& as) {
   CLI::App* assimilate_cmd = app.add_subcommand(
       "assimilate", "one ensemble Kalman analysis (ETKF or stochastic EnKF) from .npy files");
   assimilate_cmd->add_option("--x", as.x, "forecast ensemble [n, N] (state x members)")
@@ -193,14 +188,16 @@ int main(int argc, char** argv) {
   assimilate_cmd->add_option("--dtype", as.dtype, "compute and output precision")
       ->check(CLI::IsMember({"float32", "float64"}))->capture_default_str();
   assimilate_cmd->add_option("-o,--output", as.output, "analysis ensemble .npy [n, N]")->required();
+  return assimilate_cmd;
+}
 
-  // ------------------------------------------------------------------ info
-  InfoOptions info;
+CLI::App* AddInfoCommand(CLI::App& app, InfoOptions& info) {
   CLI::App* info_cmd = app.add_subcommand("info", "print the server's ServerInfo");
   info_cmd->add_flag("--json", info.json, "print as JSON");
+  return info_cmd;
+}
 
-  // ------------------------------------------------------------------ health
-  HealthOptions health;
+CLI::App* AddHealthCommand(CLI::App& app, HealthOptions& health) {
   CLI::App* health_cmd = app.add_subcommand(
       "health", "grpc.health.v1 Check (no token needed); prints the status, exit 0 iff SERVING");
   health_cmd->add_option("--address", health.address,
@@ -210,9 +207,10 @@ int main(int argc, char** argv) {
   health_cmd->add_option("--timeout_ms,--timeout-ms", health.timeout_ms, "deadline of the check")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  return health_cmd;
+}
 
-  // ------------------------------------------------------------------ demo
-  DemoOptions demo;
+CLI::App* AddDemoCommand(CLI::App& app, DemoOptions& demo) {
   CLI::App* demo_cmd = app.add_subcommand(
       "demo", "run every operation on generated data with known answers; exit 0 iff all pass");
   demo_cmd->add_option("--burst", demo.burst, "concurrent requests in the burst")
@@ -221,17 +219,51 @@ int main(int argc, char** argv) {
   demo_cmd->add_option("--seed", demo.seed, "random seed")->capture_default_str();
   demo_cmd->add_flag("--skip-dense", demo.skip_dense, "leave out the dense-model section");
   demo_cmd->add_flag("--skip-assimilate", demo.skip_assimilate, "leave out the assimilation section");
+  return demo_cmd;
+}
+
+}  // namespace
+
+// Registers every command, parses, runs the one given.
+int Main(int argc, char** argv) {
+  CLI::App app{"gpucompute: client of the gpucompute GPU compute service"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "gpucompute " GPUCOMPUTE_VERSION);
+  // The options below are accepted after the subcommand too (`gpucompute info --target HOST`).
+  app.fallthrough();
+  GlobalOptions global;
+  AddGlobalOptions(app, global);
+  PeriodogramOptions p;
+  CLI::App* periodogram = AddPeriodogramCommand(app, p);
+  ModelLoadOptions load;
+  ModelUnloadOptions unload;
+  ModelListOptions list;
+  const ModelCommands model = AddModelCommands(app, load, unload, list);
+  DenseOptions dense;
+  CLI::App* dense_cmd = AddDenseCommand(app, dense);
+  AssimilateOptions as;
+  CLI::App* assimilate_cmd = AddAssimilateCommand(app, as);
+  InfoOptions info;
+  CLI::App* info_cmd = AddInfoCommand(app, info);
+  HealthOptions health;
+  CLI::App* health_cmd = AddHealthCommand(app, health);
+  DemoOptions demo;
+  CLI::App* demo_cmd = AddDemoCommand(app, demo);
 
   CLI11_PARSE(app, argc, argv);
 
-  if (periodogram->parsed()) return gpucompute::cli::RunPeriodogram(global, p);
-  if (load_cmd->parsed()) return gpucompute::cli::RunModelLoad(global, load);
-  if (unload_cmd->parsed()) return gpucompute::cli::RunModelUnload(global, unload);
-  if (list_cmd->parsed()) return gpucompute::cli::RunModelList(global, list);
-  if (dense_cmd->parsed()) return gpucompute::cli::RunDense(global, dense);
-  if (assimilate_cmd->parsed()) return gpucompute::cli::RunAssimilate(global, as);
-  if (info_cmd->parsed()) return gpucompute::cli::RunInfo(global, info);
-  if (health_cmd->parsed()) return gpucompute::cli::RunHealth(global, health);
-  if (demo_cmd->parsed()) return gpucompute::cli::RunDemo(global, demo);
+  if (periodogram->parsed()) return RunPeriodogram(global, p);
+  if (model.load->parsed()) return RunModelLoad(global, load);
+  if (model.unload->parsed()) return RunModelUnload(global, unload);
+  if (model.list->parsed()) return RunModelList(global, list);
+  if (dense_cmd->parsed()) return RunDense(global, dense);
+  if (assimilate_cmd->parsed()) return RunAssimilate(global, as);
+  if (info_cmd->parsed()) return RunInfo(global, info);
+  if (health_cmd->parsed()) return RunHealth(global, health);
+  if (demo_cmd->parsed()) return RunDemo(global, demo);
   return 2;
 }
+
+}  // namespace gpucompute::cli
+
+int main(int argc, char** argv) { return gpucompute::cli::Main(argc, argv); }
