@@ -72,7 +72,7 @@ absl::Status WaitForChannels(const std::vector<LoadChannel>& channels, absl::Tim
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::string>> ServerAddresses(const std::vector<std::string>& targets) {
+std::vector<std::string> ServerAddresses(const std::vector<std::string>& targets) {
   std::vector<std::string> out;
   std::set<std::string> seen;
   for (const std::string& target : targets) {

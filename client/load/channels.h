@@ -35,6 +35,6 @@ absl::Status WaitForChannels(const std::vector<LoadChannel>& channels, absl::Tim
 // The addresses behind the targets, one target per server (client::TargetAddresses: address
 // lists item by item, names resolved to every address). For setup that must reach every replica
 // (loading a dense model).
-absl::StatusOr<std::vector<std::string>> ServerAddresses(const std::vector<std::string>& targets);
+std::vector<std::string> ServerAddresses(const std::vector<std::string>& targets);
 
 }  // namespace gpucompute::load

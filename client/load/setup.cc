@@ -51,8 +51,7 @@ absl::Status PreparedRun::LoadModel(const LoadConfig& config,
   ASSIGN_OR_RETURN(client::ModelUpload upload,
                    MakeDenseModel(config.workload.dense, model_name_, config.workload.seed));
   description_["dense_model"] = {{"name", model_name_}, {"bytes", upload.tensor_bytes()}};
-  ASSIGN_OR_RETURN(std::vector<std::string> servers,
-                   ServerAddresses(config.transport.targets));
+  const std::vector<std::string> servers = ServerAddresses(config.transport.targets);
   (void)channels;
   for (const std::string& address : servers) {
     client::ClientOptions options;
@@ -109,7 +108,7 @@ absl::StatusOr<std::unique_ptr<PreparedRun>> PreparedRun::Create(
 
   const bool placed = w.input != InputPlacement::kInline || w.output == OutputPlacement::kShm;
   if (placed) {
-    ASSIGN_OR_RETURN(std::vector<std::string> servers, ServerAddresses(config.transport.targets));
+    const std::vector<std::string> servers = ServerAddresses(config.transport.targets);
     if (servers.size() != 1) {
       return absl::FailedPreconditionError(
           "--input handle|shm and --output shm need exactly one server: resident tensors and "

@@ -31,6 +31,17 @@ def _split_host_port(hostport):
     return hostport, None
 
 
+def _host_port(target):
+    """The ``host:port`` a ``dns:`` or bare target names; None for address lists and socket
+    paths."""
+    if target.startswith(("ipv4:", "ipv6:") + _SINGLE_SCHEMES):
+        return None
+    if not target.startswith("dns:"):
+        return target
+    rest = target[len("dns:"):]
+    return rest[2:].partition("/")[2] if rest.startswith("//") else rest  # dns://[auth]/h:p
+
+
 def _endpoint(family, ip, port):
     return f"ipv6:[{ip}]:{port}" if family == socket.AF_INET6 else f"ipv4:{ip}:{port}"
 
@@ -38,20 +49,16 @@ def _endpoint(family, ip, port):
 def addresses(target):
     """Every server address a gRPC target names, each as a target of its own: ``ipv4:`` and
     ``ipv6:`` lists item by item, ``dns:///host:port`` and ``host:port`` through the system's
-    resolver (in its order, duplicates removed, IPv4's only when it gives both). A target of one endpoint (``unix:``...), one
-    that does not resolve or has no port gives ``[target]``: the channel's own resolver then
-    reports what is wrong when the call is made."""
+    resolver (in its order, duplicates removed, IPv4's only when it gives both). A target of
+    one endpoint (``unix:``...), one that does not resolve or has no port gives ``[target]``:
+    the channel's own resolver then reports what is wrong when the call is made."""
     for scheme in ("ipv4:", "ipv6:"):
         if target.startswith(scheme):
             items = [a.strip() for a in target[len(scheme):].split(",") if a.strip()]
             return [scheme + a for a in items] or [target]
-    if target.startswith(_SINGLE_SCHEMES):
+    hostport = _host_port(target)
+    if hostport is None:
         return [target]
-    hostport = target
-    if target.startswith("dns:"):
-        hostport = target[len("dns:"):]
-        if hostport.startswith("//"):  # dns://[authority]/host:port
-            hostport = hostport[2:].partition("/")[2]
     host, port = _split_host_port(hostport)
     if not host or not port:
         return [target]
@@ -69,11 +76,5 @@ def addresses(target):
 
 def host_of(target):
     """The host name a target asks for (for TLS's name check on a pinned address), or None."""
-    if target.startswith(("ipv4:", "ipv6:") + _SINGLE_SCHEMES):
-        return None
-    hostport = target
-    if target.startswith("dns:"):
-        hostport = target[len("dns:"):]
-        if hostport.startswith("//"):
-            hostport = hostport[2:].partition("/")[2]
-    return _split_host_port(hostport)[0] or None
+    hostport = _host_port(target)
+    return (_split_host_port(hostport)[0] or None) if hostport is not None else None

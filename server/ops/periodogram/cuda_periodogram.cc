@@ -808,7 +808,8 @@ void PackDescriptors(BatchPlan& p, StagingTables& tables, PendingPeriodogram& pe
 
 // Then the per-sample work, on several threads when the batch is large (each series writes
 // only its own ranges): the samples, the NVRTC kernel's work items, the pieces' scales.
-void PackSamples(BatchPlan& p, const InputLayout& layout, StagingTables& tables, bool f32) {
+void PackSamples(BatchPlan& p, StagingTables& tables, bool f32) {
+  const InputLayout& layout = p.layout;
   char* base = tables.base;
   ParallelFor(static_cast<int64_t>(p.series.size()), p.samples, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
@@ -903,7 +904,7 @@ absl::Status PackBatch(BatchPlan& p, ComputeType dtype, StreamSlot& slot, Pendin
   pending.peaks_offset = p.power_bytes;
   pending.top_peaks_offset = p.top_peaks_offset;
   PackDescriptors(p, tables, pending, elem);
-  PackSamples(p, p.layout, tables, dtype == ComputeType::kFloat32);
+  PackSamples(p, tables, dtype == ComputeType::kFloat32);
   return absl::OkStatus();
 }
 
