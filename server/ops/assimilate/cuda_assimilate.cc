@@ -486,6 +486,27 @@ class GroupRunner {
   absl::Status Run();
 
  private:
+  // The N x N transforms of the group's problems, `stride` elements apart.
+  struct Transform {
+    T* t = nullptr;
+    int64_t stride = 0;
+  };
+  // The steps of Run, in order. RunFusedSmall: the whole analysis in one kernel.
+  absl::Status RunFusedSmall();
+  absl::Status CentreState();
+  absl::Status PrepareObservations();
+  // Ensemble space: C = Yw^T [Yw | dw | Dw], then T from G = C's first N columns.
+  absl::StatusOr<Transform> EnsembleTransform();
+  absl::StatusOr<Transform> StochasticEnsembleTransform(T* c, int64_t c_stride);
+  absl::StatusOr<Transform> EigenEnsembleTransform(T* c, int64_t c_stride);
+  // Observation space: S = Yw Yw^T + (N-1) I and its Cholesky factor, then T.
+  absl::StatusOr<Transform> ObservationTransform();
+  absl::StatusOr<Transform> StochasticObservationTransform(const T* sm);
+  absl::StatusOr<Transform> SquareRootObservationTransform(const T* sm);
+  // Xa from X and T: in one pass over the state, or as a GEMM then a finishing pass.
+  absl::Status TransformRows(const Transform& t);
+  absl::Status UpdateAndFinishRows(const Transform& t);
+
   template <typename U>
   U* In(size_t off) const { return reinterpret_cast<U*>(in_ + off); }
   template <typename U>
@@ -798,31 +819,42 @@ absl::Status GroupRunner<T>::Eig(int N, T* a, T* ev, int* info) {
 
 template <typename T>
 absl::Status GroupRunner<T>::Run() {
-  const int P = g_.P();
-  const int64_t n = g_.key.n, m = g_.key.m, N = g_.key.N, W = g_.W;
-  const int iN = static_cast<int>(N), im = static_cast<int>(m), iW = static_cast<int>(W);
-  const cudaStream_t s = stream();
-  const auto* params = In<const ProblemParams>(g_.params);
-  T* x = In<T>(g_.x);
-  T* obs = In<T>(g_.obs);
-  double* xbar = Sc<double>(g_.xbar);
-
-  if (FusedSmall()) {
-    CUDA_RETURN_IF_ERROR(kernels::LaunchSmallEnkf<T>(
-        P, n, m, iN, iW, x, obs, In<double>(g_.y), In<T>(g_.r), params, g_.key.seeded,
-        reinterpret_cast<T*>(out_ + g_.xa), reinterpret_cast<double*>(out_ + g_.innovation), spread_,
-        info_f_, s, small_variant_));
-    RETURN_IF_ERROR(Launched());
-    return Mark("fused_small");
-  }
+  if (FusedSmall()) return RunFusedSmall();
   const bool fused_rows = FusedRows();
-  if (!fused_rows) {
-    // State anomalies A = lambda (X - xbar 1^T), in place.
-    CUDA_RETURN_IF_ERROR(kernels::LaunchCentreState<T>(P, n, iN, x, xbar, params, s));
-    RETURN_IF_ERROR(Launched());
-    RETURN_IF_ERROR(Mark("centre_state"));
-  }
+  if (!fused_rows) RETURN_IF_ERROR(CentreState());
+  RETURN_IF_ERROR(PrepareObservations());
+  ASSIGN_OR_RETURN(const Transform t, g_.ensemble() ? EnsembleTransform() : ObservationTransform());
+  RETURN_IF_ERROR(Mark("transform"));
+  return fused_rows ? TransformRows(t) : UpdateAndFinishRows(t);
+}
 
+template <typename T>
+absl::Status GroupRunner<T>::RunFusedSmall() {
+  CUDA_RETURN_IF_ERROR(kernels::LaunchSmallEnkf<T>(
+      g_.P(), g_.key.n, g_.key.m, static_cast<int>(g_.key.N), static_cast<int>(g_.W), In<T>(g_.x),
+      In<T>(g_.obs), In<double>(g_.y), In<T>(g_.r), In<const ProblemParams>(g_.params),
+      g_.key.seeded, reinterpret_cast<T*>(out_ + g_.xa),
+      reinterpret_cast<double*>(out_ + g_.innovation), spread_, info_f_, stream(), small_variant_));
+  RETURN_IF_ERROR(Launched());
+  return Mark("fused_small");
+}
+
+template <typename T>
+absl::Status GroupRunner<T>::CentreState() {
+  // State anomalies A = lambda (X - xbar 1^T), in place.
+  CUDA_RETURN_IF_ERROR(kernels::LaunchCentreState<T>(g_.P(), g_.key.n, static_cast<int>(g_.key.N),
+                                                     In<T>(g_.x), Sc<double>(g_.xbar),
+                                                     In<const ProblemParams>(g_.params), stream()));
+  RETURN_IF_ERROR(Launched());
+  return Mark("centre_state");
+}
+
+template <typename T>
+absl::Status GroupRunner<T>::PrepareObservations() {
+  const int P = g_.P();
+  const int64_t m = g_.key.m;
+  const int iN = static_cast<int>(g_.key.N), im = static_cast<int>(m), iW = static_cast<int>(g_.W);
+  T* obs = In<T>(g_.obs);
   // R: Cholesky factor in place (full R).
   if (g_.full_r()) {
     RETURN_IF_ERROR(Potrf(im, In<T>(g_.r), m * m, In<T*>(g_.ptr_r), info_r_));
@@ -830,181 +862,235 @@ absl::Status GroupRunner<T>::Run() {
   // Observation rows: Yw, dw, and Ew or Dw.
   const bool seeded = g_.key.seeded;
   CUDA_RETURN_IF_ERROR(kernels::LaunchPrepareObs<T>(
-      P, m, iN, iW, obs, In<double>(g_.y), g_.full_r() ? nullptr : In<T>(g_.r), params,
-      g_.stochastic(), seeded, /*form_d=*/!g_.full_r(),
-      reinterpret_cast<double*>(out_ + g_.innovation), s));
+      P, m, iN, iW, obs, In<double>(g_.y), g_.full_r() ? nullptr : In<T>(g_.r),
+      In<const ProblemParams>(g_.params), g_.stochastic(), seeded, /*form_d=*/!g_.full_r(),
+      reinterpret_cast<double*>(out_ + g_.innovation), stream()));
   RETURN_IF_ERROR(Launched());
   if (g_.full_r()) {
     // Whiten [Yw | dw] (and client perturbations) once: rows <- L^-1 rows.
     const int cols = g_.stochastic() && !seeded ? iW : iN + 1;
     RETURN_IF_ERROR(Whiten(cols, im));
     if (g_.stochastic()) {
-      CUDA_RETURN_IF_ERROR(kernels::LaunchFormD<T>(P, m, iN, iW, obs, s));
+      CUDA_RETURN_IF_ERROR(kernels::LaunchFormD<T>(P, m, iN, iW, obs, stream()));
       RETURN_IF_ERROR(Launched());
     }
   }
+  return Mark("prepare_obs");
+}
 
-  const int64_t mw = m * W;
-  RETURN_IF_ERROR(Mark("prepare_obs"));
-  const int64_t nn = N * N;
-  T* t = nullptr;       // the N x N transforms
-  int64_t t_stride = 0;
-  if (g_.ensemble()) {
-    // C = Yw^T [Yw | dw | Dw] (N x (N+1) or N x (2N+1)): G, b, B.
-    const int64_t cc = g_.CCols();
-    T* c = Sc<T>(g_.c);
-    const int64_t c_stride = N * cc;
-    if (g_.split_k()) {
-      RETURN_IF_ERROR(SplitGemm(static_cast<int>(cc), c));
-    } else if (g_.stochastic() && P == 1) {
-      // One large problem: SYRK for G (half the flops), GEMM for B.
-      CUBLAS_RETURN_IF_ERROR(Lib<T>::Syrk(blas(), kN, iN, im, obs, iW, c, iN));
-      CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, iN, iN, im, T(1), obs, iW, mw,
-                                            obs + N + 1, iW, mw, T(0), c + N * (N + 1), iN,
-                                            c_stride, 1));
-    } else {
-      CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, iN, static_cast<int>(cc), im, T(1), obs,
-                                            iW, mw, obs, iW, mw, T(0), c, iN, c_stride, P));
-    }
-    RETURN_IF_ERROR(Launched());
-    CUDA_RETURN_IF_ERROR(kernels::LaunchAddDiagonal<T>(P, iN, c, N, c_stride, static_cast<T>(N - 1), s));
-    RETURN_IF_ERROR(Launched());
-    RETURN_IF_ERROR(Mark("ensemble_products"));
-    if (g_.stochastic()) {
-      // T = I + G^-1 B.
-      RETURN_IF_ERROR(Potrf(iN, c, c_stride, In<T*>(g_.ptr_f), info_f_));
-      RETURN_IF_ERROR(Mark("potrf"));
-      T* b = c + N * (N + 1);
-      t = b;
-      t_stride = c_stride;
-      const int inverse_block = trsm_block_ > 0 ? trsm_block_ : kDefaultInverseBlock;
-      const bool block_inverse = P == 1 && (solve_variant_ == 1 ||
-                                            (solve_variant_ < 0 && N >= kMinBlockInverseOrder &&
-                                             N >= 2 * inverse_block));
-      if (block_inverse) {
-        RETURN_IF_ERROR(BlockInverseSolve(iN, c, b, Sc<T>(g_.t)));
-      } else {
-        RETURN_IF_ERROR(CholSolve(CUBLAS_SIDE_LEFT, iN, iN, c, iN, c_stride, In<T*>(g_.ptr_f), b, iN,
-                                  c_stride, In<T*>(g_.ptr_rhs)));
-      }
-      CUDA_RETURN_IF_ERROR(kernels::LaunchAddDiagonal<T>(P, iN, t, N, t_stride, T(1), s));
-      RETURN_IF_ERROR(Launched());
-    } else if (NsTransform()) {
-      // T = sqrt(N-1) G^-1/2 + (G^-1 b) 1^T without an eigendecomposition (50 x 50 on the
-      // H200: SYEVD alone took 0.6 ms); the Jacobi kernel only for problems beyond the
-      // iteration's bound.
-      t = Sc<T>(g_.t);
-      t_stride = nn;
-      CUDA_RETURN_IF_ERROR(kernels::LaunchEtkfTransform<T>(P, iN, c, c_stride, t, Sc<T>(g_.v), Sc<T>(g_.ev),
-                                                           info_e_, Sc<int>(g_.flag),
-                                                           /*force_fallback=*/eig_variant_ == 3, s));
-      RETURN_IF_ERROR(Launched());
-      RETURN_IF_ERROR(Mark("eig"));
-    } else {
-      // G = V diag(g) V^T; u = diag(1/g) V^T b; wbar = V u; W = V diag(sqrt((N-1)/g)) V^T.
-      T* v = Sc<T>(g_.v);
-      T* ev = Sc<T>(g_.ev);
-      T* u = Sc<T>(g_.u);
-      T* wbar = Sc<T>(g_.wbar);
-      T* vf = Sc<T>(g_.vf);
-      t = Sc<T>(g_.t);
-      t_stride = nn;
-      CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(v, nn * sizeof(T), c, c_stride * sizeof(T), nn * sizeof(T),
-                                             P, cudaMemcpyDeviceToDevice, s));
-      RETURN_IF_ERROR(Eig(iN, v, ev, info_e_));
-      RETURN_IF_ERROR(Mark("eig"));
-      CUBLAS_RETURN_IF_ERROR(Lib<T>::GemvSB(blas(), kT, iN, iN, v, iN, nn, c + nn, 1, c_stride, u, N, P));
-      CUDA_RETURN_IF_ERROR(kernels::LaunchEigenFunction<T>(P, iN, v, ev, vf, u, /*ensemble=*/true,
-                                                           info_e_, s));
-      RETURN_IF_ERROR(Launched());
-      CUBLAS_RETURN_IF_ERROR(Lib<T>::GemvSB(blas(), kN, iN, iN, v, iN, nn, u, 1, N, wbar, N, P));
-      CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, iN, iN, iN, T(1), vf, iN, nn, v, iN, nn,
-                                            T(0), t, iN, nn, P));
-      CUDA_RETURN_IF_ERROR(kernels::LaunchAddColumnVector<T>(P, iN, t, wbar, N, s));
-      RETURN_IF_ERROR(Launched());
-    }
+template <typename T>
+absl::StatusOr<typename GroupRunner<T>::Transform> GroupRunner<T>::EnsembleTransform() {
+  const int P = g_.P();
+  const int64_t m = g_.key.m, N = g_.key.N, W = g_.W, mw = m * W;
+  const int iN = static_cast<int>(N), im = static_cast<int>(m), iW = static_cast<int>(W);
+  const cudaStream_t s = stream();
+  T* obs = In<T>(g_.obs);
+  // C = Yw^T [Yw | dw | Dw] (N x (N+1) or N x (2N+1)): G, b, B.
+  const int64_t cc = g_.CCols();
+  T* c = Sc<T>(g_.c);
+  const int64_t c_stride = N * cc;
+  if (g_.split_k()) {
+    RETURN_IF_ERROR(SplitGemm(static_cast<int>(cc), c));
+  } else if (g_.stochastic() && P == 1) {
+    // One large problem: SYRK for G (half the flops), GEMM for B.
+    CUBLAS_RETURN_IF_ERROR(Lib<T>::Syrk(blas(), kN, iN, im, obs, iW, c, iN));
+    CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, iN, iN, im, T(1), obs, iW, mw,
+                                          obs + N + 1, iW, mw, T(0), c + N * (N + 1), iN,
+                                          c_stride, 1));
   } else {
-    // S = Yw Yw^T + (N-1) I (m x m), Cholesky.
-    T* sm = Sc<T>(g_.s);
-    const int64_t mm = m * m;
-    if (P == 1) {
-      CUBLAS_RETURN_IF_ERROR(Lib<T>::Syrk(blas(), kT, im, iN, obs, iW, sm, im));
-    } else {
-      CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kT, kN, im, im, iN, T(1), obs, iW, mw, obs, iW, mw,
-                                            T(0), sm, im, mm, P));
-    }
-    RETURN_IF_ERROR(Launched());
-    CUDA_RETURN_IF_ERROR(kernels::LaunchAddDiagonal<T>(P, im, sm, m, mm, static_cast<T>(N - 1), s));
-    RETURN_IF_ERROR(Launched());
-    RETURN_IF_ERROR(Mark("syrk_s"));
-    RETURN_IF_ERROR(Potrf(im, sm, mm, In<T*>(g_.ptr_f), info_f_));
-    RETURN_IF_ERROR(Mark("potrf"));
-    if (g_.stochastic()) {
-      // Z = S^-1 Dw (rows of Dw: right solves on its column-major transpose); T = I + Yw^T Z.
-      T* d = obs + N + 1;
-      RETURN_IF_ERROR(CholSolve(CUBLAS_SIDE_RIGHT, iN, im, sm, im, mm, In<T*>(g_.ptr_f), d, iW, mw,
-                                In<T*>(g_.ptr_rhs)));
-      t = Sc<T>(g_.t);
-      t_stride = nn;
-      CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, iN, iN, im, T(1), obs, iW, mw, d, iW, mw,
-                                            T(0), t, iN, nn, P));
-      RETURN_IF_ERROR(Launched());
-      CUDA_RETURN_IF_ERROR(kernels::LaunchAddDiagonal<T>(P, iN, t, N, nn, T(1), s));
-      RETURN_IF_ERROR(Launched());
-    } else {
-      // [Z | z] = S^-1 [Yw | dw]; C = Yw^T [Z | z] = [I - M | wbar]; W = M^(1/2).
-      T* z = Sc<T>(g_.z);
-      const int64_t zs = m * (N + 1);
-      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(z, obs, static_cast<size_t>(P * zs) * sizeof(T),
-                                           cudaMemcpyDeviceToDevice, s));
-      RETURN_IF_ERROR(CholSolve(CUBLAS_SIDE_RIGHT, iN + 1, im, sm, im, mm, In<T*>(g_.ptr_f), z, iN + 1,
-                                zs, In<T*>(g_.ptr_rhs)));
-      T* c = Sc<T>(g_.c);
-      const int64_t c_stride = N * (N + 1);
-      CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, iN, iN + 1, im, T(1), obs, iW, mw, z, iN + 1,
-                                            zs, T(0), c, iN, c_stride, P));
-      RETURN_IF_ERROR(Launched());
-      T* v = Sc<T>(g_.v);
-      T* ev = Sc<T>(g_.ev);
-      T* vf = Sc<T>(g_.vf);
-      t = Sc<T>(g_.t);
-      t_stride = nn;
-      CUDA_RETURN_IF_ERROR(kernels::LaunchIdentityMinusSym<T>(P, iN, c, c_stride, v, s));
-      RETURN_IF_ERROR(Launched());
-      RETURN_IF_ERROR(Eig(iN, v, ev, info_e_));
-      CUDA_RETURN_IF_ERROR(kernels::LaunchEigenFunction<T>(P, iN, v, ev, vf, nullptr,
-                                                           /*ensemble=*/false, info_e_, s));
-      RETURN_IF_ERROR(Launched());
-      CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, iN, iN, iN, T(1), vf, iN, nn, v, iN, nn,
-                                            T(0), t, iN, nn, P));
-      CUDA_RETURN_IF_ERROR(kernels::LaunchAddColumnVector<T>(P, iN, t, c + nn, c_stride, s));
-      RETURN_IF_ERROR(Launched());
-    }
+    CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, iN, static_cast<int>(cc), im, T(1), obs,
+                                          iW, mw, obs, iW, mw, T(0), c, iN, c_stride, P));
   }
+  RETURN_IF_ERROR(Launched());
+  CUDA_RETURN_IF_ERROR(kernels::LaunchAddDiagonal<T>(P, iN, c, N, c_stride, static_cast<T>(N - 1), s));
+  RETURN_IF_ERROR(Launched());
+  RETURN_IF_ERROR(Mark("ensemble_products"));
+  if (g_.stochastic()) return StochasticEnsembleTransform(c, c_stride);
+  if (NsTransform()) {
+    // T = sqrt(N-1) G^-1/2 + (G^-1 b) 1^T without an eigendecomposition (50 x 50 on the
+    // H200: SYEVD alone took 0.6 ms); the Jacobi kernel only for problems beyond the
+    // iteration's bound.
+    const Transform t{Sc<T>(g_.t), N * N};
+    CUDA_RETURN_IF_ERROR(kernels::LaunchEtkfTransform<T>(P, iN, c, c_stride, t.t, Sc<T>(g_.v),
+                                                         Sc<T>(g_.ev), info_e_, Sc<int>(g_.flag),
+                                                         /*force_fallback=*/eig_variant_ == 3, s));
+    RETURN_IF_ERROR(Launched());
+    RETURN_IF_ERROR(Mark("eig"));
+    return t;
+  }
+  return EigenEnsembleTransform(c, c_stride);
+}
 
-  RETURN_IF_ERROR(Mark("transform"));
-  // Xa = A T (rows of members: column-major Xa^T = T^T A^T), then mean, relaxation, spread.
-  T* xa = reinterpret_cast<T*>(out_ + g_.xa);
-  if (fused_rows) {
-    // One pass: raw X in, finished Xa out.
-    int bpp = 0;
-    double* partials = Sc<double>(g_.partials);
-    CUDA_RETURN_IF_ERROR(kernels::LaunchTransformRows<T>(P, n, iN, x, t, t_stride, params, xa, partials,
-                                                         &bpp, s, rows_per_warp_));
-    RETURN_IF_ERROR(Launched());
-    CUDA_RETURN_IF_ERROR(kernels::LaunchReduceSpread(P, bpp, n, partials, spread_, s));
-    RETURN_IF_ERROR(Launched());
-    return Mark("transform_rows");
+template <typename T>
+absl::StatusOr<typename GroupRunner<T>::Transform> GroupRunner<T>::StochasticEnsembleTransform(
+    T* c, int64_t c_stride) {
+  // T = I + G^-1 B.
+  const int P = g_.P();
+  const int64_t N = g_.key.N;
+  const int iN = static_cast<int>(N);
+  RETURN_IF_ERROR(Potrf(iN, c, c_stride, In<T*>(g_.ptr_f), info_f_));
+  RETURN_IF_ERROR(Mark("potrf"));
+  T* b = c + N * (N + 1);
+  const int inverse_block = trsm_block_ > 0 ? trsm_block_ : kDefaultInverseBlock;
+  const bool block_inverse = P == 1 && (solve_variant_ == 1 ||
+                                        (solve_variant_ < 0 && N >= kMinBlockInverseOrder &&
+                                         N >= 2 * inverse_block));
+  if (block_inverse) {
+    RETURN_IF_ERROR(BlockInverseSolve(iN, c, b, Sc<T>(g_.t)));
+  } else {
+    RETURN_IF_ERROR(CholSolve(CUBLAS_SIDE_LEFT, iN, iN, c, iN, c_stride, In<T*>(g_.ptr_f), b, iN,
+                              c_stride, In<T*>(g_.ptr_rhs)));
   }
-  CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kT, kN, iN, static_cast<int>(n), iN, T(1), t, iN,
-                                        t_stride, x, iN, n * N, T(0), xa, iN, n * N, P));
+  CUDA_RETURN_IF_ERROR(kernels::LaunchAddDiagonal<T>(P, iN, b, N, c_stride, T(1), stream()));
+  RETURN_IF_ERROR(Launched());
+  return Transform{b, c_stride};
+}
+
+template <typename T>
+absl::StatusOr<typename GroupRunner<T>::Transform> GroupRunner<T>::EigenEnsembleTransform(
+    T* c, int64_t c_stride) {
+  // G = V diag(g) V^T; u = diag(1/g) V^T b; wbar = V u; W = V diag(sqrt((N-1)/g)) V^T.
+  const int P = g_.P();
+  const int64_t N = g_.key.N, nn = N * N;
+  const int iN = static_cast<int>(N);
+  const cudaStream_t s = stream();
+  T* v = Sc<T>(g_.v);
+  T* ev = Sc<T>(g_.ev);
+  T* u = Sc<T>(g_.u);
+  T* wbar = Sc<T>(g_.wbar);
+  T* vf = Sc<T>(g_.vf);
+  T* t = Sc<T>(g_.t);
+  CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(v, nn * sizeof(T), c, c_stride * sizeof(T), nn * sizeof(T),
+                                         P, cudaMemcpyDeviceToDevice, s));
+  RETURN_IF_ERROR(Eig(iN, v, ev, info_e_));
+  RETURN_IF_ERROR(Mark("eig"));
+  CUBLAS_RETURN_IF_ERROR(Lib<T>::GemvSB(blas(), kT, iN, iN, v, iN, nn, c + nn, 1, c_stride, u, N, P));
+  CUDA_RETURN_IF_ERROR(kernels::LaunchEigenFunction<T>(P, iN, v, ev, vf, u, /*ensemble=*/true,
+                                                       info_e_, s));
+  RETURN_IF_ERROR(Launched());
+  CUBLAS_RETURN_IF_ERROR(Lib<T>::GemvSB(blas(), kN, iN, iN, v, iN, nn, u, 1, N, wbar, N, P));
+  CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, iN, iN, iN, T(1), vf, iN, nn, v, iN, nn,
+                                        T(0), t, iN, nn, P));
+  CUDA_RETURN_IF_ERROR(kernels::LaunchAddColumnVector<T>(P, iN, t, wbar, N, s));
+  RETURN_IF_ERROR(Launched());
+  return Transform{t, nn};
+}
+
+template <typename T>
+absl::StatusOr<typename GroupRunner<T>::Transform> GroupRunner<T>::ObservationTransform() {
+  // S = Yw Yw^T + (N-1) I (m x m), Cholesky.
+  const int P = g_.P();
+  const int64_t m = g_.key.m, N = g_.key.N, W = g_.W, mw = m * W, mm = m * m;
+  const int iN = static_cast<int>(N), im = static_cast<int>(m), iW = static_cast<int>(W);
+  T* obs = In<T>(g_.obs);
+  T* sm = Sc<T>(g_.s);
+  if (P == 1) {
+    CUBLAS_RETURN_IF_ERROR(Lib<T>::Syrk(blas(), kT, im, iN, obs, iW, sm, im));
+  } else {
+    CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kT, kN, im, im, iN, T(1), obs, iW, mw, obs, iW, mw,
+                                          T(0), sm, im, mm, P));
+  }
+  RETURN_IF_ERROR(Launched());
+  CUDA_RETURN_IF_ERROR(kernels::LaunchAddDiagonal<T>(P, im, sm, m, mm, static_cast<T>(N - 1), stream()));
+  RETURN_IF_ERROR(Launched());
+  RETURN_IF_ERROR(Mark("syrk_s"));
+  RETURN_IF_ERROR(Potrf(im, sm, mm, In<T*>(g_.ptr_f), info_f_));
+  RETURN_IF_ERROR(Mark("potrf"));
+  return g_.stochastic() ? StochasticObservationTransform(sm) : SquareRootObservationTransform(sm);
+}
+
+template <typename T>
+absl::StatusOr<typename GroupRunner<T>::Transform>
+GroupRunner<T>::StochasticObservationTransform(const T* sm) {
+  // Z = S^-1 Dw (rows of Dw: right solves on its column-major transpose); T = I + Yw^T Z.
+  const int P = g_.P();
+  const int64_t m = g_.key.m, N = g_.key.N, W = g_.W, mw = m * W, mm = m * m, nn = N * N;
+  const int iN = static_cast<int>(N), im = static_cast<int>(m), iW = static_cast<int>(W);
+  T* obs = In<T>(g_.obs);
+  T* d = obs + N + 1;
+  RETURN_IF_ERROR(CholSolve(CUBLAS_SIDE_RIGHT, iN, im, sm, im, mm, In<T*>(g_.ptr_f), d, iW, mw,
+                            In<T*>(g_.ptr_rhs)));
+  T* t = Sc<T>(g_.t);
+  CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, iN, iN, im, T(1), obs, iW, mw, d, iW, mw,
+                                        T(0), t, iN, nn, P));
+  RETURN_IF_ERROR(Launched());
+  CUDA_RETURN_IF_ERROR(kernels::LaunchAddDiagonal<T>(P, iN, t, N, nn, T(1), stream()));
+  RETURN_IF_ERROR(Launched());
+  return Transform{t, nn};
+}
+
+template <typename T>
+absl::StatusOr<typename GroupRunner<T>::Transform>
+GroupRunner<T>::SquareRootObservationTransform(const T* sm) {
+  // [Z | z] = S^-1 [Yw | dw]; C = Yw^T [Z | z] = [I - M | wbar]; W = M^(1/2).
+  const int P = g_.P();
+  const int64_t m = g_.key.m, N = g_.key.N, W = g_.W, mw = m * W, mm = m * m, nn = N * N;
+  const int iN = static_cast<int>(N), im = static_cast<int>(m), iW = static_cast<int>(W);
+  const cudaStream_t s = stream();
+  T* obs = In<T>(g_.obs);
+  T* z = Sc<T>(g_.z);
+  const int64_t zs = m * (N + 1);
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(z, obs, static_cast<size_t>(P * zs) * sizeof(T),
+                                       cudaMemcpyDeviceToDevice, s));
+  RETURN_IF_ERROR(CholSolve(CUBLAS_SIDE_RIGHT, iN + 1, im, sm, im, mm, In<T*>(g_.ptr_f), z, iN + 1,
+                            zs, In<T*>(g_.ptr_rhs)));
+  T* c = Sc<T>(g_.c);
+  const int64_t c_stride = N * (N + 1);
+  CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, iN, iN + 1, im, T(1), obs, iW, mw, z, iN + 1,
+                                        zs, T(0), c, iN, c_stride, P));
+  RETURN_IF_ERROR(Launched());
+  T* v = Sc<T>(g_.v);
+  T* ev = Sc<T>(g_.ev);
+  T* vf = Sc<T>(g_.vf);
+  T* t = Sc<T>(g_.t);
+  CUDA_RETURN_IF_ERROR(kernels::LaunchIdentityMinusSym<T>(P, iN, c, c_stride, v, s));
+  RETURN_IF_ERROR(Launched());
+  RETURN_IF_ERROR(Eig(iN, v, ev, info_e_));
+  CUDA_RETURN_IF_ERROR(kernels::LaunchEigenFunction<T>(P, iN, v, ev, vf, nullptr,
+                                                       /*ensemble=*/false, info_e_, s));
+  RETURN_IF_ERROR(Launched());
+  CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kN, kT, iN, iN, iN, T(1), vf, iN, nn, v, iN, nn,
+                                        T(0), t, iN, nn, P));
+  CUDA_RETURN_IF_ERROR(kernels::LaunchAddColumnVector<T>(P, iN, t, c + nn, c_stride, s));
+  RETURN_IF_ERROR(Launched());
+  return Transform{t, nn};
+}
+
+template <typename T>
+absl::Status GroupRunner<T>::TransformRows(const Transform& t) {
+  // One pass: raw X in, finished Xa out (centring, Xa = A T, mean, relaxation, spread).
+  const int P = g_.P();
+  int bpp = 0;
+  double* partials = Sc<double>(g_.partials);
+  CUDA_RETURN_IF_ERROR(kernels::LaunchTransformRows<T>(
+      P, g_.key.n, static_cast<int>(g_.key.N), In<T>(g_.x), t.t, t.stride,
+      In<const ProblemParams>(g_.params), reinterpret_cast<T*>(out_ + g_.xa), partials, &bpp,
+      stream(), rows_per_warp_));
+  RETURN_IF_ERROR(Launched());
+  CUDA_RETURN_IF_ERROR(kernels::LaunchReduceSpread(P, bpp, g_.key.n, partials, spread_, stream()));
+  RETURN_IF_ERROR(Launched());
+  return Mark("transform_rows");
+}
+
+template <typename T>
+absl::Status GroupRunner<T>::UpdateAndFinishRows(const Transform& t) {
+  // Xa = A T (rows of members: column-major Xa^T = T^T A^T), then mean, relaxation, spread.
+  const int P = g_.P();
+  const int64_t n = g_.key.n, N = g_.key.N;
+  const int iN = static_cast<int>(N);
+  T* x = In<T>(g_.x);
+  T* xa = reinterpret_cast<T*>(out_ + g_.xa);
+  CUBLAS_RETURN_IF_ERROR(Lib<T>::GemmSB(blas(), kT, kN, iN, static_cast<int>(n), iN, T(1), t.t, iN,
+                                        t.stride, x, iN, n * N, T(0), xa, iN, n * N, P));
   RETURN_IF_ERROR(Launched());
   RETURN_IF_ERROR(Mark("update_gemm"));
   int bpp = 0;
   double* partials = Sc<double>(g_.partials);
-  CUDA_RETURN_IF_ERROR(kernels::LaunchFinishRows<T>(P, n, iN, xa, x, xbar, params, partials, &bpp, s));
+  CUDA_RETURN_IF_ERROR(kernels::LaunchFinishRows<T>(P, n, iN, xa, x, Sc<double>(g_.xbar),
+                                                    In<const ProblemParams>(g_.params), partials,
+                                                    &bpp, stream()));
   RETURN_IF_ERROR(Launched());
-  CUDA_RETURN_IF_ERROR(kernels::LaunchReduceSpread(P, bpp, n, partials, spread_, s));
+  CUDA_RETURN_IF_ERROR(kernels::LaunchReduceSpread(P, bpp, n, partials, spread_, stream()));
   RETURN_IF_ERROR(Launched());
   return Mark("finish_rows");
 }

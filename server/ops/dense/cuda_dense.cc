@@ -360,6 +360,275 @@ absl::Status CheckFitsOnDevice(DeviceContext& device, int64_t bytes) {
 
 // --- Run --------------------------------------------------------------------------------------
 
+namespace {
+
+// How one layer of a batch is computed, and whether its input is first normalised and
+// converted to the model's dtype (into the `xhat` scratch) instead of read raw.
+enum class LayerKernel { kFewRows, kTensorCore, kGemm };
+struct LayerStep {
+  LayerKernel kernel = LayerKernel::kGemm;
+  bool convert = false;
+};
+
+// A batch's plan: host arithmetic only, made before anything is allocated or launched.
+struct DenseBatchPlan {
+  int64_t rows = 0;
+  std::vector<LayerStep> steps;  // one per layer
+  size_t in_bytes = 0;           // the packed input rows
+  size_t out_bytes = 0;          // the last layer's rows, unpadded
+  size_t act_bytes = 0;          // one activation buffer (two alternate when there are layers after)
+  size_t xhat_bytes = 0;         // a converting layer's normalised input (0: none converts)
+  size_t row_stats_bytes = 0;    // the tensor-core layers' LayerNorm statistics (mean, rstd)
+};
+
+// The scratch of one batch on its stream (StreamScratch frees it in stream order).
+struct DenseScratch {
+  void* in = nullptr;
+  void* act[2] = {nullptr, nullptr};
+  void* xhat = nullptr;
+  void* row_stats = nullptr;
+};
+
+// What a layer reads: its input rows, their element type and row stride (elements).
+struct LayerInput {
+  const void* data = nullptr;
+  ElementType type = ElementType::kFloat32;
+  int64_t ld = 0;
+};
+
+// Every request's row count checked against its bytes; fills pending.row_offsets and returns
+// the batch's rows.
+absl::StatusOr<int64_t> CountRows(const Batch& batch, int64_t k0, PendingDense& pending) {
+  const int in_elem = ElementSize(batch.input_dtype);
+  int64_t rows = 0;
+  for (const auto& r : batch.requests) {
+    if (r->rows < 0 || static_cast<int64_t>(r->input.size()) != r->rows * k0 * in_elem) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dense request: ", r->input.size(), " input bytes for ", r->rows, " rows of ",
+                       k0, " ", ElementName(batch.input_dtype)));
+    }
+    pending.row_offsets.push_back(rows);
+    rows += r->rows;
+  }
+  if (rows > 0x7fffffff) return absl::InvalidArgumentError("dense batch: too many rows");
+  return rows;
+}
+
+// One layer's step. A few-rows layer whose input type the kernel does not read (float64, or a
+// 16-bit type other than the model's) is normalised and converted first, like a GEMM layer's.
+// A tensor-core layer reads its input raw (LayerNorm folded in) when the input is in the
+// model's dtype with a 16-byte row stride; otherwise it is normalised and converted first.
+LayerStep ChooseLayerStep(int device, const CudaLayer& L, ElementType dtype, ElementType in_type,
+                          int64_t in_ld, int64_t rows, DensePath forced) {
+  const int elem = ElementSize(dtype);
+  const int r = static_cast<int>(std::min<int64_t>(rows, 1 << 20));
+  const bool direct = kernels::FewRowsFits(r, L.in, L.out, KernelType(in_type), KernelType(dtype));
+  const bool fits = direct || kernels::FewRowsFits(r, L.in, L.out, KernelType(dtype), KernelType(dtype));
+  const bool few = forced == DensePath::kFewRows
+                       ? fits
+                       : (forced == DensePath::kAuto && fits && FewRowsPays(rows, L.in * L.out * elem));
+  // kAuto takes the tensor-core kernel where it folds this layer's LayerNorm into one nearly
+  // full wave of tiles (e.g. 1024 x 1024 -> 4096 bf16), the only place it measured faster than
+  // normalise + cuBLASLt (docs/design/dense.md).
+  const bool try_tc = forced == DensePath::kTensorCore && !few;
+  const bool auto_tc = forced == DensePath::kAuto && !few && L.layernorm && in_type == dtype &&
+                       (dtype == ElementType::kBFloat16 || dtype == ElementType::kFloat16) &&
+                       kernels::TensorCorePays(device, TensorCoreLayer(L, dtype, rows, in_ld, true));
+  const bool tc_direct =
+      auto_tc || (try_tc && in_type == dtype &&
+                  kernels::TensorCoreFits(device, TensorCoreLayer(L, dtype, rows, in_ld, L.layernorm)));
+  const bool tensor =
+      tc_direct ||
+      (try_tc && kernels::TensorCoreFits(device, TensorCoreLayer(L, dtype, rows, PaddedCols(L.in), false)));
+  LayerStep step;
+  step.kernel = few ? LayerKernel::kFewRows : tensor ? LayerKernel::kTensorCore : LayerKernel::kGemm;
+  step.convert = few ? !direct : tensor ? !tc_direct : (L.layernorm || in_type != dtype);
+  return step;
+}
+
+// Which layers take which path and the scratch they need. INVALID_ARGUMENT when a forced path
+// cannot take every layer.
+absl::StatusOr<DenseBatchPlan> PlanDenseBatch(int device, const CudaDenseModel& model,
+                                              ElementType input_dtype, int64_t rows,
+                                              DensePath forced) {
+  const ElementType dtype = model.dtype();
+  const int elem = ElementSize(dtype);
+  DenseBatchPlan plan;
+  plan.rows = rows;
+  plan.in_bytes = static_cast<size_t>(rows * model.in_features() * ElementSize(input_dtype));
+  plan.out_bytes = static_cast<size_t>(rows * model.out_features() * elem);
+  ElementType in_type = input_dtype;
+  int64_t in_ld = model.in_features();
+  for (const CudaLayer& L : model.layers()) {
+    const LayerStep step = ChooseLayerStep(device, L, dtype, in_type, in_ld, rows, forced);
+    if (forced == DensePath::kFewRows && step.kernel != LayerKernel::kFewRows) {
+      return absl::InvalidArgumentError("dense batch: the few-rows path cannot take this batch");
+    }
+    if (forced == DensePath::kTensorCore && step.kernel != LayerKernel::kTensorCore) {
+      return absl::InvalidArgumentError("dense batch: the tensor-core path cannot take this batch");
+    }
+    plan.act_bytes = std::max(plan.act_bytes, static_cast<size_t>(rows * L.ldy * elem));
+    if (step.convert) {
+      plan.xhat_bytes = std::max(plan.xhat_bytes, static_cast<size_t>(rows * PaddedCols(L.in) * elem));
+    }
+    if (step.kernel == LayerKernel::kTensorCore && !step.convert && L.layernorm) {
+      plan.row_stats_bytes = static_cast<size_t>(rows) * 2 * sizeof(float);
+    }
+    plan.steps.push_back(step);
+    in_type = dtype;
+    in_ld = L.ldy;
+  }
+  return plan;
+}
+
+// Every request's raw rows back to back into `dst` (pieces of at most 4 MiB, several threads
+// for large batches).
+void PackRows(const Batch& batch, size_t in_bytes, char* dst) {
+  NVTX_RANGE("dense.pack");
+  struct Piece {
+    const char* src;
+    size_t dst, bytes;
+  };
+  std::vector<Piece> pieces;
+  constexpr size_t kPiece = size_t{4} << 20;
+  size_t at = 0;
+  for (const auto& r : batch.requests) {
+    for (size_t off = 0; off < r->input.size(); off += kPiece) {
+      pieces.push_back({r->input.data() + off, at + off, std::min(kPiece, r->input.size() - off)});
+    }
+    at += r->input.size();
+  }
+  ParallelFor(static_cast<int64_t>(pieces.size()), static_cast<int64_t>(in_bytes),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t i = begin; i < end; ++i) {
+                  std::memcpy(dst + pieces[i].dst, pieces[i].src, pieces[i].bytes);
+                }
+              }, /*min_cost_per_thread=*/int64_t{8} << 20);
+}
+
+absl::StatusOr<DenseScratch> AllocateScratch(StreamScratch& buffers, const DenseBatchPlan& plan) {
+  DenseScratch s;
+  ASSIGN_OR_RETURN(s.in, buffers.Get(plan.in_bytes));
+  ASSIGN_OR_RETURN(s.act[0], buffers.Get(plan.act_bytes));
+  if (plan.steps.size() > 1) {
+    ASSIGN_OR_RETURN(s.act[1], buffers.Get(plan.act_bytes));
+  }
+  if (plan.xhat_bytes > 0) {
+    ASSIGN_OR_RETURN(s.xhat, buffers.Get(plan.xhat_bytes));
+  }
+  if (plan.row_stats_bytes > 0) {
+    ASSIGN_OR_RETURN(s.row_stats, buffers.Get(plan.row_stats_bytes));
+  }
+  return s;
+}
+
+absl::Status LaunchFewRowsLayer(const CudaLayer& L, ElementType dtype, LayerInput x,
+                                bool layernorm, void* y, int64_t rows, cudaStream_t stream) {
+  kernels::FewRowsArgs a;
+  a.x = x.data;
+  a.x_type = KernelType(x.type);
+  a.ldx = x.ld;
+  a.w = L.weight;
+  a.w_type = KernelType(dtype);
+  a.ldw = L.ldw;
+  a.bias = L.bias;
+  a.y = y;
+  a.ldy = L.ldy;
+  a.rows = static_cast<int>(rows);
+  a.k = static_cast<int>(L.in);
+  a.n = static_cast<int>(L.out);
+  a.layernorm = layernorm;
+  a.eps = L.eps;
+  a.act = static_cast<int>(L.activation);
+  CUDA_RETURN_IF_ERROR(kernels::LaunchFewRows(a, stream));
+  return absl::OkStatus();
+}
+
+absl::Status LaunchTensorCoreLayer(int device, const CudaLayer& L, ElementType dtype, LayerInput x,
+                                   bool layernorm, void* y, void* row_stats, int64_t rows,
+                                   const EnqueueOptions* options, cudaStream_t stream) {
+  kernels::TensorCoreArgs a = TensorCoreLayer(L, dtype, rows, x.ld, layernorm);
+  a.x = x.data;
+  a.y = y;
+  a.row_stats = row_stats;
+  if (options && options->tensor_core_cluster > 0) a.cluster = options->tensor_core_cluster;
+  if (!kernels::TensorCoreFits(device, a)) {
+    return absl::InternalError("dense batch: tensor-core layer arguments are misaligned");
+  }
+  CUDA_RETURN_IF_ERROR(kernels::LaunchTensorCore(a, stream));
+  return absl::OkStatus();
+}
+
+absl::Status LaunchGemmLayer(const CudaDenseModel& model, StreamSlot& slot, int layer, LayerInput x,
+                             void* y, int64_t rows, bool debug_sync) {
+  const CudaLayer& L = model.layers()[static_cast<size_t>(layer)];
+  const cudaStream_t stream = slot.stream.get();
+  ASSIGN_OR_RETURN(const GemmPlan* plan, model.Plan(slot.cublaslt.get(), layer, rows, x.ld));
+  const float one = 1.f, zero = 0.f;
+  CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(slot.cublaslt.get(), plan->desc, &one, L.weight, plan->a,
+                                        x.data, plan->b, &zero, y, plan->d, y, plan->d, &plan->algo,
+                                        slot.cublaslt_workspace.get(), kCublasLtWorkspaceBytes,
+                                        stream));
+  CUDA_RETURN_IF_LAUNCH_ERROR(stream, debug_sync);
+  if (plan->post_activation) {
+    CUDA_RETURN_IF_ERROR(kernels::LaunchActivation(y, KernelType(model.dtype()), L.ldy, rows, L.out,
+                                                   static_cast<int>(L.activation), stream));
+  }
+  return absl::OkStatus();
+}
+
+// Layer `layer` from `x` into `y`: its input normalised and converted first if its step says
+// so, then its kernel.
+absl::Status LaunchLayer(DeviceContext& device, StreamSlot& slot, const CudaDenseModel& model,
+                         int layer, const LayerStep& step, LayerInput x, void* y,
+                         const DenseScratch& scratch, int64_t rows, const EnqueueOptions* options) {
+  const CudaLayer& L = model.layers()[static_cast<size_t>(layer)];
+  const ElementType dtype = model.dtype();
+  const cudaStream_t stream = slot.stream.get();
+  bool layernorm = L.layernorm;
+  if (step.convert) {
+    CUDA_RETURN_IF_ERROR(kernels::LaunchNormalizeRows(x.data, KernelType(x.type), x.ld, scratch.xhat,
+                                                      KernelType(dtype), PaddedCols(L.in), rows,
+                                                      L.in, L.layernorm, L.eps, stream));
+    CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+    x = {scratch.xhat, dtype, PaddedCols(L.in)};
+    layernorm = false;
+  }
+  switch (step.kernel) {
+    case LayerKernel::kFewRows:
+      RETURN_IF_ERROR(LaunchFewRowsLayer(L, dtype, x, layernorm, y, rows, stream));
+      break;
+    case LayerKernel::kTensorCore:
+      RETURN_IF_ERROR(LaunchTensorCoreLayer(device.device(), L, dtype, x, layernorm, y,
+                                            scratch.row_stats, rows, options, stream));
+      break;
+    case LayerKernel::kGemm:
+      RETURN_IF_ERROR(LaunchGemmLayer(model, slot, layer, x, y, rows, device.debug_sync()));
+      break;
+  }
+  CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
+  return absl::OkStatus();
+}
+
+// The last layer's rows (stride `last.ld`) into the slot's output staging, unpadded.
+absl::Status CopyOut(StreamSlot& slot, LayerInput last, int64_t n_out, int64_t rows,
+                     size_t out_bytes) {
+  NVTX_RANGE("dense.copy_out");
+  const cudaStream_t stream = slot.stream.get();
+  const int elem = ElementSize(last.type);
+  if (last.ld == n_out) {
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slot.staging_out.data(), last.data, out_bytes,
+                                         cudaMemcpyDeviceToHost, stream));
+  } else {
+    CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(slot.staging_out.data(), n_out * elem, last.data,
+                                           last.ld * elem, n_out * elem, rows,
+                                           cudaMemcpyDeviceToHost, stream));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<PendingDense> EnqueueDense(DeviceContext& device, StreamSlot& slot,
                                           const Batch& batch, const EnqueueOptions* options) {
   const auto* loaded = dynamic_cast<const CudaLoadedModel*>(batch.model.get());
@@ -373,214 +642,40 @@ absl::StatusOr<PendingDense> EnqueueDense(DeviceContext& device, StreamSlot& slo
                      device.device()));
   }
   RETURN_IF_ERROR(device.MakeCurrent());
-  const cudaStream_t stream = slot.stream.get();
-  const ElementType dtype = model->dtype();
-  const std::vector<CudaLayer>& layers = model->layers();
-  const int64_t k0 = model->in_features();
-  const int64_t n_out = model->out_features();
-  const int in_elem = ElementSize(batch.input_dtype);
-  const int elem = ElementSize(dtype);
-
   PendingDense pending;
-  pending.dtype = dtype;
-  pending.out_features = n_out;
-  int64_t rows = 0;
-  for (const auto& r : batch.requests) {
-    if (r->rows < 0 || static_cast<int64_t>(r->input.size()) != r->rows * k0 * in_elem) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("dense request: ", r->input.size(), " input bytes for ", r->rows, " rows of ",
-                       k0, " ", ElementName(batch.input_dtype)));
-    }
-    pending.row_offsets.push_back(rows);
-    rows += r->rows;
-  }
+  pending.dtype = model->dtype();
+  pending.out_features = model->out_features();
+  ASSIGN_OR_RETURN(const int64_t rows, CountRows(batch, model->in_features(), pending));
   if (rows == 0) return pending;
-  if (rows > 0x7fffffff) return absl::InvalidArgumentError("dense batch: too many rows");
+  ASSIGN_OR_RETURN(const DenseBatchPlan plan,
+                   PlanDenseBatch(device.device(), *model, batch.input_dtype, rows,
+                                  options ? options->path : DensePath::kAuto));
 
-  // Pack: every request's raw rows back to back (pieces of at most 4 MiB, several threads for
-  // large batches).
-  const size_t in_bytes = static_cast<size_t>(rows * k0 * in_elem);
-  RETURN_IF_ERROR(slot.staging_in.Reserve(in_bytes));
-  {
-    NVTX_RANGE("dense.pack");
-    struct Piece {
-      const char* src;
-      size_t dst, bytes;
-    };
-    std::vector<Piece> pieces;
-    constexpr size_t kPiece = size_t{4} << 20;
-    size_t at = 0;
-    for (const auto& r : batch.requests) {
-      for (size_t off = 0; off < r->input.size(); off += kPiece) {
-        pieces.push_back({r->input.data() + off, at + off, std::min(kPiece, r->input.size() - off)});
-      }
-      at += r->input.size();
-    }
-    char* dst = static_cast<char*>(slot.staging_in.data());
-    ParallelFor(static_cast<int64_t>(pieces.size()), static_cast<int64_t>(in_bytes),
-                [&](int64_t begin, int64_t end) {
-                  for (int64_t i = begin; i < end; ++i) {
-                    std::memcpy(dst + pieces[i].dst, pieces[i].src, pieces[i].bytes);
-                  }
-                }, /*min_cost_per_thread=*/int64_t{8} << 20);
-  }
-  const size_t out_bytes = static_cast<size_t>(rows * n_out * elem);
-  RETURN_IF_ERROR(slot.staging_out.Reserve(out_bytes));
+  RETURN_IF_ERROR(slot.staging_in.Reserve(plan.in_bytes));
+  RETURN_IF_ERROR(slot.staging_out.Reserve(plan.out_bytes));
+  PackRows(batch, plan.in_bytes, static_cast<char*>(slot.staging_in.data()));
 
-  // Which layers take which path, and the scratch they need.
-  // A few-rows layer whose input type the kernel does not read (float64, or a 16-bit type
-  // other than the model's) is normalised and converted first, like a GEMM layer's.
-  // A tensor-core layer reads its input raw (LayerNorm folded in) when the input is in the
-  // model's dtype with a 16-byte row stride; otherwise it is normalised and converted first.
-  const DensePath forced = options ? options->path : DensePath::kAuto;
-  std::vector<bool> few(layers.size()), tensor(layers.size()), convert(layers.size());
-  size_t act_bytes = 0, xhat_bytes = 0;
-  ElementType in_type = batch.input_dtype;
-  int64_t in_ld = k0;
-  for (size_t l = 0; l < layers.size(); ++l) {
-    const CudaLayer& L = layers[l];
-    const int r = static_cast<int>(std::min<int64_t>(rows, 1 << 20));
-    const bool direct = kernels::FewRowsFits(r, L.in, L.out, KernelType(in_type), KernelType(dtype));
-    const bool fits = direct || kernels::FewRowsFits(r, L.in, L.out, KernelType(dtype), KernelType(dtype));
-    few[l] = forced == DensePath::kFewRows
-                 ? fits
-                 : (forced == DensePath::kAuto && fits && FewRowsPays(rows, L.in * L.out * elem));
-    // kAuto takes the tensor-core kernel where it folds this layer's LayerNorm into one
-    // nearly full wave of tiles (e.g. 1024 x 1024 -> 4096 bf16), the only place it measured
-    // faster than normalise + cuBLASLt (docs/design/dense.md).
-    const bool try_tc = forced == DensePath::kTensorCore && !few[l];
-    const bool auto_tc = forced == DensePath::kAuto && !few[l] && L.layernorm && in_type == dtype &&
-                         (dtype == ElementType::kBFloat16 || dtype == ElementType::kFloat16) &&
-                         kernels::TensorCorePays(device.device(), TensorCoreLayer(L, dtype, rows, in_ld, true));
-    const bool tc_direct =
-        auto_tc || (try_tc && in_type == dtype &&
-                    kernels::TensorCoreFits(device.device(), TensorCoreLayer(L, dtype, rows, in_ld, L.layernorm)));
-    tensor[l] = tc_direct || (try_tc && kernels::TensorCoreFits(
-                                            device.device(),
-                                            TensorCoreLayer(L, dtype, rows, PaddedCols(L.in), false)));
-    convert[l] = few[l] ? !direct : tensor[l] ? !tc_direct : (L.layernorm || in_type != dtype);
-    act_bytes = std::max(act_bytes, static_cast<size_t>(rows * L.ldy * elem));
-    if (convert[l]) {
-      xhat_bytes = std::max(xhat_bytes, static_cast<size_t>(rows * PaddedCols(L.in) * elem));
-    }
-    in_type = dtype;
-    in_ld = L.ldy;
-  }
-  if (forced == DensePath::kFewRows && std::find(few.begin(), few.end(), false) != few.end()) {
-    return absl::InvalidArgumentError("dense batch: the few-rows path cannot take this batch");
-  }
-  if (forced == DensePath::kTensorCore &&
-      std::find(tensor.begin(), tensor.end(), false) != tensor.end()) {
-    return absl::InvalidArgumentError("dense batch: the tensor-core path cannot take this batch");
-  }
-
+  const cudaStream_t stream = slot.stream.get();
   StreamScratch buffers(device.memory_pool(), stream);
-  ASSIGN_OR_RETURN(void* d_in, buffers.Get(in_bytes));
-  void* act[2] = {nullptr, nullptr};
-  ASSIGN_OR_RETURN(act[0], buffers.Get(act_bytes));
-  if (layers.size() > 1) {
-    ASSIGN_OR_RETURN(act[1], buffers.Get(act_bytes));
-  }
-  void* xhat = nullptr;
-  if (xhat_bytes > 0) {
-    ASSIGN_OR_RETURN(xhat, buffers.Get(xhat_bytes));
-  }
-  void* row_stats = nullptr;  // the tensor-core layers' LayerNorm statistics (mean, rstd)
-  for (size_t l = 0; l < layers.size(); ++l) {
-    if (tensor[l] && !convert[l] && layers[l].layernorm && row_stats == nullptr) {
-      ASSIGN_OR_RETURN(row_stats, buffers.Get(static_cast<size_t>(rows) * 2 * sizeof(float)));
-    }
-  }
+  ASSIGN_OR_RETURN(const DenseScratch scratch, AllocateScratch(buffers, plan));
   {
     NVTX_RANGE("dense.copy_in");
-    CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(d_in, slot.staging_in.data(), in_bytes, cudaMemcpyHostToDevice, stream));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(scratch.in, slot.staging_in.data(), plan.in_bytes,
+                                         cudaMemcpyHostToDevice, stream));
   }
 
   NVTX_RANGE("dense.layers");
   if (options && options->before_layers) options->before_layers(stream, options->before_layers_arg);
   if (options && options->before) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->before, stream));
-  const void* cur = d_in;
-  ElementType cur_type = batch.input_dtype;
-  int64_t cur_ld = k0;
-  for (size_t l = 0; l < layers.size(); ++l) {
-    const CudaLayer& L = layers[l];
-    void* y = act[l % 2];
-    const void* in = cur;
-    ElementType in_type = cur_type;
-    int64_t ldx = cur_ld;
-    bool layernorm = L.layernorm;
-    if (convert[l]) {
-      CUDA_RETURN_IF_ERROR(kernels::LaunchNormalizeRows(cur, KernelType(cur_type), cur_ld, xhat,
-                                                        KernelType(dtype), PaddedCols(L.in), rows,
-                                                        L.in, L.layernorm, L.eps, stream));
-      CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
-      in = xhat;
-      in_type = dtype;
-      ldx = PaddedCols(L.in);
-      layernorm = false;
-    }
-    if (few[l]) {
-      kernels::FewRowsArgs a;
-      a.x = in;
-      a.x_type = KernelType(in_type);
-      a.ldx = ldx;
-      a.w = L.weight;
-      a.w_type = KernelType(dtype);
-      a.ldw = L.ldw;
-      a.bias = L.bias;
-      a.y = y;
-      a.ldy = L.ldy;
-      a.rows = static_cast<int>(rows);
-      a.k = static_cast<int>(L.in);
-      a.n = static_cast<int>(L.out);
-      a.layernorm = layernorm;
-      a.eps = L.eps;
-      a.act = static_cast<int>(L.activation);
-      CUDA_RETURN_IF_ERROR(kernels::LaunchFewRows(a, stream));
-      CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
-    } else if (tensor[l]) {
-      kernels::TensorCoreArgs a = TensorCoreLayer(L, dtype, rows, ldx, layernorm);
-      a.x = in;
-      a.y = y;
-      a.row_stats = row_stats;
-      if (options && options->tensor_core_cluster > 0) a.cluster = options->tensor_core_cluster;
-      if (!kernels::TensorCoreFits(device.device(), a)) {
-        return absl::InternalError("dense batch: tensor-core layer arguments are misaligned");
-      }
-      CUDA_RETURN_IF_ERROR(kernels::LaunchTensorCore(a, stream));
-      CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
-    } else {
-      ASSIGN_OR_RETURN(const GemmPlan* plan,
-                       model->Plan(slot.cublaslt.get(), static_cast<int>(l), rows, ldx));
-      const float one = 1.f, zero = 0.f;
-      CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(slot.cublaslt.get(), plan->desc, &one, L.weight, plan->a,
-                                            in, plan->b, &zero, y, plan->d, y, plan->d, &plan->algo,
-                                            slot.cublaslt_workspace.get(), kCublasLtWorkspaceBytes,
-                                            stream));
-      CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
-      if (plan->post_activation) {
-        CUDA_RETURN_IF_ERROR(kernels::LaunchActivation(y, KernelType(dtype), L.ldy, rows, L.out,
-                                                       static_cast<int>(L.activation), stream));
-        CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
-      }
-    }
-    cur = y;
-    cur_type = dtype;
-    cur_ld = L.ldy;
+  LayerInput x{scratch.in, batch.input_dtype, model->in_features()};
+  for (size_t l = 0; l < plan.steps.size(); ++l) {
+    void* y = scratch.act[l % 2];
+    RETURN_IF_ERROR(LaunchLayer(device, slot, *model, static_cast<int>(l), plan.steps[l], x, y,
+                                scratch, rows, options));
+    x = {y, model->dtype(), model->layers()[l].ldy};
   }
   if (options && options->after) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->after, stream));
-  {
-    NVTX_RANGE("dense.copy_out");
-    if (cur_ld == n_out) {
-      CUDA_RETURN_IF_ERROR(
-          cudaMemcpyAsync(slot.staging_out.data(), cur, out_bytes, cudaMemcpyDeviceToHost, stream));
-    } else {
-      CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(slot.staging_out.data(), n_out * elem, cur,
-                                             cur_ld * elem, n_out * elem, rows,
-                                             cudaMemcpyDeviceToHost, stream));
-    }
-  }
+  RETURN_IF_ERROR(CopyOut(slot, x, model->out_features(), rows, plan.out_bytes));
   return pending;  // `buffers` frees the scratch after the copy out, in stream order
 }
 
