@@ -4,8 +4,8 @@
 // (lombscargle_harmonic.cuh) in float64.
 #include "kernels/harmonic_direct.cuh"
 
-#include "kernels/lombscargle_harmonic.cuh"
-#include "kernels/lombscargle_math.cuh"
+#include "math/lombscargle_harmonic.cuh"
+#include "math/lombscargle_math.cuh"
 
 namespace gpucompute::kernels {
 namespace {

@@ -3,7 +3,7 @@
 // product kernels and the fast method's power kernels, whose extra blocks run these.
 #pragma once
 
-#include "kernels/lombscargle_math.cuh"
+#include "math/lombscargle_math.cuh"
 #include "kernels/lombscargle_product.cuh"
 
 namespace gpucompute::kernels {

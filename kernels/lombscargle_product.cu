@@ -4,7 +4,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/lombscargle_low.cuh"
-#include "kernels/lombscargle_math.cuh"
+#include "math/lombscargle_math.cuh"
 
 namespace gpucompute::kernels {
 namespace {

@@ -1,10 +1,10 @@
 // The fast periodogram's kernels (see nufft_kernels.cuh).
 #include "kernels/nufft_kernels.cuh"
 
-#include "kernels/lombscargle_harmonic.cuh"
+#include "math/lombscargle_harmonic.cuh"
 #include "kernels/lombscargle_low.cuh"
-#include "kernels/lombscargle_math.cuh"
-#include "kernels/nufft_math.cuh"
+#include "math/lombscargle_math.cuh"
+#include "math/nufft_math.cuh"
 
 namespace gpucompute::kernels {
 namespace {
@@ -116,15 +116,14 @@ NufftExpand(const NufftSeriesDesc* __restrict__ series, int index, const T* __re
 }
 
 __global__ void __launch_bounds__(kCorrectionBlock)
-NufftCorrection(const double* __restrict__ x, const double* __restrict__ weight_phi, int nodes,
-                long long modes, long long centre, long long grid_size, int width,
-                double* __restrict__ correction) {
+NufftCorrection(const NufftCorrectionNodes nodes, long long modes, long long centre,
+                long long grid_size, int width, double* __restrict__ correction) {
   const long long k = static_cast<long long>(blockIdx.x) * kCorrectionBlock + threadIdx.x;
   if (k >= modes) return;
   const double pi = 3.14159265358979323846;
   const double a = pi * static_cast<double>(k - centre) * width / static_cast<double>(grid_size);
   double sum = 0;
-  for (int q = 0; q < nodes; ++q) sum += weight_phi[q] * cos(a * x[q]);
+  for (int q = 0; q < nodes.count; ++q) sum += nodes.weight_phi[q] * cos(a * nodes.x[q]);
   correction[k] = 1.0 / (0.5 * width * sum);
 }
 
@@ -308,13 +307,14 @@ template cudaError_t LaunchNufftExpand<float>(const NufftSeriesDesc*, int, const
 template cudaError_t LaunchNufftExpand<double>(const NufftSeriesDesc*, int, const NufftSeriesDesc&,
                                                const double*, double*, cudaStream_t);
 
-cudaError_t LaunchNufftCorrection(const double* x, const double* weight_phi, int nodes,
-                                  long long modes, long long centre, long long grid_size,
-                                  int width, double* correction, cudaStream_t stream) {
+cudaError_t LaunchNufftCorrection(const NufftCorrectionNodes& nodes, long long modes,
+                                  long long centre, long long grid_size, int width,
+                                  double* correction, cudaStream_t stream) {
+  if (nodes.count < 0 || nodes.count > kMaxCorrectionNodes) return cudaErrorInvalidValue;
   if (modes == 0) return cudaSuccess;
   const unsigned blocks = static_cast<unsigned>((modes + kCorrectionBlock - 1) / kCorrectionBlock);
-  NufftCorrection<<<blocks, kCorrectionBlock, 0, stream>>>(x, weight_phi, nodes, modes, centre,
-                                                           grid_size, width, correction);
+  NufftCorrection<<<blocks, kCorrectionBlock, 0, stream>>>(nodes, modes, centre, grid_size, width,
+                                                           correction);
   return cudaPeekAtLastError();
 }
 

@@ -91,11 +91,21 @@ template <typename T>
 cudaError_t LaunchNufftExpand(const NufftSeriesDesc* series, int index, const NufftSeriesDesc& host,
                               const T* windows, T* grid, cudaStream_t stream);
 
+// The correction's quadrature (nufft.h's NufftQuadrature: 3 width + 24 nodes), passed to the
+// kernel by value (1.5 KiB of its parameter space): no device buffer and no copy from the host.
+constexpr int kMaxCorrectionNodes = 3 * kNufftMaxWidth + 24;
+struct NufftCorrectionNodes {
+  int count = 0;
+  double x[kMaxCorrectionNodes];
+  double weight_phi[kMaxCorrectionNodes];
+};
+
 // correction[k] = 1 / (width / 2 * sum_q weight_phi[q] cos(pi (k - centre) width / M x[q])) for
-// k < modes (nufft.h's NufftCorrection, evaluated on the device).
-cudaError_t LaunchNufftCorrection(const double* x, const double* weight_phi, int nodes,
-                                  long long modes, long long centre, long long grid_size,
-                                  int width, double* correction, cudaStream_t stream);
+// k < modes (nufft.h's NufftCorrection, evaluated on the device). cudaErrorInvalidValue for
+// more than kMaxCorrectionNodes nodes.
+cudaError_t LaunchNufftCorrection(const NufftCorrectionNodes& nodes, long long modes,
+                                  long long centre, long long grid_size, int width,
+                                  double* correction, cudaStream_t stream);
 
 // A fast series' low piece (its modes k < low summed directly, lombscargle_low.cuh): its
 // descriptor desc[index] and the samples. desc null: none.

@@ -1,7 +1,7 @@
 // Per-series peak from per-block peaks (see peak_reduce.cuh).
 #include "kernels/peak_reduce.cuh"
 
-#include "kernels/lombscargle_math.cuh"
+#include "math/lombscargle_math.cuh"
 
 namespace gpucompute::kernels {
 namespace {

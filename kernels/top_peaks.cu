@@ -1,7 +1,7 @@
 // Top-k local maxima of each series' power (see top_peaks.cuh).
 #include "kernels/top_peaks.cuh"
 
-#include "kernels/lombscargle_math.cuh"
+#include "math/lombscargle_math.cuh"
 
 namespace gpucompute::kernels {
 namespace {

@@ -6,7 +6,7 @@
 // that, and sockets that are not IP connections are never refused.
 #pragma once
 
-#include "server/common/peer_connections.h"
+#include "common/peer_connections.h"
 
 namespace gpucompute {
 

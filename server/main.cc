@@ -29,13 +29,13 @@
 #include "client/cli/model_manifest.h"
 #include "server/accept_guard.h"
 #include "server/allocator.h"
-#include "server/common/json_log.h"
-#include "server/common/memory_limit.h"
-#include "server/common/version.h"
+#include "common/json_log.h"
+#include "common/memory_limit.h"
+#include "common/version.h"
 #include "server/front/front_server.h"
 #include "server/front/request_route.h"
 #include "server/runtime/backend.h"
-#include "server/service/server.h"
+#include "server/server.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, address, "0.0.0.0:50051", "HOST:PORT to listen on; port 0 picks a free one");

@@ -1,6 +1,6 @@
 // `gpucompute health`: one grpc.health.v1.Health/Check call, for probes (the Dockerfile's
 // HEALTHCHECK, scripts) against the service port or the server's plaintext --health_port.
-// The messages are encoded by hand (server/common/health_wire.h).
+// The messages are encoded by hand (common/health_wire.h).
 #include <chrono>
 #include <cstdio>
 #include <future>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cli/cli_util.h"
 #include "client/cli/commands.h"
-#include "server/common/health_wire.h"
+#include "common/health_wire.h"
 #include "grpcpp/generic/generic_stub.h"
 
 namespace gpucompute::cli {

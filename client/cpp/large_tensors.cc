@@ -6,7 +6,7 @@
 
 #include "client/cpp/tensor_util.h"
 #include "gpucompute/v1/dtype.h"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace gpucompute::client {
 namespace {

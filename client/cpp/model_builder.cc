@@ -9,7 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "client/cpp/tensor_util.h"
-#include "kernels/dense/activation.cuh"
+#include "math/activation.cuh"
 
 namespace gpucompute::client {
 namespace {
@@ -255,7 +255,7 @@ absl::StatusOr<std::vector<double>> DenseReference(const std::vector<DenseLayer>
       }
       for (int64_t j = 0; j < n_out; ++j) {
         const double b = layer.bias.empty() ? 0.0 : layer.bias[j];
-        y[j] = dense::Activate<double>(static_cast<int>(layer.activation), y[j] + b);
+        y[j] = dense::Activate<double>(static_cast<dense::Activation>(layer.activation), y[j] + b);
       }
     }
     in.swap(out);

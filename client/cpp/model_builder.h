@@ -98,7 +98,7 @@ absl::StatusOr<DenseOutput> DecodeDenseOutput(const v1::DenseResponse& response)
 
 // The stack's output for `x` ([rows, layers[0].in_features], row-major) in float64, by naive
 // loops over the float weights: a reference for checking the server. Activations come from
-// kernels/dense/activation.cuh (the formulas of the proto's Activation comments).
+// math/activation.cuh (the formulas of the proto's Activation comments).
 // INVALID_ARGUMENT when shapes do not chain or sizes do not match.
 absl::StatusOr<std::vector<double>> DenseReference(const std::vector<DenseLayer>& layers,
                                                    absl::Span<const double> x, int64_t rows);

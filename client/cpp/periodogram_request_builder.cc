@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "client/cpp/tensor_util.h"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace gpucompute::client {
 

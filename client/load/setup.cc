@@ -9,7 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "client/cpp/tensor_util.h"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace gpucompute::load {
 namespace {

@@ -10,7 +10,7 @@
 #include "client/cpp/periodogram_request_builder.h"
 #include "client/cpp/tensor_util.h"
 #include "client/load/wire.h"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace gpucompute::load {
 namespace {

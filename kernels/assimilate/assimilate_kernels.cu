@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "server/ops/assimilate/philox.h"
+#include "math/philox.h"
 
 namespace gpucompute::assimilate::kernels {
 namespace {

@@ -7,6 +7,8 @@
 
 #include <cuda_runtime.h>
 
+#include "math/activation.cuh"
+
 namespace gpucompute::kernels {
 
 // Element types as the kernels see them; the values equal gpucompute::ElementType's.
@@ -21,7 +23,7 @@ cudaError_t LaunchNormalizeRows(const void* x, DenseType x_type, int64_t ldx, vo
 
 // y = act(y) in place on rows x n (leading dimension ldy), y of type f32/f16/bf16.
 cudaError_t LaunchActivation(void* y, DenseType y_type, int64_t ldy, int64_t rows, int64_t n,
-                             int act, cudaStream_t stream);
+                             dense::Activation act, cudaStream_t stream);
 
 // One whole layer for a few rows (1..kFewRowsMax): y = act(LN?(x) . W + bias), streaming W
 // once. x: rows x k of x_type (ldx), which is float32 or w_type; W stored transposed: n rows of
@@ -43,7 +45,7 @@ struct FewRowsArgs {
   int n = 0;
   bool layernorm = false;
   float eps = 1e-5f;
-  int act = 0;
+  dense::Activation act = dense::Activation::kNone;
 };
 // Whether the kernel takes this shape and these types (k up to 8 x 32 x 8 chunks of 16 bytes
 // per output at one row, less with more rows; inputs of another type are converted first).
@@ -75,7 +77,7 @@ struct TensorCoreArgs {
   int64_t n = 0;
   bool layernorm = false;
   float eps = 1e-5f;
-  int act = 0;
+  dense::Activation act = dense::Activation::kNone;
   // CTAs sharing one W tile by TMA multicast: 1, 2, or 0 for the kernel's choice (2 over
   // several waves of tiles, where multicast measured faster; 1 on one wave, where it did not).
   int cluster = 0;

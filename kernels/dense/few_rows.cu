@@ -18,7 +18,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "kernels/dense/activation.cuh"
+#include "math/activation.cuh"
 #include "kernels/dense/dense_kernels.cuh"
 #include "kernels/dense/element.cuh"
 

@@ -4,7 +4,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "kernels/dense/activation.cuh"
+#include "math/activation.cuh"
 #include "kernels/dense/dense_kernels.cuh"
 #include "kernels/dense/element.cuh"
 
@@ -234,7 +234,8 @@ cudaError_t NormalizeTo(DenseType y_type, const void* x, int64_t ldx, void* y, i
 
 // rows x n in place; blockIdx.y walks rows (grid-stride), x covers columns.
 template <typename T>
-__global__ void ActivationKernel(T* __restrict__ y, int64_t ldy, int64_t rows, int n, int act) {
+__global__ void ActivationKernel(T* __restrict__ y, int64_t ldy, int64_t rows, int n,
+                                 dense::Activation act) {
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
     T* yr = y + r * ldy;
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x) {
@@ -244,7 +245,8 @@ __global__ void ActivationKernel(T* __restrict__ y, int64_t ldy, int64_t rows, i
 }
 
 template <typename T>
-cudaError_t Activation(void* y, int64_t ldy, int64_t rows, int64_t n, int act, cudaStream_t stream) {
+cudaError_t Activation(void* y, int64_t ldy, int64_t rows, int64_t n, dense::Activation act,
+                       cudaStream_t stream) {
   const int threads = 256;
   const unsigned gx = static_cast<unsigned>((n + threads - 1) / threads);
   const unsigned gy = static_cast<unsigned>(rows < 65535 ? rows : 65535);
@@ -271,8 +273,8 @@ cudaError_t LaunchNormalizeRows(const void* x, DenseType x_type, int64_t ldx, vo
 }
 
 cudaError_t LaunchActivation(void* y, DenseType y_type, int64_t ldy, int64_t rows, int64_t n,
-                             int act, cudaStream_t stream) {
-  if (rows <= 0 || n <= 0 || act == dense::kActNone) return cudaSuccess;
+                             dense::Activation act, cudaStream_t stream) {
+  if (rows <= 0 || n <= 0 || act == dense::Activation::kNone) return cudaSuccess;
   switch (y_type) {
     case DenseType::kF32: return Activation<float>(y, ldy, rows, n, act, stream);
     case DenseType::kF16: return Activation<__half>(y, ldy, rows, n, act, stream);

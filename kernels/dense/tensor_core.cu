@@ -28,7 +28,7 @@
 #include <cuda_fp16.h>
 #include <cudaTypedefs.h>
 
-#include "kernels/dense/activation.cuh"
+#include "math/activation.cuh"
 #include "kernels/dense/dense_kernels.cuh"
 #include "kernels/dense/element.cuh"
 
@@ -300,9 +300,9 @@ __global__ void __maxnreg__(kStatsRegs) RowStatsKernel(const T* __restrict__ x, 
 // The activation, with tanh by the hardware's approximation (max relative error 2^-10.7,
 // below the 16-bit outputs' rounding) instead of the ~20-instruction tanhf; GELU in five
 // float instructions and the tanh.
-template <int kAct>
+template <dense::Activation kAct>
 __device__ __forceinline__ float FastActivate(float v) {
-  if constexpr (kAct == dense::kActGeluTanh) {
+  if constexpr (kAct == dense::Activation::kGeluTanh) {
     float t;
     const float u = v * fmaf(0.7978845608028654f * 0.044715f, v * v, 0.7978845608028654f);
     asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(u));
@@ -357,7 +357,7 @@ __device__ __forceinline__ void BoxAccumulators(const float (&d)[128], float (&a
 // launch had left them in the instruction caches (19.4 us) but 24.5 us with them cold (ncu, or
 // after other kernels: the cuBLASLt layers of a stack); this loop measured 19.8-19.9 us warm
 // and 16.8-17.7 us cold (H200; docs/design/dense.md).
-template <typename T, int kAct>
+template <typename T, dense::Activation kAct>
 __device__ __forceinline__ void StoreTile(const float (&d)[128], const TileOutput& o) {
   static_assert(kOutBoxes == 4, "a case per box");
   const uint32_t swizzle = static_cast<uint32_t>(o.row % 8);  // the same for row + 8
@@ -405,7 +405,7 @@ __global__ void __maxnreg__(kProductRegs)
     TensorCoreKernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
                      const __grid_constant__ CUtensorMap y_map, const float* __restrict__ bias,
                      const float* __restrict__ colsum, const float2* __restrict__ row_stats, int rows, int k,
-                     int n, int tiles_n, int layernorm, int act) {
+                     int n, int tiles_n, int layernorm, dense::Activation act) {
 #ifdef GPUCOMPUTE_SM90A
   extern __shared__ uint8_t raw_shared[];
   // Aligned by pointer arithmetic on the shared array, not through an integer, so that the
@@ -526,11 +526,11 @@ __global__ void __maxnreg__(kProductRegs)
       }
     }
     switch (act) {
-      case dense::kActGeluTanh: StoreTile<T, dense::kActGeluTanh>(d, o); break;
-      case dense::kActGeluErf: StoreTile<T, dense::kActGeluErf>(d, o); break;
-      case dense::kActRelu: StoreTile<T, dense::kActRelu>(d, o); break;
-      case dense::kActSilu: StoreTile<T, dense::kActSilu>(d, o); break;
-      default: StoreTile<T, dense::kActNone>(d, o); break;
+      case dense::Activation::kGeluTanh: StoreTile<T, dense::Activation::kGeluTanh>(d, o); break;
+      case dense::Activation::kGeluErf: StoreTile<T, dense::Activation::kGeluErf>(d, o); break;
+      case dense::Activation::kRelu: StoreTile<T, dense::Activation::kRelu>(d, o); break;
+      case dense::Activation::kSilu: StoreTile<T, dense::Activation::kSilu>(d, o); break;
+      default: StoreTile<T, dense::Activation::kNone>(d, o); break;
     }
   }
   // No CTA may leave while its partner can still multicast into it or arrive on its barriers.

@@ -10,12 +10,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 #include "server/front/worker_metrics.h"
 #include "server/metrics/process_metrics.h"
 #include "server/metrics/server_metrics.h"
-#include "server/service/health_port.h"
-#include "server/service/listener.h"
+#include "server/transport/health_port.h"
+#include "server/transport/listener.h"
 #include "spdlog/spdlog.h"
 
 namespace gpucompute::front {

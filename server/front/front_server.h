@@ -15,16 +15,16 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "server/common/peer_connections.h"
+#include "common/peer_connections.h"
 #include "server/front/proxy_service.h"
 #include "server/front/worker_pool.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_server.h"
-#include "server/service/auth.h"
-#include "server/service/credentials.h"
-#include "server/service/health_port.h"
-#include "server/service/listener_probe.h"
-#include "server/service/security_watch.h"
+#include "server/transport/auth.h"
+#include "server/transport/credentials.h"
+#include "server/transport/health_port.h"
+#include "server/transport/listener_probe.h"
+#include "server/transport/security_watch.h"
 
 namespace gpucompute::front {
 

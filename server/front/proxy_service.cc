@@ -20,8 +20,8 @@
 #include "absl/strings/string_view.h"
 #include "server/front/request_route.h"
 #include "server/front/response_merge.h"
-#include "server/service/call_timing.h"
-#include "server/service/status_mapping.h"
+#include "server/transport/caller.h"
+#include "server/transport/status_mapping.h"
 #include "spdlog/spdlog.h"
 
 namespace gpucompute::front {

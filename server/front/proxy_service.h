@@ -22,7 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/front/worker_pool.h"
 #include "server/metrics/metrics.h"
-#include "server/service/auth.h"
+#include "server/transport/auth.h"
 
 namespace gpucompute::front {
 

@@ -20,7 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "server/common/health_wire.h"
+#include "common/health_wire.h"
 #include "server/runtime/shared_memory_proof.h"
 #include "spdlog/spdlog.h"
 

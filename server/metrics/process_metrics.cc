@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "server/common/descriptor_limit.h"
+#include "common/descriptor_limit.h"
 
 namespace gpucompute::metrics {
 namespace {

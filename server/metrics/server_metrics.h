@@ -18,7 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/common/peer_connections.h"
+#include "common/peer_connections.h"
 #include "server/metrics/metrics.h"
 
 namespace gpucompute::metrics {

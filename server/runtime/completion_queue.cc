@@ -1,7 +1,7 @@
 // Completion threads (see completion_queue.h).
 #include "server/runtime/completion_queue.h"
 
-#include "server/common/thread_name.h"
+#include "common/thread_name.h"
 
 namespace gpucompute {
 

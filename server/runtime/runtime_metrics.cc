@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/common/version.h"
+#include "common/version.h"
 
 namespace gpucompute {
 namespace {

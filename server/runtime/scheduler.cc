@@ -6,8 +6,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "server/common/nvtx.h"
-#include "server/common/thread_name.h"
+#include "common/nvtx.h"
+#include "common/thread_name.h"
 #include "spdlog/spdlog.h"
 
 namespace gpucompute {

@@ -14,8 +14,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "server/common/byte_range.h"
-#include "server/common/descriptor_limit.h"
+#include "common/byte_range.h"
+#include "common/descriptor_limit.h"
 #include "spdlog/spdlog.h"
 
 namespace gpucompute {

@@ -8,7 +8,7 @@
 // start of the region, and the server finds them there. So a peer cannot make the server map
 // another process's memory, whatever privileges the server has. A client may shrink (ftruncate) a
 // registered object while the server uses it: each use re-checks the object's size, and the
-// copies that touch the region (server/common/guarded_copy.h) turn the bus error of a read or
+// copies that touch the region (common/guarded_copy.h) turn the bus error of a read or
 // write past the object's end into an error for that call, so the server does not crash.
 //
 // Names are per client (the same caller id that owns resident tensors). A region unregistered

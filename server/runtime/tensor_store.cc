@@ -15,10 +15,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "server/common/byte_range.h"
-#include "server/common/memory_limit.h"
-#include "server/common/non_finite.h"
-#include "server/common/parallel_copy.h"
+#include "common/byte_range.h"
+#include "common/memory_limit.h"
+#include "common/non_finite.h"
+#include "common/parallel_copy.h"
 #include "spdlog/spdlog.h"
 
 namespace gpucompute {

@@ -32,7 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "server/common/element_type.h"
+#include "common/element_type.h"
 #include "server/runtime/host_memory.h"
 #include "server/runtime/memory_budget.h"
 

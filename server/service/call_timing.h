@@ -1,5 +1,6 @@
-// What comes in with every call (deadline, caller and its token) and what goes out at its end
-// (server-side timings, the call's record), shared by the unary handlers and the streams.
+// What comes in with every call (its deadline; its caller: transport/caller.h) and what goes
+// out at its end (server-side timings, the call's record), shared by the unary handlers and the
+// streams.
 #pragma once
 
 #include <chrono>
@@ -14,42 +15,13 @@
 #include "absl/time/time.h"
 #include "server/metrics/server_metrics.h"
 #include "server/runtime/scheduler.h"
-#include "server/service/auth.h"
+#include "server/transport/caller.h"
 #include "server/service/service_parts.h"
 
 namespace gpucompute {
 
-// The request metadata key that names the caller (owner of resident tensors, quotas) on a
-// server without tokens.
-inline constexpr char kClientIdKey[] = "x-gpucompute-client";
-// The request metadata key of bearer tokens ("Bearer <token>").
-inline constexpr char kAuthorizationKey[] = "authorization";
-
 // A gRPC deadline as absl::Time (no deadline: InfiniteFuture).
 absl::Time ToAbslTime(std::chrono::system_clock::time_point tp);
-
-// The caller: the x-gpucompute-client metadata value, else the peer's address without its
-// port (so that every channel of one host is one caller).
-std::string CallerId(const grpc::CallbackServerContext& context);
-
-// Who makes a call.
-struct Caller {
-  std::string id;  // owner of resident tensors and regions, tensor quotas: the token's name
-                   // on a server with tokens, else CallerId
-  TokenAuthenticator::TokenRef token;  // null on a server without tokens
-};
-
-// The caller of `context`. With `auth` (a server with tokens) the call must carry a valid
-// bearer token, else UNAUTHENTICATED. Every handler but ServerInfo starts here (most through
-// AuthenticateAndEnter).
-absl::StatusOr<Caller> Authenticate(const grpc::CallbackServerContext& context,
-                                    const TokenAuthenticator* auth);
-
-// Authenticate, then one of the token's in-flight slots (RESOURCE_EXHAUSTED when all are
-// taken): every handler but ServerInfo and Submit (whose jobs take one each) starts here.
-// The slot is to be released before the call's reply is sent.
-absl::StatusOr<std::pair<Caller, InFlightSlot>> AuthenticateAndEnter(
-    const grpc::CallbackServerContext& context, const TokenAuthenticator* auth);
 
 // Trailing metadata: x-gpucompute-decode-us, -queue-us, -compute-us, -total-us (since `start`)
 // and -batch-requests.

@@ -8,11 +8,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/common/version.h"
+#include "common/version.h"
 #include "server/service/call_timing.h"
 #include "server/service/operation_calls.h"
 #include "server/service/raw_calls.h"
-#include "server/service/status_mapping.h"
+#include "server/transport/status_mapping.h"
 #include "server/service/submit_reactor.h"
 
 namespace gpucompute {

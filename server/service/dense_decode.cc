@@ -3,7 +3,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 #include "server/service/tensor_codec.h"
 
 namespace gpucompute {

@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "absl/time/time.h"
-#include "server/common/memory_limit.h"
+#include "common/memory_limit.h"
 #include "server/ops/assimilate/assimilate.h"
 
 namespace gpucompute {

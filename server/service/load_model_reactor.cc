@@ -5,10 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/common/nvtx.h"
+#include "common/nvtx.h"
 #include "server/service/call_timing.h"
 #include "server/service/raw_calls.h"
-#include "server/service/status_mapping.h"
+#include "server/transport/status_mapping.h"
 #include "server/service/tensor_codec.h"
 #include "spdlog/spdlog.h"
 

@@ -8,7 +8,7 @@
 #include "server/service/compute_service.h"
 #include "server/service/load_model_reactor.h"
 #include "server/service/raw_calls.h"
-#include "server/service/status_mapping.h"
+#include "server/transport/status_mapping.h"
 
 namespace gpucompute {
 

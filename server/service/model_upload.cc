@@ -7,11 +7,18 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 #include "server/service/tensor_codec.h"
 
 namespace gpucompute {
 namespace {
+
+// The proto's activations are dense::Activation's codes (math/activation.cuh).
+static_assert(static_cast<int>(dense::Activation::kNone) == v1::ACTIVATION_NONE);
+static_assert(static_cast<int>(dense::Activation::kGeluTanh) == v1::ACTIVATION_GELU_TANH);
+static_assert(static_cast<int>(dense::Activation::kGeluErf) == v1::ACTIVATION_GELU_ERF);
+static_assert(static_cast<int>(dense::Activation::kRelu) == v1::ACTIVATION_RELU);
+static_assert(static_cast<int>(dense::Activation::kSilu) == v1::ACTIVATION_SILU);
 
 bool ValidModelName(const std::string& name) {
   if (name.empty() || name.size() > 128) return false;

@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
-#include "server/common/nvtx.h"
+#include "common/nvtx.h"
 #include "server/service/operation_calls.h"
 #include "server/service/tensor_codec.h"
 

@@ -9,12 +9,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "server/common/parallel_for.h"
-#include "server/common/status_macros.h"
+#include "common/parallel_for.h"
+#include "common/status_macros.h"
 #include "server/ops/periodogram/false_alarm.h"
 #include "server/ops/periodogram/nufft.h"
 #include "server/service/tensor_codec.h"
-#include "kernels/lombscargle_harmonic.cuh"
+#include "math/lombscargle_harmonic.cuh"
 
 namespace gpucompute {
 namespace {

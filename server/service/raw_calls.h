@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
-#include "server/service/status_mapping.h"
+#include "server/transport/status_mapping.h"
 
 namespace gpucompute {
 

@@ -10,7 +10,7 @@
 #include "server/runtime/scheduler.h"
 #include "server/runtime/shared_memory.h"
 #include "server/runtime/tensor_store.h"
-#include "server/service/auth.h"
+#include "server/transport/auth.h"
 #include "server/service/idle_streams.h"
 #include "server/service/limits.h"
 

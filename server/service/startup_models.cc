@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 #include "server/service/load_model_reactor.h"
 #include "server/service/model_upload.h"
 #include "spdlog/spdlog.h"

@@ -10,7 +10,7 @@
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "server/service/call_timing.h"
 #include "server/service/operation_calls.h"
-#include "server/service/status_mapping.h"
+#include "server/transport/status_mapping.h"
 
 namespace gpucompute {
 

@@ -10,10 +10,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "server/common/byte_range.h"
-#include "server/common/guarded_copy.h"
-#include "server/common/non_finite.h"
-#include "server/common/status_macros.h"
+#include "common/byte_range.h"
+#include "common/guarded_copy.h"
+#include "common/non_finite.h"
+#include "common/status_macros.h"
 
 namespace gpucompute {
 namespace {

@@ -26,7 +26,7 @@
 #include "absl/types/span.h"
 #include "gpucompute/v1/dtype.h"
 #include "gpucompute/v1/tensor.pb.h"
-#include "server/common/element_type.h"
+#include "common/element_type.h"
 #include "server/runtime/memory_budget.h"
 #include "server/runtime/shared_memory.h"
 #include "server/runtime/tensor_store.h"

@@ -5,9 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
-#include "server/common/byte_range.h"
+#include "common/byte_range.h"
 #include "server/service/call_timing.h"
-#include "server/service/status_mapping.h"
+#include "server/transport/status_mapping.h"
 #include "server/service/tensor_codec.h"
 
 namespace gpucompute {

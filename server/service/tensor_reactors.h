@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "gpucompute/v1/compute.pb.h"
 #include "server/runtime/tensor_store.h"
-#include "server/service/auth.h"
+#include "server/transport/auth.h"
 #include "server/service/service_parts.h"
 #include "server/service/tensor_upload.h"
 #include "server/service/tensor_wire.h"

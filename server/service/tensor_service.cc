@@ -9,7 +9,7 @@
 #include "server/service/call_timing.h"
 #include "server/service/compute_service.h"
 #include "server/service/raw_calls.h"
-#include "server/service/status_mapping.h"
+#include "server/transport/status_mapping.h"
 #include "server/service/tensor_codec.h"
 #include "server/service/tensor_reactors.h"
 

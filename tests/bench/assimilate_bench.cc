@@ -14,10 +14,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "server/common/element_type.h"
+#include "common/element_type.h"
 #include "server/ops/assimilate/cuda_assimilate.h"
-#include "server/runtime/cuda/cuda_resources.h"
-#include "server/runtime/cuda/device_context.h"
+#include "server/device/cuda_resources.h"
+#include "server/device/device_context.h"
 
 namespace gpucompute::assimilate {
 namespace {
@@ -43,12 +43,7 @@ struct Case {
   Form form = Form::kAuto;
   double target_ms = 0;  // the "Done when" (0: none)
   int reps = 10;
-  int trsm_block = -1;    // CudaEnqueueOptions::trsm_block
-  bool no_fused = false;  // CudaEnqueueOptions::no_fused
-  int solve_variant = -1;  // CudaEnqueueOptions::solve_variant
-  int eig_variant = -1;   // CudaEnqueueOptions::eig_variant
-  int rows_per_warp = 0;  // CudaEnqueueOptions::rows_per_warp
-  int small_variant = 0;  // CudaEnqueueOptions::small_variant
+  EnqueueOptions knobs;  // the path switches (events and marks are set per run)
 };
 
 // Random data in the compute dtype (as a client would send it): X ~ offset + N(0,1), HX the
@@ -132,15 +127,9 @@ void RunCase(DeviceContext& device, const Case& c) {
   std::vector<double> pack_ms, copy_in_ms, copy_out_ms, unpack_ms;
   double spread = 0;
   for (int rep = 0; rep < c.reps + 1; ++rep) {  // the first is a warm-up
-    CudaEnqueueOptions options;
+    EnqueueOptions options = c.knobs;
     options.before = before->get();
     options.after = after->get();
-    options.trsm_block = c.trsm_block;
-    options.no_fused = c.no_fused;
-    options.solve_variant = c.solve_variant;
-    options.eig_variant = c.eig_variant;
-    options.rows_per_warp = c.rows_per_warp;
-    options.small_variant = c.small_variant;
     const auto t0 = Clock::now();
     cudaEventRecord(start->get(), slot->stream.get());
     auto pending = EnqueueAssimilate(device, *slot, batch, &options);
@@ -177,15 +166,9 @@ void RunCase(DeviceContext& device, const Case& c) {
   std::string stages;
   {
     std::vector<std::pair<const char*, cudaEvent_t>> marks;
-    CudaEnqueueOptions options;
+    EnqueueOptions options = c.knobs;
     options.before = before->get();
     options.marks = &marks;
-    options.trsm_block = c.trsm_block;
-    options.no_fused = c.no_fused;
-    options.solve_variant = c.solve_variant;
-    options.eig_variant = c.eig_variant;
-    options.rows_per_warp = c.rows_per_warp;
-    options.small_variant = c.small_variant;
     auto pending = EnqueueAssimilate(device, *slot, batch, &options);
     if (!pending.ok()) Die(pending.status());
     if (cudaStreamSynchronize(slot->stream.get()) != cudaSuccess) Die(absl::InternalError("sync"));
@@ -260,53 +243,53 @@ int main(int argc, char** argv) {
   if (variants) {
     for (ElementType dt : {f64, f32}) {
       Case c{"variant 3000 two TRSMs", 1, 3000, 3000, 3000, dt, enkf, false, Form::kAuto, 0, 5};
-      c.solve_variant = 0;
+      c.knobs.solve = SolveVariant::kTrsm;
       cases.push_back(c);
       for (int nb : {256, 1024}) {
         Case v{absl::StrCat("variant 3000 block inverse ", nb), 1, 3000, 3000, 3000, dt, enkf, false, Form::kAuto, 0, 5};
-        v.solve_variant = 1;
-        v.trsm_block = nb;
+        v.knobs.solve = SolveVariant::kBlockInverse;
+        v.knobs.trsm_block = nb;
         cases.push_back(v);
       }
     }
     Case le{"variant large etkf eig library", 1, 1000000, 100000, 50, f64, etkf, false, Form::kAuto, 0, 5};
-    le.eig_variant = 0;
+    le.knobs.eig = EigVariant::kLibrary;
     cases.push_back(le);
     Case lx{"variant large etkf eig XsyevBatched", 1, 1000000, 100000, 50, f64, etkf, false, Form::kAuto, 0, 5};
-    lx.eig_variant = 2;
+    lx.knobs.eig = EigVariant::kBatchedSyev;
     cases.push_back(lx);
     Case sx{"variant small etkf eig XsyevBatched", 10000, 40, 40, 20, f64, etkf, false, Form::kAuto, 0, 20};
-    sx.eig_variant = 2;
+    sx.knobs.eig = EigVariant::kBatchedSyev;
     cases.push_back(sx);
     Case lg{"variant large no_fused", 1, 1000000, 100000, 50, f64, enkf, false, Form::kAuto, 0, 5};
-    lg.no_fused = true;
+    lg.knobs.no_fused = true;
     cases.push_back(lg);
     for (bool seeded : {false, true}) {
       Case r4{"variant large rows_per_warp=4", 1, 1000000, 100000, 50, f64, enkf, seeded, Form::kAuto, 0, 5};
-      r4.rows_per_warp = 4;
+      r4.knobs.rows_per_warp = 4;
       cases.push_back(r4);
     }
     for (Method method : {etkf, enkf}) {
       Case r8{"variant large scalar rows_per_warp=8", 1, 1000000, 100000, 50, f64, method, false, Form::kAuto, 0, 5};
-      r8.rows_per_warp = 8;
+      r8.knobs.rows_per_warp = 8;
       cases.push_back(r8);
     }
     Case se{"variant small etkf eig library", 10000, 40, 40, 20, f64, etkf, false, Form::kAuto, 0, 20};
-    se.eig_variant = 0;
+    se.knobs.eig = EigVariant::kLibrary;
     cases.push_back(se);
     Case sj{"variant small etkf eig Jacobi kernel", 10000, 40, 40, 20, f64, etkf, false, Form::kAuto, 0, 20};
-    sj.eig_variant = 1;
+    sj.knobs.eig = EigVariant::kJacobi;
     cases.push_back(sj);
     Case lf{"variant large etkf Newton-Schulz fallback forced", 1, 1000000, 100000, 50, f64, etkf, false, Form::kAuto, 0, 5};
-    lf.eig_variant = 3;
+    lf.knobs.eig = EigVariant::kNewtonSchulzFallback;
     cases.push_back(lf);
     for (bool seeded : {false, true}) {
       Case sb{"variant small block kernel", 10000, 40, 40, 20, f64, enkf, seeded, Form::kAuto, 0, 20};
-      sb.small_variant = 1;
+      sb.knobs.small_kernel = SmallKernel::kBlockPerProblem;
       cases.push_back(sb);
     }
     Case sm{"variant small no_fused", 10000, 40, 40, 20, f64, enkf, false, Form::kAuto, 0, 20};
-    sm.no_fused = true;
+    sm.knobs.no_fused = true;
     cases.push_back(sm);
   }
   for (Case& c : cases) {

@@ -17,7 +17,7 @@
 #include "absl/time/time.h"
 #include "client/cpp/assimilation_request.h"
 #include "client/cpp/client.h"
-#include "server/service/server.h"
+#include "server/server.h"
 #include "spdlog/spdlog.h"
 #include "tests/bench/bench_flags.h"
 

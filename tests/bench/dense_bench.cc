@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "server/common/element_type.h"
+#include "common/element_type.h"
 #include "server/ops/dense/cuda_dense.h"
-#include "server/runtime/cuda/cuda_resources.h"
-#include "server/runtime/cuda/device_context.h"
+#include "server/device/cuda_resources.h"
+#include "server/device/device_context.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 

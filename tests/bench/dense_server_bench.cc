@@ -24,8 +24,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
-#include "server/common/element_type.h"
-#include "server/service/server.h"
+#include "common/element_type.h"
+#include "server/server.h"
 #include "spdlog/spdlog.h"
 #include "tests/bench/bench_flags.h"
 

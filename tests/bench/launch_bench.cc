@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "server/common/element_type.h"
+#include "common/element_type.h"
 #include "server/ops/dense/cuda_dense.h"
 #include "server/ops/periodogram/cuda_periodogram.h"
-#include "server/runtime/cuda/cuda_resources.h"
-#include "server/runtime/cuda/device_context.h"
+#include "server/device/cuda_resources.h"
+#include "server/device/device_context.h"
 
 namespace gpucompute {
 namespace {

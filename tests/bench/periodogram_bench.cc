@@ -17,10 +17,10 @@
 #include "server/ops/periodogram/cpu_periodogram.h"
 #include "server/ops/periodogram/cuda_periodogram.h"
 #include "server/ops/periodogram/nufft.h"
-#include "server/runtime/cuda/cuda_resources.h"
-#include "server/runtime/cuda/cufft.h"
-#include "server/runtime/cuda/device_context.h"
-#include "server/service/server.h"
+#include "server/device/cuda_resources.h"
+#include "server/device/cufft.h"
+#include "server/device/device_context.h"
+#include "server/server.h"
 #include "server/service/tensor_codec.h"
 
 namespace gpucompute {
@@ -79,7 +79,8 @@ struct DeviceTimes {
 
 DeviceTimes TimeOnDevice(DeviceContext& dev, std::shared_ptr<periodogram::Request> request,
                          const periodogram::CudaKernelShape* shape, int reps,
-                         std::vector<periodogram::SeriesPower>* results, int product = -1) {
+                         std::vector<periodogram::SeriesPower>* results,
+                         periodogram::ProductForm product = periodogram::ProductForm::kAuto) {
   auto batch = std::make_shared<periodogram::Batch>();
   batch->dtype = request->dtype;
   batch->requests.push_back(request);
@@ -173,7 +174,8 @@ void BenchDirect(DeviceContext& dev, int reps) {
   const int nx = 1024;
   const int64_t nf = int64_t{1} << 20;
   for (ComputeType dtype : {ComputeType::kFloat32, ComputeType::kFloat64}) {
-    for (int product : {-1, 0}) {
+    for (periodogram::ProductForm product :
+         {periodogram::ProductForm::kAuto, periodogram::ProductForm::kNever}) {
       auto req = std::make_shared<periodogram::Request>();
       req->dtype = dtype;
       req->series.push_back(PeerSeries(nx, nf));
@@ -182,7 +184,7 @@ void BenchDirect(DeviceContext& dev, int reps) {
       const double err = MaxErrorVsCpu(req->series[0], dtype, out[0]);
       Emit(absl::StrFormat(
           R"({"what":"lombscargle direct","form":"%s","nx":%d,"nf":%d,"dtype":"%s","device_ms":%.4f,"device_min_ms":%.4f,"pipeline_ms":%.3f,"peak_frequency":%.5f,"max_abs_err_vs_cpu_direct_f64":%s})",
-          product == 0 ? "nvrtc kernel" : "products", nx, nf, periodogram::ComputeTypeName(dtype),
+          product == periodogram::ProductForm::kNever ? "nvrtc kernel" : "products", nx, nf, periodogram::ComputeTypeName(dtype),
           t.kernel_ms, t.kernel_min_ms, t.total_ms, out[0].peak_frequency, JsonNumber(err)));
     }
   }
@@ -287,7 +289,7 @@ int Main(int argc, char** argv) {
     req->series.push_back(PeerSeries(nx, nf));
     for (const auto& shape : shapes) {
       std::vector<periodogram::SeriesPower> out;
-      const DeviceTimes t = TimeOnDevice(**dev, req, &shape, reps, &out, /*product=*/0);
+      const DeviceTimes t = TimeOnDevice(**dev, req, &shape, reps, &out, periodogram::ProductForm::kNever);
       const double err = MaxErrorVsCpu(req->series[0], dtype, out[0]);
       Emit(absl::StrFormat(
           R"({"what":"lombscargle kernel","nx":%d,"nf":%d,"dtype":"%s","block":%d,"k":%d,"tile":%d,"min_blocks":%d,"ms":%.4f,"gpairs_per_s":%.1f,"pipeline_ms":%.3f,"max_abs_err_vs_cpu_f64":%s})",
@@ -295,7 +297,7 @@ int Main(int argc, char** argv) {
           nx * static_cast<double>(nf) / t.kernel_ms / 1e6, t.total_ms, JsonNumber(err)));
     }
     // The shape the server picks by itself.
-    const DeviceTimes t = TimeOnDevice(**dev, req, nullptr, reps, nullptr, /*product=*/0);
+    const DeviceTimes t = TimeOnDevice(**dev, req, nullptr, reps, nullptr, periodogram::ProductForm::kNever);
     Emit(absl::StrFormat(R"({"what":"lombscargle kernel auto-shape","nx":%d,"nf":%d,"dtype":"%s","ms":%.4f,"pipeline_ms":%.3f})",
                          nx, nf, periodogram::ComputeTypeName(dtype), t.kernel_ms, t.total_ms));
   }

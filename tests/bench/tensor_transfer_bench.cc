@@ -23,7 +23,7 @@
 #include "client/cpp/client.h"
 #include "client/cpp/shared_memory_region.h"
 #include "client/cpp/tensor_util.h"
-#include "server/service/server.h"
+#include "server/server.h"
 #include "spdlog/spdlog.h"
 #include "tests/bench/bench_flags.h"
 

@@ -19,7 +19,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "gpucompute/v1/compute.pb.h"
-#include "server/common/byte_range.h"
+#include "common/byte_range.h"
 #include "server/runtime/backend.h"
 #include "server/runtime/completion_queue.h"
 #include "server/runtime/scheduler.h"

@@ -18,7 +18,7 @@
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "server/runtime/backend.h"
-#include "server/service/server.h"
+#include "server/server.h"
 #include "tests/integration/loopback_server.h"
 
 namespace gpucompute {

@@ -12,8 +12,8 @@
 #include "gmock/gmock.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "gtest/gtest.h"
-#include "server/common/element_type.h"
-#include "server/service/server.h"
+#include "common/element_type.h"
+#include "server/server.h"
 #include "server/service/tensor_codec.h"
 #include "tests/integration/loopback_server.h"
 

@@ -24,7 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cpp/shared_memory_region.h"
 #include "gtest/gtest.h"
-#include "server/service/server.h"
+#include "server/server.h"
 #include "tests/integration/loopback_server.h"
 
 namespace gpucompute {

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "gtest/gtest.h"
-#include "server/service/server.h"
+#include "server/server.h"
 #include "tests/client/server_process.h"
 
 namespace gpucompute::testing {

@@ -13,7 +13,7 @@
 #include "gpucompute/v1/compute.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "server/ops/periodogram/cpu_periodogram.h"
-#include "server/service/server.h"
+#include "server/server.h"
 #include "server/service/tensor_codec.h"
 #include "tests/integration/loopback_server.h"
 #include "tests/server/ops/periodogram/test_series.h"

@@ -2,7 +2,7 @@
 layers, and the accuracy check (relative l2 error; NaN or inf never passes).
 
 The reference is written here from the definitions, independently of the server and of
-kernels/dense/activation.cuh: LayerNorm with the biased variance, eps inside the square root,
+math/activation.cuh: LayerNorm with the biased variance, eps inside the square root,
 optional gamma/beta; then x @ W + b; then the activation.
 """
 

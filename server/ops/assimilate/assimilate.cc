@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "server/common/non_finite.h"
+#include "common/non_finite.h"
 
 namespace gpucompute::assimilate {
 namespace {

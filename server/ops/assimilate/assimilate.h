@@ -89,7 +89,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "server/common/element_type.h"
+#include "common/element_type.h"
 
 namespace gpucompute::assimilate {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/ops/assimilate/philox.h"
+#include "math/philox.h"
 
 namespace gpucompute::assimilate {
 namespace {

@@ -18,13 +18,13 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/assimilate/assimilate_kernels.cuh"
 #include "kernels/assimilate/etkf_transform.cuh"
-#include "server/common/nvtx.h"
-#include "server/common/parallel_copy.h"
-#include "server/common/parallel_for.h"
-#include "server/common/status_macros.h"
-#include "server/runtime/cuda/cuda_resources.h"
-#include "server/runtime/cuda/cusolver.h"
-#include "server/runtime/cuda/stream_buffers.h"
+#include "common/nvtx.h"
+#include "common/parallel_copy.h"
+#include "common/parallel_for.h"
+#include "common/status_macros.h"
+#include "server/device/cuda_resources.h"
+#include "server/device/cusolver.h"
+#include "server/device/stream_buffers.h"
 
 namespace gpucompute::assimilate {
 namespace {
@@ -40,7 +40,7 @@ constexpr int64_t kMaxBatchedOrder = 128;
 constexpr int64_t kMaxSyevjBatchedOrder = 32;
 constexpr int64_t kSplitChunks = 128;
 
-// Block of the blocked left triangular solves (see CudaEnqueueOptions::trsm_block); measured
+// Block of the blocked left triangular solves (see EnqueueOptions::trsm_block); measured
 // on the H200 at N = 3000 (docs/design/assimilate.md): float64 one cuBLAS TRSM (3.80 ms for
 // both solves, blocks of 256-1024: 4.03-4.19 ms), float32 blocks of 256 (3.05 vs 3.40 ms).
 template <typename T>
@@ -471,16 +471,16 @@ class GroupRunner {
  public:
   GroupRunner(DeviceContext& device, StreamSlot& slot, StreamScratch& scratch, const Group& g,
               char* in, char* sc, char* out, int* info_r, int* info_f, int* info_e, double* spread,
-              const CudaEnqueueOptions* options)
+              const EnqueueOptions* options)
       : device_(device), slot_(slot), scratch_(scratch), g_(g), in_(in), sc_(sc), out_(out),
         info_r_(info_r + g.q0), info_f_(info_f + g.q0), info_e_(info_e + g.q0),
         spread_(spread + g.q0), unbatched_(options && options->force_unbatched),
         no_fused_(options && options->no_fused),
         trsm_block_(options && options->trsm_block >= 0 ? options->trsm_block : kDefaultTrsmBlock<T>),
-        solve_variant_(options ? options->solve_variant : -1),
-        eig_variant_(options ? options->eig_variant : -1),
+        solve_(options ? options->solve : SolveVariant::kAuto),
+        eig_(options ? options->eig : EigVariant::kAuto),
         rows_per_warp_(options && options->rows_per_warp > 0 ? options->rows_per_warp : 0),
-        small_variant_(options ? options->small_variant : 0),
+        small_kernel_(options ? options->small_kernel : SmallKernel::kWarpPerProblem),
         marks_(options ? options->marks : nullptr) {}
 
   absl::Status Run();
@@ -537,12 +537,13 @@ class GroupRunner {
   bool FusedSmall() const {
     return !no_fused_ && !unbatched_ && g_.stochastic() && !g_.full_r() && g_.ensemble() &&
            kernels::SmallEnkfFits(g_.key.n, g_.key.m, static_cast<int>(g_.key.N), sizeof(T),
-                                  small_variant_);
+                                  static_cast<int>(small_kernel_));
   }
   // The ensemble-space ETKF transform by Newton-Schulz (etkf_transform.cuh) rather than an
-  // eigendecomposition (eig_variant -1, or 3: its eigendecomposition fallback forced).
+  // eigendecomposition (EigVariant kAuto, or kNewtonSchulzFallback: its eigendecomposition
+  // fallback forced).
   bool NsTransform() const {
-    return !no_fused_ && (eig_variant_ == -1 || eig_variant_ == 3) && g_.key.N >= 2 &&
+    return !no_fused_ && (eig_ == EigVariant::kAuto || eig_ == EigVariant::kNewtonSchulzFallback) && g_.key.N >= 2 &&
            g_.key.N <= kernels::kMaxEtkfNsOrder;
   }
   // Centring, the update product and the finishing pass in one pass over the state.
@@ -579,10 +580,10 @@ class GroupRunner {
   bool unbatched_;
   bool no_fused_;
   int trsm_block_;
-  int solve_variant_;
-  int eig_variant_;
+  SolveVariant solve_;
+  EigVariant eig_;
   int rows_per_warp_;
-  int small_variant_;
+  SmallKernel small_kernel_;
   std::vector<std::pair<const char*, cudaEvent_t>>* marks_;
 };
 
@@ -763,7 +764,7 @@ absl::Status GroupRunner<T>::Whiten(int rows, int cols) {
 template <typename T>
 absl::Status GroupRunner<T>::Eig(int N, T* a, T* ev, int* info) {
   const int P = g_.P();
-  if (eig_variant_ != 0 && !no_fused_ && !unbatched_ && P > 1 && N <= kernels::kMaxJacobiOrder) {
+  if (eig_ != EigVariant::kLibrary && !no_fused_ && !unbatched_ && P > 1 && N <= kernels::kMaxJacobiOrder) {
     // One block per matrix (parallel cyclic Jacobi): on the H200 10,000 of order 20 in 3.2 ms
     // against syevjBatched's 4.2 ms. For one matrix SYEVD is faster (50 x 50: 0.61 ms, Jacobi
     // 1.03 ms).
@@ -771,7 +772,7 @@ absl::Status GroupRunner<T>::Eig(int N, T* a, T* ev, int* info) {
     CUDA_RETURN_IF_ERROR(kernels::LaunchJacobiEig<T>(P, N, a, ev, stream()));
     return Launched();
   }
-  if (eig_variant_ == 2) {
+  if (eig_ == EigVariant::kBatchedSyev) {
     // cuSOLVER's batched SYEV (also for one matrix).
     cusolverDnParams_t prm = nullptr;
     CUSOLVER_RETURN_IF_ERROR(cusolverDnCreateParams(&prm));
@@ -834,7 +835,7 @@ absl::Status GroupRunner<T>::RunFusedSmall() {
       g_.P(), g_.key.n, g_.key.m, static_cast<int>(g_.key.N), static_cast<int>(g_.W), In<T>(g_.x),
       In<T>(g_.obs), In<double>(g_.y), In<T>(g_.r), In<const ProblemParams>(g_.params),
       g_.key.seeded, reinterpret_cast<T*>(out_ + g_.xa),
-      reinterpret_cast<double*>(out_ + g_.innovation), spread_, info_f_, stream(), small_variant_));
+      reinterpret_cast<double*>(out_ + g_.innovation), spread_, info_f_, stream(), static_cast<int>(small_kernel_)));
   RETURN_IF_ERROR(Launched());
   return Mark("fused_small");
 }
@@ -913,7 +914,7 @@ absl::StatusOr<typename GroupRunner<T>::Transform> GroupRunner<T>::EnsembleTrans
     const Transform t{Sc<T>(g_.t), N * N};
     CUDA_RETURN_IF_ERROR(kernels::LaunchEtkfTransform<T>(P, iN, c, c_stride, t.t, Sc<T>(g_.v),
                                                          Sc<T>(g_.ev), info_e_, Sc<int>(g_.flag),
-                                                         /*force_fallback=*/eig_variant_ == 3, s));
+                                                         /*force_fallback=*/eig_ == EigVariant::kNewtonSchulzFallback, s));
     RETURN_IF_ERROR(Launched());
     RETURN_IF_ERROR(Mark("eig"));
     return t;
@@ -932,8 +933,8 @@ absl::StatusOr<typename GroupRunner<T>::Transform> GroupRunner<T>::StochasticEns
   RETURN_IF_ERROR(Mark("potrf"));
   T* b = c + N * (N + 1);
   const int inverse_block = trsm_block_ > 0 ? trsm_block_ : kDefaultInverseBlock;
-  const bool block_inverse = P == 1 && (solve_variant_ == 1 ||
-                                        (solve_variant_ < 0 && N >= kMinBlockInverseOrder &&
+  const bool block_inverse = P == 1 && (solve_ == SolveVariant::kBlockInverse ||
+                                        (solve_ == SolveVariant::kAuto && N >= kMinBlockInverseOrder &&
                                          N >= 2 * inverse_block));
   if (block_inverse) {
     RETURN_IF_ERROR(BlockInverseSolve(iN, c, b, Sc<T>(g_.t)));
@@ -1099,7 +1100,7 @@ absl::Status GroupRunner<T>::UpdateAndFinishRows(const Transform& t) {
 
 template <typename T>
 absl::StatusOr<PendingAssimilate> Enqueue(DeviceContext& device, StreamSlot& slot,
-                                          const Batch& batch, const CudaEnqueueOptions* options) {
+                                          const Batch& batch, const EnqueueOptions* options) {
   RETURN_IF_ERROR(device.MakeCurrent());
   const cudaStream_t stream = slot.stream.get();
   const Limits limits;  // the CPU reference's: forms are chosen alike
@@ -1272,7 +1273,7 @@ std::string NotPositiveDefinite(int64_t index, absl::string_view what, ElementTy
 
 absl::StatusOr<PendingAssimilate> EnqueueAssimilate(DeviceContext& device, StreamSlot& slot,
                                                     const Batch& batch,
-                                                    const CudaEnqueueOptions* options) {
+                                                    const EnqueueOptions* options) {
   if (batch.dtype == ElementType::kFloat32) return Enqueue<float>(device, slot, batch, options);
   if (batch.dtype == ElementType::kFloat64) return Enqueue<double>(device, slot, batch, options);
   return absl::InvalidArgumentError(
@@ -1386,7 +1387,7 @@ absl::Status WarmUpAssimilate(DeviceContext& device) {
     for (StreamSlot* slot : slots) {
       if (!status.ok()) break;
       for (bool unbatched : {false, true}) {
-        CudaEnqueueOptions options;
+        EnqueueOptions options;
         options.force_unbatched = unbatched;
         status = EnqueueAssimilate(device, *slot, batch, &options).status();
         const cudaError_t err = cudaStreamSynchronize(slot->stream.get());

@@ -27,12 +27,37 @@
 
 #include "absl/status/statusor.h"
 #include "server/ops/assimilate/assimilate.h"
-#include "server/runtime/cuda/device_context.h"
+#include "server/device/device_context.h"
 
 namespace gpucompute::assimilate {
 
 // Benchmark and test knobs.
-struct CudaEnqueueOptions {
+// How one stochastic ensemble-space problem solves T = I + G^-1 B.
+enum class SolveVariant {
+  kAuto,          // kBlockInverse for one problem of N >= 1024, kTrsm otherwise
+  kTrsm,          // two (blocked) triangular solves
+  kBlockInverse,  // L's diagonal blocks inverted (order trsm_block rounded up to 32 x 2^k, or
+                  // 512), then both block substitutions as GEMMs
+};
+
+// How ETKF square roots are taken.
+enum class EigVariant {
+  kAuto,          // the ensemble-space transform by Newton-Schulz for 2 <= N <= 64
+                  // (etkf_transform.cuh; unless no_fused), else eigendecompositions by the
+                  // Jacobi kernel for several problems of N <= 64 (unless no_fused or
+                  // force_unbatched), SYEVD / syevjBatched otherwise
+  kLibrary,       // always an eigendecomposition by the library
+  kJacobi,        // the Jacobi kernel where kAuto would take Newton-Schulz
+  kBatchedSyev,   // cuSOLVER's XsyevBatched (also for one matrix)
+  kNewtonSchulzFallback,  // Newton-Schulz with its eigendecomposition fallback forced on every
+                          // problem
+};
+
+// The small fused kernel's layout (kernels::LaunchSmallEnkf's variant).
+enum class SmallKernel { kWarpPerProblem = 0, kBlockPerProblem = 1 };
+
+// Benchmark and test switches (the defaults are what the server runs).
+struct EnqueueOptions {
   cudaEvent_t before = nullptr;  // recorded after the copy in, before the first kernel
   cudaEvent_t after = nullptr;   // recorded after the last kernel, before the copy out
   // Problems per group above which, and orders up to which, the batched library routines are
@@ -44,22 +69,12 @@ struct CudaEnqueueOptions {
   // Left triangular solves of order >= 2 x this run blocked (TRSM on diagonal blocks, GEMM for
   // the rest); 0: one cuBLAS TRSM; -1: the default block.
   int trsm_block = -1;
-  // One stochastic ensemble-space problem: T = I + G^-1 B by two (blocked) TRSMs (0), or by
-  // inverted diagonal blocks of L (order trsm_block rounded up to 32 x 2^k, or 512) and GEMMs
-  // (1); -1: 1 for N >= 1024.
-  int solve_variant = -1;
-  // ETKF square roots: -1 the ensemble-space transform by Newton-Schulz for 2 <= N <= 64
-  // (etkf_transform.cuh; unless no_fused), else eigendecompositions by the Jacobi kernel for
-  // several problems of N <= 64 (unless no_fused or force_unbatched), SYEVD / syevjBatched
-  // otherwise; 0 always an eigendecomposition by the library; 1 the Jacobi kernel where -1 would
-  // take Newton-Schulz; 2 cuSOLVER's XsyevBatched (also for one matrix); 3 Newton-Schulz with
-  // its eigendecomposition fallback forced on every problem.
-  int eig_variant = -1;
+  SolveVariant solve = SolveVariant::kAuto;
+  EigVariant eig = EigVariant::kAuto;
   // The one-pass state transform: 0 float64 on the tensor cores (8 rows per warp; float: the
   // scalar kernel with 8); 4 or 8: the scalar kernel with that many rows per warp.
   int rows_per_warp = 0;
-  // The small fused kernel: 0 one warp per problem, 1 one 128-thread block per problem.
-  int small_variant = 0;
+  SmallKernel small_kernel = SmallKernel::kWarpPerProblem;
   // Tests and benchmarks: pack every input into the staging buffer, even arrays in page-locked
   // memory that the GPU would otherwise copy where they are.
   bool pack_all = false;
@@ -95,7 +110,7 @@ struct PendingAssimilate {
 // matrix that is not numerically so) is found on the device and reported by Unpack.
 absl::StatusOr<PendingAssimilate> EnqueueAssimilate(DeviceContext& device, StreamSlot& slot,
                                                     const Batch& batch,
-                                                    const CudaEnqueueOptions* options = nullptr);
+                                                    const EnqueueOptions* options = nullptr);
 
 // One Output per request from the slot's output staging buffer (host work only): the
 // analyses, or INVALID_ARGUMENT naming the first problem of the request whose Cholesky

@@ -58,8 +58,7 @@ void CpuLayerForward(const CpuModel::Layer& layer, const double* x, int64_t rows
               static_cast<int>(out), static_cast<int>(in), 1.0, a, static_cast<int>(in),
               layer.weight.data(), static_cast<int>(out), 1.0, y, static_cast<int>(out));
   if (layer.activation != Activation::kNone) {
-    const int act = static_cast<int>(layer.activation);
-    for (int64_t i = 0; i < rows * out; ++i) y[i] = Activate<double>(act, y[i]);
+    for (int64_t i = 0; i < rows * out; ++i) y[i] = Activate<double>(layer.activation, y[i]);
   }
 }
 

@@ -10,11 +10,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/dense/dense_kernels.cuh"
-#include "server/common/nvtx.h"
-#include "server/common/parallel_for.h"
-#include "server/common/status_macros.h"
-#include "server/runtime/cuda/cuda_resources.h"
-#include "server/runtime/cuda/stream_buffers.h"
+#include "common/nvtx.h"
+#include "common/parallel_for.h"
+#include "common/status_macros.h"
+#include "server/device/cuda_resources.h"
+#include "server/device/stream_buffers.h"
 #include "spdlog/spdlog.h"
 
 namespace gpucompute::dense {
@@ -175,7 +175,7 @@ kernels::TensorCoreArgs TensorCoreLayer(const CudaLayer& L, ElementType dtype, i
   a.n = L.out;
   a.layernorm = layernorm;
   a.eps = L.eps;
-  a.act = static_cast<int>(L.activation);
+  a.act = L.activation;
   return a;
 }
 
@@ -539,7 +539,7 @@ absl::Status LaunchFewRowsLayer(const CudaLayer& L, ElementType dtype, LayerInpu
   a.n = static_cast<int>(L.out);
   a.layernorm = layernorm;
   a.eps = L.eps;
-  a.act = static_cast<int>(L.activation);
+  a.act = L.activation;
   CUDA_RETURN_IF_ERROR(kernels::LaunchFewRows(a, stream));
   return absl::OkStatus();
 }
@@ -572,7 +572,7 @@ absl::Status LaunchGemmLayer(const CudaDenseModel& model, StreamSlot& slot, int 
   CUDA_RETURN_IF_LAUNCH_ERROR(stream, debug_sync);
   if (plan->post_activation) {
     CUDA_RETURN_IF_ERROR(kernels::LaunchActivation(y, KernelType(model.dtype()), L.ldy, rows, L.out,
-                                                   static_cast<int>(L.activation), stream));
+                                                   L.activation, stream));
   }
   return absl::OkStatus();
 }

@@ -24,8 +24,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/ops/dense/dense.h"
-#include "server/runtime/cuda/cublaslt.h"
-#include "server/runtime/cuda/device_context.h"
+#include "server/device/cublaslt.h"
+#include "server/device/device_context.h"
 
 namespace gpucompute::dense {
 

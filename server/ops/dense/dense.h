@@ -21,18 +21,12 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "kernels/dense/activation.cuh"
-#include "server/common/element_type.h"
+#include "math/activation.cuh"
+#include "common/element_type.h"
 
 namespace gpucompute::dense {
 
-enum class Activation : int {
-  kNone = kActNone,
-  kGeluTanh = kActGeluTanh,
-  kGeluErf = kActGeluErf,
-  kRelu = kActRelu,
-  kSilu = kActSilu,
-};
+// Activation (math/activation.cuh) by name.
 const char* ActivationName(Activation act);  // "none", "gelu_tanh", ...
 
 inline constexpr double kDefaultLayerNormEps = 1e-5;

@@ -2,7 +2,7 @@
 // takes one exact sin/cos per sample and reaches the others by angle addition (rotation), so
 // drift is bounded by kBlock steps; phases are reduced modulo one cycle in float64 first.
 // nterms > 1, direct: harmonic sums per frequency, then the small solve
-// (kernels/lombscargle_harmonic.cuh). Fast: NUFFT harmonic sums (nufft.h), then the solve.
+// (math/lombscargle_harmonic.cuh). Fast: NUFFT harmonic sums (nufft.h), then the solve.
 #include "server/ops/periodogram/cpu_periodogram.h"
 
 #include <algorithm>
@@ -11,8 +11,8 @@
 #include <complex>
 #include <vector>
 
-#include "kernels/lombscargle_harmonic.cuh"
-#include "kernels/lombscargle_math.cuh"
+#include "math/lombscargle_harmonic.cuh"
+#include "math/lombscargle_math.cuh"
 #include "server/ops/periodogram/nufft.h"
 
 namespace gpucompute::periodogram {

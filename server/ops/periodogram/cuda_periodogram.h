@@ -11,19 +11,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/ops/periodogram/batch_plan.h"
 #include "server/ops/periodogram/periodogram.h"
-#include "server/runtime/cuda/device_context.h"
-#include "server/runtime/cuda/kernel_cache.h"
+#include "server/device/device_context.h"
+#include "server/device/kernel_cache.h"
 
 namespace gpucompute::periodogram {
-
-// Kernel shape: threads per block, frequencies per thread, samples per shared-memory tile.
-struct CudaKernelShape {
-  int block = 128;
-  int k = 8;
-  int tile = 256;
-  int min_blocks = 0;  // __launch_bounds__ minimum resident blocks per SM (0: none)
-};
 
 // The NVRTC program for one dtype and shape (a kernel-cache key).
 KernelSpec LombScargleKernelSpec(ComputeType dtype, const CudaKernelShape& shape);
@@ -36,9 +29,6 @@ absl::StatusOr<cudaKernel_t> PeriodogramKernel(DeviceContext& device, ComputeTyp
 // through the whole pipeline on every stream, so that no request pays for first-use costs
 // (NVRTC, lazy module loading of the nvcc-built kernels, pool growth, first use of a stream).
 absl::Status WarmUpPeriodogram(DeviceContext& device);
-
-// The shapes the server warms at start-up and chooses from per batch.
-std::vector<CudaKernelShape> DefaultKernelShapes(ComputeType dtype);
 
 // Where one enqueued batch's results will be in the slot's output staging buffer.
 struct PendingPeriodogram {
@@ -59,9 +49,7 @@ struct EnqueueOptions {
   cudaEvent_t before = nullptr;
   cudaEvent_t after = nullptr;
   const CudaKernelShape* shape = nullptr;
-  // nterms = 1 direct series on uniform grids as matrix products (kernels/lombscargle_product.cuh):
-  // -1 where large enough to gain, 0 never, 1 whenever the grid allows (tests).
-  int product = -1;
+  ProductForm product = ProductForm::kAuto;  // nterms = 1 direct series as matrix products
   int64_t product_piece = 0;  // frequencies per product piece; 0: the default (2^22)
 };
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <mutex>
 
-#include "kernels/nufft_math.cuh"
+#include "math/nufft_math.cuh"
 
 namespace gpucompute::periodogram {
 namespace {

@@ -1,6 +1,6 @@
 // The periodogram operation's semantics, shared by every backend: Astropy's LombScargle
 // (floating mean, weights from dy, normalizations standard/model/log/psd, nterms >= 1 with
-// the "chi2" semantics; see kernels/lombscargle_harmonic.cuh for nterms > 1), two ways of
+// the "chi2" semantics; see math/lombscargle_harmonic.cuh for nterms > 1), two ways of
 // forming the sums (direct, or NUFFT on uniform grids: nufft.h), and the results built on
 // the power: top-k peaks, false-alarm probabilities (false_alarm.h) and best-fit models
 // (model.h).

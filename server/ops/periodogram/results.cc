@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "server/common/parallel_for.h"
+#include "common/parallel_for.h"
 #include "server/ops/periodogram/false_alarm.h"
 #include "server/ops/periodogram/model.h"
 #include "server/ops/periodogram/periodogram.h"

@@ -12,9 +12,9 @@
 #include "server/ops/assimilate/cpu_assimilate.h"
 #include "server/ops/dense/cpu_dense.h"
 
-#include "server/common/nvtx.h"
-#include "server/common/parallel_for.h"
-#include "server/common/thread_name.h"
+#include "common/nvtx.h"
+#include "common/parallel_for.h"
+#include "common/thread_name.h"
 #include "server/ops/periodogram/cpu_periodogram.h"
 #include "server/runtime/completion_queue.h"
 

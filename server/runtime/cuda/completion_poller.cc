@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/common/thread_name.h"
+#include "common/thread_name.h"
 #include "spdlog/spdlog.h"
 
 namespace gpucompute {

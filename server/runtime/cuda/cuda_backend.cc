@@ -8,12 +8,12 @@
 
 #include "absl/status/status.h"
 #include "kernels/fault_injection.cuh"
-#include "server/common/status_macros.h"
+#include "common/status_macros.h"
 #include "server/ops/assimilate/cuda_assimilate.h"
 #include "server/ops/dense/cuda_dense.h"
 #include "server/ops/periodogram/cuda_periodogram.h"
 #include "server/runtime/completion_queue.h"
-#include "server/runtime/cuda/cuda_resources.h"
+#include "server/device/cuda_resources.h"
 #include "spdlog/spdlog.h"
 
 namespace gpucompute {

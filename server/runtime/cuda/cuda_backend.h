@@ -17,7 +17,7 @@
 #include "server/runtime/backend.h"
 #include "server/runtime/completion_queue.h"
 #include "server/runtime/cuda/completion_poller.h"
-#include "server/runtime/cuda/device_context.h"
+#include "server/device/device_context.h"
 
 namespace gpucompute {
 

@@ -20,9 +20,9 @@
 #include "server/ops/assimilate/cuda_assimilate.h"
 #include "server/runtime/backend.h"
 #include "server/runtime/completion_queue.h"
-#include "server/runtime/cuda/device_context.h"
-#include "tests/server/runtime/cuda/cuda_test_util.h"
-#include "tests/server/runtime/cuda/device_test_fixture.h"
+#include "server/device/device_context.h"
+#include "tests/server/device/cuda_test_util.h"
+#include "tests/server/device/device_test_fixture.h"
 
 namespace gpucompute::assimilate {
 namespace {
@@ -143,7 +143,7 @@ class AssimilateCuda : public ::gpucompute::testing::SharedDeviceTest {
   // `in_place_bytes`: where to put the input bytes the GPU copied where they were.
   absl::StatusOr<std::vector<Output>> Run(ElementType dtype,
                                           const std::vector<std::shared_ptr<Request>>& requests,
-                                          const CudaEnqueueOptions& options = {},
+                                          const EnqueueOptions& options = {},
                                           int64_t* in_place_bytes = nullptr) {
     Batch batch;
     batch.dtype = dtype;
@@ -166,7 +166,7 @@ class AssimilateCuda : public ::gpucompute::testing::SharedDeviceTest {
   // Every problem of `cases` in one request, GPU against the CPU reference (the analysis
   // increment Xa - X, the innovation means, the spread and the form).
   void ExpectMatchesCpu(ElementType dtype, const std::vector<std::unique_ptr<Case>>& cases,
-                        const std::string& label, const CudaEnqueueOptions& options = {}) {
+                        const std::string& label, const EnqueueOptions& options = {}) {
     auto request = std::make_shared<Request>();
     for (const auto& c : cases) request->problems.push_back(c->problem);
     auto out = Run(dtype, {request}, options);
@@ -468,7 +468,8 @@ TEST_F(AssimilateCuda, FusedKernelsAndTheirBoundaries) {
           ExpectMatchesCpu(dtype, cases, label + " library path", {.no_fused = true});
           ExpectMatchesCpu(dtype, cases, label + " 4 rows per warp", {.rows_per_warp = 4});
           ExpectMatchesCpu(dtype, cases, label + " scalar 8 rows per warp", {.rows_per_warp = 8});
-          ExpectMatchesCpu(dtype, cases, label + " block kernel", {.small_variant = 1});
+          ExpectMatchesCpu(dtype, cases, label + " block kernel",
+                       {.small_kernel = SmallKernel::kBlockPerProblem});
         }
       }
     }
@@ -497,8 +498,10 @@ TEST_F(AssimilateCuda, EtkfEigenJacobiAndLibrary) {
           absl::StrCat(ElementName(dtype), " etkf ", sh[0], "x", sh[1], "x", sh[2], " x", sh[3]);
       // default (Newton-Schulz up to 64), library (SYEVD / syevjBatched), the Jacobi kernel,
       // XsyevBatched, Newton-Schulz's eigendecomposition fallback
-      for (int v : {-1, 0, 1, 2, 3}) {
-        ExpectMatchesCpu(dtype, cases, absl::StrCat(label, " eig variant ", v), {.eig_variant = v});
+      for (EigVariant v : {EigVariant::kAuto, EigVariant::kLibrary, EigVariant::kJacobi,
+                           EigVariant::kBatchedSyev, EigVariant::kNewtonSchulzFallback}) {
+        ExpectMatchesCpu(dtype, cases, absl::StrCat(label, " eig variant ", static_cast<int>(v)),
+                         {.eig = v});
       }
     }
   }
@@ -528,9 +531,9 @@ TEST_F(AssimilateCuda, EtkfNewtonSchulzIllConditioned) {
         std::vector<std::unique_ptr<Case>> cases;
         for (int k = 0; k < 2; ++k) cases.push_back(MakeCase(s, rng));
         const std::string label = absl::StrCat("etkf N=", N, " m=", m, " r_scale=", r_scale);
-        for (int v : {-1, 3, 0}) {
-          ExpectMatchesCpu(ElementType::kFloat64, cases, absl::StrCat(label, " eig variant ", v),
-                           {.eig_variant = v});
+        for (EigVariant v : {EigVariant::kAuto, EigVariant::kNewtonSchulzFallback, EigVariant::kLibrary}) {
+          ExpectMatchesCpu(ElementType::kFloat64, cases,
+                           absl::StrCat(label, " eig variant ", static_cast<int>(v)), {.eig = v});
         }
         if (r_scale >= 1e-2) ExpectMatchesCpu(ElementType::kFloat32, cases, absl::StrCat(label, " float32"));
       }
@@ -576,10 +579,10 @@ TEST_F(AssimilateCuda, BlockedTriangularSolves) {
     std::vector<std::unique_ptr<Case>> cases;
     cases.push_back(MakeCase(s, rng));
     for (int nb : {0, 16, 32, 75}) {
-      ExpectMatchesCpu(dtype, cases, absl::StrCat(ElementName(dtype), " trsm block ", nb), {.trsm_block = nb, .solve_variant = 0});
+      ExpectMatchesCpu(dtype, cases, absl::StrCat(ElementName(dtype), " trsm block ", nb), {.trsm_block = nb, .solve = SolveVariant::kTrsm});
     }
     for (int nb : {16, 32, 64, 75, 256}) {  // inverted diagonal blocks + GEMMs
-      ExpectMatchesCpu(dtype, cases, absl::StrCat(ElementName(dtype), " block inverse ", nb), {.trsm_block = nb, .solve_variant = 1});
+      ExpectMatchesCpu(dtype, cases, absl::StrCat(ElementName(dtype), " block inverse ", nb), {.trsm_block = nb, .solve = SolveVariant::kBlockInverse});
     }
   }
 }
@@ -644,7 +647,7 @@ TEST_F(AssimilateCuda, PageLockedInputsAreCopiedWhereTheyAre) {
       if (shared_group) request->problems.push_back(other->problem);
       int64_t in_place = 0;
       auto direct = Run(ElementType::kFloat64, {request}, {}, &in_place);
-      CudaEnqueueOptions pack_all;
+      EnqueueOptions pack_all;
       pack_all.pack_all = true;
       int64_t packed_in_place = -1;
       auto packed = Run(ElementType::kFloat64, {request}, pack_all, &packed_in_place);

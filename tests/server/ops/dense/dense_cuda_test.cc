@@ -15,9 +15,9 @@
 #include "server/ops/dense/cuda_dense.h"
 #include "server/runtime/backend.h"
 #include "server/runtime/completion_queue.h"
-#include "server/runtime/cuda/device_context.h"
-#include "tests/server/runtime/cuda/cuda_test_util.h"
-#include "tests/server/runtime/cuda/device_test_fixture.h"
+#include "server/device/device_context.h"
+#include "tests/server/device/cuda_test_util.h"
+#include "tests/server/device/device_test_fixture.h"
 
 namespace gpucompute::dense {
 namespace {
@@ -59,7 +59,7 @@ ModelSpec MakeSpec(ElementType dtype, bool tf32, const std::vector<Shape>& shape
   return spec;
 }
 
-double ActivateRef(Activation act, double x) { return Activate<double>(static_cast<int>(act), x); }
+double ActivateRef(Activation act, double x) { return Activate<double>(act, x); }
 
 // The stored model applied in float64: weights rounded to the dtype, bias float32,
 // intermediates unrounded.

@@ -370,7 +370,7 @@ TEST_F(PeriodogramCuda, ProductFormMatchesCpu) {
       r->series.push_back(std::move(b));
     }
     periodogram::EnqueueOptions options;
-    options.product = 1;
+    options.product = periodogram::ProductForm::kAlways;
     options.product_piece = 1000;
     Compare(*r, RunWithOptions(r, options));
   }
@@ -439,7 +439,7 @@ TEST_F(PeriodogramCuda, DiscardedPowerStaysOnTheDeviceWithItsPeaks) {
       auto discarded = std::make_shared<periodogram::Request>(*kept);
       for (auto& s : discarded->series) s.power_discarded = true;
       periodogram::EnqueueOptions product;
-      product.product = 1;  // the product form's pieces too, for the nterms 1 direct series
+      product.product = periodogram::ProductForm::kAlways;  // the product form's pieces too, for the nterms 1 direct series
       product.product_piece = 1000;
       const std::vector<const periodogram::EnqueueOptions*> runs = {nullptr, &product};
       for (const periodogram::EnqueueOptions* o : runs) {

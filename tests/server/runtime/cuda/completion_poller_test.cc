@@ -12,8 +12,8 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "server/runtime/completion_queue.h"
-#include "server/runtime/cuda/cuda_resources.h"
-#include "tests/server/runtime/cuda/cuda_test_util.h"
+#include "server/device/cuda_resources.h"
+#include "tests/server/device/cuda_test_util.h"
 
 namespace gpucompute {
 namespace {
