@@ -25,6 +25,7 @@
 #include "server/device/cuda_resources.h"
 #include "server/device/cusolver.h"
 #include "server/device/stream_buffers.h"
+#include "server/ops/assimilate/tuning.h"
 
 namespace gpucompute::assimilate {
 namespace {
@@ -34,21 +35,6 @@ using kernels::ProblemParams;
 constexpr size_t kAlign = 256;
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-// Orders up to which potrfBatched / trsmBatched beat a loop of the plain routines (a guess
-// with margin: both are built for small matrices); syevjBatched takes at most 32.
-constexpr int64_t kMaxBatchedOrder = 128;
-constexpr int64_t kMaxSyevjBatchedOrder = 32;
-constexpr int64_t kSplitChunks = 128;
-
-// Block of the blocked left triangular solves (see EnqueueOptions::trsm_block); measured
-// on the H200 at N = 3000 (docs/design/assimilate.md): float64 one cuBLAS TRSM (3.80 ms for
-// both solves, blocks of 256-1024: 4.03-4.19 ms), float32 blocks of 256 (3.05 vs 3.40 ms).
-template <typename T>
-constexpr int kDefaultTrsmBlock = std::is_same_v<T, float> ? 256 : 0;
-// One large stochastic problem (N >= kMinBlockInverseOrder): G^-1 B by inverted diagonal blocks
-// of this order and GEMMs (BlockInverseSolve) instead of two TRSMs.
-constexpr int kDefaultInverseBlock = 512;
-constexpr int64_t kMinBlockInverseOrder = 1024;
 
 // ---- cuBLAS / cuSOLVER for float and double under one name -------------------------------
 
@@ -248,7 +234,10 @@ struct Group {
   // One problem with many observations per member: C = Yw^T [...] is a small output over a
   // long inner dimension, which one GEMM runs on a few SMs; split it into chunks of rows
   // (a strided-batched GEMM) and sum the partial products (a GEMV with ones).
-  bool split_k() const { return P() == 1 && ensemble() && key.m >= 4096 && key.m >= 32 * key.N; }
+  bool split_k() const {
+    return P() == 1 && ensemble() && key.m >= kSplitMinObservations &&
+           key.m >= kSplitMinObservationsPerMember * key.N;
+  }
   bool stochastic() const { return key.method == Method::kStochastic; }
   bool full_r() const { return key.kind == ObsErrorKind::kCovariance; }
   bool ensemble() const { return key.form == Form::kEnsembleSpace; }
@@ -267,8 +256,6 @@ struct Arena {
 
 // ---- inputs the GPU reads where they are ---------------------------------------------------
 
-// Below this an array is packed: queueing a copy of its own costs more than packing it.
-constexpr size_t kInPlaceMinBytes = size_t{1} << 20;
 
 // True when the GPU can copy `a` as it is: in the compute dtype, large, and in page-locked host
 // memory (a resident tensor in the backend's page-locked blocks: BackendOptions::

@@ -15,6 +15,7 @@
 #include "common/status_macros.h"
 #include "server/device/cuda_resources.h"
 #include "server/device/stream_buffers.h"
+#include "server/ops/dense/tuning.h"
 #include "spdlog/spdlog.h"
 
 namespace gpucompute::dense {
@@ -147,16 +148,6 @@ absl::StatusOr<std::unique_ptr<GemmPlan>> MakePlan(cublasLtHandle_t handle, cons
   return plan;
 }
 
-// Whether the few-rows kernel beats normalise + cuBLASLt on a layer of `weight_bytes`
-// (docs/design/dense.md): for one or two rows of a small layer, bound by reading W once with
-// little else to hide behind (H200, bf16, us, few-rows vs cuBLASLt: 1024 -> 4096 one row
-// 8.0 vs 12.0, two rows 10.6 vs 11.8, three 15.9 vs 11.4; 2048 -> 4096 one row 12.9 vs 15.0, two
-// rows 17.7 vs 15.0; 4096 -> 4096 one row 22.2 vs 20.8). On larger layers the kernel's one load
-// per lane and many waves of blocks stream at ~2 TB/s while cuBLASLt reaches 2.8-3.8
-// (16384 -> 16384, one row: 245 vs 140 us).
-bool FewRowsPays(int64_t rows, int64_t weight_bytes) {
-  return rows <= 2 && rows * weight_bytes <= (int64_t{16} << 20);
-}
 
 // The tensor-core kernel's arguments for layer L over `rows` rows of `in` (null pointers:
 // filled in at launch; pool and model allocations are 256-byte aligned).

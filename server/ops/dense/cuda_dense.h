@@ -127,7 +127,7 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModelOnDevices(
 absl::Status CheckFitsOnDevice(DeviceContext& device, int64_t bytes);
 
 // How a batch's layers are computed. kAuto: per layer, the few-rows kernel where it measured
-// faster (FewRowsPays in cuda_dense.cc), the tensor-core kernel where it folds a LayerNorm into
+// faster (FewRowsPays in tuning.h), the tensor-core kernel where it folds a LayerNorm into
 // one nearly full wave of tiles (kernels::TensorCorePays), normalise + cuBLASLt otherwise
 // (docs/design/dense.md). kFewRows takes up to kernels::kFewRowsMax rows; kTensorCore (the
 // hand-written Hopper kernel with LayerNorm folded into its epilogue) only 16-bit models on
