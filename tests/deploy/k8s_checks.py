@@ -160,7 +160,7 @@ def validate_object(obj):
 
 def _server_drain_seconds():
     """The grace Server::Shutdown gives in-flight calls on SIGTERM (server/server.h)."""
-    with open(os.path.join(repo_facts.REPO, "server", "service", "server.h")) as f:
+    with open(os.path.join(repo_facts.REPO, "server", "server.h")) as f:
         return int(re.search(r"void Shutdown\(absl::Duration grace = absl::Seconds\((\d+)\)\)",
                              f.read()).group(1))
 
