@@ -87,8 +87,9 @@ DeviceTimes TimeOnDevice(DeviceContext& dev, std::shared_ptr<periodogram::Reques
   auto before = CudaEvent::Create();
   auto after = CudaEvent::Create();
   if (!before.ok() || !after.ok()) Die(before.status());
-  periodogram::EnqueueOptions opts{before->get(), after->get(), shape};
-  opts.product = product;
+  periodogram::EnqueueOptions opts{before->get(), after->get()};
+  opts.plan.shape = shape;
+  opts.plan.product = product;
   StreamSlot* slot = dev.AcquireSlot();
   std::vector<double> kernel, total;
   for (int r = 0; r < reps + 3; ++r) {

@@ -560,8 +560,8 @@ absl::Status LaunchGemmLayer(const CudaDenseModel& model, StreamSlot& slot, int 
                                         x.data, plan->b, &zero, y, plan->d, y, plan->d, &plan->algo,
                                         slot.cublaslt_workspace.get(), kCublasLtWorkspaceBytes,
                                         stream));
-  CUDA_RETURN_IF_LAUNCH_ERROR(stream, debug_sync);
   if (plan->post_activation) {
+    CUDA_RETURN_IF_LAUNCH_ERROR(stream, debug_sync);  // the product's, before the next launch
     CUDA_RETURN_IF_ERROR(kernels::LaunchActivation(y, KernelType(model.dtype()), L.ldy, rows, L.out,
                                                    L.activation, stream));
   }

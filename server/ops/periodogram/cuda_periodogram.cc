@@ -93,7 +93,7 @@ absl::Status WarmUpPeriodogram(DeviceContext& device) {
     batch.requests.push_back(request);
     for (const CudaKernelShape& shape : DefaultKernelShapes(dtype)) {
       EnqueueOptions options;
-      options.shape = &shape;
+      options.plan.shape = &shape;
       for (StreamSlot* slot : slots) {
         if (status.ok()) status = EnqueuePeriodogram(device, *slot, batch, &options).status();
       }
@@ -744,13 +744,8 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   RETURN_IF_ERROR(device.MakeCurrent());
   const cudaStream_t stream = slot.stream.get();
   const int multiprocessors = device.description().multiprocessors;
-  PlanOptions plan_options;
-  if (options != nullptr) {
-    plan_options.shape = options->shape;
-    plan_options.product = options->product;
-    plan_options.product_piece = options->product_piece;
-  }
-  ASSIGN_OR_RETURN(BatchPlan plan, PlanBatch(batch, plan_options, multiprocessors));
+  ASSIGN_OR_RETURN(BatchPlan plan,
+                   PlanBatch(batch, options ? options->plan : PlanOptions{}, multiprocessors));
   cudaKernel_t kernel = nullptr;
   if (!plan.direct1.empty()) {
     ASSIGN_OR_RETURN(kernel, PeriodogramKernel(device, batch.dtype, plan.shape));

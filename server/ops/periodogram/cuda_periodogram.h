@@ -43,14 +43,12 @@ struct PendingPeriodogram {
 };
 
 // Benchmark and diagnostic knobs: events recorded on the stream just before the first compute
-// launch (after the copy in) and after the peak reduction (before the copy out), and a kernel
-// shape for the nterms = 1 direct kernel that overrides the automatic choice.
+// launch (after the copy in) and after the peak reduction (before the copy out), and the
+// plan's switches (the NVRTC kernel's shape, the product form).
 struct EnqueueOptions {
   cudaEvent_t before = nullptr;
   cudaEvent_t after = nullptr;
-  const CudaKernelShape* shape = nullptr;
-  ProductForm product = ProductForm::kAuto;  // nterms = 1 direct series as matrix products
-  int64_t product_piece = 0;  // frequencies per product piece; 0: the default (2^22)
+  PlanOptions plan;
 };
 
 // Enqueues `batch` on `slot`'s stream. Returns once everything is enqueued; the results are

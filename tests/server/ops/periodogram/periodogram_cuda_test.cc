@@ -370,8 +370,8 @@ TEST_F(PeriodogramCuda, ProductFormMatchesCpu) {
       r->series.push_back(std::move(b));
     }
     periodogram::EnqueueOptions options;
-    options.product = periodogram::ProductForm::kAlways;
-    options.product_piece = 1000;
+    options.plan.product = periodogram::ProductForm::kAlways;
+    options.plan.product_piece = 1000;
     Compare(*r, RunWithOptions(r, options));
   }
 }
@@ -439,8 +439,8 @@ TEST_F(PeriodogramCuda, DiscardedPowerStaysOnTheDeviceWithItsPeaks) {
       auto discarded = std::make_shared<periodogram::Request>(*kept);
       for (auto& s : discarded->series) s.power_discarded = true;
       periodogram::EnqueueOptions product;
-      product.product = periodogram::ProductForm::kAlways;  // the product form's pieces too, for the nterms 1 direct series
-      product.product_piece = 1000;
+      product.plan.product = periodogram::ProductForm::kAlways;  // the product form's pieces too, for the nterms 1 direct series
+      product.plan.product_piece = 1000;
       const std::vector<const periodogram::EnqueueOptions*> runs = {nullptr, &product};
       for (const periodogram::EnqueueOptions* o : runs) {
         auto want = o ? RunWithOptions(kept, *o) : Run(kept);
