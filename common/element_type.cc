@@ -6,16 +6,6 @@
 
 namespace gpucompute {
 
-int ElementSize(ElementType type) {
-  switch (type) {
-    case ElementType::kFloat32: return 4;
-    case ElementType::kFloat64: return 8;
-    case ElementType::kFloat16: return 2;
-    case ElementType::kBFloat16: return 2;
-  }
-  return 0;
-}
-
 const char* ElementName(ElementType type) {
   switch (type) {
     case ElementType::kFloat32: return "float32";

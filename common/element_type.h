@@ -1,15 +1,14 @@
-// Host-side element types of tensors (the float dtypes a Tensor may carry) and conversions
-// between them. Conversions to float16/bfloat16 round to nearest, ties to even, as CUDA's
-// __float2half_rn / __float2bfloat16_rn do, so that host and device agree bit for bit.
+// Host-side sizes, names and conversions of the element types (math/element_type.h).
+// Conversions to float16/bfloat16 round to nearest, ties to even, as CUDA's __float2half_rn /
+// __float2bfloat16_rn do, so that host and device agree bit for bit.
 #pragma once
 
 #include <cstdint>
 
+#include "math/element_type.h"
+
 namespace gpucompute {
 
-enum class ElementType { kFloat32, kFloat64, kFloat16, kBFloat16 };
-
-int ElementSize(ElementType type);         // bytes per element
 const char* ElementName(ElementType type);  // "float32", ...
 
 uint16_t FloatToBFloat16(float v);

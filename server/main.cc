@@ -54,6 +54,11 @@ ABSL_FLAG(std::vector<std::string>, model_manifest, {},
           "(the manifest of `gpucompute model load --manifest`: layers of .npy files, paths "
           "relative to it); in worker mode every worker loads them, restarted ones too");
 ABSL_FLAG(int, streams, 4, "CUDA streams per device");
+ABSL_FLAG(int64_t, staging_bytes, int64_t{8} << 20,
+          "page-locked staging each CUDA stream slot holds per direction (in, out), pinned at "
+          "start; a batch that needs more grows it on its own path (cudaHostAlloc, once per new "
+          "high-water mark): set it to the largest batch expected to keep that off every "
+          "request (1 MiB to 64 GiB)");
 ABSL_FLAG(std::string, kernel_cache_dir, "",
           "on-disk NVRTC kernel cache (default: $XDG_CACHE_HOME or ~/.cache /gpucompute/kernels); "
           "an absolute path without '..', created 0700 if missing, not a symlink, owned by the "
@@ -465,6 +470,11 @@ absl::StatusOr<gpucompute::ServerConfig> ConfigFromFlags() {
   config.address = absl::GetFlag(FLAGS_address);
   config.backend.kind = absl::GetFlag(FLAGS_backend);
   config.backend.streams_per_device = absl::GetFlag(FLAGS_streams);
+  config.backend.staging_bytes = absl::GetFlag(FLAGS_staging_bytes);
+  if (config.backend.staging_bytes < (int64_t{1} << 20) || config.backend.staging_bytes > (int64_t{64} << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat("--staging_bytes=", config.backend.staging_bytes,
+                                                   ": must be between 1 MiB and 64 GiB"));
+  }
   config.backend.kernel_cache_dir = absl::GetFlag(FLAGS_kernel_cache_dir).empty()
                                         ? DefaultKernelCacheDir()
                                         : absl::GetFlag(FLAGS_kernel_cache_dir);

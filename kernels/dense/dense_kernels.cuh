@@ -8,21 +8,19 @@
 #include <cuda_runtime.h>
 
 #include "math/activation.cuh"
+#include "math/element_type.h"
 
 namespace gpucompute::kernels {
-
-// Element types as the kernels see them; the values equal gpucompute::ElementType's.
-enum class DenseType : int { kF32 = 0, kF64 = 1, kF16 = 2, kBF16 = 3 };
 
 // y[r, 0:k) = LN(x[r, 0:k)) (plain normalisation: (x - mean) * rsqrt(var + eps), biased
 // variance, two passes) or, with layernorm = false, x converted. x may be any type, y is
 // f32, f16 or bf16. Float accumulation (double for f64 input).
-cudaError_t LaunchNormalizeRows(const void* x, DenseType x_type, int64_t ldx, void* y,
-                                DenseType y_type, int64_t ldy, int64_t rows, int64_t k,
+cudaError_t LaunchNormalizeRows(const void* x, ElementType x_type, int64_t ldx, void* y,
+                                ElementType y_type, int64_t ldy, int64_t rows, int64_t k,
                                 bool layernorm, float eps, cudaStream_t stream);
 
 // y = act(y) in place on rows x n (leading dimension ldy), y of type f32/f16/bf16.
-cudaError_t LaunchActivation(void* y, DenseType y_type, int64_t ldy, int64_t rows, int64_t n,
+cudaError_t LaunchActivation(void* y, ElementType y_type, int64_t ldy, int64_t rows, int64_t n,
                              dense::Activation act, cudaStream_t stream);
 
 // One whole layer for a few rows (1..kFewRowsMax): y = act(LN?(x) . W + bias), streaming W
@@ -32,10 +30,10 @@ cudaError_t LaunchActivation(void* y, DenseType y_type, int64_t ldy, int64_t row
 inline constexpr int kFewRowsMax = 4;
 struct FewRowsArgs {
   const void* x = nullptr;
-  DenseType x_type = DenseType::kF32;
+  ElementType x_type = ElementType::kFloat32;
   int64_t ldx = 0;
   const void* w = nullptr;
-  DenseType w_type = DenseType::kF32;
+  ElementType w_type = ElementType::kFloat32;
   int64_t ldw = 0;
   const float* bias = nullptr;
   void* y = nullptr;
@@ -49,7 +47,7 @@ struct FewRowsArgs {
 };
 // Whether the kernel takes this shape and these types (k up to 8 x 32 x 8 chunks of 16 bytes
 // per output at one row, less with more rows; inputs of another type are converted first).
-bool FewRowsFits(int rows, int64_t k, int64_t n, DenseType x_type, DenseType w_type);
+bool FewRowsFits(int rows, int64_t k, int64_t n, ElementType x_type, ElementType w_type);
 cudaError_t LaunchFewRows(const FewRowsArgs& args, cudaStream_t stream);
 
 // One whole layer on Hopper tensor cores (sm_90a: TMA, wgmma, thread-block clusters), for any
@@ -71,7 +69,7 @@ struct TensorCoreArgs {
   void* row_stats = nullptr;      // with layernorm: scratch of rows x 8 bytes (mean, rstd)
   void* y = nullptr;
   int64_t ldy = 0;
-  DenseType type = DenseType::kBF16;  // of x, W and y
+  ElementType type = ElementType::kBFloat16;  // of x, W and y
   int64_t rows = 0;
   int64_t k = 0;
   int64_t n = 0;

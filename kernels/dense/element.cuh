@@ -35,11 +35,11 @@ __device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {
 }
 
 // Element i of an array of runtime type t, widened to float.
-__device__ __forceinline__ float LoadAsFloat(const void* p, DenseType t, int64_t i) {
+__device__ __forceinline__ float LoadAsFloat(const void* p, ElementType t, int64_t i) {
   switch (t) {
-    case DenseType::kF64: return static_cast<float>(static_cast<const double*>(p)[i]);
-    case DenseType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
-    case DenseType::kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case ElementType::kFloat64: return static_cast<float>(static_cast<const double*>(p)[i]);
+    case ElementType::kFloat16: return __half2float(static_cast<const __half*>(p)[i]);
+    case ElementType::kBFloat16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
     default: return static_cast<const float*>(p)[i];
   }
 }

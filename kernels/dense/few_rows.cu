@@ -346,19 +346,19 @@ cudaError_t LaunchTyped(const FewRowsArgs& a, cudaStream_t stream) {
   }
 }
 
-bool InputTakes(DenseType x_type, DenseType w_type) {
-  return x_type == w_type || x_type == DenseType::kF32;
+bool InputTakes(ElementType x_type, ElementType w_type) {
+  return x_type == w_type || x_type == ElementType::kFloat32;
 }
 
 }  // namespace
 
-bool FewRowsFits(int rows, int64_t k, int64_t n, DenseType x_type, DenseType w_type) {
+bool FewRowsFits(int rows, int64_t k, int64_t n, ElementType x_type, ElementType w_type) {
   if (rows < 1 || rows > kFewRowsMax || k < 1 || n < 1 || k >= (int64_t{1} << 30) ||
-      w_type == DenseType::kF64 || !InputTakes(x_type, w_type)) {
+      w_type == ElementType::kFloat64 || !InputTakes(x_type, w_type)) {
     return false;
   }
-  const int e = w_type == DenseType::kF32 ? kVec<float> : kVec<__half>;
-  const int x_bytes = x_type == DenseType::kF32 ? 4 : 2;
+  const int e = w_type == ElementType::kFloat32 ? kVec<float> : kVec<__half>;
+  const int x_bytes = x_type == ElementType::kFloat32 ? 4 : 2;
   return ChooseSplit(rows, k, n, e, x_bytes).s != 0;
 }
 
@@ -369,12 +369,12 @@ cudaError_t LaunchFewRows(const FewRowsArgs& a, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   }
   switch (a.w_type) {
-    case DenseType::kF32: return LaunchTyped<float, float>(a, stream);
-    case DenseType::kF16:
-      return a.x_type == DenseType::kF32 ? LaunchTyped<float, __half>(a, stream)
+    case ElementType::kFloat32: return LaunchTyped<float, float>(a, stream);
+    case ElementType::kFloat16:
+      return a.x_type == ElementType::kFloat32 ? LaunchTyped<float, __half>(a, stream)
                                          : LaunchTyped<__half, __half>(a, stream);
-    case DenseType::kBF16:
-      return a.x_type == DenseType::kF32 ? LaunchTyped<float, __nv_bfloat16>(a, stream)
+    case ElementType::kBFloat16:
+      return a.x_type == ElementType::kFloat32 ? LaunchTyped<float, __nv_bfloat16>(a, stream)
                                          : LaunchTyped<__nv_bfloat16, __nv_bfloat16>(a, stream);
     default: return cudaErrorInvalidValue;
   }

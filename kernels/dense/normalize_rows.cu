@@ -221,12 +221,12 @@ cudaError_t Normalize(const void* x, int64_t ldx, void* y, int64_t ldy, int64_t 
 }
 
 template <typename Tin>
-cudaError_t NormalizeTo(DenseType y_type, const void* x, int64_t ldx, void* y, int64_t ldy,
+cudaError_t NormalizeTo(ElementType y_type, const void* x, int64_t ldx, void* y, int64_t ldy,
                         int64_t rows, int64_t k, bool layernorm, float eps, cudaStream_t stream) {
   switch (y_type) {
-    case DenseType::kF32: return Normalize<Tin, float>(x, ldx, y, ldy, rows, k, layernorm, eps, stream);
-    case DenseType::kF16: return Normalize<Tin, __half>(x, ldx, y, ldy, rows, k, layernorm, eps, stream);
-    case DenseType::kBF16:
+    case ElementType::kFloat32: return Normalize<Tin, float>(x, ldx, y, ldy, rows, k, layernorm, eps, stream);
+    case ElementType::kFloat16: return Normalize<Tin, __half>(x, ldx, y, ldy, rows, k, layernorm, eps, stream);
+    case ElementType::kBFloat16:
       return Normalize<Tin, __nv_bfloat16>(x, ldx, y, ldy, rows, k, layernorm, eps, stream);
     default: return cudaErrorInvalidValue;
   }
@@ -257,28 +257,28 @@ cudaError_t Activation(void* y, int64_t ldy, int64_t rows, int64_t n, dense::Act
 
 }  // namespace
 
-cudaError_t LaunchNormalizeRows(const void* x, DenseType x_type, int64_t ldx, void* y,
-                                DenseType y_type, int64_t ldy, int64_t rows, int64_t k,
+cudaError_t LaunchNormalizeRows(const void* x, ElementType x_type, int64_t ldx, void* y,
+                                ElementType y_type, int64_t ldy, int64_t rows, int64_t k,
                                 bool layernorm, float eps, cudaStream_t stream) {
   if (rows <= 0 || k <= 0) return cudaSuccess;
   if (rows > 0x7fffffff) return cudaErrorInvalidValue;
   switch (x_type) {
-    case DenseType::kF32: return NormalizeTo<float>(y_type, x, ldx, y, ldy, rows, k, layernorm, eps, stream);
-    case DenseType::kF64: return NormalizeTo<double>(y_type, x, ldx, y, ldy, rows, k, layernorm, eps, stream);
-    case DenseType::kF16: return NormalizeTo<__half>(y_type, x, ldx, y, ldy, rows, k, layernorm, eps, stream);
-    case DenseType::kBF16:
+    case ElementType::kFloat32: return NormalizeTo<float>(y_type, x, ldx, y, ldy, rows, k, layernorm, eps, stream);
+    case ElementType::kFloat64: return NormalizeTo<double>(y_type, x, ldx, y, ldy, rows, k, layernorm, eps, stream);
+    case ElementType::kFloat16: return NormalizeTo<__half>(y_type, x, ldx, y, ldy, rows, k, layernorm, eps, stream);
+    case ElementType::kBFloat16:
       return NormalizeTo<__nv_bfloat16>(y_type, x, ldx, y, ldy, rows, k, layernorm, eps, stream);
   }
   return cudaErrorInvalidValue;
 }
 
-cudaError_t LaunchActivation(void* y, DenseType y_type, int64_t ldy, int64_t rows, int64_t n,
+cudaError_t LaunchActivation(void* y, ElementType y_type, int64_t ldy, int64_t rows, int64_t n,
                              dense::Activation act, cudaStream_t stream) {
   if (rows <= 0 || n <= 0 || act == dense::Activation::kNone) return cudaSuccess;
   switch (y_type) {
-    case DenseType::kF32: return Activation<float>(y, ldy, rows, n, act, stream);
-    case DenseType::kF16: return Activation<__half>(y, ldy, rows, n, act, stream);
-    case DenseType::kBF16: return Activation<__nv_bfloat16>(y, ldy, rows, n, act, stream);
+    case ElementType::kFloat32: return Activation<float>(y, ldy, rows, n, act, stream);
+    case ElementType::kFloat16: return Activation<__half>(y, ldy, rows, n, act, stream);
+    case ElementType::kBFloat16: return Activation<__nv_bfloat16>(y, ldy, rows, n, act, stream);
     default: return cudaErrorInvalidValue;
   }
 }

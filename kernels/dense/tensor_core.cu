@@ -554,7 +554,7 @@ PFN_cuTensorMapEncodeTiled_v12000 EncodeFunction() {
 
 // A 2-D map over `rows` rows of `cols` 16-bit values (stride `ld` elements), boxes of
 // kBK x box_rows, 128-byte swizzle; loads read zeros outside, stores write nothing there.
-cudaError_t EncodeMap(CUtensorMap* map, const void* base, DenseType type, int64_t rows, int64_t cols, int64_t ld,
+cudaError_t EncodeMap(CUtensorMap* map, const void* base, ElementType type, int64_t rows, int64_t cols, int64_t ld,
                       int box_rows) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = EncodeFunction();
   if (encode == nullptr) return cudaErrorNotSupported;
@@ -562,7 +562,7 @@ cudaError_t EncodeMap(CUtensorMap* map, const void* base, DenseType type, int64_
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
   const cuuint32_t box[2] = {kBK, static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = encode(map, type == DenseType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+  const CUresult r = encode(map, type == ElementType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
                             2, const_cast<void*>(base), dims, strides, box, element_strides,
                             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
@@ -647,7 +647,7 @@ bool TensorCoreFits(int device, const TensorCoreArgs& a) {
     return false;
   }
   if (major != 9 || minor != 0 || EncodeFunction() == nullptr) return false;
-  if (a.type != DenseType::kBF16 && a.type != DenseType::kF16) return false;
+  if (a.type != ElementType::kBFloat16 && a.type != ElementType::kFloat16) return false;
   if (a.cluster < 0 || a.cluster > 2) return false;
   if (a.rows < 1 || a.k < 1 || a.n < 1 || a.rows > (int64_t{1} << 30) || a.k > (int64_t{1} << 30) ||
       a.n > (int64_t{1} << 30)) {
@@ -679,7 +679,7 @@ cudaError_t LaunchTensorCore(const TensorCoreArgs& a, cudaStream_t stream) {
   if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) {
     return e;
   }
-  const bool bf16 = a.type == DenseType::kBF16;
+  const bool bf16 = a.type == ElementType::kBFloat16;
   const int cluster = a.cluster != 0 ? a.cluster : Tiles(a) > sms ? 2 : 1;
   if (cluster == 2) {
     return bf16 ? LaunchTyped<__nv_bfloat16, 2>(a, x_map, w_map, y_map, device, sms, stream)

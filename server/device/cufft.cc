@@ -36,10 +36,10 @@ absl::StatusOr<CufftPlan> CufftPlan::Create1d(int64_t n, int64_t batch, cufftTyp
   CufftPlan plan;
   CUFFT_RETURN_IF_ERROR(cufftCreate(&plan.plan_));
   plan.valid_ = true;
+  CUFFT_RETURN_IF_ERROR(cufftSetAutoAllocation(plan.plan_, 0));
   long long size = n;
-  size_t work = 0;
   CUFFT_RETURN_IF_ERROR(cufftMakePlanMany64(plan.plan_, 1, &size, nullptr, 1, n, nullptr, 1, n,
-                                            type, batch, &work));
+                                            type, batch, &plan.work_bytes_));
   return plan;
 }
 
@@ -48,6 +48,7 @@ CufftPlan& CufftPlan::operator=(CufftPlan&& other) noexcept {
     Release();
     plan_ = std::exchange(other.plan_, 0);
     valid_ = std::exchange(other.valid_, false);
+    work_bytes_ = other.work_bytes_;
   }
   return *this;
 }

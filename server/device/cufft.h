@@ -32,24 +32,31 @@ absl::Status CufftErrorStatus(cufftResult err, const char* expr, const char* fil
 
 namespace gpucompute {
 
-// Owns a cuFFT plan: `batch` contiguous 1-D complex transforms of `n` points, in place or not,
-// with the work area cuFFT allocates for it (freed with the plan).
+// Owns a cuFFT plan: `batch` contiguous 1-D complex transforms of `n` points, in place or not.
+// The plan has no work area of its own (cuFFT's automatic allocation is off, so that building
+// one does not cudaMalloc it): before each execution the caller gives it `work_bytes()` of
+// stream-ordered memory with cufftSetWorkArea, freed after the execution in stream order.
 class CufftPlan {
  public:
   CufftPlan() = default;
   static absl::StatusOr<CufftPlan> Create1d(int64_t n, int64_t batch, cufftType type);
   ~CufftPlan();
-  CufftPlan(CufftPlan&& other) noexcept : plan_(std::exchange(other.plan_, 0)), valid_(std::exchange(other.valid_, false)) {}
+  CufftPlan(CufftPlan&& other) noexcept
+      : plan_(std::exchange(other.plan_, 0)),
+        valid_(std::exchange(other.valid_, false)),
+        work_bytes_(other.work_bytes_) {}
   CufftPlan& operator=(CufftPlan&& other) noexcept;
   CufftPlan(const CufftPlan&) = delete;
   CufftPlan& operator=(const CufftPlan&) = delete;
 
   cufftHandle get() const { return plan_; }
+  size_t work_bytes() const { return work_bytes_; }
 
  private:
   void Release();
   cufftHandle plan_ = 0;
   bool valid_ = false;
+  size_t work_bytes_ = 0;
 };
 
 // Objects an op builds once and reuses on one slot's stream, by key; beyond `capacity` the

@@ -23,6 +23,9 @@ class CompletionQueue;
 struct BackendOptions {
   std::string kind = "auto";     // auto | cuda | cpu
   int streams_per_device = 4;
+  // Page-locked staging per stream slot and direction, pinned at start (DeviceContext::Options::
+  // initial_staging_bytes); a larger batch grows its slot's on its own path.
+  int64_t staging_bytes = int64_t{8} << 20;
   std::string kernel_cache_dir;  // empty: in memory only
   int cpu_threads = 0;           // 0: hardware concurrency
   bool debug_sync = false;       // synchronise after each launch (pins faults)

@@ -7,7 +7,8 @@
 // pass, so none waits past its deadline even while the dispatcher is blocked on busy
 // devices. One dispatch thread per scheduler; the backend's completion threads call each
 // job's `done`. The batching logic is one template (BatchScheduler); each operation supplies
-// a small traits class that says what a key, a cost and a run are.
+// a small traits class that says what a key, a cost and a run are (op_schedulers.h has the
+// three operations'; scheduler_impl.h the template's code, for the file that instantiates it).
 #pragma once
 
 #include <cstdint>
@@ -22,8 +23,6 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/metrics/server_metrics.h"
-#include "server/ops/periodogram/periodogram.h"
-#include "server/runtime/backend.h"
 
 namespace gpucompute {
 
@@ -126,64 +125,5 @@ class BatchScheduler {
   std::thread dispatcher_;
   std::thread expirer_;
 };
-
-// Periodogram requests batch by compute dtype; cost is sample x frequency pairs.
-struct PeriodogramTraits {
-  using Request = periodogram::Request;
-  using Result = std::vector<periodogram::SeriesPower>;  // one per series of the request
-  static constexpr const char* kName = "periodogram";
-
-  PeriodogramTraits(Backend* b) : backend(b) {}  // NOLINT(google-explicit-constructor)
-  static periodogram::ComputeType Key(const Request& r) { return r.dtype; }
-  static int64_t Cost(const Request& r) { return r.pairs(); }
-  void Run(std::vector<std::shared_ptr<const Request>> requests, std::function<bool()> abandoned,
-           std::function<void(absl::StatusOr<std::vector<Result>>)> done) const;
-
-  Backend* backend;
-};
-
-// Dense requests batch by (model, input dtype); cost is rows.
-struct DenseTraits {
-  using Request = dense::Request;
-  using Result = dense::Output;
-  static constexpr const char* kName = "dense";
-  struct BatchKey {
-    const dense::LoadedModel* model;
-    ElementType input_dtype;
-    bool operator==(const BatchKey& o) const { return model == o.model && input_dtype == o.input_dtype; }
-    bool operator!=(const BatchKey& o) const { return !(*this == o); }
-  };
-
-  DenseTraits(Backend* b) : backend(b) {}  // NOLINT(google-explicit-constructor)
-  static BatchKey Key(const Request& r) { return {r.model.get(), r.input_dtype}; }
-  static int64_t Cost(const Request& r) { return r.rows; }
-  void Run(std::vector<std::shared_ptr<const Request>> requests, std::function<bool()> abandoned,
-           std::function<void(absl::StatusOr<std::vector<Result>>)> done) const;
-
-  Backend* backend;
-};
-
-// Assimilate requests batch by compute dtype; cost is estimated flops (assimilate::ProblemFlops),
-// so many small analyses share a launch and a large one goes alone.
-struct AssimilateTraits {
-  using Request = assimilate::Request;
-  using Result = assimilate::Output;  // carries the request's own status
-  static constexpr const char* kName = "assimilate";
-
-  AssimilateTraits(Backend* b) : backend(b) {}  // NOLINT(google-explicit-constructor)
-  static ElementType Key(const Request& r) { return r.dtype; }
-  static int64_t Cost(const Request& r);
-  void Run(std::vector<std::shared_ptr<const Request>> requests, std::function<bool()> abandoned,
-           std::function<void(absl::StatusOr<std::vector<Result>>)> done) const;
-
-  Backend* backend;
-};
-
-extern template class BatchScheduler<PeriodogramTraits>;
-extern template class BatchScheduler<DenseTraits>;
-extern template class BatchScheduler<AssimilateTraits>;
-using PeriodogramScheduler = BatchScheduler<PeriodogramTraits>;
-using DenseScheduler = BatchScheduler<DenseTraits>;
-using AssimilateScheduler = BatchScheduler<AssimilateTraits>;
 
 }  // namespace gpucompute

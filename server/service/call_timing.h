@@ -14,7 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "server/metrics/server_metrics.h"
-#include "server/runtime/scheduler.h"
+#include "server/runtime/op_schedulers.h"
 #include "server/transport/caller.h"
 #include "server/service/service_parts.h"
 

@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "gpucompute/v1/compute.pb.h"
-#include "server/runtime/scheduler.h"
+#include "server/runtime/op_schedulers.h"
 #include "server/service/service_parts.h"
 #include "server/service/tensor_codec.h"
 

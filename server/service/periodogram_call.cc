@@ -68,8 +68,7 @@ void RunPeriodogram(const ServiceParts& parts, const v1::PeriodogramRequest& req
       return;
     }
     periodogram::FinishResults(*typed, &*result);  // drops the bootstrap series' results
-    const v1::DType dtype =
-        typed->dtype == periodogram::ComputeType::kFloat32 ? v1::FLOAT32 : v1::FLOAT64;
+    const v1::DType dtype = ToWireDType(typed->dtype);
     response->mutable_results()->Reserve(static_cast<int>(result->size()));
     std::vector<v1::Tensor*> outputs;
     outputs.reserve(result->size());

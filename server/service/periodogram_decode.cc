@@ -160,7 +160,7 @@ absl::StatusOr<periodogram::FalseAlarmSpec> DecodeFalseAlarm(const v1::FalseAlar
 absl::Status LeaseOutputsAndResamplings(const periodogram::Request& out, int64_t power_bytes,
                                         DecodeBudget* budget) {
   if (budget->shared == nullptr) return absl::OkStatus();
-  const int64_t elem = periodogram::ElementSize(out.dtype);
+  const int64_t elem = ElementSize(out.dtype);
   int64_t bytes = power_bytes;
   for (size_t i = static_cast<size_t>(out.user_series); i < out.series.size(); ++i) {
     const periodogram::SeriesSpec& s = out.series[i];
@@ -205,7 +205,7 @@ absl::Status AddBootstrapSeries(periodogram::Request* out, const ServiceLimits& 
         limits.max_pairs_per_request, " pairs"));
   }
   *pairs += n_boot * boot_pairs;
-  const periodogram::ComputeType dtype = out->dtype;
+  const ElementType dtype = out->dtype;
   periodogram::AppendBootstrapSeries(
       out, [dtype](const periodogram::SeriesSpec& s) { return periodogram::AutoMethod(s, dtype); });
   return absl::OkStatus();
@@ -222,7 +222,7 @@ struct SeriesContext {
   bool center_data = true;
   periodogram::Normalization normalization = periodogram::Normalization::kStandard;
   int nterms = 1;
-  periodogram::ComputeType dtype = periodogram::ComputeType::kFloat64;
+  ElementType dtype = ElementType::kFloat64;
   int64_t pairs = 0;
   int64_t output_bytes = 0;  // inline in the response
   int64_t power_bytes = 0;   // wherever placed
@@ -291,7 +291,7 @@ absl::Status FinishSeries(SeriesContext& c, periodogram::SeriesSpec& s, const st
                                               field + ".model", c.limits, c.resolver, c.budget));
     c.output_bytes += static_cast<int64_t>(s.model->t.size()) * 8 + 16 * (2 * c.nterms + 1);
   }
-  const int64_t power_bytes = s.grid.size() * periodogram::ElementSize(c.dtype);
+  const int64_t power_bytes = s.grid.size() * ElementSize(c.dtype);
   c.pairs += static_cast<int64_t>(s.t.size()) * s.grid.size();
   c.output_bytes += InlineOutputBytes(request.output_placement(), power_bytes);
   c.power_bytes += power_bytes;
@@ -389,8 +389,8 @@ absl::StatusOr<periodogram::Request> DecodePeriodogramRequest(const v1::Periodog
   periodogram::Request out;
   switch (request.dtype()) {
     case v1::DTYPE_UNSPECIFIED:
-    case v1::FLOAT64: out.dtype = periodogram::ComputeType::kFloat64; break;
-    case v1::FLOAT32: out.dtype = periodogram::ComputeType::kFloat32; break;
+    case v1::FLOAT64: out.dtype = ElementType::kFloat64; break;
+    case v1::FLOAT32: out.dtype = ElementType::kFloat32; break;
     default:
       return absl::InvalidArgumentError(absl::StrCat(
           "dtype: must be float32 or float64 (got ", DTypeName(request.dtype()), ")"));

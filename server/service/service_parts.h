@@ -7,7 +7,7 @@
 #include "server/runtime/completion_queue.h"
 #include "server/runtime/memory_budget.h"
 #include "server/runtime/model_registry.h"
-#include "server/runtime/scheduler.h"
+#include "server/runtime/op_schedulers.h"
 #include "server/runtime/shared_memory.h"
 #include "server/runtime/tensor_store.h"
 #include "server/transport/auth.h"

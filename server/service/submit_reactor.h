@@ -42,7 +42,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gpucompute/v1/compute.pb.h"
-#include "server/runtime/scheduler.h"
+#include "server/runtime/op_schedulers.h"
 #include "server/service/call_timing.h"
 #include "server/service/operation_calls.h"
 #include "server/service/service_parts.h"

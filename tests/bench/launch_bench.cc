@@ -128,7 +128,7 @@ void Stages(DeviceContext& dev, const std::string& label, int reps, Enqueue enqu
                           .c_str());
 }
 
-void Periodogram(DeviceContext& dev, periodogram::ComputeType dtype, int reps) {
+void Periodogram(DeviceContext& dev, ElementType dtype, int reps) {
   std::mt19937_64 rng(3);
   std::uniform_real_distribution<double> u(0, 1);
   periodogram::SeriesSpec s;
@@ -146,7 +146,7 @@ void Periodogram(DeviceContext& dev, periodogram::ComputeType dtype, int reps) {
   periodogram::Batch batch;
   batch.dtype = dtype;
   batch.requests.push_back(request);
-  Stages(dev, absl::StrFormat("periodogram 1000x1000 %s", periodogram::ComputeTypeName(dtype)), reps,
+  Stages(dev, absl::StrFormat("periodogram 1000x1000 %s", ElementName(dtype)), reps,
          [&](StreamSlot& slot) { return periodogram::EnqueuePeriodogram(dev, slot, batch); },
          [&](const periodogram::PendingPeriodogram& p, StreamSlot& slot) {
            (void)periodogram::UnpackPeriodogram(p, slot, batch);
@@ -203,8 +203,8 @@ int Main(int argc, char** argv) {
   if (absl::Status s = periodogram::WarmUpPeriodogram(**dev); !s.ok()) Die(s);
   if (absl::Status s = dense::WarmUpDense(**dev); !s.ok()) Die(s);
   CallCosts(**dev, reps);
-  Periodogram(**dev, periodogram::ComputeType::kFloat64, reps);
-  Periodogram(**dev, periodogram::ComputeType::kFloat32, reps);
+  Periodogram(**dev, ElementType::kFloat64, reps);
+  Periodogram(**dev, ElementType::kFloat32, reps);
   DenseRow(**dev, reps);
   return 0;
 }

@@ -26,7 +26,6 @@
 namespace gpucompute {
 namespace {
 
-using periodogram::ComputeType;
 using Clock = std::chrono::steady_clock;
 
 double Median(std::vector<double> v) {
@@ -52,7 +51,7 @@ periodogram::SeriesSpec PeerSeries(int nx, int64_t nf) {
   return s;
 }
 
-std::shared_ptr<periodogram::Request> MixedBatch(ComputeType dtype, int count, int64_t nf) {
+std::shared_ptr<periodogram::Request> MixedBatch(ElementType dtype, int count, int64_t nf) {
   std::mt19937_64 rng(1);
   std::uniform_int_distribution<int> len(200, 2000);
   std::uniform_real_distribution<double> u(0, 1);
@@ -111,7 +110,7 @@ DeviceTimes TimeOnDevice(DeviceContext& dev, std::shared_ptr<periodogram::Reques
 }
 
 // Max |gpu - cpu float64| over every 97th frequency (the CPU reference is slow at 1M).
-double MaxErrorVsCpu(const periodogram::SeriesSpec& s, ComputeType dtype,
+double MaxErrorVsCpu(const periodogram::SeriesSpec& s, ElementType dtype,
                      const periodogram::SeriesPower& got) {
   periodogram::SeriesSpec sub = s;
   sub.method = periodogram::Method::kDirect;
@@ -119,11 +118,11 @@ double MaxErrorVsCpu(const periodogram::SeriesSpec& s, ComputeType dtype,
   std::vector<int64_t> idx;
   for (int64_t k = 0; k < s.grid.size(); k += 97) idx.push_back(k);
   for (int64_t k : idx) sub.grid.explicit_frequencies.push_back(s.grid.frequency(k));
-  const auto ref = periodogram::ComputeSeriesCpu(sub, ComputeType::kFloat64);
+  const auto ref = periodogram::ComputeSeriesCpu(sub, ElementType::kFloat64);
   const double* r = reinterpret_cast<const double*>(ref.power.data());
   double err = 0;
   for (size_t i = 0; i < idx.size(); ++i) {
-    const double v = dtype == ComputeType::kFloat32
+    const double v = dtype == ElementType::kFloat32
                          ? reinterpret_cast<const float*>(got.power.data())[idx[i]]
                          : reinterpret_cast<const double*>(got.power.data())[idx[i]];
     err = std::max(err, std::abs(v - r[i]));
@@ -134,7 +133,7 @@ double MaxErrorVsCpu(const periodogram::SeriesSpec& s, ComputeType dtype,
 
 v1::PeriodogramRequest ToProto(const periodogram::Request& r) {
   v1::PeriodogramRequest req;
-  req.set_dtype(r.dtype == ComputeType::kFloat32 ? v1::FLOAT32 : v1::FLOAT64);
+  req.set_dtype(r.dtype == ElementType::kFloat32 ? v1::FLOAT32 : v1::FLOAT64);
   for (const auto& s : r.series) {
     auto* out = req.add_series();
     auto vec = [](const std::vector<double>& v, v1::Tensor* t) {
@@ -174,7 +173,7 @@ std::string JsonNumber(double v) { return std::isfinite(v) ? absl::StrFormat("%.
 void BenchDirect(DeviceContext& dev, int reps) {
   const int nx = 1024;
   const int64_t nf = int64_t{1} << 20;
-  for (ComputeType dtype : {ComputeType::kFloat32, ComputeType::kFloat64}) {
+  for (ElementType dtype : {ElementType::kFloat32, ElementType::kFloat64}) {
     for (periodogram::ProductForm product :
          {periodogram::ProductForm::kAuto, periodogram::ProductForm::kNever}) {
       auto req = std::make_shared<periodogram::Request>();
@@ -185,7 +184,7 @@ void BenchDirect(DeviceContext& dev, int reps) {
       const double err = MaxErrorVsCpu(req->series[0], dtype, out[0]);
       Emit(absl::StrFormat(
           R"({"what":"lombscargle direct","form":"%s","nx":%d,"nf":%d,"dtype":"%s","device_ms":%.4f,"device_min_ms":%.4f,"pipeline_ms":%.3f,"peak_frequency":%.5f,"max_abs_err_vs_cpu_direct_f64":%s})",
-          product == periodogram::ProductForm::kNever ? "nvrtc kernel" : "products", nx, nf, periodogram::ComputeTypeName(dtype),
+          product == periodogram::ProductForm::kNever ? "nvrtc kernel" : "products", nx, nf, ElementName(dtype),
           t.kernel_ms, t.kernel_min_ms, t.total_ms, out[0].peak_frequency, JsonNumber(err)));
     }
   }
@@ -197,7 +196,7 @@ void BenchFast(DeviceContext& dev, int reps) {
   const int nx = 1024;
   const int64_t nf = int64_t{1} << 20;
   for (int nterms : {1, 2}) {
-    for (ComputeType dtype : {ComputeType::kFloat32, ComputeType::kFloat64}) {
+    for (ElementType dtype : {ElementType::kFloat32, ElementType::kFloat64}) {
       auto req = std::make_shared<periodogram::Request>();
       req->dtype = dtype;
       req->series.push_back(PeerSeries(nx, nf));
@@ -208,7 +207,7 @@ void BenchFast(DeviceContext& dev, int reps) {
       const double err = MaxErrorVsCpu(req->series[0], dtype, out[0]);
       Emit(absl::StrFormat(
           R"({"what":"lombscargle fast","nx":%d,"nf":%d,"nterms":%d,"dtype":"%s","device_ms":%.4f,"device_min_ms":%.4f,"pipeline_ms":%.3f,"peak_frequency":%.5f,"max_abs_err_vs_cpu_direct_f64":%s})",
-          nx, nf, nterms, periodogram::ComputeTypeName(dtype), t.kernel_ms, t.kernel_min_ms, t.total_ms,
+          nx, nf, nterms, ElementName(dtype), t.kernel_ms, t.kernel_min_ms, t.total_ms,
           out[0].peak_frequency, JsonNumber(err)));
     }
   }
@@ -217,15 +216,20 @@ void BenchFast(DeviceContext& dev, int reps) {
 // The fast method's stages alone, for its cost breakdown: zeroing the fine grids and the
 // batched cuFFT over them, on a buffer of the same size (median of `reps`, CUDA events).
 // fft_size: M (the full grid) or a window L dividing M (M / L transforms per grid).
-void BenchFastStages(DeviceContext& dev, ComputeType dtype, int64_t nf, int transforms,
+void BenchFastStages(DeviceContext& dev, ElementType dtype, int64_t nf, int transforms,
                      int64_t fft_size, int reps) {
   const periodogram::NufftPlan plan = periodogram::MakeNufftPlan(nf, dtype, 1);
-  const size_t bytes = static_cast<size_t>(plan.grid_size) * transforms * 2 * periodogram::ElementSize(dtype);
+  const size_t bytes = static_cast<size_t>(plan.grid_size) * transforms * 2 * ElementSize(dtype);
   void* grid = nullptr;
   if (cudaMalloc(&grid, bytes) != cudaSuccess) Die(absl::InternalError("cudaMalloc"));
   auto fft = CufftPlan::Create1d(fft_size, transforms * (plan.grid_size / fft_size),
-                                 dtype == ComputeType::kFloat32 ? CUFFT_C2C : CUFFT_Z2Z);
+                                 dtype == ElementType::kFloat32 ? CUFFT_C2C : CUFFT_Z2Z);
   if (!fft.ok()) Die(fft.status());
+  void* work = nullptr;  // the plan's work area (CufftPlan leaves it to the caller)
+  if (cudaMalloc(&work, std::max<size_t>(fft->work_bytes(), 1)) != cudaSuccess) {
+    Die(absl::InternalError("cudaMalloc"));
+  }
+  if (cufftSetWorkArea(fft->get(), work) != CUFFT_SUCCESS) Die(absl::InternalError("cufftSetWorkArea"));
   auto e0 = CudaEvent::Create();
   auto e1 = CudaEvent::Create();
   auto e2 = CudaEvent::Create();
@@ -234,7 +238,7 @@ void BenchFastStages(DeviceContext& dev, ComputeType dtype, int64_t nf, int tran
     cudaEventRecord(e0->get());
     cudaMemsetAsync(grid, 0, bytes);
     cudaEventRecord(e1->get());
-    if (dtype == ComputeType::kFloat32) {
+    if (dtype == ElementType::kFloat32) {
       auto* d = static_cast<cufftComplex*>(grid);
       cufftExecC2C(fft->get(), d, d, CUFFT_INVERSE);
     } else {
@@ -251,10 +255,11 @@ void BenchFastStages(DeviceContext& dev, ComputeType dtype, int64_t nf, int tran
       fft_ms.push_back(b);
     }
   }
+  cudaFree(work);
   cudaFree(grid);
   Emit(absl::StrFormat(
       R"({"what":"lombscargle fast stages","nf":%d,"dtype":"%s","grid_size":%d,"transforms":%d,"fft_size":%d,"grid_mb":%.1f,"memset_ms":%.4f,"memset_gb_per_s":%.0f,"fft_ms":%.4f})",
-      nf, periodogram::ComputeTypeName(dtype), plan.grid_size, transforms, fft_size, bytes / 1e6, Median(memset_ms),
+      nf, ElementName(dtype), plan.grid_size, transforms, fft_size, bytes / 1e6, Median(memset_ms),
       bytes / Median(memset_ms) / 1e6, Median(fft_ms)));
 }
 
@@ -274,7 +279,7 @@ int Main(int argc, char** argv) {
   if (!fast_only) BenchDirect(**dev, quick ? 5 : 30);
   if (direct_only) return 0;
   BenchFast(**dev, quick ? 5 : 30);
-  for (ComputeType dtype : {ComputeType::kFloat32, ComputeType::kFloat64}) {
+  for (ElementType dtype : {ElementType::kFloat32, ElementType::kFloat64}) {
     const int64_t m = periodogram::MakeNufftPlan(nf, dtype, 1).grid_size;
     for (int64_t size : {m, int64_t{4096}}) BenchFastStages(**dev, dtype, nf, 3, size, quick ? 5 : 30);
   }
@@ -284,7 +289,7 @@ int Main(int argc, char** argv) {
   const std::vector<periodogram::CudaKernelShape> shapes = {
       {128, 8, 256, 0},  {128, 16, 256, 0}, {128, 16, 256, 4}, {64, 16, 256, 8},
       {256, 16, 256, 2}, {128, 12, 256, 4}, {128, 20, 256, 0}, {128, 32, 256, 0}};
-  for (ComputeType dtype : {ComputeType::kFloat32, ComputeType::kFloat64}) {
+  for (ElementType dtype : {ElementType::kFloat32, ElementType::kFloat64}) {
     auto req = std::make_shared<periodogram::Request>();
     req->dtype = dtype;
     req->series.push_back(PeerSeries(nx, nf));
@@ -294,21 +299,21 @@ int Main(int argc, char** argv) {
       const double err = MaxErrorVsCpu(req->series[0], dtype, out[0]);
       Emit(absl::StrFormat(
           R"({"what":"lombscargle kernel","nx":%d,"nf":%d,"dtype":"%s","block":%d,"k":%d,"tile":%d,"min_blocks":%d,"ms":%.4f,"gpairs_per_s":%.1f,"pipeline_ms":%.3f,"max_abs_err_vs_cpu_f64":%s})",
-          nx, nf, periodogram::ComputeTypeName(dtype), shape.block, shape.k, shape.tile, shape.min_blocks, t.kernel_ms,
+          nx, nf, ElementName(dtype), shape.block, shape.k, shape.tile, shape.min_blocks, t.kernel_ms,
           nx * static_cast<double>(nf) / t.kernel_ms / 1e6, t.total_ms, JsonNumber(err)));
     }
     // The shape the server picks by itself.
     const DeviceTimes t = TimeOnDevice(**dev, req, nullptr, reps, nullptr, periodogram::ProductForm::kNever);
     Emit(absl::StrFormat(R"({"what":"lombscargle kernel auto-shape","nx":%d,"nf":%d,"dtype":"%s","ms":%.4f,"pipeline_ms":%.3f})",
-                         nx, nf, periodogram::ComputeTypeName(dtype), t.kernel_ms, t.total_ms));
+                         nx, nf, ElementName(dtype), t.kernel_ms, t.total_ms));
   }
 
   // 2. Mixed-length batch: 4,096 series of 200-2,000 samples on 10,000 frequencies.
-  for (ComputeType dtype : {ComputeType::kFloat32, ComputeType::kFloat64}) {
+  for (ElementType dtype : {ElementType::kFloat32, ElementType::kFloat64}) {
     auto req = MixedBatch(dtype, 4096, 10000);
     const DeviceTimes t = TimeOnDevice(**dev, req, nullptr, quick ? 3 : 10, nullptr);
     Emit(absl::StrFormat(R"({"what":"lombscargle mixed batch","series":4096,"samples":"200-2000","pairs":%d,"nf":10000,"dtype":"%s","kernel_ms":%.3f,"pipeline_ms":%.3f})",
-                         req->pairs(), periodogram::ComputeTypeName(dtype), t.kernel_ms, t.total_ms));
+                         req->pairs(), ElementName(dtype), t.kernel_ms, t.total_ms));
   }
   dev->reset();
 
@@ -330,7 +335,7 @@ int Main(int argc, char** argv) {
                                            }());
   auto stub = v1::Compute::NewStub(channel);
   periodogram::Request small;
-  small.dtype = ComputeType::kFloat32;
+  small.dtype = ElementType::kFloat32;
   small.series.push_back(PeerSeries(1000, 1000));
   const auto small_req = ToProto(small);
   {  // connect (TCP + HTTP/2 handshake) so that the first request measures the server alone
@@ -343,7 +348,7 @@ int Main(int argc, char** argv) {
   for (int i = 0; i < 50; ++i) steady.push_back(CallMs(*stub, small_req));
   Emit(absl::StrFormat(R"({"what":"server first request","nx":1000,"nf":1000,"dtype":"float32","server_start_ms":%.1f,"first_ms":%.3f,"steady_median_ms":%.3f,"ratio":%.2f})",
                        start_ms, first, Median(steady), first / Median(steady)));
-  for (ComputeType dtype : {ComputeType::kFloat32, ComputeType::kFloat64}) {
+  for (ElementType dtype : {ElementType::kFloat32, ElementType::kFloat64}) {
     periodogram::Request big;
     big.dtype = dtype;
     big.series.push_back(PeerSeries(nx, nf));
@@ -351,12 +356,12 @@ int Main(int argc, char** argv) {
     std::vector<double> ms;
     for (int i = 0; i < (quick ? 3 : 10); ++i) ms.push_back(CallMs(*stub, req));
     Emit(absl::StrFormat(R"({"what":"server end-to-end","nx":%d,"nf":%d,"dtype":"%s","median_ms":%.3f})", nx, nf,
-                         periodogram::ComputeTypeName(dtype), Median(ms)));
+                         ElementName(dtype), Median(ms)));
     const auto mixed = ToProto(*MixedBatch(dtype, 4096, 10000));
     ms.clear();
     for (int i = 0; i < (quick ? 2 : 5); ++i) ms.push_back(CallMs(*stub, mixed));
     Emit(absl::StrFormat(R"({"what":"server end-to-end mixed batch","series":4096,"nf":10000,"dtype":"%s","median_ms":%.3f})",
-                         periodogram::ComputeTypeName(dtype), Median(ms)));
+                         ElementName(dtype), Median(ms)));
   }
   (*server)->Shutdown();
   return 0;

@@ -22,7 +22,7 @@
 #include "common/byte_range.h"
 #include "server/runtime/backend.h"
 #include "server/runtime/completion_queue.h"
-#include "server/runtime/scheduler.h"
+#include "server/runtime/op_schedulers.h"
 #include "server/service/operation_calls.h"
 #include "server/service/service_parts.h"
 #include "server/service/tensor_codec.h"

@@ -77,7 +77,7 @@ class PeriodogramServer : public ::testing::Test {
     ASSERT_EQ(resp.results_size(), static_cast<int>(specs.size()));
     for (size_t i = 0; i < specs.size(); ++i) {
       const auto& r = resp.results(static_cast<int>(i));
-      const auto ref = periodogram::ComputeSeriesCpu(specs[i], periodogram::ComputeType::kFloat64);
+      const auto ref = periodogram::ComputeSeriesCpu(specs[i], ElementType::kFloat64);
       const double* p = reinterpret_cast<const double*>(ref.power.data());
       auto got = DecodeVector(r.power(), "power", false);
       ASSERT_TRUE(got.ok()) << got.status();

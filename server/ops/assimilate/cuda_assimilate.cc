@@ -188,72 +188,6 @@ struct Lib<float> {
 constexpr cublasOperation_t kN = CUBLAS_OP_N;
 constexpr cublasOperation_t kT = CUBLAS_OP_T;
 
-// ---- planning ------------------------------------------------------------------------------
-
-// Which of a problem's input sections the GPU copies straight from the request's memory
-// (ReadsInPlace), skipping the staging buffer: packing them would be a second pass over every
-// byte on the host (~13 ms for the seed EnKF's 216 MB).
-struct InPlace {
-  bool x = false;    // X, as sent: one copy
-  bool obs = false;  // the observation rows [HX | 0 | D]: 2-D copies of HX and D, 2-D zero fills
-  bool r = false;    // a full R, as sent: one copy
-};
-
-// Problems that share every size and every choice that changes the sequence of library calls.
-struct GroupKey {
-  int64_t n, m, N;
-  Method method;
-  ObsErrorKind kind;
-  Form form;
-  bool seeded;
-  bool operator<(const GroupKey& o) const {
-    return std::tie(n, m, N, method, kind, form, seeded) <
-           std::tie(o.n, o.m, o.N, o.method, o.kind, o.form, o.seeded);
-  }
-};
-
-// Byte offsets of one group's arrays in the input, scratch and output arenas.
-struct Group {
-  GroupKey key;
-  int64_t W = 0;
-  std::vector<std::pair<int, int>> members;  // (request, problem index in it)
-  std::vector<InPlace> in_place;              // per member: the sections the GPU copies as sent
-  int64_t q0 = 0;                             // first per-problem slot
-  // in: the inputs as the device needs them (the staging buffer has the same layout)
-  size_t x = 0, obs = 0, y = 0, r = 0, params = 0;
-  size_t ptr_r = 0, ptr_obs = 0, ptr_f = 0, ptr_rhs = 0;  // device pointer arrays (batched calls)
-  size_t ones = 0;  // split-K: kSplitChunks + 1 ones (the reduction's GEMV)
-  // scratch
-  size_t split = 0;  // split-K partial products of C
-  size_t xbar = 0, c = 0, s = 0, z = 0, v = 0, vf = 0, t = 0, ev = 0, u = 0, wbar = 0, flag = 0;
-  size_t partials = 0;
-  // out
-  size_t xa = 0, innovation = 0;
-
-  int P() const { return static_cast<int>(members.size()); }
-  // One problem with many observations per member: C = Yw^T [...] is a small output over a
-  // long inner dimension, which one GEMM runs on a few SMs; split it into chunks of rows
-  // (a strided-batched GEMM) and sum the partial products (a GEMV with ones).
-  bool split_k() const {
-    return P() == 1 && ensemble() && key.m >= kSplitMinObservations &&
-           key.m >= kSplitMinObservationsPerMember * key.N;
-  }
-  bool stochastic() const { return key.method == Method::kStochastic; }
-  bool full_r() const { return key.kind == ObsErrorKind::kCovariance; }
-  bool ensemble() const { return key.form == Form::kEnsembleSpace; }
-  // Per-problem element counts of the scratch matrices.
-  int64_t CCols() const { return stochastic() ? 2 * key.N + 1 : key.N + 1; }
-};
-
-struct Arena {
-  size_t size = 0;
-  size_t Take(size_t bytes) {
-    const size_t at = size;
-    size = AlignUp(size + bytes);
-    return at;
-  }
-};
-
 // ---- inputs the GPU reads where they are ---------------------------------------------------
 
 
@@ -1090,107 +1024,32 @@ absl::StatusOr<PendingAssimilate> Enqueue(DeviceContext& device, StreamSlot& slo
                                           const Batch& batch, const EnqueueOptions* options) {
   RETURN_IF_ERROR(device.MakeCurrent());
   const cudaStream_t stream = slot.stream.get();
-  const Limits limits;  // the CPU reference's: forms are chosen alike
-  PendingAssimilate pending;
-  pending.dtype = batch.dtype;
-  pending.requests.resize(batch.requests.size());
-
-  // Groups, in first-seen order of their keys.
-  std::map<GroupKey, size_t> index;
-  std::vector<Group> groups;
-  for (size_t r = 0; r < batch.requests.size(); ++r) {
-    const Request& request = *batch.requests[r];
-    pending.requests[r].resize(request.problems.size());
-    for (size_t k = 0; k < request.problems.size(); ++k) {
-      const Problem& p = request.problems[k];
-      if (p.n < 1 || p.m < 1 || p.N < 2 || p.N > (int64_t{1} << 20) || p.m > (int64_t{1} << 30) ||
-          p.n * p.N > (int64_t{1} << 31) - 1) {
-        return absl::InvalidArgumentError(absl::StrCat("problems[", k, "]: shape ", p.n, " x ", p.m,
-                                                       " x ", p.N, " is out of range"));
-      }
-      const GroupKey key{p.n, p.m, p.N, p.method, p.obs_error_kind, ChooseForm(p, limits),
-                         p.method == Method::kStochastic && !p.has_perturbations};
-      auto [it, fresh] = index.emplace(key, groups.size());
-      if (fresh) {
-        groups.emplace_back();
-        groups.back().key = key;
-        groups.back().W = key.method == Method::kStochastic ? 2 * key.N + 1 : key.N + 1;
-      }
-      Group& g = groups[it->second];
-      g.members.emplace_back(static_cast<int>(r), static_cast<int>(k));
+  ASSIGN_OR_RETURN(BatchPlan plan, PlanBatch(batch));
+  for (Group& g : plan.groups) {
+    for (const auto& [r, k] : g.members) {
       g.in_place.push_back(options && options->pack_all
                                ? InPlace{}
-                               : ChooseInPlace(p, batch.dtype, g.stochastic(), g.full_r()));
+                               : ChooseInPlace(batch.requests[r]->problems[k], batch.dtype,
+                                               g.stochastic(), g.full_r()));
     }
   }
-
-  // Layouts.
-  Arena in, sc, out;
-  int64_t q = 0;
-  const size_t es = sizeof(T);
-  for (Group& g : groups) {
-    const size_t P = static_cast<size_t>(g.P());
-    const size_t n = static_cast<size_t>(g.key.n), m = static_cast<size_t>(g.key.m),
-                 N = static_cast<size_t>(g.key.N), W = static_cast<size_t>(g.W);
-    g.q0 = q;
-    q += g.P();
-    g.x = in.Take(P * n * N * es);
-    g.obs = in.Take(P * m * W * es);
-    g.y = in.Take(P * m * sizeof(double));
-    g.r = in.Take(P * (g.full_r() ? m * m : m) * es);
-    g.params = in.Take(P * sizeof(ProblemParams));
-    g.ptr_r = in.Take(P * sizeof(void*));
-    g.ptr_obs = in.Take(P * sizeof(void*));
-    g.ptr_f = in.Take(P * sizeof(void*));
-    g.ptr_rhs = in.Take(P * sizeof(void*));
-    if (g.split_k()) {
-      g.ones = in.Take((kSplitChunks + 1) * es);
-      g.split = sc.Take((kSplitChunks + 1) * N * static_cast<size_t>(g.CCols()) * es);
-    }
-    g.xbar = sc.Take(P * n * sizeof(double));
-    const bool etkf = !g.stochastic();
-    if (g.ensemble() || etkf) g.c = sc.Take(P * N * static_cast<size_t>(g.CCols()) * es);
-    if (!g.ensemble()) g.s = sc.Take(P * m * m * es);
-    if (!g.ensemble() && etkf) g.z = sc.Take(P * m * (N + 1) * es);
-    if (etkf) {
-      g.v = sc.Take(P * N * N * es);
-      g.vf = sc.Take(P * N * N * es);
-      g.ev = sc.Take(P * N * es);
-      g.u = sc.Take(P * N * es);
-      g.wbar = sc.Take(P * N * es);
-      g.flag = sc.Take(P * sizeof(int));
-    }
-    if (etkf || !g.ensemble() || P == 1) g.t = sc.Take(P * N * N * es);
-    g.partials = sc.Take(P * static_cast<size_t>(kernels::FinishRowsBlocks(g.key.n)) * sizeof(double));
-    g.xa = out.Take(P * n * N * es);
-    g.innovation = out.Take(P * m * sizeof(double));
-
-  }
+  const std::vector<Group>& groups = plan.groups;
+  const int64_t q = plan.problems;
+  PendingAssimilate pending;
+  pending.dtype = batch.dtype;
+  pending.requests = std::move(plan.slots);
   pending.problems = q;
-  const size_t spread_off = out.Take(static_cast<size_t>(q) * sizeof(double));
-  const size_t info_off = out.Take(static_cast<size_t>(q) * 3 * sizeof(int));
-  pending.spread = static_cast<int64_t>(spread_off);
-  pending.info = static_cast<int64_t>(info_off);
-  for (const Group& g : groups) {
-    const int64_t N = g.key.N;
-    for (int p = 0; p < g.P(); ++p) {
-      PendingAssimilate::Slot& s = pending.requests[g.members[p].first][g.members[p].second];
-      s.analysis = static_cast<int64_t>(g.xa) + static_cast<int64_t>(p) * g.key.n * N * static_cast<int64_t>(es);
-      s.innovation = static_cast<int64_t>(g.innovation) + static_cast<int64_t>(p) * g.key.m * 8;
-      s.q = g.q0 + p;
-      s.form = g.key.form;
-      s.n = g.key.n;
-      s.m = g.key.m;
-    }
-  }
+  pending.spread = static_cast<int64_t>(plan.spread);
+  pending.info = static_cast<int64_t>(plan.info);
   if (q == 0) return pending;
 
   StreamScratch scratch(device.memory_pool(), stream);
-  ASSIGN_OR_RETURN(void* in_dev, scratch.Get(in.size));
-  ASSIGN_OR_RETURN(void* sc_dev, scratch.Get(sc.size));
-  ASSIGN_OR_RETURN(void* out_dev, scratch.Get(out.size));
-  RETURN_IF_ERROR(slot.staging_in.Reserve(in.size));
-  RETURN_IF_ERROR(slot.staging_out.Reserve(out.size));
+  ASSIGN_OR_RETURN(void* workspace, scratch.Get(plan.workspace_bytes()));
+  char* const in_dev = static_cast<char*>(workspace);
+  char* const sc_dev = in_dev + plan.in_bytes;
+  char* const out_dev = sc_dev + plan.scratch_bytes;
+  RETURN_IF_ERROR(slot.staging_in.Reserve(plan.in_bytes));
+  RETURN_IF_ERROR(slot.staging_out.Reserve(plan.out_bytes));
   {
     // The sections the GPU reads where they are go first, so that their copies run while the
     // rest is packed; the copy of the packed rest follows the packing in pieces (PackGroup's
@@ -1198,7 +1057,7 @@ absl::StatusOr<PendingAssimilate> Enqueue(DeviceContext& device, StreamSlot& slo
     NVTX_RANGE("assimilate.pack");
     std::vector<std::pair<size_t, size_t>> in_place;  // [begin, end) in `in`, ascending
     for (const Group& g : groups) {
-      RETURN_IF_ERROR(CopyInPlace<T>(g, batch, static_cast<char*>(in_dev), stream, &in_place));
+      RETURN_IF_ERROR(CopyInPlace<T>(g, batch, in_dev, stream, &in_place));
     }
     std::sort(in_place.begin(), in_place.end());
     for (const auto& [begin, end] : in_place) pending.in_place_bytes += static_cast<int64_t>(end - begin);
@@ -1208,7 +1067,7 @@ absl::StatusOr<PendingAssimilate> Enqueue(DeviceContext& device, StreamSlot& slo
     cudaError_t copy_error = cudaSuccess;
     auto copy_range = [&](size_t begin, size_t end) {
       if (begin < end && copy_error == cudaSuccess) {
-        copy_error = cudaMemcpyAsync(static_cast<char*>(in_dev) + begin, staging + begin, end - begin,
+        copy_error = cudaMemcpyAsync(in_dev + begin, staging + begin, end - begin,
                                      cudaMemcpyHostToDevice, stream);
       }
     };
@@ -1226,27 +1085,25 @@ absl::StatusOr<PendingAssimilate> Enqueue(DeviceContext& device, StreamSlot& slo
       }
     };
     for (const Group& g : groups) {
-      PackGroup<T>(g, batch, staging, static_cast<char*>(sc_dev), static_cast<char*>(in_dev), copy_to);
+      PackGroup<T>(g, batch, staging, sc_dev, in_dev, copy_to);
     }
-    copy_to(in.size);
+    copy_to(plan.in_bytes);
     CUDA_RETURN_IF_ERROR(copy_error);
   }
   if (options && options->before) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->before, stream));
-  char* out_base = static_cast<char*>(out_dev);
-  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out_base + info_off, 0, static_cast<size_t>(q) * 3 * sizeof(int), stream));
-  int* info = reinterpret_cast<int*>(out_base + info_off);
+  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out_dev + plan.info, 0, static_cast<size_t>(q) * 3 * sizeof(int), stream));
+  int* info = reinterpret_cast<int*>(out_dev + plan.info);
   {
     NVTX_RANGE("assimilate.enqueue");
     for (const Group& g : groups) {
-      GroupRunner<T> runner(device, slot, scratch, g, static_cast<char*>(in_dev),
-                            static_cast<char*>(sc_dev), out_base, info, info + q, info + 2 * q,
-                            reinterpret_cast<double*>(out_base + spread_off), options);
+      GroupRunner<T> runner(device, slot, scratch, g, in_dev, sc_dev, out_dev, info, info + q,
+                            info + 2 * q, reinterpret_cast<double*>(out_dev + plan.spread), options);
       RETURN_IF_ERROR(runner.Run());
     }
   }
   if (options && options->after) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->after, stream));
   CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(slot.staging_out.data(), out_dev, out.size, cudaMemcpyDeviceToHost, stream));
+      cudaMemcpyAsync(slot.staging_out.data(), out_dev, plan.out_bytes, cudaMemcpyDeviceToHost, stream));
   return pending;  // `scratch` frees the device memory after the copy out, in stream order
 }
 

@@ -27,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/ops/assimilate/assimilate.h"
+#include "server/ops/assimilate/batch_plan.h"
 #include "server/device/device_context.h"
 
 namespace gpucompute::assimilate {
@@ -85,17 +86,10 @@ struct EnqueueOptions {
 
 // Where an enqueued batch's results will be in the slot's output staging buffer.
 struct PendingAssimilate {
-  struct Slot {
-    int64_t analysis = 0;    // byte offset of the n x N analysis
-    int64_t innovation = 0;  // byte offset of the m innovation means (double)
-    int64_t q = 0;           // index into the per-problem arrays (spread, infos)
-    Form form = Form::kAuto;
-    int64_t n = 0, m = 0;
-  };
   ElementType dtype = ElementType::kFloat64;
-  std::vector<std::vector<Slot>> requests;  // per request, per problem
-  int64_t spread = 0;                       // byte offset of the spreads (double, one per problem)
-  int64_t info = 0;                         // byte offset of the infos (int, 3 per problem)
+  std::vector<std::vector<ProblemSlot>> requests;  // per request, per problem
+  int64_t spread = 0;  // byte offset of the spreads (double, one per problem)
+  int64_t info = 0;    // byte offset of the infos (int, 3 per problem)
   int64_t problems = 0;
   // Input bytes the GPU copied where they were (page-locked memory), not through the staging
   // buffer.

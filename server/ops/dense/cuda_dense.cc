@@ -20,13 +20,6 @@
 
 namespace gpucompute::dense {
 
-using kernels::DenseType;
-
-static_assert(static_cast<int>(DenseType::kF32) == static_cast<int>(ElementType::kFloat32));
-static_assert(static_cast<int>(DenseType::kF64) == static_cast<int>(ElementType::kFloat64));
-static_assert(static_cast<int>(DenseType::kF16) == static_cast<int>(ElementType::kFloat16));
-static_assert(static_cast<int>(DenseType::kBF16) == static_cast<int>(ElementType::kBFloat16));
-
 struct GemmPlan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
@@ -48,8 +41,6 @@ namespace {
 
 constexpr size_t kAlign = 256;
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-DenseType KernelType(ElementType t) { return static_cast<DenseType>(static_cast<int>(t)); }
 
 cudaDataType_t CudaType(ElementType t) {
   switch (t) {
@@ -160,7 +151,7 @@ kernels::TensorCoreArgs TensorCoreLayer(const CudaLayer& L, ElementType dtype, i
   a.bias = L.bias;
   a.colsum = L.colsum;
   a.ldy = L.ldy;
-  a.type = KernelType(dtype);
+  a.type = dtype;
   a.rows = rows;
   a.k = L.in;
   a.n = L.out;
@@ -353,25 +344,6 @@ absl::Status CheckFitsOnDevice(DeviceContext& device, int64_t bytes) {
 
 namespace {
 
-// How one layer of a batch is computed, and whether its input is first normalised and
-// converted to the model's dtype (into the `xhat` scratch) instead of read raw.
-enum class LayerKernel { kFewRows, kTensorCore, kGemm };
-struct LayerStep {
-  LayerKernel kernel = LayerKernel::kGemm;
-  bool convert = false;
-};
-
-// A batch's plan: host arithmetic only, made before anything is allocated or launched.
-struct DenseBatchPlan {
-  int64_t rows = 0;
-  std::vector<LayerStep> steps;  // one per layer
-  size_t in_bytes = 0;           // the packed input rows
-  size_t out_bytes = 0;          // the last layer's rows, unpadded
-  size_t act_bytes = 0;          // one activation buffer (two alternate when there are layers after)
-  size_t xhat_bytes = 0;         // a converting layer's normalised input (0: none converts)
-  size_t row_stats_bytes = 0;    // the tensor-core layers' LayerNorm statistics (mean, rstd)
-};
-
 // The scratch of one batch on its stream (StreamScratch frees it in stream order).
 struct DenseScratch {
   void* in = nullptr;
@@ -405,71 +377,35 @@ absl::StatusOr<int64_t> CountRows(const Batch& batch, int64_t k0, PendingDense& 
   return rows;
 }
 
-// One layer's step. A few-rows layer whose input type the kernel does not read (float64, or a
-// 16-bit type other than the model's) is normalised and converted first, like a GEMM layer's.
-// A tensor-core layer reads its input raw (LayerNorm folded in) when the input is in the
-// model's dtype with a 16-byte row stride; otherwise it is normalised and converted first.
-LayerStep ChooseLayerStep(int device, const CudaLayer& L, ElementType dtype, ElementType in_type,
-                          int64_t in_ld, int64_t rows, DensePath forced) {
-  const int elem = ElementSize(dtype);
-  const int r = static_cast<int>(std::min<int64_t>(rows, 1 << 20));
-  const bool direct = kernels::FewRowsFits(r, L.in, L.out, KernelType(in_type), KernelType(dtype));
-  const bool fits = direct || kernels::FewRowsFits(r, L.in, L.out, KernelType(dtype), KernelType(dtype));
-  const bool few = forced == DensePath::kFewRows
-                       ? fits
-                       : (forced == DensePath::kAuto && fits && FewRowsPays(rows, L.in * L.out * elem));
-  // kAuto takes the tensor-core kernel where it folds this layer's LayerNorm into one nearly
-  // full wave of tiles (e.g. 1024 x 1024 -> 4096 bf16), the only place it measured faster than
-  // normalise + cuBLASLt (docs/design/dense.md).
-  const bool try_tc = forced == DensePath::kTensorCore && !few;
-  const bool auto_tc = forced == DensePath::kAuto && !few && L.layernorm && in_type == dtype &&
-                       (dtype == ElementType::kBFloat16 || dtype == ElementType::kFloat16) &&
-                       kernels::TensorCorePays(device, TensorCoreLayer(L, dtype, rows, in_ld, true));
-  const bool tc_direct =
-      auto_tc || (try_tc && in_type == dtype &&
-                  kernels::TensorCoreFits(device, TensorCoreLayer(L, dtype, rows, in_ld, L.layernorm)));
-  const bool tensor =
-      tc_direct ||
-      (try_tc && kernels::TensorCoreFits(device, TensorCoreLayer(L, dtype, rows, PaddedCols(L.in), false)));
-  LayerStep step;
-  step.kernel = few ? LayerKernel::kFewRows : tensor ? LayerKernel::kTensorCore : LayerKernel::kGemm;
-  step.convert = few ? !direct : tensor ? !tc_direct : (L.layernorm || in_type != dtype);
-  return step;
-}
-
-// Which layers take which path and the scratch they need. INVALID_ARGUMENT when a forced path
-// cannot take every layer.
-absl::StatusOr<DenseBatchPlan> PlanDenseBatch(int device, const CudaDenseModel& model,
-                                              ElementType input_dtype, int64_t rows,
-                                              DensePath forced) {
+// The kernel library's answers about each layer of `rows` rows through `model` on its device
+// (batch_plan.h's LayerKernels): the first layer reads the batch's input, the others the
+// previous layer's padded output in the model's dtype.
+std::vector<LayerKernels> AskKernels(int device, const CudaDenseModel& model,
+                                     ElementType input_dtype, int64_t rows, DensePath forced) {
   const ElementType dtype = model.dtype();
-  const int elem = ElementSize(dtype);
-  DenseBatchPlan plan;
-  plan.rows = rows;
-  plan.in_bytes = static_cast<size_t>(rows * model.in_features() * ElementSize(input_dtype));
-  plan.out_bytes = static_cast<size_t>(rows * model.out_features() * elem);
+  const int r = static_cast<int>(std::min<int64_t>(rows, 1 << 20));
+  std::vector<LayerKernels> answers;
+  answers.reserve(model.layers().size());
   ElementType in_type = input_dtype;
   int64_t in_ld = model.in_features();
   for (const CudaLayer& L : model.layers()) {
-    const LayerStep step = ChooseLayerStep(device, L, dtype, in_type, in_ld, rows, forced);
-    if (forced == DensePath::kFewRows && step.kernel != LayerKernel::kFewRows) {
-      return absl::InvalidArgumentError("dense batch: the few-rows path cannot take this batch");
+    LayerKernels k;
+    k.few_rows_raw = kernels::FewRowsFits(r, L.in, L.out, in_type, dtype);
+    k.few_rows_converted = kernels::FewRowsFits(r, L.in, L.out, dtype, dtype);
+    if (forced == DensePath::kAuto) {
+      k.tensor_core_pays = kernels::TensorCorePays(device, TensorCoreLayer(L, dtype, rows, in_ld, true));
     }
-    if (forced == DensePath::kTensorCore && step.kernel != LayerKernel::kTensorCore) {
-      return absl::InvalidArgumentError("dense batch: the tensor-core path cannot take this batch");
+    if (forced == DensePath::kTensorCore) {
+      k.tensor_core_raw =
+          kernels::TensorCoreFits(device, TensorCoreLayer(L, dtype, rows, in_ld, L.layernorm));
+      k.tensor_core_converted =
+          kernels::TensorCoreFits(device, TensorCoreLayer(L, dtype, rows, PaddedCols(L.in), false));
     }
-    plan.act_bytes = std::max(plan.act_bytes, static_cast<size_t>(rows * L.ldy * elem));
-    if (step.convert) {
-      plan.xhat_bytes = std::max(plan.xhat_bytes, static_cast<size_t>(rows * PaddedCols(L.in) * elem));
-    }
-    if (step.kernel == LayerKernel::kTensorCore && !step.convert && L.layernorm) {
-      plan.row_stats_bytes = static_cast<size_t>(rows) * 2 * sizeof(float);
-    }
-    plan.steps.push_back(step);
+    answers.push_back(k);
     in_type = dtype;
     in_ld = L.ldy;
   }
-  return plan;
+  return answers;
 }
 
 // Every request's raw rows back to back into `dst` (pieces of at most 4 MiB, several threads
@@ -497,19 +433,17 @@ void PackRows(const Batch& batch, size_t in_bytes, char* dst) {
               }, /*min_cost_per_thread=*/int64_t{8} << 20);
 }
 
+// The plan's workspace in one allocation from the stream's pool, cut into its sections.
 absl::StatusOr<DenseScratch> AllocateScratch(StreamScratch& buffers, const DenseBatchPlan& plan) {
+  ASSIGN_OR_RETURN(void* base, buffers.Get(plan.workspace.bytes));
+  char* at = static_cast<char*>(base);
+  const DenseWorkspace& w = plan.workspace;
   DenseScratch s;
-  ASSIGN_OR_RETURN(s.in, buffers.Get(plan.in_bytes));
-  ASSIGN_OR_RETURN(s.act[0], buffers.Get(plan.act_bytes));
-  if (plan.steps.size() > 1) {
-    ASSIGN_OR_RETURN(s.act[1], buffers.Get(plan.act_bytes));
-  }
-  if (plan.xhat_bytes > 0) {
-    ASSIGN_OR_RETURN(s.xhat, buffers.Get(plan.xhat_bytes));
-  }
-  if (plan.row_stats_bytes > 0) {
-    ASSIGN_OR_RETURN(s.row_stats, buffers.Get(plan.row_stats_bytes));
-  }
+  s.in = at + w.in;
+  s.act[0] = at + w.act0;
+  if (plan.steps.size() > 1) s.act[1] = at + w.act1;
+  if (plan.xhat_bytes > 0) s.xhat = at + w.xhat;
+  if (plan.row_stats_bytes > 0) s.row_stats = at + w.row_stats;
   return s;
 }
 
@@ -517,10 +451,10 @@ absl::Status LaunchFewRowsLayer(const CudaLayer& L, ElementType dtype, LayerInpu
                                 bool layernorm, void* y, int64_t rows, cudaStream_t stream) {
   kernels::FewRowsArgs a;
   a.x = x.data;
-  a.x_type = KernelType(x.type);
+  a.x_type = x.type;
   a.ldx = x.ld;
   a.w = L.weight;
-  a.w_type = KernelType(dtype);
+  a.w_type = dtype;
   a.ldw = L.ldw;
   a.bias = L.bias;
   a.y = y;
@@ -562,7 +496,7 @@ absl::Status LaunchGemmLayer(const CudaDenseModel& model, StreamSlot& slot, int 
                                         stream));
   if (plan->post_activation) {
     CUDA_RETURN_IF_LAUNCH_ERROR(stream, debug_sync);  // the product's, before the next launch
-    CUDA_RETURN_IF_ERROR(kernels::LaunchActivation(y, KernelType(model.dtype()), L.ldy, rows, L.out,
+    CUDA_RETURN_IF_ERROR(kernels::LaunchActivation(y, model.dtype(), L.ldy, rows, L.out,
                                                    L.activation, stream));
   }
   return absl::OkStatus();
@@ -578,8 +512,8 @@ absl::Status LaunchLayer(DeviceContext& device, StreamSlot& slot, const CudaDens
   const cudaStream_t stream = slot.stream.get();
   bool layernorm = L.layernorm;
   if (step.convert) {
-    CUDA_RETURN_IF_ERROR(kernels::LaunchNormalizeRows(x.data, KernelType(x.type), x.ld, scratch.xhat,
-                                                      KernelType(dtype), PaddedCols(L.in), rows,
+    CUDA_RETURN_IF_ERROR(kernels::LaunchNormalizeRows(x.data, x.type, x.ld, scratch.xhat,
+                                                      dtype, PaddedCols(L.in), rows,
                                                       L.in, L.layernorm, L.eps, stream));
     CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
     x = {scratch.xhat, dtype, PaddedCols(L.in)};
@@ -638,9 +572,10 @@ absl::StatusOr<PendingDense> EnqueueDense(DeviceContext& device, StreamSlot& slo
   pending.out_features = model->out_features();
   ASSIGN_OR_RETURN(const int64_t rows, CountRows(batch, model->in_features(), pending));
   if (rows == 0) return pending;
+  const DensePath forced = options ? options->path : DensePath::kAuto;
   ASSIGN_OR_RETURN(const DenseBatchPlan plan,
-                   PlanDenseBatch(device.device(), *model, batch.input_dtype, rows,
-                                  options ? options->path : DensePath::kAuto));
+                   PlanDenseBatch(loaded->info(), batch.input_dtype, rows, forced,
+                                  AskKernels(device.device(), *model, batch.input_dtype, rows, forced)));
 
   RETURN_IF_ERROR(slot.staging_in.Reserve(plan.in_bytes));
   RETURN_IF_ERROR(slot.staging_out.Reserve(plan.out_bytes));

@@ -23,15 +23,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/ops/dense/batch_plan.h"
 #include "server/ops/dense/dense.h"
 #include "server/device/cublaslt.h"
 #include "server/device/device_context.h"
 
 namespace gpucompute::dense {
-
-// Row padding of resident weights and of intermediate activations (elements): keeps every
-// row 16-byte aligned for vector loads and cuBLASLt.
-inline int64_t PaddedCols(int64_t n) { return (n + 7) / 8 * 8; }
 
 // One layer as resident on one device (pointers into the model's one allocation).
 struct CudaLayer {
@@ -125,14 +122,6 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadModelOnDevices(
 // `device` (free memory plus what the stream pool holds idle); RESOURCE_EXHAUSTED with
 // "model needs X bytes on device N but only Y are free" otherwise.
 absl::Status CheckFitsOnDevice(DeviceContext& device, int64_t bytes);
-
-// How a batch's layers are computed. kAuto: per layer, the few-rows kernel where it measured
-// faster (FewRowsPays in tuning.h), the tensor-core kernel where it folds a LayerNorm into
-// one nearly full wave of tiles (kernels::TensorCorePays), normalise + cuBLASLt otherwise
-// (docs/design/dense.md). kFewRows takes up to kernels::kFewRowsMax rows; kTensorCore (the
-// hand-written Hopper kernel with LayerNorm folded into its epilogue) only 16-bit models on
-// compute capability 9.0.
-enum class DensePath { kAuto, kFewRows, kGemm, kTensorCore };
 
 // Benchmark and test knobs: events recorded on the stream just before the first layer and just
 // after the last (device time of the layers alone), and a forced path.

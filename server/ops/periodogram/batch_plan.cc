@@ -51,7 +51,7 @@ InputLayout MakeInputLayout(size_t series, size_t blocks, size_t samples, size_t
 
 // Picks the shape for a batch: many frequencies per thread when the batch fills the GPU,
 // fewer when it would leave multiprocessors idle.
-CudaKernelShape ChooseShape(ComputeType dtype, const std::vector<const SeriesSpec*>& series,
+CudaKernelShape ChooseShape(ElementType dtype, const std::vector<const SeriesSpec*>& series,
                             int multiprocessors) {
   const std::vector<CudaKernelShape> shapes = DefaultKernelShapes(dtype);
   for (const CudaKernelShape& s : shapes) {
@@ -129,7 +129,7 @@ kernels::ProductSeriesDesc LowPiece(const SeriesSpec& s, int64_t n_low) {
 
 // t_absmax: the series'
 // ComputeMoments(s).t_absmax.
-std::optional<ProductSplit> PlanProduct(const SeriesSpec& s, double t_absmax, ComputeType dtype,
+std::optional<ProductSplit> PlanProduct(const SeriesSpec& s, double t_absmax, ElementType dtype,
                                         ProductForm form, int64_t max_piece) {
   if (form == ProductForm::kNever || s.nterms != 1 || !s.grid.uniform || s.t.empty()) {
     return std::nullopt;
@@ -140,7 +140,7 @@ std::optional<ProductSplit> PlanProduct(const SeriesSpec& s, double t_absmax, Co
   const bool small = static_cast<double>(s.t.size()) * static_cast<double>(nf) < kProductMinPairs;
   const bool automatic = form == ProductForm::kAuto;
   if (automatic && (small || nf < kProductMinFrequencies)) return std::nullopt;
-  if (dtype == ComputeType::kFloat32 && !s.dy.empty()) {
+  if (dtype == ElementType::kFloat32 && !s.dy.empty()) {
     const auto [lo, hi] = std::minmax_element(s.dy.begin(), s.dy.end());
     const double ratio = (*hi / *lo) * (*hi / *lo);  // w = dy^-2
     if (!(ratio <= kProductMaxWeightRatio)) return std::nullopt;
@@ -235,7 +235,7 @@ void ChoosePaths(const Batch& batch, const PlanOptions& options, int multiproces
 }
 
 // A fast series' NUFFT plan, window and low piece, and its partial count.
-absl::Status PlanFastSeries(size_t i, ComputeType dtype, BatchPlan& p) {
+absl::Status PlanFastSeries(size_t i, ElementType dtype, BatchPlan& p) {
   const SeriesSpec& s = *p.series[i];
   const int64_t nf = s.grid.size();
   p.kind_index[i] = p.n_fast++;
@@ -280,7 +280,7 @@ absl::Status PlanFastSeries(size_t i, ComputeType dtype, BatchPlan& p) {
 }
 
 // Every series' partial peaks and table entries, and the batch's totals.
-absl::Status CountSeriesWork(ComputeType dtype, BatchPlan& p) {
+absl::Status CountSeriesWork(ElementType dtype, BatchPlan& p) {
   const size_t n = p.series.size();
   const int64_t per_block = static_cast<int64_t>(p.shape.block) * p.shape.k;
   p.kind_index.assign(n, -1);
@@ -352,9 +352,9 @@ void PlacePartials(int multiprocessors, BatchPlan& p) {
 }
 
 // The input layout and the size of every device buffer.
-void SizeBuffers(ComputeType dtype, BatchPlan& p) {
+void SizeBuffers(ElementType dtype, BatchPlan& p) {
   const int elem = ElementSize(dtype);
-  const bool f32 = dtype == ComputeType::kFloat32;
+  const bool f32 = dtype == ElementType::kFloat32;
   p.layout = MakeInputLayout(p.series.size(), p.split.work_items, p.samples, p.explicit_freqs, elem,
                              p.n_harmonic, p.harmonic_blocks, p.n_fast, p.n_transforms,
                              p.pieces.size(), static_cast<size_t>(p.top_peaks_series),
@@ -384,11 +384,11 @@ void SizeBuffers(ComputeType dtype, BatchPlan& p) {
 
 }  // namespace
 
-std::vector<CudaKernelShape> DefaultKernelShapes(ComputeType dtype) {
+std::vector<CudaKernelShape> DefaultKernelShapes(ElementType dtype) {
   // Largest work per thread first (fewest sin/cos per pair), then smaller for small batches
   // that would otherwise leave multiprocessors idle. Chosen by periodogram_bench's shape sweep
   // on the H200 (docs/design/periodogram.md).
-  if (dtype == ComputeType::kFloat32) {
+  if (dtype == ElementType::kFloat32) {
     return {CudaKernelShape{128, 16, 256, 4}, CudaKernelShape{128, 2, 256, 0}};
   }
   return {CudaKernelShape{128, 16, 256, 0}, CudaKernelShape{128, 2, 256, 0}};

@@ -27,7 +27,7 @@ struct CudaKernelShape {
 };
 
 // The shapes the server warms at start-up and chooses from per batch.
-std::vector<CudaKernelShape> DefaultKernelShapes(ComputeType dtype);
+std::vector<CudaKernelShape> DefaultKernelShapes(ElementType dtype);
 
 // Byte offsets of the sections of the input buffer (the same on host and device).
 struct InputLayout {

@@ -100,7 +100,7 @@ void ComputeTyped(const SeriesSpec& series, const PreparedSeries& p, int64_t k_b
 // The fast method over the whole grid: NUFFT sums (nufft.h), then the power per frequency;
 // with nterms 1 the lowest frequencies (LowFrequencyPrefix) by direct sums, as on the GPU.
 template <typename T>
-void ComputeFast(const SeriesSpec& series, const PreparedSeries& p, ComputeType dtype, T* out) {
+void ComputeFast(const SeriesSpec& series, const PreparedSeries& p, ElementType dtype, T* out) {
   const std::vector<HarmonicTerm> terms = HarmonicTerms(series.nterms, series.fit_mean);
   const auto sums = HarmonicSumsFastCpu(series, p, dtype);
   const int q = series.nterms;
@@ -171,25 +171,25 @@ int64_t CpuTaskFrequencies(const SeriesSpec& series, int64_t direct_chunk) {
   return series.method == Method::kFast ? std::max<int64_t>(series.grid.size(), 1) : direct_chunk;
 }
 
-void ComputePowerCpu(const SeriesSpec& series, const PreparedSeries& prepared, ComputeType dtype,
+void ComputePowerCpu(const SeriesSpec& series, const PreparedSeries& prepared, ElementType dtype,
                      int64_t k_begin, int64_t k_end, void* out) {
   if (series.method == Method::kFast) {
     // One call covers the whole grid (CpuTaskFrequencies).
-    if (dtype == ComputeType::kFloat32) {
+    if (dtype == ElementType::kFloat32) {
       ComputeFast(series, prepared, dtype, static_cast<float*>(out));
     } else {
       ComputeFast(series, prepared, dtype, static_cast<double*>(out));
     }
     return;
   }
-  if (dtype == ComputeType::kFloat32) {
+  if (dtype == ElementType::kFloat32) {
     ComputeTyped(series, prepared, k_begin, k_end, static_cast<float*>(out));
   } else {
     ComputeTyped(series, prepared, k_begin, k_end, static_cast<double*>(out));
   }
 }
 
-SeriesPower ComputeSeriesCpu(const SeriesSpec& series, ComputeType dtype) {
+SeriesPower ComputeSeriesCpu(const SeriesSpec& series, ElementType dtype) {
   SeriesPower result;
   const int64_t n = series.grid.size();
   result.power.resize(static_cast<size_t>(n) * ElementSize(dtype));

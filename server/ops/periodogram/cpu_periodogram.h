@@ -14,10 +14,10 @@ int64_t CpuTaskFrequencies(const SeriesSpec& series, int64_t direct_chunk);
 
 // Computes power[k] for k in [k_begin, k_end) of `series`' grid into `out` (elements of
 // `dtype`, indexed from 0 = frequency k_begin). `prepared` is Prepare(series).
-void ComputePowerCpu(const SeriesSpec& series, const PreparedSeries& prepared, ComputeType dtype,
+void ComputePowerCpu(const SeriesSpec& series, const PreparedSeries& prepared, ElementType dtype,
                      int64_t k_begin, int64_t k_end, void* out);
 
 // The whole series: power bytes and peak.
-SeriesPower ComputeSeriesCpu(const SeriesSpec& series, ComputeType dtype);
+SeriesPower ComputeSeriesCpu(const SeriesSpec& series, ElementType dtype);
 
 }  // namespace gpucompute::periodogram

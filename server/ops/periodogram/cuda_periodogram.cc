@@ -26,6 +26,7 @@
 #include "server/device/cublaslt.h"
 #include "server/device/cuda_resources.h"
 #include "server/device/cufft.h"
+#include "server/device/stream_buffers.h"
 
 namespace gpucompute::periodogram {
 
@@ -33,16 +34,16 @@ using gpucompute_kernels::LsBlockWork;
 using gpucompute_kernels::LsPeak;
 using gpucompute_kernels::LsSeriesDesc;
 
-KernelSpec LombScargleKernelSpec(ComputeType dtype, const CudaKernelShape& shape) {
+KernelSpec LombScargleKernelSpec(ElementType dtype, const CudaKernelShape& shape) {
   KernelSpec spec;
-  spec.label = absl::StrCat("lombscargle<", ComputeTypeName(dtype), ",b", shape.block, ",k",
+  spec.label = absl::StrCat("lombscargle<", ElementName(dtype), ",b", shape.block, ",k",
                             shape.k, ",tile", shape.tile, ",minb", shape.min_blocks, ">");
   spec.program_name = "lombscargle_rtc.cu";
   spec.source = std::string(EmbeddedKernelSource("lombscargle_rtc.cu"));
   for (const char* h : {"lombscargle_abi.cuh", "lombscargle_math.cuh"}) {
     spec.headers.emplace_back(h, std::string(EmbeddedKernelSource(h)));
   }
-  spec.options = {absl::StrCat("-DLS_T=", dtype == ComputeType::kFloat32 ? "float" : "double"),
+  spec.options = {absl::StrCat("-DLS_T=", dtype == ElementType::kFloat32 ? "float" : "double"),
                   absl::StrCat("-DLS_BLOCK=", shape.block), absl::StrCat("-DLS_K=", shape.k),
                   absl::StrCat("-DLS_TILE=", shape.tile),
                   absl::StrCat("-DLS_MIN_BLOCKS=", shape.min_blocks)};
@@ -50,11 +51,11 @@ KernelSpec LombScargleKernelSpec(ComputeType dtype, const CudaKernelShape& shape
   return spec;
 }
 
-absl::StatusOr<cudaKernel_t> PeriodogramKernel(DeviceContext& device, ComputeType dtype,
+absl::StatusOr<cudaKernel_t> PeriodogramKernel(DeviceContext& device, ElementType dtype,
                                                const CudaKernelShape& shape) {
   // The tag names every parameter of the spec (the sources are embedded in the binary), so
   // the cache can skip building and hashing the spec after the first lookup.
-  const std::string tag = absl::StrCat("lombscargle/", ComputeTypeName(dtype), "/", shape.block,
+  const std::string tag = absl::StrCat("lombscargle/", ElementName(dtype), "/", shape.block,
                                        "/", shape.k, "/", shape.tile, "/", shape.min_blocks);
   return device.kernels().GetTagged(tag, [&] { return LombScargleKernelSpec(dtype, shape); });
 }
@@ -64,7 +65,7 @@ absl::Status WarmUpPeriodogram(DeviceContext& device) {
   std::vector<StreamSlot*> slots;
   for (int i = 0; i < device.num_streams(); ++i) slots.push_back(device.AcquireSlot());
   absl::Status status;
-  for (ComputeType dtype : {ComputeType::kFloat32, ComputeType::kFloat64}) {
+  for (ElementType dtype : {ElementType::kFloat32, ElementType::kFloat64}) {
     auto request = std::make_shared<Request>();
     request->dtype = dtype;
     SeriesSpec s;
@@ -166,19 +167,19 @@ cufftResult ExecInverseFft(cufftHandle plan, double* cells) {
   return cufftExecZ2Z(plan, data, data, CUFFT_INVERSE);
 }
 
-absl::StatusOr<cufftHandle> NufftFftPlan(StreamSlot& slot, int64_t grid_size, int64_t batch,
-                                         ComputeType dtype) {
-  const std::string key = absl::StrCat("cufft/", ComputeTypeName(dtype), "/", grid_size, "x", batch);
+absl::StatusOr<const CufftPlan*> NufftFftPlan(StreamSlot& slot, int64_t grid_size, int64_t batch,
+                                         ElementType dtype) {
+  const std::string key = absl::StrCat("cufft/", ElementName(dtype), "/", grid_size, "x", batch);
   CufftPlan* plan = slot.cache.Find<CufftPlan>(key);
   if (plan == nullptr) {
     ASSIGN_OR_RETURN(CufftPlan created,
                      CufftPlan::Create1d(grid_size, batch,
-                                         dtype == ComputeType::kFloat32 ? CUFFT_C2C : CUFFT_Z2Z));
+                                         dtype == ElementType::kFloat32 ? CUFFT_C2C : CUFFT_Z2Z));
     ASSIGN_OR_RETURN(plan, slot.cache.Insert(key, std::make_unique<CufftPlan>(std::move(created)),
                                              slot.stream.get()));
   }
   CUFFT_RETURN_IF_ERROR(cufftSetStream(plan->get(), slot.stream.get()));
-  return plan->get();
+  return plan;
 }
 // The staging buffer's sections, typed (InputLayout's offsets from `base`).
 struct StagingTables {
@@ -414,7 +415,7 @@ void PackSamples(BatchPlan& p, StagingTables& tables, bool f32) {
 
 // Writes the batch into the slot's staging buffer (PackDescriptors, then PackSamples) and the
 // pending result's offsets.
-absl::Status PackBatch(BatchPlan& p, ComputeType dtype, StreamSlot& slot, PendingPeriodogram& pending) {
+absl::Status PackBatch(BatchPlan& p, ElementType dtype, StreamSlot& slot, PendingPeriodogram& pending) {
   NVTX_RANGE("periodogram.pack");
   RETURN_IF_ERROR(slot.staging_in.Reserve(p.layout.total));
   char* base = static_cast<char*>(slot.staging_in.data());
@@ -428,7 +429,7 @@ absl::Status PackBatch(BatchPlan& p, ComputeType dtype, StreamSlot& slot, Pendin
   pending.peaks_offset = p.power_bytes;
   pending.top_peaks_offset = p.top_peaks_offset;
   PackDescriptors(p, tables, pending, elem);
-  PackSamples(p, tables, dtype == ComputeType::kFloat32);
+  PackSamples(p, tables, dtype == ElementType::kFloat32);
   return absl::OkStatus();
 }
 
@@ -549,7 +550,7 @@ absl::Status LaunchHarmonic(const BatchPlan& p, const BatchArgs& a, DeviceContex
 // low piece's frequencies in the same launch).
 template <typename T>
 absl::Status LaunchFast(const BatchPlan& p, const BatchBuffers& buffers, const BatchArgs& a,
-                        ComputeType dtype, DeviceContext& device, StreamSlot& slot) {
+                        ElementType dtype, DeviceContext& device, StreamSlot& slot) {
   if (p.n_transforms == 0) return absl::OkStatus();
   const cudaStream_t stream = slot.stream.get();
   const size_t elem = sizeof(T);
@@ -588,12 +589,18 @@ absl::Status LaunchFast(const BatchPlan& p, const BatchBuffers& buffers, const B
       CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
     }
     // The plan, then the table (cached per slot; built on first use, on this stream). Each
-    // lookup may evict older entries (after synchronising the stream, so work already queued
-    // is done with them) but not the one just used: fetched per series, right before the
-    // launches that read them.
-    ASSIGN_OR_RETURN(cufftHandle fft, NufftFftPlan(slot, fft_size, fft_batch, dtype));
+    // lookup may evict older entries (kept until the stream passes this point, so work already
+    // queued is done with them) but not the one just used: fetched per series, right before
+    // the launches that read them. The plan's work area comes from the pool for this one
+    // execution (freed behind it in stream order).
+    ASSIGN_OR_RETURN(const CufftPlan* fft, NufftFftPlan(slot, fft_size, fft_batch, dtype));
     ASSIGN_OR_RETURN(const double* correction, NufftCorrectionOnDevice(device, slot, plan));
-    CUFFT_RETURN_IF_ERROR(ExecInverseFft(fft, static_cast<T*>(buffers.grid) + 2 * h.grid_offset));
+    {
+      StreamScratch work(device.memory_pool(), stream);
+      ASSIGN_OR_RETURN(void* area, work.Get(fft->work_bytes()));
+      CUFFT_RETURN_IF_ERROR(cufftSetWorkArea(fft->get(), area));
+      CUFFT_RETURN_IF_ERROR(ExecInverseFft(fft->get(), static_cast<T*>(buffers.grid) + 2 * h.grid_offset));
+    }
     kernels::NufftLowPiece<T> low;
     if (p.nufft_low_piece[fi] >= 0) {
       low = {a.pdesc, p.nufft_low_piece[fi], a.t, static_cast<const T*>(a.w),
@@ -724,7 +731,7 @@ absl::Status LaunchPeaks(const BatchPlan& p, const BatchBuffers& buffers, const 
 // Every computation path of the batch, then the peaks, in the compute type T.
 template <typename T>
 absl::Status LaunchBatch(const BatchPlan& p, const BatchBuffers& buffers, cudaKernel_t kernel,
-                         ComputeType dtype, DeviceContext& device, StreamSlot& slot) {
+                         ElementType dtype, DeviceContext& device, StreamSlot& slot) {
   const cudaStream_t stream = slot.stream.get();
   const BatchArgs a(p, buffers);
   RETURN_IF_ERROR(LaunchDirect1(p, buffers, a, kernel, device, stream));
@@ -763,7 +770,7 @@ absl::StatusOr<PendingPeriodogram> EnqueuePeriodogram(DeviceContext& device, Str
   {
     NVTX_RANGE("periodogram.kernel");
     if (options && options->before) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->before, stream));
-    RETURN_IF_ERROR(batch.dtype == ComputeType::kFloat32
+    RETURN_IF_ERROR(batch.dtype == ElementType::kFloat32
                         ? LaunchBatch<float>(plan, buffers, kernel, batch.dtype, device, slot)
                         : LaunchBatch<double>(plan, buffers, kernel, batch.dtype, device, slot));
     if (options && options->after) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->after, stream));

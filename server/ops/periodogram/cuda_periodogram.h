@@ -19,10 +19,10 @@
 namespace gpucompute::periodogram {
 
 // The NVRTC program for one dtype and shape (a kernel-cache key).
-KernelSpec LombScargleKernelSpec(ComputeType dtype, const CudaKernelShape& shape);
+KernelSpec LombScargleKernelSpec(ElementType dtype, const CudaKernelShape& shape);
 
 // The kernel for (dtype, shape) from the device's cache: built on first use, then a lookup.
-absl::StatusOr<cudaKernel_t> PeriodogramKernel(DeviceContext& device, ComputeType dtype,
+absl::StatusOr<cudaKernel_t> PeriodogramKernel(DeviceContext& device, ElementType dtype,
                                                const CudaKernelShape& shape);
 
 // Compiles (or loads) every default kernel and runs a tiny batch of each dtype and shape
@@ -32,7 +32,7 @@ absl::Status WarmUpPeriodogram(DeviceContext& device);
 
 // Where one enqueued batch's results will be in the slot's output staging buffer.
 struct PendingPeriodogram {
-  ComputeType dtype = ComputeType::kFloat64;
+  ElementType dtype = ElementType::kFloat64;
   std::vector<int64_t> out_offsets;  // per series, in elements of power; -1: not copied back
   size_t peaks_offset = 0;           // bytes; one LsPeak per series
   // The top-k peaks found on the device (of discarded power), from top_peaks_offset (bytes):

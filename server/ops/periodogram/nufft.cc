@@ -68,7 +68,7 @@ int64_t NextSmoothSize(int64_t n) {
   return best;
 }
 
-NufftPlan MakeNufftPlan(int64_t modes, ComputeType dtype, int nterms) {
+NufftPlan MakeNufftPlan(int64_t modes, ElementType dtype, int nterms) {
   NufftPlan plan;
   plan.modes = modes;
   plan.centre = modes / 2;
@@ -87,7 +87,7 @@ NufftPlan MakeNufftPlan(int64_t modes, ComputeType dtype, int nterms) {
   // 1.5e-12 (s = 1.25, width 20), 5.5e-10 (s = 1.5, width 12) and 7e-14 / 2e-8 (s = 2, 14 /
   // 8). s = 1.17 (width 22: 1.8e-11 there) failed the Astropy tests' 1e-9 of the peak on small
   // series (1.4e-9 .. 2e-9): float64 stays at 1.25.
-  const bool f64 = dtype == ComputeType::kFloat64;
+  const bool f64 = dtype == ElementType::kFloat64;
   double upsampling = 2;
   if (nterms == 1) {
     upsampling = f64 ? 1.25 : 1.5;
@@ -139,7 +139,7 @@ std::vector<HarmonicTerm> HarmonicTerms(int nterms, bool fit_mean) {
 
 std::vector<std::vector<std::complex<double>>> HarmonicSumsFastCpu(const SeriesSpec& series,
                                                                    const PreparedSeries& prepared,
-                                                                   ComputeType dtype) {
+                                                                   ElementType dtype) {
   const UniformGrid& g = *series.grid.uniform;
   const NufftPlan plan = MakeNufftPlan(g.n, dtype, series.nterms);
   const std::vector<double> correction = NufftCorrection(plan);
@@ -202,7 +202,7 @@ double DirectCost(int64_t samples, int64_t frequencies, int nterms) {
 // FastCost's fixed part per transform (the extra launches and plans; see FastCost).
 constexpr double kFastFixedCostPerTransform = 1e8;
 
-double FastCost(int64_t samples, int64_t frequencies, int nterms, ComputeType dtype) {
+double FastCost(int64_t samples, int64_t frequencies, int nterms, ElementType dtype) {
   const NufftPlan plan = MakeNufftPlan(frequencies, dtype, nterms);
   const double m = static_cast<double>(plan.grid_size);
   const double transforms = static_cast<double>(HarmonicTerms(nterms, true).size());
@@ -216,7 +216,7 @@ double FastCost(int64_t samples, int64_t frequencies, int nterms, ComputeType dt
   return transforms * per_transform;
 }
 
-Method AutoMethod(const SeriesSpec& series, ComputeType dtype) {
+Method AutoMethod(const SeriesSpec& series, ElementType dtype) {
   if (!series.grid.uniform) return Method::kDirect;
   const int64_t n = static_cast<int64_t>(series.t.size());
   const int64_t k = series.grid.size();

@@ -33,7 +33,7 @@ struct NufftPlan {
 };
 // The plan for `modes` frequencies of a series with `nterms` harmonics (the upsampling factor
 // and width depend on both; see nufft.cc).
-NufftPlan MakeNufftPlan(int64_t modes, ComputeType dtype, int nterms);
+NufftPlan MakeNufftPlan(int64_t modes, ElementType dtype, int nterms);
 
 // 1 / (the kernel's Fourier transform) at each mode k = 0 .. K-1 (i.e. k' = k - c).
 std::vector<double> NufftCorrection(const NufftPlan& plan);
@@ -77,14 +77,14 @@ std::vector<HarmonicTerm> HarmonicTerms(int nterms, bool fit_mean);
 // by NUFFT on the CPU (FFTW): out[term][k].
 std::vector<std::vector<std::complex<double>>> HarmonicSumsFastCpu(const SeriesSpec& series,
                                                                    const PreparedSeries& prepared,
-                                                                   ComputeType dtype);
+                                                                   ElementType dtype);
 
 // The estimated cost of each method for a series (arbitrary units, comparable): `auto`
 // takes the cheaper. Direct: samples x frequencies x terms; fast: FFTs and spreading.
 double DirectCost(int64_t samples, int64_t frequencies, int nterms);
-double FastCost(int64_t samples, int64_t frequencies, int nterms, ComputeType dtype);
+double FastCost(int64_t samples, int64_t frequencies, int nterms, ElementType dtype);
 
 // `auto`: fast on uniform grids when FastCost < DirectCost, else direct.
-Method AutoMethod(const SeriesSpec& series, ComputeType dtype);
+Method AutoMethod(const SeriesSpec& series, ElementType dtype);
 
 }  // namespace gpucompute::periodogram

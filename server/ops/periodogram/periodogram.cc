@@ -9,10 +9,6 @@
 
 namespace gpucompute::periodogram {
 
-const char* ComputeTypeName(ComputeType t) {
-  return t == ComputeType::kFloat32 ? "float32" : "float64";
-}
-
 const char* MethodName(Method m) { return m == Method::kFast ? "fast" : "direct"; }
 
 absl::StatusOr<UniformGrid> AutoFrequency(const std::vector<double>& t,
@@ -248,8 +244,8 @@ void FindPeak(const T* power, const Grid& grid, SeriesPower* out) {
 template void FindPeak<float>(const float*, const Grid&, SeriesPower*);
 template void FindPeak<double>(const double*, const Grid&, SeriesPower*);
 
-void FindPeak(ComputeType dtype, const Grid& grid, SeriesPower* out) {
-  if (dtype == ComputeType::kFloat32) {
+void FindPeak(ElementType dtype, const Grid& grid, SeriesPower* out) {
+  if (dtype == ElementType::kFloat32) {
     FindPeak(reinterpret_cast<const float*>(out->power.data()), grid, out);
   } else {
     FindPeak(reinterpret_cast<const double*>(out->power.data()), grid, out);

@@ -28,14 +28,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/element_type.h"
 
 namespace gpucompute::periodogram {
 
 enum class Normalization : int { kStandard = 0, kModel = 1, kLog = 2, kPsd = 3 };
-enum class ComputeType { kFloat32, kFloat64 };
-
-inline int ElementSize(ComputeType t) { return t == ComputeType::kFloat32 ? 4 : 8; }
-const char* ComputeTypeName(ComputeType t);
+// A periodogram computes in ElementType::kFloat32 or kFloat64 (the decoder refuses the others).
 
 // f_k = f0 + k * df, k = 0 .. n-1.
 struct UniformGrid {
@@ -124,7 +122,7 @@ struct SeriesSpec {
 // One decoded request: all its series share the compute dtype. The caller's series come
 // first; any bootstrap resamplings follow them.
 struct Request {
-  ComputeType dtype = ComputeType::kFloat64;
+  ElementType dtype = ElementType::kFloat64;
   std::vector<SeriesSpec> series;
   int64_t user_series = 0;  // series[0 .. user_series) are the caller's
   int top_k = 0;
@@ -136,7 +134,7 @@ struct Request {
 // A batch of requests coalesced by the scheduler; all have the same dtype. Backends compute
 // every series of every request, in order.
 struct Batch {
-  ComputeType dtype = ComputeType::kFloat64;
+  ElementType dtype = ElementType::kFloat64;
   std::vector<std::shared_ptr<const Request>> requests;
   // Optional; true once no caller waits any more (every deadline passed or call cancelled).
   // Backends that compute in pieces poll it and stop early (reporting DEADLINE_EXCEEDED).
@@ -206,15 +204,20 @@ struct SeriesPower {
 template <typename T>
 void FindPeak(const T* power, const Grid& grid, SeriesPower* out);
 // The same for out->power, read as `dtype`.
-void FindPeak(ComputeType dtype, const Grid& grid, SeriesPower* out);
+void FindPeak(ElementType dtype, const Grid& grid, SeriesPower* out);
 
 // The k highest local maxima of `power` (n values of `dtype`; NaN skipped), highest first,
 // ties to the lower index. A value counts as a local maximum when no neighbour is larger.
-std::vector<Peak> TopPeaks(ComputeType dtype, const std::string& power, const Grid& grid, int k);
+std::vector<Peak> TopPeaks(ElementType dtype, const std::string& power, const Grid& grid, int k);
 
 // Everything a request asks for beyond power and peak, from the backend's results (one per
 // series of `request`, bootstrap series included): top-k peaks, false-alarm probabilities and
 // levels, best-fit models. Drops the bootstrap series' results. Host work only.
 void FinishResults(const Request& request, std::vector<SeriesPower>* results);
+
+// A batch's results (one per series of every request, in order, as a backend returns them)
+// split back into the requests that sent them. INTERNAL when the count is not the batch's.
+absl::StatusOr<std::vector<std::vector<SeriesPower>>> SplitByRequest(const Batch& batch,
+                                                                     std::vector<SeriesPower> all);
 
 }  // namespace gpucompute::periodogram

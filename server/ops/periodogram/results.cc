@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "common/parallel_for.h"
 #include "server/ops/periodogram/false_alarm.h"
 #include "server/ops/periodogram/model.h"
@@ -55,8 +56,8 @@ std::vector<Peak> TopPeaksTyped(const T* power, const Grid& grid, int k) {
 
 }  // namespace
 
-std::vector<Peak> TopPeaks(ComputeType dtype, const std::string& power, const Grid& grid, int k) {
-  if (dtype == ComputeType::kFloat32) {
+std::vector<Peak> TopPeaks(ElementType dtype, const std::string& power, const Grid& grid, int k) {
+  if (dtype == ElementType::kFloat32) {
     return TopPeaksTyped(reinterpret_cast<const float*>(power.data()), grid, k);
   }
   return TopPeaksTyped(reinterpret_cast<const double*>(power.data()), grid, k);
@@ -110,6 +111,25 @@ void FinishResults(const Request& request, std::vector<SeriesPower>* results) {
     for (int64_t i = begin; i < end; ++i) FinishSeries(request, maxima[i], &(*results)[i], i);
   }, /*min_cost_per_thread=*/int64_t{1} << 20);
   results->resize(static_cast<size_t>(user));
+}
+
+absl::StatusOr<std::vector<std::vector<SeriesPower>>> SplitByRequest(const Batch& batch,
+                                                                     std::vector<SeriesPower> all) {
+  if (static_cast<int64_t>(all.size()) != batch.series_count()) {
+    return absl::InternalError(absl::StrCat("periodogram batch: ", all.size(), " results for ",
+                                            batch.series_count(), " series"));
+  }
+  std::vector<std::vector<SeriesPower>> per_request;
+  per_request.reserve(batch.requests.size());
+  size_t next = 0;
+  for (const auto& r : batch.requests) {
+    std::vector<SeriesPower> mine;
+    mine.reserve(r->series.size());
+    for (size_t i = 0; i < r->series.size(); ++i) mine.push_back(std::move(all[next + i]));
+    next += r->series.size();
+    per_request.push_back(std::move(mine));
+  }
+  return per_request;
 }
 
 }  // namespace gpucompute::periodogram

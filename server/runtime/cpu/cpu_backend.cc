@@ -89,7 +89,7 @@ void CpuBackend::RunPeriodogram(std::shared_ptr<const periodogram::Batch> batch,
   state->batch = batch;
   state->done = std::move(done);
   state->series = batch->all_series();
-  const int elem = periodogram::ElementSize(batch->dtype);
+  const int elem = ElementSize(batch->dtype);
   state->results.resize(state->series.size());
   state->prepared.resize(state->series.size());
   {

@@ -288,6 +288,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(const BackendOption
     o.device = d;
     o.slot_signal = slot_signal;
     o.streams = std::max(1, options.streams_per_device);
+    o.initial_staging_bytes = static_cast<size_t>(std::max<int64_t>(1, options.staging_bytes));
     o.kernel_cache_dir = options.kernel_cache_dir;
     o.debug_sync = options.debug_sync;
     ASSIGN_OR_RETURN(auto ctx, DeviceContext::Create(o));

@@ -1,5 +1,5 @@
 // Scheduler: coalescing, queue limits, deadlines and cancellation, on the real CPU backend.
-#include "server/runtime/scheduler.h"
+#include "server/runtime/op_schedulers.h"
 
 #include <algorithm>
 #include <atomic>
@@ -21,7 +21,7 @@ namespace gpucompute {
 namespace {
 
 std::shared_ptr<const periodogram::Request> SmallRequest(std::mt19937_64& rng,
-                                                         periodogram::ComputeType dtype) {
+                                                         ElementType dtype) {
   auto r = std::make_shared<periodogram::Request>();
   r->dtype = dtype;
   auto s = periodogram::testing::RandomSeries(rng, 40, 1.0, false);
@@ -75,7 +75,7 @@ TEST(Scheduler, CoalescesConcurrentRequestsAndSplitsResults) {
   std::atomic<int> remaining{16};
   for (int i = 0; i < 16; ++i) {
     PeriodogramScheduler::Job job;
-    job.request = SmallRequest(rng, periodogram::ComputeType::kFloat64);
+    job.request = SmallRequest(rng, ElementType::kFloat64);
     job.done = [&, req = job.request](absl::StatusOr<std::vector<periodogram::SeriesPower>> r,
                                       const JobTimings& t) {
       if (r.ok() && r->size() == 1 && t.batch_requests == 16) {
@@ -105,7 +105,7 @@ TEST(Scheduler, FullQueueIsResourceExhausted) {
   std::atomic<int> done{0};
   for (int i = 0; i < 3; ++i) {
     PeriodogramScheduler::Job job;
-    job.request = SmallRequest(rng, periodogram::ComputeType::kFloat32);
+    job.request = SmallRequest(rng, ElementType::kFloat32);
     job.done = [&](auto, const JobTimings&) { done.fetch_add(1); };
     const absl::Status s = scheduler.Enqueue(std::move(job));
     if (i < 2) {
@@ -126,11 +126,11 @@ TEST(Scheduler, ExpiredAndCancelledJobsAreNotComputed) {
   absl::Notification n1, n2;
   absl::StatusCode c1, c2;
   PeriodogramScheduler::Job expired;
-  expired.request = SmallRequest(rng, periodogram::ComputeType::kFloat64);
+  expired.request = SmallRequest(rng, ElementType::kFloat64);
   expired.deadline = absl::Now() - absl::Seconds(1);
   expired.done = [&](auto r, const JobTimings&) { c1 = r.status().code(); n1.Notify(); };
   PeriodogramScheduler::Job cancelled;
-  cancelled.request = SmallRequest(rng, periodogram::ComputeType::kFloat64);
+  cancelled.request = SmallRequest(rng, ElementType::kFloat64);
   cancelled.is_cancelled = [] { return true; };
   cancelled.done = [&](auto r, const JobTimings&) { c2 = r.status().code(); n2.Notify(); };
   ASSERT_TRUE(scheduler.Enqueue(std::move(expired)).ok());
@@ -158,7 +158,7 @@ TEST(Scheduler, QueuedRequestFailsAtItsDeadlineWhileTheBackendIsBusy) {
   absl::Notification all_done;
   for (int i = 0; i < 3; ++i) {  // two fill the backend, the third blocks the dispatcher
     auto r = std::make_shared<periodogram::Request>();
-    r->dtype = periodogram::ComputeType::kFloat64;
+    r->dtype = ElementType::kFloat64;
     auto series = periodogram::testing::RandomSeries(rng, 2000, 1.0, false);
     series.grid.uniform = periodogram::UniformGrid{0.1, 0.001, 150000};
     r->series.push_back(std::move(series));
@@ -176,7 +176,7 @@ TEST(Scheduler, QueuedRequestFailsAtItsDeadlineWhileTheBackendIsBusy) {
   }
   absl::SleepFor(absl::Milliseconds(20));  // the dispatcher is now blocked on the third
   PeriodogramScheduler::Job late;
-  late.request = SmallRequest(rng, periodogram::ComputeType::kFloat64);
+  late.request = SmallRequest(rng, ElementType::kFloat64);
   const absl::Time enqueued = absl::Now();
   late.deadline = enqueued + absl::Milliseconds(50);
   absl::StatusCode code = absl::StatusCode::kOk;
@@ -205,12 +205,12 @@ TEST(Scheduler, DifferentDtypesGoToDifferentBatches) {
   absl::Notification done;
   for (int i = 0; i < 4; ++i) {
     PeriodogramScheduler::Job job;
-    job.request = SmallRequest(rng, i % 2 ? periodogram::ComputeType::kFloat32
-                                          : periodogram::ComputeType::kFloat64);
+    job.request = SmallRequest(rng, i % 2 ? ElementType::kFloat32
+                                          : ElementType::kFloat64);
     job.done = [&, dtype = job.request->dtype](auto r, const JobTimings& t) {
       EXPECT_TRUE(r.ok());
       EXPECT_EQ(t.batch_requests, 2);
-      EXPECT_EQ((*r)[0].power.size(), 50u * periodogram::ElementSize(dtype));
+      EXPECT_EQ((*r)[0].power.size(), 50u * ElementSize(dtype));
       if (remaining.fetch_sub(1) == 1) done.Notify();
     };
     ASSERT_TRUE(scheduler.Enqueue(std::move(job)).ok());
@@ -227,7 +227,7 @@ TEST(Scheduler, LoneRequestOnIdleBackendSkipsTheQueueDelay) {
   std::mt19937_64 rng(9);
   absl::Notification done;
   PeriodogramScheduler::Job job;
-  job.request = SmallRequest(rng, periodogram::ComputeType::kFloat64);
+  job.request = SmallRequest(rng, ElementType::kFloat64);
   job.done = [&](auto r, const JobTimings& t) {
     EXPECT_TRUE(r.ok());
     EXPECT_LT(t.queue, absl::Seconds(5));
@@ -243,7 +243,7 @@ TEST(Scheduler, EnqueueAfterShutdownIsUnavailable) {
   scheduler.Shutdown();
   std::mt19937_64 rng(8);
   PeriodogramScheduler::Job job;
-  job.request = SmallRequest(rng, periodogram::ComputeType::kFloat64);
+  job.request = SmallRequest(rng, ElementType::kFloat64);
   job.done = [](auto, const JobTimings&) { FAIL() << "must not run"; };
   EXPECT_EQ(scheduler.Enqueue(std::move(job)).code(), absl::StatusCode::kUnavailable);
 }

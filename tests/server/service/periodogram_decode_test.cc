@@ -41,7 +41,7 @@ void ExpectError(const v1::PeriodogramRequest& r, absl::StatusCode code, const s
 TEST(PeriodogramDecode, GoodRequestUsesDefaults) {
   auto d = DecodePeriodogramRequest(Good(), {});
   ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_EQ(d->dtype, periodogram::ComputeType::kFloat64);
+  EXPECT_EQ(d->dtype, ElementType::kFloat64);
   ASSERT_EQ(d->series.size(), 1u);
   EXPECT_TRUE(d->series[0].fit_mean);
   EXPECT_TRUE(d->series[0].center_data);

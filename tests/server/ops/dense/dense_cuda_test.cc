@@ -315,8 +315,8 @@ TEST_F(DenseCuda, FewRowsSplits) {
     for (const Shape& sh : shapes) {
       const ModelSpec spec = MakeSpec(d.dtype, false, {{sh.in, sh.out, true, Activation::kGeluTanh}}, ++seed);
       for (int rows = 1; rows <= kernels::kFewRowsMax; ++rows) {
-        if (!kernels::FewRowsFits(rows, sh.in, sh.out, kernels::DenseType::kF32,
-                                  static_cast<kernels::DenseType>(d.dtype))) {
+        if (!kernels::FewRowsFits(rows, sh.in, sh.out, ElementType::kFloat32,
+                                  d.dtype)) {
           continue;
         }
         for (ElementType input : {ElementType::kFloat32, d.dtype}) {
@@ -350,7 +350,7 @@ TEST_F(DenseCuda, FewRowsSplits) {
 // their spread (the fold's cancellation).
 TEST_F(DenseCuda, TensorCore) {
   kernels::TensorCoreArgs probe;
-  probe.type = kernels::DenseType::kBF16;
+  probe.type = ElementType::kBFloat16;
   probe.rows = probe.k = probe.n = probe.ldx = probe.ldw = probe.ldy = 8;
   if (!kernels::TensorCoreFits(device().device(), probe)) {
     GTEST_SKIP() << "the tensor-core kernel needs a compute capability 9.0 GPU";

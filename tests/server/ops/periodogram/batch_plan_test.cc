@@ -36,7 +36,7 @@ SeriesSpec Series(int samples, UniformGrid grid, uint32_t seed) {
 
 // One request of every kind: a small direct series, a harmonic one, a fast one, one large
 // enough for the product form, an explicit grid, and a bootstrap resampling (peak only).
-Batch MixedBatch(ComputeType dtype) {
+Batch MixedBatch(ElementType dtype) {
   auto request = std::make_shared<Request>();
   request->dtype = dtype;
   request->series.push_back(Series(300, {0.01, 0.01, 2000}, 1));
@@ -114,11 +114,11 @@ void ExpectLayoutOrderedAndAligned(const BatchPlan& p, int elem) {
   EXPECT_GE(p.device_out_bytes, p.part_sums_at);
 }
 
-class BatchPlanTest : public ::testing::TestWithParam<ComputeType> {};
+class BatchPlanTest : public ::testing::TestWithParam<ElementType> {};
 
 TEST_P(BatchPlanTest, MixedBatchTakesEveryPathAndSizesEveryBuffer) {
-  const ComputeType dtype = GetParam();
-  const int elem = dtype == ComputeType::kFloat32 ? 4 : 8;
+  const ElementType dtype = GetParam();
+  const int elem = dtype == ElementType::kFloat32 ? 4 : 8;
   const Batch batch = MixedBatch(dtype);
   auto plan = PlanBatch(batch, PlanOptions{}, kMultiprocessors);
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -212,9 +212,9 @@ TEST_P(BatchPlanTest, EmptyBatchNeedsNothing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, BatchPlanTest,
-                         ::testing::Values(ComputeType::kFloat32, ComputeType::kFloat64),
+                         ::testing::Values(ElementType::kFloat32, ElementType::kFloat64),
                          [](const auto& info) {
-                           return info.param == ComputeType::kFloat32 ? "float32" : "float64";
+                           return info.param == ElementType::kFloat32 ? "float32" : "float64";
                          });
 
 }  // namespace

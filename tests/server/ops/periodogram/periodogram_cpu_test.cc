@@ -82,7 +82,7 @@ std::vector<double> AstropySlow(const SeriesSpec& s, const std::vector<double>& 
 }
 
 std::vector<double> PowerOf(const SeriesSpec& s) {
-  SeriesPower r = ComputeSeriesCpu(s, ComputeType::kFloat64);
+  SeriesPower r = ComputeSeriesCpu(s, ElementType::kFloat64);
   const double* p = reinterpret_cast<const double*>(r.power.data());
   return std::vector<double>(p, p + s.grid.size());
 }
@@ -91,6 +91,32 @@ std::vector<double> Frequencies(const Grid& g) {
   std::vector<double> f;
   for (int64_t k = 0; k < g.size(); ++k) f.push_back(g.frequency(k));
   return f;
+}
+
+TEST(PeriodogramResults, SplitByRequestHandsEachRequestItsSeriesInOrder) {
+  Batch batch;
+  std::vector<SeriesPower> all;
+  for (int sizes : {2, 0, 3}) {
+    auto r = std::make_shared<Request>();
+    r->series.resize(static_cast<size_t>(sizes));
+    batch.requests.push_back(std::move(r));
+  }
+  for (int i = 0; i < 5; ++i) {
+    SeriesPower p;
+    p.peak_index = i;
+    all.push_back(std::move(p));
+  }
+  auto split = SplitByRequest(batch, all);
+  ASSERT_TRUE(split.ok()) << split.status();
+  ASSERT_EQ(split->size(), 3u);
+  ASSERT_EQ((*split)[0].size(), 2u);
+  EXPECT_TRUE((*split)[1].empty());
+  ASSERT_EQ((*split)[2].size(), 3u);
+  EXPECT_EQ((*split)[0][1].peak_index, 1);
+  EXPECT_EQ((*split)[2][0].peak_index, 2);
+  EXPECT_EQ((*split)[2][2].peak_index, 4);
+  all.pop_back();
+  EXPECT_EQ(SplitByRequest(batch, all).status().code(), absl::StatusCode::kInternal);
 }
 
 TEST(PeriodogramCpu, NoiselessSinusoidHasStandardPowerOneAtItsFrequency) {
@@ -150,7 +176,7 @@ TEST(PeriodogramCpu, PeakFindsInjectedFrequency) {
   auto g = AutoFrequency(s.t, AutoGridParams{});
   ASSERT_TRUE(g.ok());
   s.grid.uniform = *g;
-  const SeriesPower r = ComputeSeriesCpu(s, ComputeType::kFloat32);
+  const SeriesPower r = ComputeSeriesCpu(s, ElementType::kFloat32);
   EXPECT_EQ(r.power.size(), static_cast<size_t>(g->n) * 4);
   EXPECT_NEAR(r.peak_frequency, 4.2, g->df);
   EXPECT_GT(r.peak_power, 0.5);
@@ -305,7 +331,7 @@ TEST(TopPeaks, MatchTheirDefinitionWithNaNsPlateausAndTies) {
     grid.uniform = UniformGrid{0.5, 0.25, n};
     const std::string bytes(reinterpret_cast<const char*>(p.data()), p.size() * sizeof(double));
     for (int k : {1, 3, 10, 1000}) {
-      const std::vector<Peak> got = TopPeaks(ComputeType::kFloat64, bytes, grid, k);
+      const std::vector<Peak> got = TopPeaks(ElementType::kFloat64, bytes, grid, k);
       const std::vector<int64_t> want = ReferenceTopPeaks(p, k);
       ASSERT_EQ(got.size(), want.size()) << "trial " << trial << " k " << k;
       for (size_t j = 0; j < got.size(); ++j) {

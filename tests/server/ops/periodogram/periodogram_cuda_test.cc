@@ -17,7 +17,6 @@
 namespace gpucompute {
 namespace {
 
-using periodogram::ComputeType;
 using periodogram::Normalization;
 
 class PeriodogramCuda : public ::testing::Test {
@@ -70,10 +69,10 @@ class PeriodogramCuda : public ::testing::Test {
     }
   }
 
-  void CompareOne(ComputeType dtype, const periodogram::SeriesSpec& s,
+  void CompareOne(ElementType dtype, const periodogram::SeriesSpec& s,
                   const periodogram::SeriesSpec& ref_spec, const periodogram::SeriesPower& got,
                   double f32_tol) {
-    const auto ref = periodogram::ComputeSeriesCpu(ref_spec, ComputeType::kFloat64);
+    const auto ref = periodogram::ComputeSeriesCpu(ref_spec, ElementType::kFloat64);
     const double* r = reinterpret_cast<const double*>(ref.power.data());
     const int64_t n = s.grid.size();
     double peak = 0, max_err = 0;
@@ -85,22 +84,22 @@ class PeriodogramCuda : public ::testing::Test {
     // normalizations amplify an error of the standard power by 1 / (1 - p)^2 and 1 / (1 - p),
     // 170x at p = 0.92, for any float32 implementation; psd is a scale and is compared
     // relative to the peak.
-    const bool f32_standard_units = dtype == ComputeType::kFloat32 &&
+    const bool f32_standard_units = dtype == ElementType::kFloat32 &&
                                     (s.normalization == Normalization::kModel ||
                                      s.normalization == Normalization::kLog);
     auto units = [&](double x) {
       if (!f32_standard_units) return x;
       return s.normalization == Normalization::kModel ? x / (1 + x) : -std::expm1(-x);
     };
-    const double tol = dtype == ComputeType::kFloat64
+    const double tol = dtype == ElementType::kFloat64
                            ? 1e-9 * peak
                            : (s.normalization != Normalization::kPsd ? f32_tol : f32_tol * peak);
     if (s.peak_only()) {
       EXPECT_TRUE(got.power.empty()) << "peak-only series came back with power";
     } else {
-      ASSERT_EQ(got.power.size(), static_cast<size_t>(n) * periodogram::ElementSize(dtype));
+      ASSERT_EQ(got.power.size(), static_cast<size_t>(n) * ElementSize(dtype));
       for (int64_t k = 0; k < n; ++k) {
-        const double v = dtype == ComputeType::kFloat32
+        const double v = dtype == ElementType::kFloat32
                              ? reinterpret_cast<const float*>(got.power.data())[k]
                              : reinterpret_cast<const double*>(got.power.data())[k];
         if (std::isnan(r[k])) {  // e.g. fit_mean with two samples: NaN, as in Astropy
@@ -164,7 +163,7 @@ class PeriodogramCuda : public ::testing::Test {
 // fit is singular, and GPU and CPU rounding differ there by far more than 1e-9 (float64) or
 // 1e-4 (float32): seen as n = 3 (float64) and n = 2 (float32) in repeated GPU runs. Those
 // series are covered by SingleSmallSeriesAndTwoSamples.
-std::shared_ptr<periodogram::Request> MixedRequest(std::mt19937_64& rng, ComputeType dtype, int count,
+std::shared_ptr<periodogram::Request> MixedRequest(std::mt19937_64& rng, ElementType dtype, int count,
                                                    int min_len = 8) {
   auto r = std::make_shared<periodogram::Request>();
   r->dtype = dtype;
@@ -187,20 +186,20 @@ std::shared_ptr<periodogram::Request> MixedRequest(std::mt19937_64& rng, Compute
 
 TEST_F(PeriodogramCuda, MixedBatchFloat64MatchesCpu) {
   std::mt19937_64 rng(std::random_device{}());
-  auto r = MixedRequest(rng, ComputeType::kFloat64, 37);
+  auto r = MixedRequest(rng, ElementType::kFloat64, 37);
   Compare(*r, Run(r));
 }
 
 TEST_F(PeriodogramCuda, MixedBatchFloat32MatchesCpu) {
   std::mt19937_64 rng(std::random_device{}());
-  auto r = MixedRequest(rng, ComputeType::kFloat32, 37);
+  auto r = MixedRequest(rng, ElementType::kFloat32, 37);
   Compare(*r, Run(r));
 }
 
 TEST_F(PeriodogramCuda, Float32LongBaselineHighFrequency) {
   std::mt19937_64 rng(std::random_device{}());
   auto r = std::make_shared<periodogram::Request>();
-  r->dtype = ComputeType::kFloat32;
+  r->dtype = ElementType::kFloat32;
   // Julian-date times over 3000 days, frequencies up to 50 per day.
   auto s = periodogram::testing::RandomSeries(rng, 1024, 13.7, true, 2.4e6, 3000);
   s.grid.uniform = periodogram::UniformGrid{0.001, 50.0 / 200000, 200000};
@@ -210,7 +209,7 @@ TEST_F(PeriodogramCuda, Float32LongBaselineHighFrequency) {
 
 TEST_F(PeriodogramCuda, SingleSmallSeriesAndTwoSamples) {
   std::mt19937_64 rng(5);
-  for (auto dtype : {ComputeType::kFloat32, ComputeType::kFloat64}) {
+  for (auto dtype : {ElementType::kFloat32, ElementType::kFloat64}) {
     auto r = std::make_shared<periodogram::Request>();
     r->dtype = dtype;
     auto s = periodogram::testing::RandomSeries(rng, 3, 1.0, false);
@@ -225,7 +224,7 @@ TEST_F(PeriodogramCuda, SingleSmallSeriesAndTwoSamples) {
 
 // Fast (NUFFT) and multi-harmonic direct series, nterms 1..4, of mixed lengths in one batch
 // with nterms = 1 direct series, plus peak-only (bootstrap) series of each kind.
-std::shared_ptr<periodogram::Request> FastHarmonicRequest(std::mt19937_64& rng, ComputeType dtype,
+std::shared_ptr<periodogram::Request> FastHarmonicRequest(std::mt19937_64& rng, ElementType dtype,
                                                           int count) {
   auto r = std::make_shared<periodogram::Request>();
   r->dtype = dtype;
@@ -277,13 +276,13 @@ std::shared_ptr<periodogram::Request> FastHarmonicRequest(std::mt19937_64& rng, 
 
 TEST_F(PeriodogramCuda, FastAndHarmonicFloat64MatchCpu) {
   std::mt19937_64 rng(std::random_device{}());
-  auto r = FastHarmonicRequest(rng, ComputeType::kFloat64, 16);
+  auto r = FastHarmonicRequest(rng, ElementType::kFloat64, 16);
   Compare(*r, Run(r), 1e-4, /*also_cpu_fast=*/true);
 }
 
 TEST_F(PeriodogramCuda, FastAndHarmonicFloat32MatchCpu) {
   std::mt19937_64 rng(std::random_device{}());
-  auto r = FastHarmonicRequest(rng, ComputeType::kFloat32, 16);
+  auto r = FastHarmonicRequest(rng, ElementType::kFloat32, 16);
   Compare(*r, Run(r));
 }
 
@@ -292,7 +291,7 @@ TEST_F(PeriodogramCuda, FastAndHarmonicFloat32MatchCpu) {
 // CPU's float64 direct sums on every 97th frequency (an explicit grid).
 void PeriodogramCuda::CheckLargeGrid(periodogram::Method method, bool with_dy) {
   std::mt19937_64 rng(std::random_device{}());
-  for (auto dtype : {ComputeType::kFloat32, ComputeType::kFloat64}) {
+  for (auto dtype : {ElementType::kFloat32, ElementType::kFloat64}) {
     auto r = std::make_shared<periodogram::Request>();
     r->dtype = dtype;
     auto s = periodogram::testing::RandomSeries(rng, 1024, 1.3, with_dy, 0, 10, 0.1);
@@ -306,22 +305,22 @@ void PeriodogramCuda::CheckLargeGrid(periodogram::Method method, bool with_dy) {
     sub.method = periodogram::Method::kDirect;
     sub.grid = periodogram::Grid{};
     for (int64_t k = 0; k < nf; k += 97) sub.grid.explicit_frequencies.push_back(s.grid.frequency(k));
-    const auto ref = periodogram::ComputeSeriesCpu(sub, ComputeType::kFloat64);
+    const auto ref = periodogram::ComputeSeriesCpu(sub, ElementType::kFloat64);
     const double* rp = reinterpret_cast<const double*>(ref.power.data());
     double peak = 0, err = 0;
     for (size_t i = 0; i < sub.grid.explicit_frequencies.size(); ++i) {
       const int64_t k = static_cast<int64_t>(i) * 97;
-      const double v = dtype == ComputeType::kFloat32
+      const double v = dtype == ElementType::kFloat32
                            ? reinterpret_cast<const float*>(got[0].power.data())[k]
                            : reinterpret_cast<const double*>(got[0].power.data())[k];
       ASSERT_FALSE(std::isnan(v)) << "k " << k;
       peak = std::max(peak, rp[i]);
       err = std::max(err, std::abs(v - rp[i]));
     }
-    const double tol = dtype == ComputeType::kFloat64 ? 1e-9 * peak : 1e-4;
-    EXPECT_LE(err, tol) << periodogram::ComputeTypeName(dtype);
+    const double tol = dtype == ElementType::kFloat64 ? 1e-9 * peak : 1e-4;
+    EXPECT_LE(err, tol) << ElementName(dtype);
     std::printf("%s 1024 x 1M %s: max |gpu - cpu direct| = %.3g (peak %.4f)\n",
-                periodogram::MethodName(method), periodogram::ComputeTypeName(dtype), err, peak);
+                periodogram::MethodName(method), ElementName(dtype), err, peak);
     // The peak is the sinusoid's (1.3) and equals the power there.
     EXPECT_NEAR(got[0].peak_frequency, 1.3, 0.01);
   }
@@ -342,8 +341,8 @@ TEST_F(PeriodogramCuda, DirectLargeGridMatchesCpu) {
 // every normalization, with and without a floating mean, weights, and peak-only resamplings.
 TEST_F(PeriodogramCuda, ProductFormMatchesCpu) {
   std::mt19937_64 rng(std::random_device{}());
-  for (auto dtype : {ComputeType::kFloat64, ComputeType::kFloat32}) {
-    SCOPED_TRACE(periodogram::ComputeTypeName(dtype));
+  for (auto dtype : {ElementType::kFloat64, ElementType::kFloat32}) {
+    SCOPED_TRACE(ElementName(dtype));
     auto r = std::make_shared<periodogram::Request>();
     r->dtype = dtype;
     std::uniform_int_distribution<int> len(20, 900);
@@ -384,7 +383,7 @@ TEST_F(PeriodogramCuda, ProductFormMatchesCpu) {
 // method spreads with atomic additions, so two runs of a fast series differ in the last bits:
 // there the peaks must match within rounding (rank by rank, and each at its index in the
 // other run's power), elsewhere exactly.
-void ExpectSamePeaks(ComputeType dtype, const periodogram::SeriesSpec& s,
+void ExpectSamePeaks(ElementType dtype, const periodogram::SeriesSpec& s,
                      const periodogram::SeriesPower& want, const periodogram::SeriesPower& got, int k) {
   const auto peaks = periodogram::TopPeaks(dtype, want.power, s.grid, k);
   ASSERT_EQ(got.peaks.size(), peaks.size());
@@ -398,10 +397,10 @@ void ExpectSamePeaks(ComputeType dtype, const periodogram::SeriesSpec& s,
     return;
   }
   auto power_at = [&](int64_t i) {
-    return dtype == ComputeType::kFloat32 ? reinterpret_cast<const float*>(want.power.data())[i]
+    return dtype == ElementType::kFloat32 ? reinterpret_cast<const float*>(want.power.data())[i]
                                           : reinterpret_cast<const double*>(want.power.data())[i];
   };
-  const double tol = (dtype == ComputeType::kFloat64 ? 1e-9 : 1e-4) * std::max(1.0, std::abs(want.peak_power));
+  const double tol = (dtype == ElementType::kFloat64 ? 1e-9 : 1e-4) * std::max(1.0, std::abs(want.peak_power));
   EXPECT_NEAR(got.peak_power, want.peak_power, tol);
   for (size_t j = 0; j < peaks.size(); ++j) {
     EXPECT_NEAR(got.peaks[j].power, peaks[j].power, tol) << "peak " << j;
@@ -412,9 +411,9 @@ void ExpectSamePeaks(ComputeType dtype, const periodogram::SeriesSpec& s,
 
 TEST_F(PeriodogramCuda, DiscardedPowerStaysOnTheDeviceWithItsPeaks) {
   std::mt19937_64 rng(std::random_device{}());
-  for (auto dtype : {ComputeType::kFloat64, ComputeType::kFloat32}) {
+  for (auto dtype : {ElementType::kFloat64, ElementType::kFloat32}) {
     for (int k : {1, 5, kernels::kMaxDeviceTopPeaks, kernels::kMaxDeviceTopPeaks + 1}) {
-      SCOPED_TRACE(std::string(periodogram::ComputeTypeName(dtype)) + " top_k " + std::to_string(k));
+      SCOPED_TRACE(std::string(ElementName(dtype)) + " top_k " + std::to_string(k));
       auto kept = FastHarmonicRequest(rng, dtype, 12);
       kept->series.resize(static_cast<size_t>(kept->user_series));  // resamplings appended below
       const auto mixed = MixedRequest(rng, dtype, 8);
@@ -468,7 +467,7 @@ TEST_F(PeriodogramCuda, DiscardedPowerStaysOnTheDeviceWithItsPeaks) {
 // runs, lengths around the block's 256 threads.
 template <typename T>
 void CheckTopPeaksKernel(std::mt19937_64& rng) {
-  const ComputeType dtype = sizeof(T) == 4 ? ComputeType::kFloat32 : ComputeType::kFloat64;
+  const ElementType dtype = sizeof(T) == 4 ? ElementType::kFloat32 : ElementType::kFloat64;
   const std::vector<long long> lengths = {1, 2, 3, 255, 256, 257, 513, 5000};
   std::vector<T> power;
   std::vector<kernels::TopPeaksDesc> descs;

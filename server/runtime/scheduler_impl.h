@@ -1,5 +1,6 @@
-// Dynamic batching scheduler (see scheduler.h).
-#include "server/runtime/scheduler.h"
+// BatchScheduler's code (scheduler.h): included only by the file that instantiates the
+// schedulers (op_schedulers.cc), so that the template's users see its declaration alone.
+#pragma once
 
 #include <algorithm>
 #include <utility>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/nvtx.h"
 #include "common/thread_name.h"
+#include "server/runtime/scheduler.h"
 #include "spdlog/spdlog.h"
 
 namespace gpucompute {
@@ -273,64 +275,5 @@ void BatchScheduler<Traits>::Dispatch(std::vector<Queued> queued, bool counted) 
                 --in_flight_batches_;
               });
 }
-
-void PeriodogramTraits::Run(std::vector<std::shared_ptr<const Request>> requests,
-                            std::function<bool()> abandoned,
-                            std::function<void(absl::StatusOr<std::vector<Result>>)> done) const {
-  auto batch = std::make_shared<periodogram::Batch>();
-  batch->dtype = requests.front()->dtype;
-  batch->requests = std::move(requests);
-  batch->abandoned = std::move(abandoned);
-  backend->RunPeriodogram(batch, [batch, done = std::move(done)](
-                                     absl::StatusOr<std::vector<periodogram::SeriesPower>> all) {
-    if (!all.ok()) {
-      done(all.status());
-      return;
-    }
-    // Split the batch's series back into the requests that sent them.
-    std::vector<Result> per_request;
-    per_request.reserve(batch->requests.size());
-    size_t next = 0;
-    for (const auto& r : batch->requests) {
-      Result mine;
-      mine.reserve(r->series.size());
-      for (size_t i = 0; i < r->series.size(); ++i) mine.push_back(std::move((*all)[next + i]));
-      next += r->series.size();
-      per_request.push_back(std::move(mine));
-    }
-    done(std::move(per_request));
-  });
-}
-
-void DenseTraits::Run(std::vector<std::shared_ptr<const Request>> requests,
-                      std::function<bool()> abandoned,
-                      std::function<void(absl::StatusOr<std::vector<Result>>)> done) const {
-  auto batch = std::make_shared<dense::Batch>();
-  batch->model = requests.front()->model;
-  batch->input_dtype = requests.front()->input_dtype;
-  batch->requests = std::move(requests);
-  batch->abandoned = std::move(abandoned);
-  backend->RunDense(batch, std::move(done));
-}
-
-int64_t AssimilateTraits::Cost(const Request& r) {
-  double flops = 0;
-  for (const auto& p : r.problems) flops += assimilate::ProblemFlops(p);
-  return static_cast<int64_t>(std::min(flops, 9e18));
-}
-
-void AssimilateTraits::Run(std::vector<std::shared_ptr<const Request>> requests,
-                           std::function<bool()> abandoned,
-                           std::function<void(absl::StatusOr<std::vector<Result>>)> done) const {
-  auto batch = std::make_shared<assimilate::Batch>();
-  batch->dtype = requests.front()->dtype;
-  batch->requests = std::move(requests);
-  batch->abandoned = std::move(abandoned);
-  backend->RunAssimilate(batch, std::move(done));
-}
-
-template class BatchScheduler<PeriodogramTraits>;
-template class BatchScheduler<DenseTraits>;
-template class BatchScheduler<AssimilateTraits>;
 
 }  // namespace gpucompute
