@@ -208,7 +208,14 @@ ABSL_FLAG(std::string, worker_socket_dir, "",
           "one under $TMPDIR or /tmp)");
 ABSL_FLAG(int, worker_channels, gpucompute::front::WorkerPoolOptions{}.channels_per_worker,
           "worker mode: HTTP/2 connections from the front to each worker (calls spread over them)");
+ABSL_FLAG(std::string, worker_connections, "proxy",
+          "worker mode: proxy (the front answers every call, passing it to a worker: TLS, tokens, "
+          "quotas, merged lists) or handoff (the front accepts each client connection and hands "
+          "it to a worker, round robin, which serves it whole: the calls skip the front; "
+          "plaintext without tokens only; see docs/server.md \"Worker mode\")");
 ABSL_FLAG(int, worker_index, -1, "INTERNAL: set by the worker-mode front on its workers");
+ABSL_FLAG(int, handoff_fd, -1,
+          "INTERNAL: set by the worker-mode front (--worker_connections=handoff) on its workers");
 ABSL_FLAG(int, inject_sticky_fault_device, -1,
           "TESTS ONLY: GPU index that runs a trapping kernel (a sticky fault) after "
           "--inject_sticky_fault_after_batches of its batches; -1: never");
@@ -352,6 +359,18 @@ int RunFront(int argc, char** argv, const gpucompute::ServerConfig& server_confi
   config.grpc_args = server_config.grpc_args;
   config.max_connection_idle = server_config.max_connection_idle;
   config.listener_probe_period = server_config.listener_probe_period;
+  const std::string connections = absl::GetFlag(FLAGS_worker_connections);
+  if (connections != "proxy" && connections != "handoff") {
+    spdlog::critical("--worker_connections={}: expected proxy or handoff", connections);
+    return 2;
+  }
+  if (connections == "handoff" && (config.tls.enabled() || !config.auth_token_file.empty())) {
+    // The workers add the connections to their servers as they are: no TLS handshake, and
+    // their calls skip the front's token checks.
+    spdlog::critical("--worker_connections=handoff serves plaintext connections without tokens: "
+                     "leave out --tls_cert_file and --auth_token_file, or use proxy");
+    return 2;
+  }
 
   const std::string backend = absl::GetFlag(FLAGS_backend);
   const int gpus = backend == "cpu" ? 0 : gpucompute::VisibleCudaDeviceCount();
@@ -391,6 +410,7 @@ int RunFront(int argc, char** argv, const gpucompute::ServerConfig& server_confi
   pool.inject_fault_worker = absl::GetFlag(FLAGS_inject_sticky_fault_device);
   pool.inject_fault_after_batches = absl::GetFlag(FLAGS_inject_sticky_fault_after_batches);
   pool.channels_per_worker = std::max(1, absl::GetFlag(FLAGS_worker_channels));
+  pool.handoff = absl::GetFlag(FLAGS_worker_connections) == "handoff";
   pool.socket_dir = absl::GetFlag(FLAGS_worker_socket_dir);
   if (pool.socket_dir.empty()) {
     const char* tmp = std::getenv("TMPDIR");
@@ -662,6 +682,9 @@ int main(int argc, char** argv) {
   const int worker_index = absl::GetFlag(FLAGS_worker_index);
   if (worker_index >= 0) {
     if (const int code = SetUpWorker(worker_index, json_log, config); code != 0) return code;
+    config.handoff_fd = absl::GetFlag(FLAGS_handoff_fd);
+    // Handed client connections count against this worker's limits per peer and in all.
+    if (config.handoff_fd >= 0) config.connections = connections;
   }
   bool (*device_lost)(const gpucompute::Server&) = nullptr;
   if (worker_index >= 0) device_lost = [](const gpucompute::Server& s) { return s.device_lost(); };

@@ -140,6 +140,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   s->port_ = listening.port;
   s->health_server_ = std::move(listening.health_server);
   s->health_port_ = listening.health_port;
+  if (config.handoff_fd >= 0) {
+    ASSIGN_OR_RETURN(s->handed_, HandedConnections::Start(config.handoff_fd, s->server_.get(),
+                                                          config.connections));
+  }
   s->SetServing(true);
   s->listener_probe_ = ListenerProbe::Watch(config.address, s->port_, config.listener_probe_period,
                                             "the service port", [server = s.get()] {
@@ -178,6 +182,7 @@ void Server::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
   listener_probe_.reset();  // the port closes below: that is no loss
+  if (handed_) handed_->Stop();  // no more connections from the front
   if (security_) security_->Stop();
   // Start() may have failed half-way: every member can be null here.
   health_.Close();  // probes see NOT_SERVING while calls drain

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/peer_connections.h"
+#include "server/transport/handed_connections.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "server/metrics/metrics.h"
@@ -94,6 +95,9 @@ struct ServerConfig {
   // How often the service port is probed (ListenerProbe); a port that refuses connections
   // turns health NOT_SERVING. Zero: not probed.
   absl::Duration listener_probe_period = absl::Seconds(5);
+  // A worker of the worker-mode front in handoff mode: the socket on which the front hands it
+  // client connections, which this server then serves (handed_connections.h). -1: none.
+  int handoff_fd = -1;
   TensorStoreOptions tensors;        // resident tensors: quotas, idle expiry
   // Dense models loaded before the server listens (--model_manifest); one that fails to load
   // fails Start.
@@ -177,6 +181,7 @@ class Server {
   std::unique_ptr<SecurityWatch> security_;   // token reloads, TLS file checks
   std::unique_ptr<ComputeService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<HandedConnections> handed_;    // handoff mode's connections; stopped first
   std::unique_ptr<grpc::Server> health_server_;  // the health port; stopped last
   std::unique_ptr<metrics::MetricsServer> metrics_server_;  // stopped first
   int port_ = 0;

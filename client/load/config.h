@@ -70,6 +70,10 @@ struct DenseParams {
   int64_t layers = 1;
   int64_t rows = 1;             // per request
   v1::DType model_dtype = v1::BFLOAT16;  // inputs travel in this dtype too
+  // A model the server already holds (e.g. from its --model_manifest): nothing is loaded or
+  // unloaded, and in_features and model_dtype must be its. Empty: a model of the shape above
+  // is loaded for the run.
+  std::string model;
 };
 
 struct AssimilateParams {

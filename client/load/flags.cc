@@ -150,6 +150,9 @@ void AddWorkloadFlags(CLI::App& app, WorkloadConfig& w, RawFlags& raw) {
   workload->add_option("--model-dtype", raw.model_dtype, "dense: model and input dtype")
       ->check(CLI::IsMember({"float32", "float16", "bfloat16"}))
       ->capture_default_str();
+  workload->add_option("--model", w.dense.model,
+                       "dense: the name of a model the server already holds (e.g. from its "
+                       "--model_manifest) instead of loading one; --in and --model-dtype must be its");
   workload->add_option("--rows", w.dense.rows, "dense: rows per request")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

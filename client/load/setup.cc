@@ -133,10 +133,14 @@ absl::StatusOr<std::unique_ptr<PreparedRun>> PreparedRun::Create(
   if (entries.empty()) return absl::InvalidArgumentError("nothing to send");
 
   for (const Entry& e : entries) {
-    if (e.op == Op::kDense) {
+    if (e.op != Op::kDense) continue;
+    if (w.dense.model.empty()) {
       RETURN_IF_ERROR(run->LoadModel(config, channels));
-      break;
+    } else {
+      run->model_name_ = w.dense.model;
+      run->description_["dense_model"] = {{"name", w.dense.model}, {"loaded_by", "server"}};
     }
+    break;
   }
 
   // Random requests: --variants of each op, fewer when they would pass the byte budget.

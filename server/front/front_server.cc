@@ -63,6 +63,15 @@ absl::StatusOr<std::unique_ptr<FrontServer>> FrontServer::Start(FrontConfig conf
         return out;
       });
   s->registry_->AddCallback(
+      metrics::MetricType::kCounter, "gpucompute_worker_connections_handed_total",
+      "client connections the front handed to the worker (--worker_connections=handoff)", {"worker"}, [front] {
+        std::vector<metrics::Sample> out;
+        for (const WorkerSnapshot& w : front->pool_->Snapshot()) {
+          out.push_back({{absl::StrCat(w.index)}, static_cast<double>(w.connections_handed)});
+        }
+        return out;
+      });
+  s->registry_->AddCallback(
       metrics::MetricType::kGauge, "gpucompute_worker_calls_in_flight",
       "calls the front has routed to the worker that have not ended", {"worker"}, [front] {
         std::vector<metrics::Sample> out;
@@ -80,23 +89,11 @@ absl::StatusOr<std::unique_ptr<FrontServer>> FrontServer::Start(FrontConfig conf
   s->proxy_ = std::make_unique<ProxyService>(std::move(parts));
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  ListenerOptions listener;
-  listener.address = config.address;
-  listener.credentials = credentials;
-  listener.max_receive_bytes = config.max_request_bytes;
-  listener.max_send_bytes = -1;  // the workers bound their replies
-  listener.max_concurrent_streams = config.max_concurrent_streams;
-  listener.memory_quota_bytes = config.grpc_memory_quota_bytes;
-  listener.quota_name = "gpucompute-front";
-  listener.grpc_args = config.grpc_args;
-  listener.max_connection_idle = config.max_connection_idle;
-  builder.RegisterCallbackGenericService(s->proxy_.get());
-  ASSIGN_OR_RETURN(Listening listening, StartListening(builder, listener, config.health_port, s->health_));
-  s->server_ = std::move(listening.server);
-  s->port_ = listening.port;
-  s->health_server_ = std::move(listening.health_server);
-  s->health_port_ = listening.health_port;
+  if (config.workers.handoff) {
+    RETURN_IF_ERROR(s->StartDealing(config));
+  } else {
+    RETURN_IF_ERROR(s->StartProxying(config, credentials));
+  }
   s->health_.Set(s->pool_->AnyServing());
   s->listener_probe_ = ListenerProbe::Watch(config.address, s->port_, config.listener_probe_period,
                                             "the front's port", [front] {
@@ -115,6 +112,39 @@ absl::StatusOr<std::unique_ptr<FrontServer>> FrontServer::Start(FrontConfig conf
                s->pool_->size());
   if (s->health_server_) spdlog::info("health checks (plaintext) on port {}", s->health_port_);
   return s;
+}
+
+absl::Status FrontServer::StartProxying(const FrontConfig& config,
+                                         std::shared_ptr<grpc::ServerCredentials> credentials) {
+  grpc::ServerBuilder builder;
+  ListenerOptions listener;
+  listener.address = config.address;
+  listener.credentials = credentials;
+  listener.max_receive_bytes = config.max_request_bytes;
+  listener.max_send_bytes = -1;  // the workers bound their replies
+  listener.max_concurrent_streams = config.max_concurrent_streams;
+  listener.memory_quota_bytes = config.grpc_memory_quota_bytes;
+  listener.quota_name = "gpucompute-front";
+  listener.grpc_args = config.grpc_args;
+  listener.max_connection_idle = config.max_connection_idle;
+  builder.RegisterCallbackGenericService(proxy_.get());
+  ASSIGN_OR_RETURN(Listening listening, StartListening(builder, listener, config.health_port, health_));
+  server_ = std::move(listening.server);
+  port_ = listening.port;
+  health_server_ = std::move(listening.health_server);
+  health_port_ = listening.health_port;
+  return absl::OkStatus();
+}
+
+absl::Status FrontServer::StartDealing(const FrontConfig& config) {
+  ASSIGN_OR_RETURN(dealer_, ConnectionDealer::Start(config.address, pool_.get()));
+  port_ = dealer_->port();
+  if (config.health_port >= 0) {
+    ASSIGN_OR_RETURN(health_server_, StartHealthServer(HostOfAddress(config.address), config.health_port,
+                                                       &health_port_));
+  }
+  health_.Attach(nullptr, health_server_.get());
+  return absl::OkStatus();
 }
 
 FrontServer::~FrontServer() { Shutdown(absl::Seconds(5)); }
@@ -139,6 +169,7 @@ void FrontServer::Shutdown(absl::Duration grace) {
   listener_probe_.reset();  // the port closes below: that is no loss
   if (security_) security_->Stop();
   health_.Close();
+  if (dealer_) dealer_->Stop();  // the port closes; handed connections drain with their workers
   const auto deadline = std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace);
   std::thread drain;
   if (server_) drain = std::thread([this, deadline] { server_->Shutdown(deadline); });
@@ -153,6 +184,7 @@ void FrontServer::Shutdown(absl::Duration grace) {
   if (health_server_) health_server_->Shutdown(std::chrono::system_clock::now());
   if (metrics_server_) metrics_server_->Stop();
   server_.reset();
+  dealer_.reset();
   health_server_.reset();
   proxy_.reset();
   metrics_server_.reset();

@@ -1,6 +1,8 @@
 // Worker mode (--workers, docs/server.md "Worker mode"): the process clients talk to. It owns the
 // listening port (TLS, tokens and quotas, health, metrics) and a pool of worker processes,
-// one per GPU, and proxies every call to them (proxy_service.h). A sticky CUDA error ends
+// one per GPU, and proxies every call to them (proxy_service.h), or, with
+// --worker_connections=handoff, hands each client connection to a worker that serves it
+// (connection_dealer.h). A sticky CUDA error ends
 // only its worker's process: the front routes around it and starts a new one, so the other
 // GPUs keep serving.
 #pragma once
@@ -16,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/peer_connections.h"
+#include "server/front/connection_dealer.h"
 #include "server/front/proxy_service.h"
 #include "server/front/worker_pool.h"
 #include "server/metrics/metrics.h"
@@ -64,6 +67,10 @@ class FrontServer {
 
  private:
   FrontServer() = default;
+  // The service port: the front's gRPC proxy (TLS, tokens, quotas), or (handoff mode) the
+  // dealer that hands each connection to a worker, with the health port beside either.
+  absl::Status StartProxying(const FrontConfig& config, std::shared_ptr<grpc::ServerCredentials> credentials);
+  absl::Status StartDealing(const FrontConfig& config);
   std::string Expose() const;
 
   std::unique_ptr<metrics::Registry> registry_;
@@ -74,6 +81,7 @@ class FrontServer {
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<ProxyService> proxy_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<ConnectionDealer> dealer_;  // handoff mode, instead of server_
   std::unique_ptr<grpc::Server> health_server_;
   std::unique_ptr<metrics::MetricsServer> metrics_server_;
   // SERVING while any worker serves and the port accepts; closed when Shutdown begins.

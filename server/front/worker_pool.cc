@@ -1,8 +1,10 @@
 // Worker processes of the front (see worker_pool.h).
 #include "server/front/worker_pool.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,7 +23,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/health_wire.h"
+#include "common/status_macros.h"
 #include "server/runtime/shared_memory_proof.h"
+#include "server/transport/descriptor_passing.h"
 #include "spdlog/spdlog.h"
 
 extern char** environ;
@@ -81,6 +85,8 @@ struct WorkerPool::Worker {
   absl::flat_hash_set<std::string> models;
   HealthWatch* watch = nullptr;
   int metrics_port = 0;
+  int handoff = -1;  // handoff mode: the front's end of the socket pair with this incarnation
+  int64_t connections_handed = 0;
 };
 
 // Watches one worker incarnation's overall health (grpc.health.v1 Watch, waiting for the
@@ -196,12 +202,55 @@ absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(
 
 WorkerPool::~WorkerPool() { Stop(); }
 
+absl::StatusOr<int> WorkerPool::OpenHandoff(Worker& w) {
+  int ends[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ends) != 0) {
+    return absl::InternalError(absl::StrCat("socketpair for worker ", w.index, ": ", std::strerror(errno)));
+  }
+  // Never block the dealer on a worker that does not read: its connections go to another.
+  fcntl(ends[0], F_SETFL, fcntl(ends[0], F_GETFL) | O_NONBLOCK);
+  int child = ends[1];
+  if (child == kHandoffDescriptor) {  // dup2 onto itself would keep close-on-exec set
+    child = fcntl(ends[1], F_DUPFD_CLOEXEC, kHandoffDescriptor + 1);
+    close(ends[1]);
+  }
+  if (w.handoff >= 0) close(w.handoff);
+  w.handoff = ends[0];
+  return child;
+}
+
+bool WorkerPool::HandConnection(int fd) {
+  absl::MutexLock lock(&mu_);
+  const int n = static_cast<int>(workers_.size());
+  for (int tried = 0; tried < n; ++tried) {
+    Worker& w = *workers_[static_cast<size_t>((next_handoff_ + tried) % n)];
+    if (w.state != WorkerState::kServing || w.handoff < 0) continue;
+    if (absl::Status s = SendDescriptor(w.handoff, fd); !s.ok()) {
+      spdlog::warn("worker {} did not take a connection: {}", w.index, std::string(s.message()));
+      continue;
+    }
+    ++w.connections_handed;
+    next_handoff_ = (next_handoff_ + tried + 1) % n;
+    return true;
+  }
+  return false;
+}
+
 absl::Status WorkerPool::Spawn(Worker& w) {
   std::vector<std::string> args;
   args.push_back(options_.executable);
   args.insert(args.end(), options_.base_args.begin(), options_.base_args.end());
   // After the front's own arguments: later flags win. The front authenticates, encrypts,
   // serves health and metrics; a worker answers only the front, on its socket.
+  // Handoff mode: the worker also serves client connections, under the front's settings.
+  std::vector<std::string> client_settings = {
+      // Every call of the front to this worker shares its few connections.
+      std::string("--max_concurrent_streams=1000000"),
+      // The front's transport settings are for its clients' connections (some, like a
+      // maximum connection age, would cut the front's own calls to the worker).
+      std::string("--grpc_arg="),
+  };
+  if (options_.handoff) client_settings = {absl::StrCat("--handoff_fd=", kHandoffDescriptor)};
   for (std::string flag : {
            absl::StrCat("--address=unix:", w.socket_path),
            std::string("--workers=0"),
@@ -215,14 +264,10 @@ absl::Status WorkerPool::Spawn(Worker& w) {
            std::string("--tls_key_file="),
            std::string("--tls_client_ca_file="),
            std::string("--auth_token_file="),
-           // Every call of the front to this worker shares its few connections.
-           std::string("--max_concurrent_streams=1000000"),
-           // The front's transport settings are for its clients' connections (some, like a
-           // maximum connection age, would cut the front's own calls to the worker).
-           std::string("--grpc_arg="),
        }) {
     args.push_back(std::move(flag));
   }
+  args.insert(args.end(), client_settings.begin(), client_settings.end());
   const bool inject = w.index == options_.inject_fault_worker && w.incarnation == 0;
   args.push_back(absl::StrCat("--inject_sticky_fault_device=", inject ? 0 : -1));
   args.push_back(absl::StrCat("--inject_sticky_fault_after_batches=", options_.inject_fault_after_batches));
@@ -252,10 +297,19 @@ absl::Status WorkerPool::Spawn(Worker& w) {
   posix_spawnattr_init(&attributes);
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
   posix_spawnattr_setpgroup(&attributes, 0);
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  int child_end = -1;
+  if (options_.handoff) {
+    ASSIGN_OR_RETURN(child_end, OpenHandoff(w));
+    posix_spawn_file_actions_adddup2(&files, child_end, kHandoffDescriptor);
+  }
   pid_t pid = 0;
-  const int err = posix_spawn(&pid, options_.executable.c_str(), nullptr, &attributes, argv.data(),
+  const int err = posix_spawn(&pid, options_.executable.c_str(), &files, &attributes, argv.data(),
                               envp.data());
+  posix_spawn_file_actions_destroy(&files);
   posix_spawnattr_destroy(&attributes);
+  if (child_end >= 0) close(child_end);  // the worker has its copy (descriptor 3)
   if (err != 0) {
     return absl::InternalError(absl::StrCat("cannot start worker ", w.index, ": ", std::strerror(err)));
   }
@@ -348,6 +402,8 @@ void WorkerPool::Monitor() {
             }
             w.pid = 0;
             w.state = WorkerState::kDown;
+            if (w.handoff >= 0) close(w.handoff);
+            w.handoff = -1;
             w.changed_at = now;
             w.respawn_at = now + Backoff(w.incarnation);
             ++w.incarnation;
@@ -479,6 +535,7 @@ std::vector<WorkerSnapshot> WorkerPool::Snapshot() const {
     s.device = w->device;
     s.message = w->message;
     s.metrics_port = w->metrics_port;
+    s.connections_handed = w->connections_handed;
     out.push_back(std::move(s));
   }
   return out;
@@ -536,6 +593,10 @@ void WorkerPool::Stop() {
     absl::MutexLock lock(&mu_);
     for (auto& w : workers_) {
       if (w->watch != nullptr) w->watch->Cancel();
+    }
+    for (auto& w : workers_) {
+      if (w->handoff >= 0) close(w->handoff);
+      w->handoff = -1;
     }
     // The watches' OnDone touch the pool: wait for them (a cancelled call ends promptly).
     auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return watches_ == 0; };

@@ -27,6 +27,8 @@
 
 namespace gpucompute::front {
 
+// The descriptor on which a worker receives handed connections (handoff mode).
+inline constexpr int kHandoffDescriptor = 3;
 // The environment variable that tells a worker its front's pid.
 inline constexpr char kFrontPidVariable[] = "GPUCOMPUTE_FRONT_PID";
 // The one that gives every worker the front's shared-memory proof secret (hex): a proof one
@@ -44,6 +46,10 @@ struct WorkerPoolOptions {
   absl::Duration start_timeout = absl::Minutes(5);  // spawn to SERVING, else killed
   absl::Duration stop_grace = absl::Seconds(30);    // SIGTERM to SIGKILL on Stop
   int channels_per_worker = 4;          // HTTP/2 connections to each worker
+  // --worker_connections=handoff: each worker gets a socket (its descriptor 3) over which the
+  // front hands it client connections (HandConnection), which it serves under the front's
+  // transport settings; with false (proxy) a worker answers only the front's calls.
+  bool handoff = false;
   // Models every worker loads before it serves (--model_manifest, in base_args): each worker,
   // restarted ones too, holds them from its first call.
   std::vector<std::string> startup_models;
@@ -72,6 +78,7 @@ struct WorkerSnapshot {
   std::string device;   // CUDA_VISIBLE_DEVICES value; empty without a GPU
   std::string message;  // why it is not serving
   int metrics_port = 0; // 0: unknown yet
+  int64_t connections_handed = 0;  // client connections handed to it (handoff mode)
 };
 
 class WorkerPool {
@@ -101,6 +108,11 @@ class WorkerPool {
   void CallStarted(int worker);
   void CallEnded(int worker);
 
+  // Handoff mode: sends the accepted client connection `fd` to the next serving worker (round
+  // robin; one whose socket is full or closed is skipped). False when no worker took it. The
+  // caller still owns and closes `fd`.
+  bool HandConnection(int fd);
+
   // Models each worker holds (LoadModel/UnloadModel through the front).
   void AddModel(int worker, int incarnation, const std::string& name);
   void RemoveModel(int worker, const std::string& name);
@@ -124,6 +136,8 @@ class WorkerPool {
 
   explicit WorkerPool(WorkerPoolOptions options, std::function<void(const WorkerPool&)> on_change);
   absl::Status Spawn(Worker& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Handoff mode: a new socket pair for `w`'s next incarnation; returns the worker's end.
+  absl::StatusOr<int> OpenHandoff(Worker& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Monitor();
   void OnHealth(int worker, int incarnation, int status);
   void OnWatchEnded(int worker, int incarnation);
@@ -136,6 +150,7 @@ class WorkerPool {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int watches_ ABSL_GUARDED_BY(mu_) = 0;  // HealthWatch calls not yet done
   std::atomic<uint32_t> round_robin_{0};
+  int next_handoff_ ABSL_GUARDED_BY(mu_) = 0;  // HandConnection's round robin
   absl::Notification stop_monitor_;
   std::thread monitor_;
 };

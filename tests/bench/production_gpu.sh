@@ -13,7 +13,8 @@
 #           ratio and the front's cost, and per server its busiest threads and the load
 #           tester's (multigpu-threads-<mode>-<case>-<gpus>.txt) and its queue, compute,
 #           batch-stage and per-GPU batch metrics (multigpu-metrics-<mode>-<case>-<gpus>.txt).
-#           MULTIGPU_SECONDS (default 20) per level; MULTIGPU_MODES (default "single workers");
+#           MULTIGPU_SECONDS (default 20) per level; MULTIGPU_MODES (default "single workers";
+#           also handoff: worker mode with --worker_connections=handoff);
 #           MULTIGPU_CASES: only these cases (default all); MULTIGPU_CHANNELS: every load over
 #           this many channels instead of its own; MULTIGPU_SERVER_FLAGS: more server flags
 #           (e.g. --worker_channels=16); MULTIGPU_TAG: a label on each line (and in the ratios).
@@ -60,7 +61,9 @@ case "$what" in
   multigpu)
     # Each load against a server that sees one GPU, then two (the one-GPU baseline in the same
     # run), in one process and in worker mode (--workers=-1), then the ratios. Dense loads a
-    # model of its own (gpucompute-load does). Beside each load shape, Echo with the same bytes
+    # model given at start (--model_manifest, on every worker), like the one gpucompute-load
+    # would load. MULTIGPU_MODES: single, workers (the front proxies), handoff (the front hands
+    # each connection to a worker). Beside each load shape, Echo with the same bytes
     # per call, callers and channels: what the transport and the load tester carry with no
     # GPU work at all (the ceiling of a load that is not GPU-bound).
     seconds=${MULTIGPU_SECONDS:-20} tag_label=${MULTIGPU_TAG:-}
@@ -70,12 +73,29 @@ case "$what" in
       local flags=(--address=127.0.0.1:0 --port_file=/tmp/mg.port --backend=cuda --log_level=warn
                    --metrics_port=0 --metrics_port_file=/tmp/mg.metrics)
       [ "$1" = workers ] && flags+=(--workers=-1)
+      [ "$1" = handoff ] && flags+=(--workers=-1 --worker_connections=handoff)
+      # The dense load's model, on every worker from the start (a handed connection's
+      # LoadModel would reach its own worker only).
+      flags+=(--model_manifest="mgdense=$out/mgdense/manifest.json")
       flags+=("${extra_server_flags[@]}")
       rm -f /tmp/mg.port /tmp/mg.metrics
       CUDA_VISIBLE_DEVICES=$2 gpucompute-server "${flags[@]}" >> "$out/multigpu_server.log" 2>&1 &
       spid=$!
       for _ in $(seq 1 600); do [ -s /tmp/mg.port ] && [ -s /tmp/mg.metrics ] && break; sleep 0.1; done
     }
+    # One 1,024 -> 4,096 layer (LayerNorm, GELU), bfloat16: the shape gpucompute-load loads.
+    python3 - "$out/mgdense" <<'EOF'
+import json, os, sys
+import numpy as np
+folder = sys.argv[1]
+os.makedirs(folder, exist_ok=True)
+rng = np.random.default_rng(1)
+np.save(f"{folder}/w.npy", (rng.standard_normal((1024, 4096)) / 32).astype(np.float32))
+np.save(f"{folder}/b.npy", (0.1 * rng.standard_normal(4096)).astype(np.float32))
+json.dump({"dtype": "bfloat16", "layers": [{"weight": "w.npy", "bias": "b.npy", "layernorm": True,
+                                           "activation": "gelu_tanh"}]},
+          open(f"{folder}/manifest.json", "w"))
+EOF
     multigpu_case() {  # mode, name, op (for the metrics), GPU sets, gpucompute-load flags...
       local mode=$1 name=$2 op=$3 sets=$4 visible tag arg
       shift 4
@@ -123,7 +143,7 @@ case "$what" in
       multigpu_case $mode echo_periodogram echo "0" --op echo --bytes 448Ki --concurrency 64 \
         --channels 8
       # One row each (1024 -> 4096 bf16), 256 callers: the dense batcher's load.
-      multigpu_case $mode dense_row dense "0 0,1" --op dense --in 1024 --out 4096 --layers 1 \
+      multigpu_case $mode dense_row dense "0 0,1" --op dense --model mgdense --in 1024 \
         --rows 1 --model-dtype bfloat16 --concurrency 256 --channels 8
       multigpu_case $mode echo_dense_row echo "0" --op echo --bytes 5Ki --concurrency 256 \
         --channels 8
@@ -142,11 +162,12 @@ for mode, case, tag in dict.fromkeys((r["mode"], r["case"], r.get("tag", "")) fo
                           "one_gpu_rps": one, "two_gpu_rps": two, "ratio": two / one,
                           "target": 1.8}))
 for case, tag in dict.fromkeys((r["case"], r.get("tag", "")) for r in rows):
-    single, front = rate.get(("single", case, tag, "0")), rate.get(("workers", case, tag, "0"))
-    if single and front:
-        print(json.dumps({"summary": "worker mode vs one process, one GPU", "case": case,
-                          "tag": tag, "single_rps": single, "workers_rps": front,
-                          "front_cost": 1 - front / single, "target": 0.10}))
+    for mode in ("workers", "handoff"):
+        single, front = rate.get(("single", case, tag, "0")), rate.get((mode, case, tag, "0"))
+        if single and front:
+            print(json.dumps({"summary": "worker mode vs one process, one GPU", "mode": mode,
+                              "case": case, "tag": tag, "single_rps": single, "workers_rps": front,
+                              "front_cost": 1 - front / single, "target": 0.10}))
 EOF
     ;;
   soak)

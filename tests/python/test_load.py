@@ -12,6 +12,8 @@ import subprocess
 
 import pytest
 
+import gpucompute
+
 from conftest import run_server
 
 _REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -243,3 +245,25 @@ def test_shared_memory_inputs_and_outputs(tmp_path):
         assert level["run"]["input"] == "shm" and level["run"]["output"] == "shm"
         check_figures(level, expect_server_timings=False)
         assert level["request_bytes_per_s"] < level["payload_bytes_per_s"]
+
+
+def test_dense_on_a_model_the_server_holds(tmp_path, rng):
+    """--model NAME: the model given at the server's start (--model_manifest) is used as it is,
+    nothing loaded or unloaded; a name the server does not hold fails every call NOT_FOUND."""
+    from dense_util import random_layer
+    from test_models_at_startup import write_manifest
+    manifest = write_manifest(tmp_path / "m", [random_layer(rng, 32, 16, activation="relu")])
+    jsonl = tmp_path / "held.jsonl"
+    with run_server(tmp_path, f"--model_manifest=held={manifest}") as target:
+        run_load(target, "--op", "dense", "--model", "held", "--in", "32", "--model-dtype", "float32",
+                 "--rows", "2", "--concurrency", "2", *SHORT, "--json", str(jsonl))
+        (level,) = read_levels(jsonl)
+        check_figures(level)
+        assert level["run"]["prepared"]["dense_model"] == {"name": "held", "loaded_by": "server"}
+        run_load(target, "--op", "dense", "--model", "nowhere", "--in", "32", "--model-dtype",
+                 "float32", "--concurrency", "1", *SHORT, "--json", str(tmp_path / "x.jsonl"),
+                 check=False)
+        (failed,) = read_levels(tmp_path / "x.jsonl")
+        assert failed["ok"] == 0 and "NOT_FOUND" in failed["errors_by_code"], failed
+        with gpucompute.Client(target) as c:
+            assert [m["name"] for m in c.list_models()] == ["held"]
