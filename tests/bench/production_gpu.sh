@@ -16,7 +16,7 @@
 #           MULTIGPU_SECONDS (default 20) per level; MULTIGPU_MODES (default "single workers";
 #           also handoff: worker mode with --worker_connections=handoff);
 #           MULTIGPU_CASES: only these cases (default all); MULTIGPU_CHANNELS: every load over
-#           this many channels instead of its own; MULTIGPU_SERVER_FLAGS: more server flags
+#           this many channels instead of its own; MULTIGPU_CONCURRENCY: with this many callers; MULTIGPU_SERVER_FLAGS: more server flags
 #           (e.g. --worker_channels=16); MULTIGPU_TAG: a label on each line (and in the ratios).
 # soak:     soak.py for the given seconds (default 600) on the GPUs it sees.
 # Results go under $OUT (or ./gpu-out).
@@ -101,8 +101,9 @@ EOF
       shift 4
       if [ -n "${MULTIGPU_CASES:-}" ] && [[ " $MULTIGPU_CASES " != *" $name "* ]]; then return; fi
       local load_flags=() prev=
-      for arg in "$@"; do  # --channels N, or MULTIGPU_CHANNELS's N
+      for arg in "$@"; do  # --channels N and --concurrency N, or MULTIGPU_CHANNELS's and _CONCURRENCY's
         [ -n "${MULTIGPU_CHANNELS:-}" ] && [ "$prev" = --channels ] && arg=$MULTIGPU_CHANNELS
+        [ -n "${MULTIGPU_CONCURRENCY:-}" ] && [ "$prev" = --concurrency ] && arg=$MULTIGPU_CONCURRENCY
         load_flags+=("$arg"); prev=$arg
       done
       for visible in $sets; do
