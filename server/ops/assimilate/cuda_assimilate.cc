@@ -349,7 +349,9 @@ void PackGroup(const Group& g, const Batch& batch, char* in, char* scratch_dev, 
   for (int64_t wave = 0; wave < kWaves; ++wave) {
     const int64_t t0 = tasks * wave / kWaves, t1 = tasks * (wave + 1) / kWaves;
     if (t0 == t1) continue;
-    ParallelFor(t1 - t0, (t1 - t0) * obs_chunk_rows * (W + r_row) * static_cast<int64_t>(sizeof(T)),
+    // The wave's real work: a chunk holds min(m, obs_chunk_rows) rows (counting whole chunks
+    // of small problems made every wave of a batch of small problems start threads).
+    ParallelFor(t1 - t0, (t1 - t0) * std::min(m, obs_chunk_rows) * (W + r_row) * static_cast<int64_t>(sizeof(T)),
                 [&](int64_t b, int64_t e) { pack_rows(t0 + b, t0 + e); },
                 /*min_cost_per_thread=*/int64_t{4} << 20);
     const int64_t p_end = (t1 - 1) / obs_chunks, c_end = (t1 - 1) - p_end * obs_chunks;
