@@ -15,17 +15,28 @@ namespace {
 // One byte of payload travels with each descriptor (a message may not be empty).
 constexpr char kTag = 'F';
 
-}  // namespace
+// A message of one byte with room for one descriptor, for sendmsg and recvmsg alike.
+struct OneDescriptorMessage {
+  OneDescriptorMessage() {
+    msg.msg_iov = &io;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+  }
+  OneDescriptorMessage(const OneDescriptorMessage&) = delete;
+  OneDescriptorMessage& operator=(const OneDescriptorMessage&) = delete;
 
-absl::Status SendDescriptor(int channel, int fd) {
   char byte = kTag;
   iovec io{&byte, 1};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr msg{};
-  msg.msg_iov = &io;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
+};
+
+}  // namespace
+
+absl::Status SendDescriptor(int channel, int fd) {
+  OneDescriptorMessage m;
+  msghdr& msg = m.msg;
   cmsghdr* c = CMSG_FIRSTHDR(&msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
@@ -43,14 +54,8 @@ absl::Status SendDescriptor(int channel, int fd) {
 }
 
 absl::StatusOr<int> ReceiveDescriptor(int channel) {
-  char byte = 0;
-  iovec io{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &io;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
+  OneDescriptorMessage m;
+  msghdr& msg = m.msg;
   ssize_t n = 0;
   do {
     n = recvmsg(channel, &msg, MSG_CMSG_CLOEXEC);
