@@ -127,8 +127,8 @@ def test_a_dead_workers_connections_fail_and_new_ones_go_to_the_other(front):
                 served["w1"].put_tensor(np.zeros(2))
                 time.sleep(0.05)
         assert e.value.code() == grpc.StatusCode.UNAVAILABLE
-        wait_until(lambda: metric(metrics_port, 'gpucompute_worker_up{worker="1",gpu=""}', 0) == 0,
-                   what="the front seeing worker 1 down")
+        wait_until(lambda: metric(metrics_port, 'gpucompute_worker_restarts_total{worker="1"}', 0) >= 1,
+                   what="the front seeing worker 1 exit")
         for _ in range(3):  # while worker 1 is down every new connection goes to worker 0
             with gpucompute.Client(target, timeout=30.0, options=LOCAL) as c:
                 if metric(metrics_port, 'gpucompute_worker_up{worker="1",gpu=""}', 0) == 1:
