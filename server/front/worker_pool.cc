@@ -293,17 +293,17 @@ absl::Status WorkerPool::Spawn(Worker& w) {
   unlink(w.metrics_port_file.c_str());
   // A process group of its own: a terminal's Ctrl-C or a service manager's SIGTERM to the
   // front's group reaches the front alone, which then stops the workers in order.
+  int child_end = -1;  // handoff mode: the worker's end of its socket pair, its descriptor 3
+  if (options_.handoff) {
+    ASSIGN_OR_RETURN(child_end, OpenHandoff(w));
+  }
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
   posix_spawnattr_setpgroup(&attributes, 0);
   posix_spawn_file_actions_t files;
   posix_spawn_file_actions_init(&files);
-  int child_end = -1;
-  if (options_.handoff) {
-    ASSIGN_OR_RETURN(child_end, OpenHandoff(w));
-    posix_spawn_file_actions_adddup2(&files, child_end, kHandoffDescriptor);
-  }
+  if (child_end >= 0) posix_spawn_file_actions_adddup2(&files, child_end, kHandoffDescriptor);
   pid_t pid = 0;
   const int err = posix_spawn(&pid, options_.executable.c_str(), &files, &attributes, argv.data(),
                               envp.data());
