@@ -5,6 +5,7 @@ Every limit answers RESOURCE_EXHAUSTED; a request just under the limits still su
 
 import concurrent.futures
 import os
+import subprocess
 import threading
 
 import grpc
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 import gpucompute
-from conftest import client_of_server
+from conftest import STARTUP_TIMEOUT_S, _server_binary, client_of_server
 from series_util import assert_power_close, astropy_power, make_series
 
 LIMITS = {
@@ -156,3 +157,18 @@ def test_workers_share_the_servers_memory(tmp_path):
                           f"--server_memory_bytes={64 * mib}") as c:
         _exhausted(lambda: c.create_tensor((40 * mib // 8,), "float64"), "(--server_memory_bytes)")
         c.delete_tensor(c.create_tensor((24 * mib // 8,), "float64"))
+
+
+@pytest.mark.parametrize("value", ["1", str(65 << 30)])
+def test_staging_bytes_out_of_range_stops_the_server(value):
+    proc = subprocess.run([_server_binary(), f"--staging_bytes={value}"], capture_output=True,
+                          text=True, timeout=STARTUP_TIMEOUT_S)
+    assert proc.returncode == 2
+    assert f"--staging_bytes={value}: must be between 1 MiB and 64 GiB" in proc.stdout + proc.stderr
+
+
+def test_a_server_with_its_own_staging_size_serves(tmp_path, rng):
+    with client_of_server(tmp_path, f"--staging_bytes={2 << 20}") as c:
+        t = np.sort(rng.uniform(0, 10, 200))
+        freq, power = c.lombscargle(t, np.sin(t), frequency=np.linspace(0.05, 1, 100))
+        assert power.shape == (100,) and np.all(np.isfinite(power))
