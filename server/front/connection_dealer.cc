@@ -105,11 +105,8 @@ void ConnectionDealer::Run() {
       }
       continue;
     }
-    if (pool_->HandConnection(fd)) {
-      handed_.fetch_add(1);
-    } else {
-      dropped_.fetch_add(1);
-    }
+    // The pool counts what each worker took; with no worker serving, the connection closes.
+    (void)pool_->HandConnection(fd);
     close(fd);  // the worker holds its own descriptor for it now
   }
 }

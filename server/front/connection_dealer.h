@@ -5,8 +5,6 @@
 // server as it is (handed_connections.h).
 #pragma once
 
-#include <atomic>
-#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
@@ -27,9 +25,6 @@ class ConnectionDealer {
   ConnectionDealer& operator=(const ConnectionDealer&) = delete;
 
   int port() const { return port_; }
-  // Connections handed to a worker, and those closed because no worker was serving.
-  int64_t handed() const { return handed_.load(); }
-  int64_t dropped() const { return dropped_.load(); }
   // Closes the port (connections already handed stay with their workers) and joins the thread.
   void Stop();
 
@@ -42,7 +37,6 @@ class ConnectionDealer {
   int wake_;  // an eventfd: Stop() wakes the accept loop
   const int port_;
   WorkerPool* const pool_;
-  std::atomic<int64_t> handed_{0}, dropped_{0};
   std::thread thread_;
 };
 

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/align.h"
 #include "common/status_macros.h"
 #include "kernels/assimilate/assimilate_kernels.cuh"
 #include "server/ops/assimilate/tuning.h"
@@ -13,8 +14,6 @@
 namespace gpucompute::assimilate {
 namespace {
 
-constexpr size_t kAlign = 256;
-size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // Sections taken one after another, each aligned.
 struct Arena {

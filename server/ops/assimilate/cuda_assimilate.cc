@@ -32,8 +32,6 @@ namespace {
 
 using kernels::ProblemParams;
 
-constexpr size_t kAlign = 256;
-size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 
 // ---- cuBLAS / cuSOLVER for float and double under one name -------------------------------

@@ -4,13 +4,12 @@
 #include <algorithm>
 
 #include "absl/status/status.h"
+#include "common/align.h"
 #include "server/ops/dense/tuning.h"
 
 namespace gpucompute::dense {
 namespace {
 
-constexpr size_t kAlign = 256;
-size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 bool SixteenBit(ElementType t) {
   return t == ElementType::kBFloat16 || t == ElementType::kFloat16;

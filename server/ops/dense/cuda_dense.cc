@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/align.h"
 #include "kernels/dense/dense_kernels.cuh"
 #include "common/nvtx.h"
 #include "common/parallel_for.h"
@@ -39,8 +40,6 @@ struct GemmPlan {
 
 namespace {
 
-constexpr size_t kAlign = 256;
-size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 cudaDataType_t CudaType(ElementType t) {
   switch (t) {

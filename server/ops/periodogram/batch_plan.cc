@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/align.h"
 #include "common/nvtx.h"
 #include "common/parallel_for.h"
 #include "common/status_macros.h"
@@ -20,8 +21,6 @@ using gpucompute_kernels::LsBlockWork;
 using gpucompute_kernels::LsPeak;
 using gpucompute_kernels::LsSeriesDesc;
 
-constexpr size_t kAlign = 256;
-size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // `blocks`: the NVRTC kernel's work items; `counters`: its chunks' completion counters (0 when
 // no chunk is summed in parts), zeros copied in with the rest.
