@@ -298,7 +298,7 @@ void PackGroup(const Group& g, const Batch& batch, char* in, char* scratch_dev, 
       T* x = reinterpret_cast<T*>(in + g.x) + p * n * N;
       ConvertInto(problem(static_cast<int>(p)).x, r0 * N, (r1 - r0) * N, x + r0 * N);
     }
-  }, /*min_cost_per_thread=*/int64_t{8} << 20);
+  }, kPackBytesPerThread);
   packed(g.obs);
   const int64_t r_row = g.full_r() ? m : 1;  // values of R per observation row
   const int64_t obs_chunk_rows = std::max<int64_t>(1, kChunkElements / (W + r_row));
@@ -350,8 +350,7 @@ void PackGroup(const Group& g, const Batch& batch, char* in, char* scratch_dev, 
     // The wave's real work: a chunk holds min(m, obs_chunk_rows) rows (counting whole chunks
     // of small problems made every wave of a batch of small problems start threads).
     ParallelFor(t1 - t0, (t1 - t0) * std::min(m, obs_chunk_rows) * (W + r_row) * static_cast<int64_t>(sizeof(T)),
-                [&](int64_t b, int64_t e) { pack_rows(t0 + b, t0 + e); },
-                /*min_cost_per_thread=*/int64_t{4} << 20);
+                [&](int64_t b, int64_t e) { pack_rows(t0 + b, t0 + e); }, kPackBytesPerThread);
     const int64_t p_end = (t1 - 1) / obs_chunks, c_end = (t1 - 1) - p_end * obs_chunks;
     const int64_t rows_end = std::min(m, (c_end + 1) * obs_chunk_rows);
     packed(g.obs + static_cast<size_t>((p_end * m + rows_end) * W) * sizeof(T));

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "kernels/fault_injection.cuh"
+#include "common/shared_workers.h"
 #include "common/status_macros.h"
 #include "server/ops/assimilate/cuda_assimilate.h"
 #include "server/ops/dense/cuda_dense.h"
@@ -66,7 +67,7 @@ struct PeriodogramOp {
   using Result = periodogram::SeriesPower;
   static constexpr const char* kName = "periodogram";
   static constexpr const char* kOnStream = "periodogram batch on the stream";
-  static constexpr bool kAnyDeviceSlot = true;
+  static constexpr bool kLaunchOnSharedWorkers = false;
   static constexpr metrics::BatchStageMetrics BackendOptions::*kStages = &BackendOptions::periodogram_stages;
   static absl::StatusOr<Pending> Enqueue(DeviceContext& d, StreamSlot& s, const Batch& b) {
     return periodogram::EnqueuePeriodogram(d, s, b);
@@ -82,7 +83,7 @@ struct DenseOp {
   using Result = dense::Output;
   static constexpr const char* kName = "dense";
   static constexpr const char* kOnStream = "dense batch on the stream";
-  static constexpr bool kAnyDeviceSlot = true;
+  static constexpr bool kLaunchOnSharedWorkers = false;
   static constexpr metrics::BatchStageMetrics BackendOptions::*kStages = &BackendOptions::dense_stages;
   static absl::StatusOr<Pending> Enqueue(DeviceContext& d, StreamSlot& s, const Batch& b) {
     return dense::EnqueueDense(d, s, b);
@@ -98,9 +99,10 @@ struct AssimilateOp {
   using Result = assimilate::Output;
   static constexpr const char* kName = "assimilate";
   static constexpr const char* kOnStream = "assimilate batch on the stream";
-  // Waits on the least loaded GPU's slots instead (see Run): its launch packs for tens of
-  // milliseconds, and waiting there makes the dispatcher launch more of its batches itself.
-  static constexpr bool kAnyDeviceSlot = false;
+  // Its launch packs every problem's inputs (~0.85 MB a request of 64 small problems): on a
+  // GPU's poller it held up that GPU's completions and every later launch, so it runs on the
+  // shared workers, several batches at once.
+  static constexpr bool kLaunchOnSharedWorkers = true;
   static constexpr metrics::BatchStageMetrics BackendOptions::*kStages = &BackendOptions::assimilate_stages;
   static absl::StatusOr<Pending> Enqueue(DeviceContext& d, StreamSlot& s, const Batch& b) {
     return assimilate::EnqueueAssimilate(d, s, b);
@@ -114,16 +116,14 @@ struct AssimilateOp {
 
 // Takes a free stream slot for `batch` on any device that may run it (blocking while every
 // such slot is lent: the scheduler's back-pressure, during which its queue grows into the next
-// batch), then launches it there: on the device's poller thread when that is awake
-// (RunIfAwake), else here. The dispatcher waits for the first slot freed on any GPU, not for
-// one chosen GPU's: a GPU that frees a slot while the dispatcher waits on another would
-// otherwise stay short of work (docs/server.md "Several GPUs"). An op with Op::kAnyDeviceSlot false
-// (assimilate) waits on the least loaded GPU's slots: its launch packs for tens of
-// milliseconds, and with the any-GPU wait the dispatcher handed every launch to the pollers,
-// which then saw completions late and batches shrank. On a poller thread (a call run there by
-// RunOnIdleThread) it does not block, since only the pollers give slots back: it asks the
-// least loaded device, and with every slot there lent the launch runs where its next slot is
-// released (DeviceContext::AcquireSlotThen).
+// batch), then launches it there: an op with Op::kLaunchOnSharedWorkers (assimilate, whose
+// launch packs for milliseconds) on the shared workers, several batches at once; the others on
+// the device's poller thread when that is awake (RunIfAwake), else here. The dispatcher waits
+// for the first slot freed on any GPU, not for one chosen GPU's: a GPU that frees a slot while
+// the dispatcher waits on another would otherwise stay short of work (docs/server.md "Several
+// GPUs"). On a poller thread (a call run there by RunOnIdleThread) it does not block, since only the
+// pollers give slots back: it asks the least loaded device, and with every slot there lent the
+// launch runs where its next slot is released (DeviceContext::AcquireSlotThen).
 template <typename Op>
 void CudaBackend::Run(std::shared_ptr<const typename Op::Batch> batch,
                       const dense::LoadedModel* model,
@@ -140,8 +140,12 @@ void CudaBackend::Run(std::shared_ptr<const typename Op::Batch> batch,
     auto launch = [this, batch = std::move(batch), device, slot, taken, done = std::move(done)]() mutable {
       Launch<Op>(std::move(batch), device, slot, taken, std::move(done));
     };
-    if (PollerOf(*device).RunIfAwake(launch)) return;
-    launch();
+    if constexpr (Op::kLaunchOnSharedWorkers) {
+      PostToSharedWorkers(std::move(launch));
+    } else {
+      if (PollerOf(*device).RunIfAwake(launch)) return;
+      launch();
+    }
   };
   if (CompletionPoller::OnPollerThread()) {
     const auto devices = DevicesByLoad(model);
@@ -151,14 +155,8 @@ void CudaBackend::Run(std::shared_ptr<const typename Op::Batch> batch,
       launch_on(device, slot);
     });
   }
-  if constexpr (Op::kAnyDeviceSlot) {
-    auto [device, slot] = AcquireSlotOnAnyDevice(model);
-    launch_on(device, slot);
-  } else {
-    const auto devices = DevicesByLoad(model);
-    if (devices.empty()) return launch_on(nullptr, nullptr);
-    launch_on(devices.front(), devices.front()->AcquireSlot());
-  }
+  auto [device, slot] = AcquireSlotOnAnyDevice(model);
+  launch_on(device, slot);
 }
 
 template <typename Op>
