@@ -36,6 +36,7 @@
 #include "server/front/request_route.h"
 #include "server/runtime/backend.h"
 #include "server/server.h"
+#include "server/transport/caller.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, address, "0.0.0.0:50051", "HOST:PORT to listen on; port 0 picks a free one");
@@ -215,6 +216,8 @@ ABSL_FLAG(std::string, worker_connections, "proxy",
           "plaintext without tokens only; see docs/server.md \"Worker mode\")");
 ABSL_FLAG(int, worker_index, -1, "INTERNAL: set by the worker-mode front on its workers");
 ABSL_FLAG(int, handoff_fd, -1,
+          "INTERNAL: set by the worker-mode front (--worker_connections=handoff) on its workers");
+ABSL_FLAG(std::string, front_address, "",
           "INTERNAL: set by the worker-mode front (--worker_connections=handoff) on its workers");
 ABSL_FLAG(int, inject_sticky_fault_device, -1,
           "TESTS ONLY: GPU index that runs a trapping kernel (a sticky fault) after "
@@ -685,6 +688,17 @@ int main(int argc, char** argv) {
     config.handoff_fd = absl::GetFlag(FLAGS_handoff_fd);
     // Handed client connections count against this worker's limits per peer and in all.
     if (config.handoff_fd >= 0) config.connections = connections;
+    if (config.handoff_fd >= 0) {
+      config.front_address = absl::GetFlag(FLAGS_front_address);
+      const char* secret = std::getenv(gpucompute::kFrontCallSecretVariable);
+      if (config.front_address.empty() || secret == nullptr || std::strlen(secret) < 32) {
+        spdlog::critical("--handoff_fd without --front_address and {}: started by the front?",
+                         gpucompute::kFrontCallSecretVariable);
+        return 2;
+      }
+      config.front_call_secret = secret;
+      unsetenv(gpucompute::kFrontCallSecretVariable);
+    }
   }
   bool (*device_lost)(const gpucompute::Server&) = nullptr;
   if (worker_index >= 0) device_lost = [](const gpucompute::Server& s) { return s.device_lost(); };

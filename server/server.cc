@@ -116,6 +116,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   parts.limits = config.limits;
   parts.call_log = config.call_log;
   parts.auth = s->auth_.get();
+  if (config.handoff_fd >= 0 && !config.front_address.empty()) {
+    s->front_relay_ = std::make_unique<FrontRelay>(config.front_address, config.front_call_secret);
+    parts.front = s->front_relay_.get();
+  }
   s->service_ = std::make_unique<ComputeService>(std::move(parts));
   for (const StartupModel& model : config.models) {
     RETURN_IF_ERROR(LoadStartupModel(model, config.limits.dense, *s->backend_, *s->models_));

@@ -98,6 +98,10 @@ struct ServerConfig {
   // A worker of the worker-mode front in handoff mode: the socket on which the front hands it
   // client connections, which this server then serves (handed_connections.h). -1: none.
   int handoff_fd = -1;
+  // With handoff_fd: the front's internal socket and the secret that marks its own calls, for
+  // relaying the fan-out calls of handed connections (service/front_relay.h). Empty: none.
+  std::string front_address;
+  std::string front_call_secret;
   TensorStoreOptions tensors;        // resident tensors: quotas, idle expiry
   // Dense models loaded before the server listens (--model_manifest); one that fails to load
   // fails Start.
@@ -179,6 +183,7 @@ class Server {
   std::unique_ptr<SharedMemoryRegistry> shared_memory_;
   std::unique_ptr<TokenAuthenticator> auth_;  // null: no tokens
   std::unique_ptr<SecurityWatch> security_;   // token reloads, TLS file checks
+  std::unique_ptr<FrontRelay> front_relay_;  // handoff mode: fan-out calls go to the front
   std::unique_ptr<ComputeService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<HandedConnections> handed_;    // handoff mode's connections; stopped first

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,7 @@
 #include "server/front/worker_metrics.h"
 #include "server/metrics/process_metrics.h"
 #include "server/metrics/server_metrics.h"
+#include "server/runtime/shared_memory_proof.h"
 #include "server/transport/health_port.h"
 #include "server/transport/listener.h"
 #include "spdlog/spdlog.h"
@@ -38,6 +40,11 @@ absl::StatusOr<std::unique_ptr<FrontServer>> FrontServer::Start(FrontConfig conf
       "gpucompute_front_calls_total",
       "calls the worker-mode front answered, by method and gRPC status code", {"method", "code"});
 
+  if (config.workers.handoff) {
+    // The workers relay their handed connections' fan-out calls here (service/front_relay.h).
+    config.workers.front_address = absl::StrCat("unix:", config.workers.socket_dir, "/front.sock");
+    config.workers.front_call_secret = SharedMemoryProofs::NewSecretHex();
+  }
   // Health follows the workers: SERVING while any serves.
   FrontServer* front = s.get();
   ASSIGN_OR_RETURN(s->pool_, WorkerPool::Start(config.workers, [front](const WorkerPool& pool) {
@@ -86,6 +93,7 @@ absl::StatusOr<std::unique_ptr<FrontServer>> FrontServer::Start(FrontConfig conf
   parts.auth = s->auth_.get();
   parts.device_index_of_worker = config.device_index_of_worker;
   parts.calls = &calls;
+  parts.front_call_secret = config.workers.front_call_secret;
   s->proxy_ = std::make_unique<ProxyService>(std::move(parts));
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -136,7 +144,19 @@ absl::Status FrontServer::StartProxying(const FrontConfig& config,
   return absl::OkStatus();
 }
 
+// Handoff mode: first the internal socket on which the workers relay the fan-out calls of
+// their connections (LoadModel, UnloadModel, (Un)RegisterSharedMemory), served by the proxy as
+// in proxy mode; then the client port, whose connections go to the workers.
 absl::Status FrontServer::StartDealing(const FrontConfig& config) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config.workers.front_address, grpc::InsecureServerCredentials());
+  builder.SetMaxReceiveMessageSize(-1);  // the workers bounded what they relay
+  builder.SetMaxSendMessageSize(-1);
+  builder.RegisterCallbackGenericService(proxy_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr) {
+    return absl::InternalError(absl::StrCat("cannot listen on ", config.workers.front_address));
+  }
   ASSIGN_OR_RETURN(dealer_, ConnectionDealer::Start(config.address, pool_.get()));
   port_ = dealer_->port();
   if (config.health_port >= 0) {

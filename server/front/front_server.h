@@ -80,8 +80,9 @@ class FrontServer {
   std::unique_ptr<SecurityWatch> security_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<ProxyService> proxy_;
+  // The client port; in handoff mode the internal socket of the workers' relayed calls.
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<ConnectionDealer> dealer_;  // handoff mode, instead of server_
+  std::unique_ptr<ConnectionDealer> dealer_;  // handoff mode: the client port
   std::unique_ptr<grpc::Server> health_server_;
   std::unique_ptr<metrics::MetricsServer> metrics_server_;
   // SERVING while any worker serves and the port accepts; closed when Shutdown begins.

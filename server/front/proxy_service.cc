@@ -64,10 +64,10 @@ bool ServerStreams(Method m) {
   return m == Method::kGetTensor || m == Method::kSubmit || m == Method::kOther;
 }
 
-// Metadata the front does not pass on: its own (authorization, the caller's identity, which
-// it sets) and gRPC's.
+// Metadata the front does not pass on: its own (authorization, the caller's identity and its
+// mark, which it sets) and gRPC's.
 bool Forwarded(absl::string_view key) {
-  return key != kAuthorizationKey && key != kClientIdKey && key != "user-agent" && key != "te" &&
+  return key != kAuthorizationKey && key != kClientIdKey && key != kFrontCallKey && key != "user-agent" && key != "te" &&
          key != "content-type" && !absl::StartsWith(key, "grpc-") && !absl::StartsWith(key, ":");
 }
 
@@ -189,7 +189,8 @@ class ProxyCall final : public grpc::ServerGenericBidiReactor {
   void FinishLocked(const grpc::Status& status, Actions& actions,
                     const grpc::ByteBuffer* last = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Touches nothing of the call: it may run after the call is finished and freed.
-  static void Undo(WorkerPool& pool, Method method, const std::string& caller, const std::vector<int>& workers,
+  static void Undo(WorkerPool& pool, Method method, const std::string& caller,
+                   const std::string& front_call_secret, const std::vector<int>& workers,
                    const std::string& name);
   grpc::Status WorkerLost(int worker, const grpc::Status& status) const;
 
@@ -390,6 +391,7 @@ void ProxyCall::StartTargetsLocked(bool have_first, Actions& actions) {
       if (Forwarded(View(key))) c.AddMetadata(std::string(View(key)), std::string(View(value)));
     }
     c.AddMetadata(kClientIdKey, caller_.id);
+    if (!shared_->parts.front_call_secret.empty()) c.AddMetadata(kFrontCallKey, shared_->parts.front_call_secret);
     if (context_->deadline() != std::chrono::system_clock::time_point::max()) {
       c.set_deadline(context_->deadline());
     }
@@ -664,8 +666,9 @@ void ProxyCall::CompleteLocked(Actions& actions) {
     if (merged.status.ok() && method_ == Method::kLoadModel) {
       for (const Target& t : targets_) pool.AddModel(t.worker, t.incarnation, name);
     } else if (!merged.status.ok() && !succeeded.empty() && !name.empty()) {
-      actions.push_back([pool = &pool, method = method_, caller = caller_.id, succeeded, name] {
-        Undo(*pool, method, caller, succeeded, name);
+      actions.push_back([pool = &pool, method = method_, caller = caller_.id, succeeded, name,
+                         secret = shared_->parts.front_call_secret] {
+        Undo(*pool, method, caller, secret, succeeded, name);
       });
     }
   } else if (method_ == Method::kUnloadModel && merged.status.ok()) {
@@ -677,7 +680,8 @@ void ProxyCall::CompleteLocked(Actions& actions) {
 // Unloads a model (or unregisters a region) on the workers where it succeeded while another
 // failed, so that nothing is half-loaded. Fire and forget: a worker that fails this too keeps
 // the copy until it is unloaded by name.
-void ProxyCall::Undo(WorkerPool& pool, Method method, const std::string& caller, const std::vector<int>& workers,
+void ProxyCall::Undo(WorkerPool& pool, Method method, const std::string& caller,
+                     const std::string& front_call_secret, const std::vector<int>& workers,
                      const std::string& name) {
   for (int w : workers) {
     std::shared_ptr<grpc::GenericStub> stub = pool.Stub(w);
@@ -691,6 +695,7 @@ void ProxyCall::Undo(WorkerPool& pool, Method method, const std::string& caller,
     u->stub = stub;
     u->request = UndoRequest(method, name);
     u->context.AddMetadata(kClientIdKey, caller);
+    if (!front_call_secret.empty()) u->context.AddMetadata(kFrontCallKey, front_call_secret);
     u->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     stub->UnaryCall(&u->context, UndoMethod(method), grpc::StubOptions(), &u->request,
                     &u->response, [u, w, name](grpc::Status s) {

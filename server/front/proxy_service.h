@@ -31,6 +31,9 @@ struct ProxyParts {
   const TokenAuthenticator* auth = nullptr;   // null: no tokens
   std::vector<int> device_index_of_worker;    // the front's GPU index of each worker; -1: none
   metrics::Family<metrics::Counter>* calls = nullptr;  // by method and code; may be null
+  // Handoff mode: the value of kFrontCallKey on every call to a worker (which then runs it
+  // itself instead of relaying it back here). Empty: not sent.
+  std::string front_call_secret;
 };
 
 // Each client's home worker: where the resident tensors it creates live. Thread-safe.

@@ -25,6 +25,7 @@
 #include "common/health_wire.h"
 #include "common/status_macros.h"
 #include "server/runtime/shared_memory_proof.h"
+#include "server/transport/caller.h"
 #include "server/transport/descriptor_passing.h"
 #include "spdlog/spdlog.h"
 
@@ -250,7 +251,10 @@ absl::Status WorkerPool::Spawn(Worker& w) {
       // maximum connection age, would cut the front's own calls to the worker).
       std::string("--grpc_arg="),
   };
-  if (options_.handoff) client_settings = {absl::StrCat("--handoff_fd=", kHandoffDescriptor)};
+  if (options_.handoff) {
+    client_settings = {absl::StrCat("--handoff_fd=", kHandoffDescriptor),
+                       absl::StrCat("--front_address=", options_.front_address)};
+  }
   for (std::string flag : {
            absl::StrCat("--address=unix:", w.socket_path),
            std::string("--workers=0"),
@@ -275,7 +279,8 @@ absl::Status WorkerPool::Spawn(Worker& w) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0 &&
-        std::strncmp(*e, kProofSecretVariable, std::strlen(kProofSecretVariable)) != 0) {
+        std::strncmp(*e, kProofSecretVariable, std::strlen(kProofSecretVariable)) != 0 &&
+        std::strncmp(*e, kFrontCallSecretVariable, std::strlen(kFrontCallSecretVariable)) != 0) {
       env.emplace_back(*e);
     }
   }
@@ -283,6 +288,7 @@ absl::Status WorkerPool::Spawn(Worker& w) {
   // The worker checks it is still the front's child (it ends with the front: PDEATHSIG).
   env.push_back(absl::StrCat(kFrontPidVariable, "=", getpid()));
   env.push_back(absl::StrCat(kProofSecretVariable, "=", options_.proof_secret_hex));
+  if (options_.handoff) env.push_back(absl::StrCat(kFrontCallSecretVariable, "=", options_.front_call_secret));
   std::vector<char*> argv, envp;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -50,6 +50,11 @@ struct WorkerPoolOptions {
   // front hands it client connections (HandConnection), which it serves under the front's
   // transport settings; with false (proxy) a worker answers only the front's calls.
   bool handoff = false;
+  // Handoff mode: the front's internal socket ("unix:/path") and the secret that marks the
+  // front's calls (kFrontCallKey), given to each worker (--front_address and
+  // kFrontCallSecretVariable) for relaying its handed connections' fan-out calls.
+  std::string front_address;
+  std::string front_call_secret;
   // Models every worker loads before it serves (--model_manifest, in base_args): each worker,
   // restarted ones too, holds them from its first call.
   std::vector<std::string> startup_models;

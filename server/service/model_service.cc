@@ -14,12 +14,18 @@ namespace gpucompute {
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* ComputeService::LoadModel(
     grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
+  if (parts_.front != nullptr && !parts_.front->FromFront(*context)) {
+    return parts_.front->RelayClientStream(context, "/gpucompute.v1.Compute/LoadModel", response);
+  }
   return new LoadModelReactor(context, &parts_, response);
 }
 
 grpc::ServerUnaryReactor* ComputeService::UnloadModel(grpc::CallbackServerContext* context,
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
+  if (parts_.front != nullptr && !parts_.front->FromFront(*context)) {
+    return parts_.front->RelayUnary(context, "/gpucompute.v1.Compute/UnloadModel", request, response);
+  }
   return QuickCall<v1::UnloadModelRequest, v1::UnloadModelResponse>(
       context, request, response,
       [&](const auto& r, auto* out) { return UnloadModelCall(context, r, out); });

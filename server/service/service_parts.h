@@ -11,6 +11,7 @@
 #include "server/runtime/shared_memory.h"
 #include "server/runtime/tensor_store.h"
 #include "server/transport/auth.h"
+#include "server/service/front_relay.h"
 #include "server/service/idle_streams.h"
 #include "server/service/limits.h"
 
@@ -33,6 +34,10 @@ struct ServiceParts {
   const TokenAuthenticator* auth = nullptr;  // bearer tokens; null: calls need none
   MemoryBudget* memory = nullptr;  // host memory held by accepted work; null: unbounded
   IdleStreams* idle_uploads = nullptr;  // cancels LoadModel streams that stop sending; null: none
+  // A worker that serves handed client connections (--worker_connections=handoff): their
+  // LoadModel, UnloadModel and (Un)RegisterSharedMemory calls go to every worker through the
+  // front (front_relay.h). Null: every call runs here.
+  FrontRelay* front = nullptr;
   ServiceLimits limits;
   CallLog call_log = CallLog::kNone;
 };

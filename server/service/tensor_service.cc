@@ -116,6 +116,9 @@ absl::Status ComputeService::SharedMemoryProofCall(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* ComputeService::RegisterSharedMemory(grpc::CallbackServerContext* context,
                                                                const grpc::ByteBuffer* request,
                                                                grpc::ByteBuffer* response) {
+  if (parts_.front != nullptr && !parts_.front->FromFront(*context)) {
+    return parts_.front->RelayUnary(context, "/gpucompute.v1.Compute/RegisterSharedMemory", request, response);
+  }
   return QuickCall<v1::RegisterSharedMemoryRequest, v1::RegisterSharedMemoryResponse>(
       context, request, response,
       [&](const auto& r, auto* out) { return RegisterSharedMemoryCall(context, r, out); });
@@ -134,6 +137,9 @@ absl::Status ComputeService::RegisterSharedMemoryCall(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* ComputeService::UnregisterSharedMemory(grpc::CallbackServerContext* context,
                                                                  const grpc::ByteBuffer* request,
                                                                  grpc::ByteBuffer* response) {
+  if (parts_.front != nullptr && !parts_.front->FromFront(*context)) {
+    return parts_.front->RelayUnary(context, "/gpucompute.v1.Compute/UnregisterSharedMemory", request, response);
+  }
   return QuickCall<v1::UnregisterSharedMemoryRequest, v1::UnregisterSharedMemoryResponse>(
       context, request, response,
       [&](const auto& r, auto* out) { return UnregisterSharedMemoryCall(context, r, out); });

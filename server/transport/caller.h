@@ -16,6 +16,11 @@ namespace gpucompute {
 // The request metadata key that names the caller (owner of resident tensors, quotas) on a
 // server without tokens.
 inline constexpr char kClientIdKey[] = "x-gpucompute-client";
+// The request metadata key that marks the worker-mode front's own calls to a worker that also
+// serves handed client connections (--worker_connections=handoff): its value is a secret the
+// front gives its workers (kFrontCallSecretVariable), so a client cannot pass for the front.
+inline constexpr char kFrontCallKey[] = "x-gpucompute-front-call";
+inline constexpr char kFrontCallSecretVariable[] = "GPUCOMPUTE_FRONT_CALL_SECRET";
 // The request metadata key of bearer tokens ("Bearer <token>").
 inline constexpr char kAuthorizationKey[] = "authorization";
 

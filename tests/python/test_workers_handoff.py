@@ -2,9 +2,12 @@
 each client connection and hands it to a worker, round robin, which serves it whole, so that no
 call passes through the front. Checked here: connections alternate between the workers (a
 tensor's handle names the worker that made it), each connection's calls are right and stay on
-its worker, startup models are on every worker, the front still reports health and every
-worker's metrics, a dead worker's connections fail while new ones go to the other, and the
-flags that cannot go with it (TLS, tokens) stop the server with a message."""
+its worker, startup models are on every worker, a model loaded or a region registered on one
+connection serves on every worker (the worker relays the call to the front, which runs it on
+all) and unloading or unregistering on another removes it everywhere, the front's answer
+reaching the client as the front gave it, the front still reports health and every worker's
+metrics, a dead worker's connections fail while new ones go to the other, and the flags that
+cannot go with it (TLS, tokens) stop the server with a message."""
 
 import os
 import signal
@@ -37,7 +40,7 @@ def front(tmp_path_factory):
     layers = [random_layer(rng, 6, 4, activation="relu")]
     metrics_file = tmp / "metrics_port"
     with run_server(tmp, f"--workers={WORKERS}", "--cpu_threads=1", "--worker_connections=handoff",
-                    "--metrics_port=0", f"--metrics_port_file={metrics_file}",
+                    "--metrics_port=0", f"--metrics_port_file={metrics_file}", "--allow_shared_memory",
                     f"--model_manifest=mlp={write_manifest(tmp / 'mlp', layers)}") as target:
         with gpucompute.Client(target, timeout=60.0, options=LOCAL) as c:
             c.wait_for_ready(timeout=STARTUP_TIMEOUT_S)
@@ -101,6 +104,68 @@ def test_startup_models_serve_on_every_worker(front, rng):
     assert served == {"w0", "w1"}
 
 
+def clients_on_both_workers(target):
+    """{"w0": client, "w1": client}: connections are opened until each worker serves one."""
+    clients = {}
+    while len(clients) < WORKERS:
+        c = gpucompute.Client(target, timeout=60.0, options=LOCAL)
+        worker = worker_of(c)
+        if worker in clients:
+            c.close()
+        else:
+            clients[worker] = c
+    return clients
+
+
+def test_a_model_loaded_on_one_connection_serves_on_every_worker(front, rng):
+    clients = clients_on_both_workers(front[0])
+    try:
+        layers = [random_layer(rng, 8, 5, activation="gelu_tanh", layernorm=True)]
+        info = clients["w0"].load_model("relayed", layers, dtype="float32")
+        assert info["name"] == "relayed"
+        x = rng.standard_normal((4, 8)).astype(np.float32)
+        for c in clients.values():
+            np.testing.assert_allclose(c.dense("relayed", x), reference(layers, x), rtol=1e-4, atol=1e-5)
+            assert "relayed" in [m["name"] for m in c.list_models()]
+        # The front's answer reaches the client: a second load of the name, and an unknown one.
+        with pytest.raises(grpc.RpcError) as e:
+            clients["w1"].load_model("relayed", layers, dtype="float32")
+        assert e.value.code() == grpc.StatusCode.ALREADY_EXISTS, e.value.details()
+        with pytest.raises(grpc.RpcError) as e:
+            clients["w1"].unload_model("never-loaded")
+        assert e.value.code() == grpc.StatusCode.NOT_FOUND, e.value.details()
+        clients["w1"].unload_model("relayed")
+        for c in clients.values():
+            with pytest.raises(grpc.RpcError) as e:
+                c.dense("relayed", x)
+            assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    finally:
+        for c in clients.values():
+            c.close()
+    # The workers ran the relayed calls themselves; the front answered them.
+    metrics_port = front[1]
+    assert metric(metrics_port, 'gpucompute_front_calls_total{method="load_model",code="OK"}', 0) >= 1
+
+
+def test_a_region_registered_on_one_connection_serves_on_every_worker(front, rng):
+    clients = clients_on_both_workers(front[0])
+    region = clients["w0"].create_shared_memory(1 << 16)
+    try:
+        a = rng.normal(0, 1, 500)
+        x = region.put(a)
+        for c in clients.values():
+            np.testing.assert_array_equal(c.echo(x), a)
+        clients["w1"].unregister_shared_memory(region.name)
+        for c in clients.values():
+            with pytest.raises(grpc.RpcError) as e:
+                c.echo(x)
+            assert e.value.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT), e.value.details()
+    finally:
+        region.close()
+        for c in clients.values():
+            c.close()
+
+
 def test_the_front_reports_health_and_the_workers_metrics(front):
     target, metrics_port, _, _ = front
     assert gpucompute.health(target) == "SERVING"  # a worker answers, on a handed connection
@@ -110,9 +175,13 @@ def test_the_front_reports_health_and_the_workers_metrics(front):
     for w in range(WORKERS):
         assert metric(metrics_port, f'process_open_fds{{worker="{w}"}}') >= 3
         assert metric(metrics_port, f'gpucompute_request_success_total{{worker="{w}",op="periodogram"}}', 0) > 0
-    # No call went through the front.
+    # No compute or tensor call went through the front (only relayed model and region calls).
     with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
-        assert "gpucompute_front_calls_total{" not in r.read().decode()
+        front_calls = [line for line in r.read().decode().splitlines()
+                       if line.startswith("gpucompute_front_calls_total{")]
+    relayed = ('method="load_model"', 'method="unload_model"', 'method="register_shared_memory"',
+               'method="unregister_shared_memory"')
+    assert all(any(m in line for m in relayed) for line in front_calls), front_calls
 
 
 def test_a_dead_workers_connections_fail_and_new_ones_go_to_the_other(front):
