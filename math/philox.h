@@ -13,11 +13,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define GPUCOMPUTE_HOST_DEVICE __host__ __device__
-#else
-#define GPUCOMPUTE_HOST_DEVICE
-#endif
+#include "math/host_device.h"
 
 namespace gpucompute::philox {
 

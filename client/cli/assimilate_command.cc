@@ -1,7 +1,8 @@
 // `gpucompute assimilate`: one ensemble Kalman analysis from .npy files.
 //
 //   gpucompute assimilate --x X.npy --hx HX.npy --y y.npy --obs-error r.npy -o Xa.npy
-//     [--method etkf|enkf] [--perturbations E.npy | --seed S] [--inflation 1.02]
+//     [--method etkf|enkf|letkf] [--perturbations E.npy | --seed S] [--inflation 1.02]
+//     [--state-coords S.npy --obs-coords O.npy --radius R --taper T --metric M --domain L,...]
 //     [--rtpp A | --rtps A] [--form auto|observation_space|ensemble_space] [--dtype float32]
 //
 // X is [n, N] (state x members), HX [m, N], y [m]; the obs error is a 1-D file of m variances
@@ -77,6 +78,28 @@ int RunAssimilate(const GlobalOptions& global, const AssimilateOptions& options)
   auto form = client::ParseAnalysisForm(options.form);
   if (!form.ok()) return Fail("--form", form.status());
   p.form = *form;
+  if (p.method == v1::ASSIMILATION_METHOD_LETKF) {
+    if (options.state_coords.empty() || options.obs_coords.empty()) {
+      return Fail("assimilate", absl::InvalidArgumentError(
+                                    "--method letkf needs --state-coords and --obs-coords (and --radius)"));
+    }
+    auto state = Read(options.state_coords, 0, "--state-coords");
+    if (!state.ok()) return Fail("assimilate", state.status());
+    auto obs = Read(options.obs_coords, 0, "--obs-coords");
+    if (!obs.ok()) return Fail("assimilate", obs.status());
+    p.dims = state->shape.size() == 2 ? state->shape[1] : 1;
+    p.state_coords = std::move(state->data);
+    p.obs_coords = std::move(obs->data);
+    p.radius = options.radius;
+    p.domain = options.domain;
+    p.earth_radius = options.earth_radius;
+    auto taper = client::ParseLocalizationTaper(options.taper);
+    if (!taper.ok()) return Fail("--taper", taper.status());
+    p.taper = *taper;
+    auto metric = client::ParseLocalizationMetric(options.metric);
+    if (!metric.ok()) return Fail("--metric", metric.status());
+    p.metric = *metric;
+  }
   // Sent in float64 unless every input file is narrower.
   const bool narrow = x->item_size < 8 && hx->item_size < 8;
   auto problem = client::MakeAssimilationProblem(p, narrow ? v1::FLOAT32 : v1::FLOAT64);

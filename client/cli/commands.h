@@ -99,6 +99,12 @@ struct AssimilateOptions {
   std::string form = "auto";
   std::string dtype = "float64";
   std::string output;
+  // letkf: coordinates .npy [n, d] (or [n]) and [m, d] (or [m]), the localisation.
+  std::string state_coords, obs_coords;
+  double radius = 0;
+  std::string taper = "gaspari_cohn", metric = "euclidean";
+  std::vector<double> domain;
+  double earth_radius = 6371.0;
 };
 
 int RunAssimilate(const GlobalOptions& global, const AssimilateOptions& options);

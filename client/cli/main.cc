@@ -160,7 +160,7 @@ CLI::App* AddDenseCommand(CLI::App& app, DenseOptions& dense) {
 
 CLI::App* AddAssimilateCommand(CLI::App& app, AssimilateOptions& as) {
   CLI::App* assimilate_cmd = app.add_subcommand(
-      "assimilate", "one ensemble Kalman analysis (ETKF or stochastic EnKF) from .npy files");
+      "assimilate", "one ensemble Kalman analysis (ETKF, stochastic EnKF or LETKF) from .npy files");
   assimilate_cmd->add_option("--x", as.x, "forecast ensemble [n, N] (state x members)")
       ->required()->check(CLI::ExistingFile);
   assimilate_cmd->add_option("--hx", as.hx, "ensemble in observation space [m, N]")
@@ -169,8 +169,24 @@ CLI::App* AddAssimilateCommand(CLI::App& app, AssimilateOptions& as) {
   assimilate_cmd->add_option("--obs-error,--obs_error", as.obs_error,
                              "observation-error variances [m] or covariance [m, m]")
       ->required()->check(CLI::ExistingFile);
-  assimilate_cmd->add_option("--method", as.method, "etkf or enkf (perturbed observations)")
-      ->check(CLI::IsMember({"etkf", "enkf"}))->capture_default_str();
+  assimilate_cmd->add_option("--method", as.method, "etkf, enkf (perturbed observations) or letkf (local)")
+      ->check(CLI::IsMember({"etkf", "enkf", "letkf"}))->capture_default_str();
+  assimilate_cmd->add_option("--state-coords,--state_coords", as.state_coords,
+                             "letkf: coordinates of the state variables [n, d] (or [n])")
+      ->check(CLI::ExistingFile);
+  assimilate_cmd->add_option("--obs-coords,--obs_coords", as.obs_coords,
+                             "letkf: coordinates of the observations [m, d] (or [m])")
+      ->check(CLI::ExistingFile);
+  assimilate_cmd->add_option("--radius", as.radius, "letkf: localisation radius (DAPPER's loc_rad)");
+  assimilate_cmd->add_option("--taper", as.taper, "letkf: gaspari_cohn, gaussian or step")
+      ->check(CLI::IsMember({"gaspari_cohn", "gaussian", "step"}))->capture_default_str();
+  assimilate_cmd->add_option("--metric", as.metric, "letkf: euclidean, periodic or great_circle")
+      ->check(CLI::IsMember({"euclidean", "periodic", "great_circle"}))->capture_default_str();
+  assimilate_cmd->add_option("--domain", as.domain, "letkf, periodic: the length of each axis")
+      ->delimiter(',');
+  assimilate_cmd->add_option("--earth-radius,--earth_radius", as.earth_radius,
+                             "letkf, great_circle: the sphere's radius, in radius's unit")
+      ->capture_default_str();
   auto* pert = assimilate_cmd->add_option("--perturbations", as.perturbations,
                                           "enkf: observation perturbations [m, N], used as given")
                    ->check(CLI::ExistingFile);

@@ -28,7 +28,24 @@ absl::StatusOr<v1::Tensor> Encode(const std::vector<double>& values, std::vector
 absl::StatusOr<v1::AssimilationMethod> ParseAssimilationMethod(absl::string_view name) {
   if (name == "etkf") return v1::ASSIMILATION_METHOD_ETKF;
   if (name == "enkf") return v1::ASSIMILATION_METHOD_ENKF;
-  return absl::InvalidArgumentError(absl::StrCat("method '", name, "': expected etkf or enkf"));
+  if (name == "letkf") return v1::ASSIMILATION_METHOD_LETKF;
+  return absl::InvalidArgumentError(absl::StrCat("method '", name, "': expected etkf, enkf or letkf"));
+}
+
+absl::StatusOr<v1::LocalizationTaper> ParseLocalizationTaper(absl::string_view name) {
+  if (name == "gaspari_cohn") return v1::LOCALIZATION_TAPER_GASPARI_COHN;
+  if (name == "gaussian") return v1::LOCALIZATION_TAPER_GAUSSIAN;
+  if (name == "step") return v1::LOCALIZATION_TAPER_STEP;
+  return absl::InvalidArgumentError(
+      absl::StrCat("taper '", name, "': expected gaspari_cohn, gaussian or step"));
+}
+
+absl::StatusOr<v1::LocalizationMetric> ParseLocalizationMetric(absl::string_view name) {
+  if (name == "euclidean") return v1::LOCALIZATION_METRIC_EUCLIDEAN;
+  if (name == "periodic") return v1::LOCALIZATION_METRIC_PERIODIC;
+  if (name == "great_circle") return v1::LOCALIZATION_METRIC_GREAT_CIRCLE;
+  return absl::InvalidArgumentError(
+      absl::StrCat("metric '", name, "': expected euclidean, periodic or great_circle"));
 }
 
 absl::StatusOr<v1::AnalysisForm> ParseAnalysisForm(absl::string_view name) {
@@ -73,6 +90,16 @@ absl::StatusOr<v1::AssimilationProblem> MakeAssimilationProblem(const Assimilati
   out.set_relaxation(p.relaxation);
   out.set_relaxation_factor(p.relaxation_factor);
   out.set_form(p.form);
+  if (p.method == v1::ASSIMILATION_METHOD_LETKF) {
+    v1::Localization& l = *out.mutable_localization();
+    ASSIGN_OR_RETURN(*l.mutable_state_coords(), Encode(p.state_coords, {p.n, p.dims}, v1::FLOAT64, "state_coords"));
+    ASSIGN_OR_RETURN(*l.mutable_obs_coords(), Encode(p.obs_coords, {p.m, p.dims}, v1::FLOAT64, "obs_coords"));
+    l.set_radius(p.radius);
+    l.set_taper(p.taper);
+    l.set_metric(p.metric);
+    for (double v : p.domain) l.add_domain(v);
+    l.set_earth_radius(p.earth_radius);
+  }
   return out;
 }
 

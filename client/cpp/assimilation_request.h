@@ -5,6 +5,8 @@
 //   p.x = X; p.hx = HX; p.y = y;            // row-major [n, N], [m, N], [m]
 //   p.obs_error = r;                        // m variances, or m*m values with full_covariance
 //   p.method = v1::ASSIMILATION_METHOD_ENKF; p.seed = 7;
+//   // or the LETKF: p.method = v1::ASSIMILATION_METHOD_LETKF; p.dims = 1;
+//   //   p.state_coords = grid; p.obs_coords = where; p.radius = 4;
 //   v1::AssimilateRequest request;
 //   ASSIGN_OR_RETURN(*request.add_problems(), client::MakeAssimilationProblem(p));
 //   ASSIGN_OR_RETURN(auto result, client.Assimilate(std::move(request)));
@@ -38,10 +40,23 @@ struct AssimilationProblem {
   v1::Relaxation relaxation = v1::RELAXATION_NONE;
   double relaxation_factor = 0;
   v1::AnalysisForm form = v1::ANALYSIS_FORM_AUTO;
+  // LETKF (v1::ASSIMILATION_METHOD_LETKF): where the state variables and observations lie and
+  // how far an observation reaches (compute.proto's Localization; docs/python.md).
+  int64_t dims = 0;                   // d
+  std::vector<double> state_coords;   // n * dims, row-major [n, d]
+  std::vector<double> obs_coords;     // m * dims, row-major [m, d]
+  double radius = 0;                  // DAPPER's loc_rad
+  v1::LocalizationTaper taper = v1::LOCALIZATION_TAPER_GASPARI_COHN;
+  v1::LocalizationMetric metric = v1::LOCALIZATION_METRIC_EUCLIDEAN;
+  std::vector<double> domain;         // periodic: each axis's length
+  double earth_radius = 0;            // great circle
 };
 
-// "etkf" | "enkf"; "rtpp" | "rtps" | "none"; "auto" | "observation_space" | "ensemble_space".
+// "etkf" | "enkf" | "letkf"; "auto" | "observation_space" | "ensemble_space";
+// "gaspari_cohn" | "gaussian" | "step"; "euclidean" | "periodic" | "great_circle".
 absl::StatusOr<v1::AssimilationMethod> ParseAssimilationMethod(absl::string_view name);
+absl::StatusOr<v1::LocalizationTaper> ParseLocalizationTaper(absl::string_view name);
+absl::StatusOr<v1::LocalizationMetric> ParseLocalizationMetric(absl::string_view name);
 absl::StatusOr<v1::AnalysisForm> ParseAnalysisForm(absl::string_view name);
 absl::string_view AnalysisFormName(v1::AnalysisForm form);
 

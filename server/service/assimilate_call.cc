@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "server/service/assimilate_decode.h"
 #include "server/service/operation_call_util.h"
 #include "server/service/operation_calls.h"
@@ -29,6 +30,16 @@ void RunAssimilate(const ServiceParts& parts, const v1::AssimilateRequest& reque
       "assimilate.decode", resolver, request.output_placement(), done,
       [&] { return DecodeAssimilateRequest(request, parts.limits, &resolver); });
   if (!decoded) return;
+  if (!parts.backend->RunsLetkf()) {
+    for (size_t i = 0; i < decoded->problems.size(); ++i) {
+      if (decoded->problems[i].method != assimilate::Method::kLetkf) continue;
+      done(absl::UnimplementedError(absl::StrCat(
+               "problems[", i, "].method: the LETKF runs on the CPU backend (--backend=cpu) in this "
+               "version; the ", parts.backend->name(), " backend does not run it yet")),
+           JobTimings{});
+      return;
+    }
+  }
   if (decoded->problems.empty()) {
     done(absl::OkStatus(), JobTimings{});
     return;

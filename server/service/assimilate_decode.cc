@@ -37,6 +37,50 @@ absl::Status ShapeMismatch(const std::string& field, int dim, int64_t got, absl:
       absl::StrCat(field, ".shape[", dim, "] is ", got, " but ", what, " ", want));
 }
 
+// The LETKF's `localization`: coordinates of the n state variables and m observations (d
+// each), metric and its parameters, radius and taper. Values are checked in ValidateValues.
+absl::Status DecodeLocalization(const v1::AssimilationProblem& in, const std::string& prefix, int64_t n,
+                                int64_t m, TensorResolver& resolver, assimilate::Localization* out) {
+  if (!in.has_localization()) {
+    return absl::InvalidArgumentError(prefix + "localization: is required for the LETKF (coordinates, radius)");
+  }
+  const v1::Localization& l = in.localization();
+  const std::string field = prefix + "localization.";
+  ASSIGN_OR_RETURN(const Viewed state, View(resolver, l.state_coords(), l.has_state_coords(),
+                                            field + "state_coords", 2));
+  if (state.shape[0] != n) return ShapeMismatch(field + "state_coords", 0, state.shape[0], "x.shape[0] (state) is", n);
+  ASSIGN_OR_RETURN(const Viewed obs, View(resolver, l.obs_coords(), l.has_obs_coords(), field + "obs_coords", 2));
+  if (obs.shape[0] != m) {
+    return ShapeMismatch(field + "obs_coords", 0, obs.shape[0], "hx.shape[0] (observations) is", m);
+  }
+  if (obs.shape[1] != state.shape[1]) {
+    return ShapeMismatch(field + "obs_coords", 1, obs.shape[1], "state_coords.shape[1] (d) is", state.shape[1]);
+  }
+  out->dims = state.shape[1];
+  out->state_coords = state.array;
+  out->obs_coords = obs.array;
+  switch (l.metric()) {
+    case v1::LOCALIZATION_METRIC_EUCLIDEAN: out->metric = localization::Metric::kEuclidean; break;
+    case v1::LOCALIZATION_METRIC_PERIODIC: out->metric = localization::Metric::kPeriodic; break;
+    case v1::LOCALIZATION_METRIC_GREAT_CIRCLE: out->metric = localization::Metric::kGreatCircle; break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(field, "metric: unknown value ", l.metric(),
+                                                     " (euclidean, periodic or great_circle)"));
+  }
+  switch (l.taper()) {
+    case v1::LOCALIZATION_TAPER_GASPARI_COHN: out->taper = localization::Taper::kGaspariCohn; break;
+    case v1::LOCALIZATION_TAPER_GAUSSIAN: out->taper = localization::Taper::kGaussian; break;
+    case v1::LOCALIZATION_TAPER_STEP: out->taper = localization::Taper::kStep; break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(field, "taper: unknown value ", l.taper(),
+                                                     " (gaspari_cohn, gaussian or step)"));
+  }
+  out->domain.assign(l.domain().begin(), l.domain().end());
+  out->sphere_radius = l.earth_radius();
+  out->radius = l.radius();
+  return absl::OkStatus();
+}
+
 absl::StatusOr<assimilate::Problem> DecodeProblem(const v1::AssimilationProblem& in, int64_t index,
                                                   const assimilate::Limits& limits,
                                                   TensorResolver& resolver) {
@@ -89,6 +133,7 @@ absl::StatusOr<assimilate::Problem> DecodeProblem(const v1::AssimilationProblem&
   switch (in.method()) {
     case v1::ASSIMILATION_METHOD_ETKF: p.method = assimilate::Method::kEtkf; break;
     case v1::ASSIMILATION_METHOD_ENKF: p.method = assimilate::Method::kStochastic; break;
+    case v1::ASSIMILATION_METHOD_LETKF: p.method = assimilate::Method::kLetkf; break;
     default:
       return absl::InvalidArgumentError(absl::StrCat(prefix, "method: unknown value ", in.method()));
   }
@@ -113,6 +158,11 @@ absl::StatusOr<assimilate::Problem> DecodeProblem(const v1::AssimilationProblem&
   } else if (p.method == assimilate::Method::kStochastic) {
     return absl::InvalidArgumentError(
         prefix + "perturbation_source: the stochastic EnKF needs perturbations (m x N) or a seed");
+  }
+  if (p.method == assimilate::Method::kLetkf) {
+    RETURN_IF_ERROR(DecodeLocalization(in, prefix, p.n, p.m, resolver, &p.localization));
+  } else if (in.has_localization()) {
+    return absl::InvalidArgumentError(prefix + "localization: only the LETKF (method LETKF) is localised");
   }
   p.inflation = in.has_inflation() ? in.inflation() : 1.0;
   switch (in.relaxation()) {

@@ -354,6 +354,50 @@ TEST_F(ClientIntegrationTest, CliPeriodogramOnNpyFilesInOneBatch) {
   EXPECT_THAT(r.stderr_text, HasSubstr("bad.npy"));
 }
 
+// `gpucompute assimilate --method letkf`: with a step taper that reaches every observation the
+// LETKF is the global ETKF, which the same CLI computes too; a radius <= 0 is refused naming
+// the field.
+TEST_F(ClientIntegrationTest, CliAssimilateLetkf) {
+  std::mt19937_64 rng(41);
+  std::normal_distribution<double> g(0, 1);
+  const int64_t n = 12, m = 9, N = 6;
+  std::vector<double> x(n * N), hx(m * N), y(m), r(m, 0.5), sc(n), oc(m);
+  for (double& v : x) v = g(rng);
+  for (double& v : hx) v = g(rng);
+  for (double& v : y) v = g(rng);
+  for (int64_t i = 0; i < n; ++i) sc[i] = static_cast<double>(i);
+  const std::string px = WriteFile("x.npy", cli::EncodeNpy({n, N}, x));
+  const std::string phx = WriteFile("hx.npy", cli::EncodeNpy({m, N}, hx));
+  const std::string py = WriteFile("y.npy", cli::EncodeNpy({m}, y));
+  const std::string pr = WriteFile("r.npy", cli::EncodeNpy({m}, r));
+  const std::string ps = WriteFile("sc.npy", cli::EncodeNpy({n}, sc));
+  for (int64_t j = 0; j < m; ++j) oc[j] = static_cast<double>(j) + 0.5;
+  const std::string po = WriteFile("oc.npy", cli::EncodeNpy({m}, oc));
+  const std::string local = PathIn("local.npy"), global = PathIn("global.npy");
+  ProcessResult a = Cli({"assimilate", "--x", px, "--hx", phx, "--y", py, "--obs-error", pr, "--method", "letkf",
+                         "--state-coords", ps, "--obs-coords", po, "--radius", "100", "--taper", "step",
+                         "--inflation", "1.05", "-o", local});
+  ASSERT_EQ(a.exit_code, 0) << a.stderr_text;
+  ProcessResult b = Cli({"assimilate", "--x", px, "--hx", phx, "--y", py, "--obs-error", pr, "--inflation", "1.05",
+                         "-o", global});
+  ASSERT_EQ(b.exit_code, 0) << b.stderr_text;
+  auto la = cli::ReadNpyFile(local);
+  auto ga = cli::ReadNpyFile(global);
+  ASSERT_TRUE(la.ok() && ga.ok());
+  ASSERT_EQ(la->data.size(), static_cast<size_t>(n * N));
+  double diff = 0, moved = 0;
+  for (size_t i = 0; i < la->data.size(); ++i) {
+    diff = std::max(diff, std::abs(la->data[i] - ga->data[i]));
+    moved = std::max(moved, std::abs(la->data[i] - x[i]));
+  }
+  EXPECT_LE(diff, 1e-10);
+  EXPECT_GT(moved, 1e-3);
+  ProcessResult bad = Cli({"assimilate", "--x", px, "--hx", phx, "--y", py, "--obs-error", pr, "--method", "letkf",
+                           "--state-coords", ps, "--obs-coords", po, "--radius", "0", "-o", local});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.stderr_text, HasSubstr("localization.radius"));
+}
+
 TEST_F(ClientIntegrationTest, CliReportsServerErrors) {
   const std::string path = WriteFile("s.csv", "0,1\n1,2\n2,1\n3,2\n");
   // fmin > fmax is caught locally; a server-side rule (uniform grid of zero width) comes back

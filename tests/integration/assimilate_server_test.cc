@@ -323,5 +323,35 @@ TEST_F(AssimilateServer, BadInputIsAnsweredPreciselyAndTheNextRequestServed) {
   }
 }
 
+// The LETKF with a step taper reaching every observation is the global ETKF of the same
+// server (the CPU backend); a backend that does not run it yet (CUDA) answers UNIMPLEMENTED
+// naming the problem, and serves the next call.
+TEST_F(AssimilateServer, LetkfReachingEveryObservationIsTheEtkfOrUnimplemented) {
+  std::mt19937_64 rng(24);
+  const Case c = RandomCase(rng, 11, 7, 6);
+  v1::AssimilateRequest local, global;
+  *local.add_problems() = Problem(c, v1::ASSIMILATION_METHOD_LETKF);
+  *global.add_problems() = Problem(c, v1::ASSIMILATION_METHOD_ETKF);
+  v1::Localization& l = *local.mutable_problems(0)->mutable_localization();
+  Matrix state(c.n), obs(c.m);
+  for (int64_t i = 0; i < c.n; ++i) state[i] = static_cast<double>(i);
+  for (int64_t j = 0; j < c.m; ++j) obs[j] = 1.5 * static_cast<double>(j);
+  *l.mutable_state_coords() = Tensor(state, {c.n, 1});
+  *l.mutable_obs_coords() = Tensor(obs, {c.m, 1});
+  l.set_radius(1000);
+  l.set_taper(v1::LOCALIZATION_TAPER_STEP);
+  v1::AssimilateResponse a, b;
+  const grpc::Status s = Call(local, &a);
+  ASSERT_TRUE(Call(global, &b).ok());
+  if (testing::TestBackend() == "cuda") {
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr("problems[0].method: the LETKF runs on the CPU backend"));
+    return;
+  }
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_LE(MaxDiff(Values(a.results(0).analysis()), Values(b.results(0).analysis())), 1e-10);
+  EXPECT_NEAR(a.results(0).analysis_spread(), b.results(0).analysis_spread(), 1e-12);
+}
+
 }  // namespace
 }  // namespace gpucompute

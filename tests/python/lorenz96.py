@@ -17,6 +17,7 @@ import numpy as np
 N_STATE = 40
 FORCING = 8.0
 DT = 0.05
+GRID = np.arange(N_STATE, dtype=np.float64)  # each variable's (and observation's) coordinate
 
 
 def tendency(x):
@@ -35,11 +36,13 @@ def rk4_step(x, dt=DT):
 
 @dataclasses.dataclass
 class Filter:
-    """One filter of an experiment: method, ensemble size, inflation."""
-    method: str          # "enkf" (perturbed observations, server-drawn) or "etkf"
+    """One filter of an experiment: method, ensemble size, inflation (and for the LETKF its
+    localisation radius, Gaspari-Cohn on the periodic grid of variable indices)."""
+    method: str          # "enkf" (perturbed observations, server-drawn), "etkf" or "letkf"
     members: int
     inflation: float
     name: str = ""
+    radius: float = 0.0  # "letkf": DAPPER's loc_rad, in grid points
 
 
 @dataclasses.dataclass
@@ -79,6 +82,9 @@ def run_twin_experiment(client, filters, *, trials=1, spinup=1000, cycles=2000, 
                      inflation=f.inflation)
             if f.method == "enkf":
                 p["seed"] = int(seed) * 1_000_003 + k  # server-drawn, centred, scaled to R
+            if f.method == "letkf":
+                p.update(state_coords=GRID, obs_coords=GRID,
+                         localization=dict(radius=f.radius, metric="periodic", domain=[N_STATE]))
             problems.append(p)
         results = client.assimilate_batch(problems, dtype=dtype, return_diagnostics=True)
         for i, r in enumerate(results):

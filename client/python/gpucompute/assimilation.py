@@ -26,7 +26,19 @@ from gpucompute.v1 import compute_pb2, tensor_pb2
 METHODS = {
     "etkf": compute_pb2.ASSIMILATION_METHOD_ETKF,
     "enkf": compute_pb2.ASSIMILATION_METHOD_ENKF,
+    "letkf": compute_pb2.ASSIMILATION_METHOD_LETKF,
 }
+METRICS = {
+    "euclidean": compute_pb2.LOCALIZATION_METRIC_EUCLIDEAN,
+    "periodic": compute_pb2.LOCALIZATION_METRIC_PERIODIC,
+    "great_circle": compute_pb2.LOCALIZATION_METRIC_GREAT_CIRCLE,
+}
+TAPERS = {
+    "gaspari_cohn": compute_pb2.LOCALIZATION_TAPER_GASPARI_COHN,
+    "gaussian": compute_pb2.LOCALIZATION_TAPER_GAUSSIAN,
+    "step": compute_pb2.LOCALIZATION_TAPER_STEP,
+}
+LOCALIZATION_KEYS = {"radius", "taper", "metric", "domain", "earth_radius"}
 FORMS = {
     "auto": compute_pb2.ANALYSIS_FORM_AUTO,
     "observation_space": compute_pb2.ANALYSIS_FORM_OBSERVATION_SPACE,
@@ -39,7 +51,7 @@ _WIRE_FLOATS = {
     np.dtype("float64"): tensor_pb2.FLOAT64,
 }
 PROBLEM_KEYS = {"X", "HX", "y", "obs_error", "method", "inflation", "perturbations", "seed",
-                "rtpp", "rtps", "form"}
+                "rtpp", "rtps", "form", "state_coords", "obs_coords", "localization"}
 
 
 @dataclasses.dataclass
@@ -74,8 +86,45 @@ def _tensor(name, a, ndim, encode):
     return encode(code, np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<")))
 
 
+def _localization(state_coords, obs_coords, localization, encode):
+    """The LETKF's ``Localization`` message: coordinates ``(n, d)`` and ``(m, d)`` (a 1-D array
+    is one coordinate per point) and ``localization``, a dict with ``radius`` (required),
+    ``taper`` (``"gaspari_cohn"``, ``"gaussian"``, ``"step"``), ``metric`` (``"euclidean"``,
+    ``"periodic"`` with ``domain``, the length of each axis, ``"great_circle"`` with
+    ``earth_radius``, coordinates (longitude, latitude) in degrees)."""
+    if state_coords is None or obs_coords is None or localization is None:
+        raise ValueError("method='letkf' needs state_coords, obs_coords and localization=dict(radius=...)")
+    unknown = set(localization) - LOCALIZATION_KEYS
+    if unknown:
+        raise ValueError(f"unknown localization keys {sorted(unknown)}; expected {sorted(LOCALIZATION_KEYS)}")
+    if "radius" not in localization:
+        raise ValueError("localization needs a radius")
+    metric = str(localization.get("metric", "euclidean")).lower()
+    taper = str(localization.get("taper", "gaspari_cohn")).lower()
+    if metric not in METRICS:
+        raise ValueError(f"metric {metric!r}: expected one of {sorted(METRICS)}")
+    if taper not in TAPERS:
+        raise ValueError(f"taper {taper!r}: expected one of {sorted(TAPERS)}")
+
+    def coords(name, c):
+        if is_reference(c):
+            return _tensor(name, c, 2, encode)
+        c = np.asarray(c, dtype=np.float64)
+        return _tensor(name, c[:, None] if c.ndim == 1 else c, 2, encode)
+
+    msg = compute_pb2.Localization(
+        state_coords=coords("state_coords", state_coords), obs_coords=coords("obs_coords", obs_coords),
+        metric=METRICS[metric], taper=TAPERS[taper], radius=float(localization["radius"]),
+        earth_radius=float(localization.get("earth_radius", 0.0)))
+    domain = localization.get("domain")
+    if domain is not None:
+        msg.domain.extend(float(v) for v in np.atleast_1d(domain))
+    return msg
+
+
 def problem_proto(X, HX, y, obs_error, method="etkf", inflation=1.0, perturbations=None,
-                  seed=None, rtpp=None, rtps=None, form="auto", *, encode=inline_tensor):
+                  seed=None, rtpp=None, rtps=None, form="auto", state_coords=None,
+                  obs_coords=None, localization=None, *, encode=inline_tensor):
     """Builds one ``AssimilationProblem`` message (see the module docstring for arguments;
     ``encode`` makes each array's Tensor, see ``gpucompute.tensor.inline_tensor``).
 
@@ -111,6 +160,10 @@ def problem_proto(X, HX, y, obs_error, method="etkf", inflation=1.0, perturbatio
             msg.seed = int(secrets.randbits(64) if seed is None else seed) & ((1 << 64) - 1)
     elif perturbations is not None:
         raise ValueError("perturbations are only used by method='enkf'")
+    if method_name == "letkf":
+        msg.localization.CopyFrom(_localization(state_coords, obs_coords, localization, encode))
+    elif state_coords is not None or obs_coords is not None or localization is not None:
+        raise ValueError("state_coords, obs_coords and localization are only used by method='letkf'")
     if rtpp is not None and rtps is not None:
         raise ValueError("give rtpp or rtps, not both")
     if rtpp is not None:

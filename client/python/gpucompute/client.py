@@ -802,6 +802,7 @@ class Client:
 
     def assimilate(self, X, HX, y, obs_error, method="etkf", inflation=1.0, perturbations=None,
                    seed=None, dtype="float64", *, rtpp=None, rtps=None, form="auto",
+                   state_coords=None, obs_coords=None, localization=None,
                    return_diagnostics=False, output=None, timeout=None):
         """The analysis step of an ensemble Kalman filter; returns the analysis ensemble.
 
@@ -817,7 +818,9 @@ class Client:
           y: ``(m,)`` observations.
           obs_error: ``(m,)`` observation-error variances (diagonal R), an ``(m, m)``
             covariance (symmetric positive definite), or a scalar variance for all.
-          method: ``"etkf"`` or ``"enkf"`` (stochastic, perturbed observations).
+          method: ``"etkf"``, ``"enkf"`` (stochastic, perturbed observations) or ``"letkf"``
+            (the local ETKF: needs ``state_coords``, ``obs_coords``, ``localization`` and
+            variances for ``obs_error``; CPU backend in this version).
           inflation: multiplicative inflation of the forecast anomalies (> 0).
           perturbations: ``"enkf"`` only: ``(m, N)`` observation perturbations, member j is
             updated with ``y + perturbations[:, j]``; used as given (not centred or scaled).
@@ -828,6 +831,12 @@ class Client:
           rtpp, rtps: relaxation to prior perturbations / spread with this factor in [0, 1].
           form: ``"auto"`` (the cheaper per problem), ``"observation_space"`` or
             ``"ensemble_space"`` (same result up to rounding).
+          state_coords, obs_coords: ``"letkf"`` only: ``(n, d)`` and ``(m, d)`` coordinates of
+            the state variables and observations (1-D arrays: one coordinate each).
+          localization: ``"letkf"`` only: ``dict(radius=..., taper="gaspari_cohn" | "gaussian"
+            | "step", metric="euclidean" | "periodic" | "great_circle", domain=[lengths]
+            (periodic), earth_radius=... (great circle))``. ``radius`` is DAPPER's ``loc_rad``
+            (docs/python.md "Localised analysis").
           return_diagnostics: return an ``AssimilationResult`` (analysis, innovation_mean,
             analysis_spread, form) instead of the bare array.
           output: None (inline), ``"keep"`` (``TensorHandle``s) or a registered
@@ -844,7 +853,8 @@ class Client:
         """
         (result,) = self.assimilate_batch(
             [dict(X=X, HX=HX, y=y, obs_error=obs_error, method=method, inflation=inflation,
-                  perturbations=perturbations, seed=seed, rtpp=rtpp, rtps=rtps, form=form)],
+                  perturbations=perturbations, seed=seed, rtpp=rtpp, rtps=rtps, form=form,
+                  state_coords=state_coords, obs_coords=obs_coords, localization=localization)],
             dtype=dtype, return_diagnostics=return_diagnostics, output=output, timeout=timeout)
         return result
 

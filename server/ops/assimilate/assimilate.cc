@@ -41,7 +41,9 @@ absl::Status CheckFinite(const ArrayView& a, int64_t cols, int64_t index, absl::
 
 }  // namespace
 
-const char* MethodName(Method m) { return m == Method::kEtkf ? "etkf" : "enkf"; }
+const char* MethodName(Method m) {
+  return m == Method::kEtkf ? "etkf" : m == Method::kLetkf ? "letkf" : "enkf";
+}
 
 const char* RelaxationName(Relaxation r) {
   switch (r) {
@@ -83,6 +85,57 @@ int64_t Batch::problems() const {
   return n;
 }
 
+namespace {
+
+// The LETKF's localisation: diagonal R, coordinates of n and m points of d values, a known
+// metric with its parameters, a positive finite radius.
+absl::Status ValidateLocalizationShapes(const Problem& p, int64_t index) {
+  const Localization& l = p.localization;
+  if (p.obs_error_kind != ObsErrorKind::kVariances) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Field(index, "obs_error"), ": the LETKF takes observation error variances (a diagonal R); "
+        "a full covariance cannot be localised observation by observation"));
+  }
+  if (l.dims < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(Field(index, "localization.state_coords"),
+                                                   ": is required for the LETKF ([n, d], d >= 1)"));
+  }
+  if (auto s = CheckSize(l.state_coords, p.n * l.dims, index, "localization.state_coords"); !s.ok()) return s;
+  if (auto s = CheckSize(l.obs_coords, p.m * l.dims, index, "localization.obs_coords"); !s.ok()) return s;
+  if (!(std::isfinite(l.radius) && l.radius > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(Field(index, "localization.radius"),
+                                                   ": must be finite and > 0 (got ", l.radius, ")"));
+  }
+  if (l.metric == localization::Metric::kPeriodic) {
+    if (static_cast<int64_t>(l.domain.size()) != l.dims) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Field(index, "localization.domain"), ": the periodic metric needs the domain's length along "
+          "each of the ", l.dims, " axes (got ", l.domain.size(), " values)"));
+    }
+    for (size_t k = 0; k < l.domain.size(); ++k) {
+      if (!(std::isfinite(l.domain[k]) && l.domain[k] > 0)) {
+        return absl::InvalidArgumentError(absl::StrCat(Field(index, "localization.domain"), "[", k,
+                                                       "]: must be finite and > 0 (got ", l.domain[k], ")"));
+      }
+    }
+  }
+  if (l.metric == localization::Metric::kGreatCircle) {
+    if (l.dims != 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Field(index, "localization.state_coords"), ": the great-circle metric takes (longitude, "
+          "latitude) in degrees, d = 2 (got d = ", l.dims, ")"));
+    }
+    if (!(std::isfinite(l.sphere_radius) && l.sphere_radius > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(Field(index, "localization.earth_radius"),
+                                                     ": must be finite and > 0 for the great-circle "
+                                                     "metric (got ", l.sphere_radius, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateShapes(const Problem& p, int64_t index, const Limits& limits) {
   if (p.N < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -123,6 +176,9 @@ absl::Status ValidateShapes(const Problem& p, int64_t index, const Limits& limit
     }
     if (auto s = CheckSize(p.perturbations, p.m * p.N, index, "perturbations"); !s.ok()) return s;
   }
+  if (p.method == Method::kLetkf) {
+    if (auto s = ValidateLocalizationShapes(p, index); !s.ok()) return s;
+  }
   if (!std::isfinite(p.inflation) || p.inflation <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(Field(index, "inflation"),
                                                    ": must be finite and > 0 (got ", p.inflation, ")"));
@@ -136,6 +192,11 @@ absl::Status ValidateShapes(const Problem& p, int64_t index, const Limits& limit
 }
 
 absl::Status ValidateValues(const Problem& p, int64_t index) {
+  if (p.method == Method::kLetkf) {
+    const Localization& l = p.localization;
+    if (auto s = CheckFinite(l.state_coords, l.dims, index, "localization.state_coords"); !s.ok()) return s;
+    if (auto s = CheckFinite(l.obs_coords, l.dims, index, "localization.obs_coords"); !s.ok()) return s;
+  }
   if (auto s = CheckFinite(p.x, p.N, index, "x"); !s.ok()) return s;
   if (auto s = CheckFinite(p.hx, p.N, index, "hx"); !s.ok()) return s;
   if (auto s = CheckFinite(p.y, 0, index, "y"); !s.ok()) return s;
@@ -202,6 +263,7 @@ Cost AnalysisCost(const Problem& p, const Limits& limits) {
 }
 
 Form ChooseForm(const Problem& p, const Limits& limits) {
+  if (p.method == Method::kLetkf) return Form::kEnsembleSpace;  // a local ETKF per variable
   if (p.form != Form::kAuto) return p.form;
   const Cost c = AnalysisCost(p, limits);
   return c.observation_space < c.ensemble_space ? Form::kObservationSpace : Form::kEnsembleSpace;
@@ -209,6 +271,10 @@ Form ChooseForm(const Problem& p, const Limits& limits) {
 
 double ProblemFlops(const Problem& p) {
   const double n = static_cast<double>(p.n), m = static_cast<double>(p.m), N = static_cast<double>(p.N);
+  if (p.method == Method::kLetkf) {
+    // Per variable: its local products (~100 observations, a rough guess), SYEVD, the transform.
+    return n * (std::min(m, 100.0) * N * N + 9 * N * N * N + 4 * N * N);
+  }
   Limits unlimited;
   unlimited.max_covariance_obs = std::numeric_limits<int64_t>::max();
   const Cost c = AnalysisCost(p, unlimited);

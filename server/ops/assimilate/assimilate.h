@@ -65,6 +65,12 @@
 //      deviations sf_i of Af and sa_i of Aa:  Aa_i. <- Aa_i. * (1 - alpha + alpha sf_i / sa_i)
 //      (a variable with sa_i = 0 is left as is).
 //
+//  * LETKF (Hunt, Kostelich & Szunyogh 2007): the ETKF above, ensemble-space form, once per
+//    state variable over the observations near it, each observation's inverse variance
+//    multiplied by a taper of its distance (R-localisation; math/localization.h defines the
+//    distances, tapers and radius, DAPPER's loc_rad). Diagonal R only. cpu_letkf.h spells it
+//    out; the CPU backend runs it (a GPU backend answers UNIMPLEMENTED in this version).
+//
 //  * Diagnostics per problem: the innovation mean d = y - ybar (m values, before inflation,
 //    which does not change ybar) and the analysis spread sqrt(trace(Pa) / n), Pa the N - 1
 //    sample covariance of the returned analysis ensemble (DAPPER's "spread" / rmv).
@@ -90,16 +96,17 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "common/element_type.h"
+#include "math/localization.h"
 
 namespace gpucompute::assimilate {
 
-enum class Method { kEtkf, kStochastic };
+enum class Method { kEtkf, kStochastic, kLetkf };
 enum class Relaxation { kNone, kRtpp, kRtps };
 // Which algebraic form computes the transform; kAuto picks the cheaper (AnalysisCost).
 enum class Form { kAuto, kObservationSpace, kEnsembleSpace };
 enum class ObsErrorKind { kVariances, kCovariance };
 
-const char* MethodName(Method m);        // "etkf", "enkf"
+const char* MethodName(Method m);        // "etkf", "enkf", "letkf"
 const char* RelaxationName(Relaxation r);  // "none", "rtpp", "rtps"
 const char* FormName(Form f);            // "auto", "observation_space", "ensemble_space"
 
@@ -114,6 +121,18 @@ struct ArrayView {
 
   int64_t size() const { return static_cast<int64_t>(bytes.size()) / ElementSize(dtype); }
   double at(int64_t i) const;  // element i widened to double (slow path: tests, validation)
+};
+
+// The LETKF's localisation (math/localization.h): coordinates, metric, taper and radius.
+struct Localization {
+  int64_t dims = 0;         // d, the coordinates of a point
+  ArrayView state_coords;   // n x d
+  ArrayView obs_coords;     // m x d
+  localization::Metric metric = localization::Metric::kEuclidean;
+  std::vector<double> domain;  // periodic: the length of each axis (d values)
+  double sphere_radius = 0;    // great circle
+  double radius = 0;
+  localization::Taper taper = localization::Taper::kGaspariCohn;
 };
 
 // One analysis problem, as decoded from the wire.
@@ -135,6 +154,7 @@ struct Problem {
   Relaxation relaxation = Relaxation::kNone;
   double relaxation_factor = 0.0;
   Form form = Form::kAuto;
+  Localization localization;  // LETKF only
 };
 
 // Limits a problem is validated against (RESOURCE_EXHAUSTED when exceeded).

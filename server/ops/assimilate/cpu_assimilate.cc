@@ -1,9 +1,6 @@
 // CPU reference of the Assimilate op (see cpu_assimilate.h and, for the algebra, assimilate.h).
 #include "server/ops/assimilate/cpu_assimilate.h"
 
-#include <cblas.h>
-#include <lapacke.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,86 +8,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "math/philox.h"
+#include "server/ops/assimilate/cpu_letkf.h"
+#include "server/ops/assimilate/cpu_linalg.h"
 
 namespace gpucompute::assimilate {
 namespace {
-
-// Row-major BLAS/LAPACK for float and double under one name.
-template <typename T>
-struct La;
-
-template <>
-struct La<double> {
-  static void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, double alpha,
-                   const double* a, int lda, const double* b, int ldb, double beta, double* c, int ldc) {
-    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  }
-  static void Gemv(CBLAS_TRANSPOSE t, int m, int n, double alpha, const double* a, int lda,
-                   const double* x, double beta, double* y) {
-    cblas_dgemv(CblasRowMajor, t, m, n, alpha, a, lda, x, 1, beta, y, 1);
-  }
-  static void Syrk(CBLAS_UPLO uplo, CBLAS_TRANSPOSE t, int n, int k, double alpha, const double* a,
-                   int lda, double beta, double* c, int ldc) {
-    cblas_dsyrk(CblasRowMajor, uplo, t, n, k, alpha, a, lda, beta, c, ldc);
-  }
-  static void Trsm(int m, int n, const double* l, int ldl, double* b, int ldb) {
-    cblas_dtrsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, m, n, 1.0, l, ldl,
-                b, ldb);
-  }
-  static int Potrf(int n, double* a, int lda) {
-    return LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', n, a, lda);
-  }
-  static int Potrs(int n, int nrhs, const double* a, int lda, double* b, int ldb) {
-    return LAPACKE_dpotrs(LAPACK_ROW_MAJOR, 'L', n, nrhs, a, lda, b, ldb);
-  }
-  static int Syevd(int n, double* a, int lda, double* w) {
-    return LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'L', n, a, lda, w);
-  }
-};
-
-template <>
-struct La<float> {
-  static void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
-                   const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
-    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  }
-  static void Gemv(CBLAS_TRANSPOSE t, int m, int n, float alpha, const float* a, int lda,
-                   const float* x, float beta, float* y) {
-    cblas_sgemv(CblasRowMajor, t, m, n, alpha, a, lda, x, 1, beta, y, 1);
-  }
-  static void Syrk(CBLAS_UPLO uplo, CBLAS_TRANSPOSE t, int n, int k, float alpha, const float* a,
-                   int lda, float beta, float* c, int ldc) {
-    cblas_ssyrk(CblasRowMajor, uplo, t, n, k, alpha, a, lda, beta, c, ldc);
-  }
-  static void Trsm(int m, int n, const float* l, int ldl, float* b, int ldb) {
-    cblas_strsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, m, n, 1.0f, l, ldl,
-                b, ldb);
-  }
-  static int Potrf(int n, float* a, int lda) { return LAPACKE_spotrf(LAPACK_ROW_MAJOR, 'L', n, a, lda); }
-  static int Potrs(int n, int nrhs, const float* a, int lda, float* b, int ldb) {
-    return LAPACKE_spotrs(LAPACK_ROW_MAJOR, 'L', n, nrhs, a, lda, b, ldb);
-  }
-  static int Syevd(int n, float* a, int lda, float* w) {
-    return LAPACKE_ssyevd(LAPACK_ROW_MAJOR, 'V', 'L', n, a, lda, w);
-  }
-};
-
-template <typename T>
-void Convert(const ArrayView& a, T* out) {
-  if constexpr (std::is_same_v<T, double>) {
-    ToDouble(a.dtype, a.bytes.data(), a.size(), out);
-  } else {
-    ToFloat(a.dtype, a.bytes.data(), a.size(), out);
-  }
-}
-
-// Copies the lower triangle of a row-major symmetric n x n matrix into its upper triangle.
-template <typename T>
-void SymmetrizeFromLower(int64_t n, T* a) {
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = i + 1; j < n; ++j) a[i * n + j] = a[j * n + i];
-  }
-}
 
 std::string ProblemField(int64_t index, absl::string_view field) {
   return absl::StrCat("problems[", index, "].", field);
@@ -360,58 +282,21 @@ void Analysis<T>::ApplyRows(int64_t begin, int64_t end) {
   La<T>::Gemm(CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(N), static_cast<int>(N),
               T(1), a.data(), static_cast<int>(N), t_.data(), static_cast<int>(N), T(0), out,
               static_cast<int>(N));
-  const double alpha = p_.relaxation_factor;
-  const double n1 = static_cast<double>(N - 1);
   for (int64_t r = 0; r < rows; ++r) {
-    T* xa = out + r * N;
-    const T* af = a.data() + r * N;
-    double s = 0;
-    for (int64_t j = 0; j < N; ++j) s += xa[j];
-    const double amean = s / static_cast<double>(N);  // analysis mean - xbar
-    if (p_.relaxation == Relaxation::kRtpp) {
-      for (int64_t j = 0; j < N; ++j) {
-        xa[j] = static_cast<T>(amean + (1 - alpha) * (xa[j] - amean) + alpha * af[j]);
-      }
-    } else if (p_.relaxation == Relaxation::kRtps) {
-      double va = 0, vf = 0;
-      for (int64_t j = 0; j < N; ++j) {
-        va += (xa[j] - amean) * (xa[j] - amean);
-        vf += static_cast<double>(af[j]) * af[j];
-      }
-      if (va > 0) {
-        const double factor = 1 - alpha + alpha * std::sqrt(vf / va);
-        for (int64_t j = 0; j < N; ++j) xa[j] = static_cast<T>(amean + factor * (xa[j] - amean));
-      }
-    }
-    double var = 0;
-    s = 0;
-    for (int64_t j = 0; j < N; ++j) s += xa[j];
-    const double m2 = s / static_cast<double>(N);
-    for (int64_t j = 0; j < N; ++j) var += (xa[j] - m2) * (xa[j] - m2);
-    row_variance_[begin + r] = var / n1;
-    const T base = static_cast<T>(mean[r]);
-    for (int64_t j = 0; j < N; ++j) xa[j] += base;
+    row_variance_[begin + r] = FinishAnalysisRow(p_, out + r * N, a.data() + r * N, mean[r]);
   }
 }
 
 template <typename T>
 ProblemResult Analysis<T>::Finish() {
-  ProblemResult r;
-  r.form = form_;
-  r.innovation_mean = std::move(innovation_);
-  double total = 0;
-  for (double v : row_variance_) total += v;
-  r.analysis_spread = std::sqrt(total / static_cast<double>(p_.n));
-  r.analysis.resize(analysis_.size() * sizeof(T));
-  std::memcpy(r.analysis.data(), analysis_.data(), r.analysis.size());
-  std::vector<T>().swap(analysis_);
-  return r;
+  return MakeProblemResult(form_, std::move(innovation_), row_variance_, std::move(analysis_));
 }
 
 }  // namespace
 
 std::unique_ptr<CpuAnalysis> CpuAnalysis::Create(const Problem& problem, int64_t index,
                                                  ElementType dtype, const Limits& limits) {
+  if (problem.method == Method::kLetkf) return CreateLetkfAnalysis(problem, index, dtype);
   const Form form = ChooseForm(problem, limits);
   std::unique_ptr<CpuAnalysis> out;
   if (dtype == ElementType::kFloat32) {

@@ -307,7 +307,11 @@ void CpuBackend::RunAssimilate(std::shared_ptr<const assimilate::Batch> batch, A
             if (rs->status.ok()) rs->status = std::move(s);
             rs->failed = true;
           } else {
-            const double row_flops = 2.0 * static_cast<double>(p->N) * static_cast<double>(p->N);
+            // The global methods' rows cost their share of A T; an LETKF row is a whole local
+            // analysis (assimilate::ProblemFlops).
+            const double row_flops = p->method == assimilate::Method::kLetkf
+                                         ? assimilate::ProblemFlops(*p) / static_cast<double>(p->n)
+                                         : 2.0 * static_cast<double>(p->N) * static_cast<double>(p->N);
             const int64_t rows_per_task =
                 std::max<int64_t>(1, static_cast<int64_t>(kAssimilateFlopsPerTask / row_flops));
             if (p->n <= rows_per_task) {

@@ -1,0 +1,211 @@
+// The CPU reference of the LETKF (see cpu_letkf.h).
+#include "server/ops/assimilate/cpu_letkf.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "math/localization.h"
+#include "server/ops/assimilate/cpu_linalg.h"
+
+namespace gpucompute::assimilate {
+namespace {
+
+using localization::Metric;
+
+template <typename T>
+class LetkfAnalysis final : public CpuAnalysis {
+ public:
+  explicit LetkfAnalysis(const Problem& p)
+      : CpuAnalysis(Form::kEnsembleSpace), p_(p),
+        analysis_(static_cast<size_t>(p.n * p.N)), row_variance_(static_cast<size_t>(p.n)) {}
+
+  absl::Status ComputeTransform() override;
+  void ApplyRows(int64_t begin, int64_t end) override;
+  ProblemResult Finish() override;
+  std::vector<double> TransformMatrix() const override { return {}; }  // one per row
+
+ private:
+  // The observations within reach of a point: indices into the sorted order.
+  void Candidates(const double* point, std::vector<std::pair<int64_t, int64_t>>* ranges) const;
+  // Row i's transform T (N x N) from its local observations; the identity when there is none.
+  void LocalTransform(const double* point, std::vector<T>* t) const;
+
+  const Problem& p_;
+  int sort_axis_ = 0;                // the coordinate the observations are sorted by
+  double reach_ = 0;                 // SearchRadius along that axis, in its unit
+  std::vector<int64_t> order_;       // observation indices sorted by that coordinate
+  std::vector<double> sorted_key_;   // their coordinate, in that order
+  std::vector<double> obs_coords_;   // m x d
+  std::vector<T> yw_;                // m x N: whitened, inflated HX anomalies
+  std::vector<T> dw_;                // m: whitened innovations
+  std::vector<double> innovation_;   // m: y - mean(HX)
+  std::vector<T> analysis_;          // n x N
+  std::vector<double> row_variance_; // n
+};
+
+template <typename T>
+absl::Status LetkfAnalysis<T>::ComputeTransform() {
+  const int64_t m = p_.m, N = p_.N, d = p_.localization.dims;
+  const Localization& l = p_.localization;
+  const T lambda = static_cast<T>(p_.inflation);
+  yw_.resize(static_cast<size_t>(m * N));
+  Convert(p_.hx, yw_.data());
+  std::vector<double> y(static_cast<size_t>(m));
+  ToDouble(p_.y.dtype, p_.y.bytes.data(), m, y.data());
+  innovation_.resize(static_cast<size_t>(m));
+  dw_.resize(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) {
+    T* row = yw_.data() + i * N;
+    double s = 0;
+    for (int64_t j = 0; j < N; ++j) s += row[j];
+    const double ybar = s / static_cast<double>(N);
+    const double w = 1.0 / std::sqrt(p_.obs_error.at(i));
+    for (int64_t j = 0; j < N; ++j) row[j] = static_cast<T>(w * lambda * (row[j] - ybar));
+    innovation_[i] = y[i] - ybar;
+    dw_[i] = static_cast<T>(w * innovation_[i]);
+  }
+  obs_coords_.resize(static_cast<size_t>(m * d));
+  ToDouble(l.obs_coords.dtype, l.obs_coords.bytes.data(), m * d, obs_coords_.data());
+  const double search = localization::SearchRadius(l.taper, l.radius);
+  // Great circle: sorted by latitude, whose span over a distance s is s / R radians.
+  sort_axis_ = l.metric == Metric::kGreatCircle ? 1 : 0;
+  reach_ = l.metric == Metric::kGreatCircle ? search / l.sphere_radius / localization::kDegree : search;
+  order_.resize(static_cast<size_t>(m));
+  for (int64_t j = 0; j < m; ++j) order_[j] = j;
+  auto key = [&](int64_t j) {
+    double v = obs_coords_[static_cast<size_t>(j * d + sort_axis_)];
+    if (l.metric == Metric::kPeriodic) {
+      v = std::fmod(v, l.domain[0]);
+      if (v < 0) v += l.domain[0];
+    }
+    return v;
+  };
+  std::sort(order_.begin(), order_.end(), [&](int64_t a, int64_t b) { return key(a) < key(b); });
+  sorted_key_.resize(static_cast<size_t>(m));
+  for (int64_t k = 0; k < m; ++k) sorted_key_[k] = key(order_[k]);
+  return absl::OkStatus();
+}
+
+template <typename T>
+void LetkfAnalysis<T>::Candidates(const double* point, std::vector<std::pair<int64_t, int64_t>>* ranges) const {
+  const Localization& l = p_.localization;
+  const int64_t m = p_.m;
+  auto range = [&](double lo, double hi) {
+    const auto b = std::lower_bound(sorted_key_.begin(), sorted_key_.end(), lo);
+    const auto e = std::upper_bound(sorted_key_.begin(), sorted_key_.end(), hi);
+    if (b < e) ranges->emplace_back(b - sorted_key_.begin(), e - sorted_key_.begin());
+  };
+  ranges->clear();
+  double c = point[sort_axis_];
+  if (l.metric != Metric::kPeriodic) {
+    range(c - reach_, c + reach_);
+    return;
+  }
+  const double length = l.domain[0];
+  if (2 * reach_ >= length) {
+    ranges->emplace_back(0, m);
+    return;
+  }
+  c = std::fmod(c, length);
+  if (c < 0) c += length;
+  // [c - reach, c + reach] on the circle: one interval, or two where it wraps.
+  const double lo = c - reach_, hi = c + reach_;
+  if (lo < 0) {
+    range(0, hi);
+    range(lo + length, length);
+  } else if (hi >= length) {
+    range(lo, length);
+    range(0, hi - length);
+  } else {
+    range(lo, hi);
+  }
+}
+
+template <typename T>
+void LetkfAnalysis<T>::LocalTransform(const double* point, std::vector<T>* t) const {
+  const Localization& l = p_.localization;
+  const int N = static_cast<int>(p_.N);
+  const int d = static_cast<int>(l.dims);
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  Candidates(point, &ranges);
+  std::vector<T> yl, dl;  // the local rows, tapered
+  for (const auto& [b, e] : ranges) {
+    for (int64_t k = b; k < e; ++k) {
+      const int64_t j = order_[k];
+      const double dist = localization::Distance(l.metric, point, obs_coords_.data() + j * d, d,
+                                                 l.domain.data(), l.sphere_radius);
+      const double c = localization::TaperCoefficient(l.taper, dist, l.radius);
+      if (!(c > localization::kMinCoefficient)) continue;
+      const T s = static_cast<T>(std::sqrt(c));
+      const T* row = yw_.data() + j * N;
+      for (int q = 0; q < N; ++q) yl.push_back(s * row[q]);
+      dl.push_back(s * dw_[j]);
+    }
+  }
+  t->assign(static_cast<size_t>(N) * N, T(0));
+  const int k = static_cast<int>(dl.size());
+  if (k == 0) {
+    for (int q = 0; q < N; ++q) (*t)[q * N + q] = T(1);
+    return;
+  }
+  const T n1 = static_cast<T>(N - 1);
+  std::vector<T> g(static_cast<size_t>(N) * N, T(0)), b(static_cast<size_t>(N)), eig(static_cast<size_t>(N));
+  La<T>::Syrk(CblasLower, CblasTrans, N, k, T(1), yl.data(), N, T(0), g.data(), N);
+  for (int q = 0; q < N; ++q) g[q * N + q] += n1;
+  La<T>::Gemv(CblasTrans, k, N, T(1), yl.data(), N, dl.data(), T(0), b.data());
+  // G >= (N-1) I: its eigenvalues are bounded away from 0, SYEVD cannot meet a singular one.
+  La<T>::Syevd(N, g.data(), N, eig.data());
+  // g holds V. T = V diag(sqrt((N-1)/eig)) V^T + wbar 1^T, wbar = V diag(1/eig) V^T b.
+  std::vector<T> c(static_cast<size_t>(N)), wbar(static_cast<size_t>(N)), vf(g.size());
+  La<T>::Gemv(CblasTrans, N, N, T(1), g.data(), N, b.data(), T(0), c.data());
+  for (int q = 0; q < N; ++q) c[q] /= eig[q];
+  La<T>::Gemv(CblasNoTrans, N, N, T(1), g.data(), N, c.data(), T(0), wbar.data());
+  for (int r = 0; r < N; ++r) {
+    for (int q = 0; q < N; ++q) vf[r * N + q] = g[r * N + q] * std::sqrt(n1 / eig[q]);
+  }
+  La<T>::Gemm(CblasNoTrans, CblasTrans, N, N, N, T(1), vf.data(), N, g.data(), N, T(0), t->data(), N);
+  for (int r = 0; r < N; ++r) {
+    for (int q = 0; q < N; ++q) (*t)[r * N + q] += wbar[r];
+  }
+}
+
+template <typename T>
+void LetkfAnalysis<T>::ApplyRows(int64_t begin, int64_t end) {
+  const int64_t N = p_.N, d = p_.localization.dims;
+  const T lambda = static_cast<T>(p_.inflation);
+  std::vector<T> a(static_cast<size_t>(N)), t;
+  std::vector<double> point(static_cast<size_t>(d));
+  const size_t x_es = ElementSize(p_.x.dtype), c_es = ElementSize(p_.localization.state_coords.dtype);
+  for (int64_t i = begin; i < end; ++i) {
+    ArrayView row{p_.x.dtype, p_.x.bytes.substr(static_cast<size_t>(i * N) * x_es, static_cast<size_t>(N) * x_es)};
+    Convert(row, a.data());
+    ToDouble(p_.localization.state_coords.dtype,
+             p_.localization.state_coords.bytes.data() + static_cast<size_t>(i * d) * c_es, d, point.data());
+    double s = 0;
+    for (int64_t j = 0; j < N; ++j) s += a[j];
+    const double mean = s / static_cast<double>(N);
+    for (int64_t j = 0; j < N; ++j) a[j] = lambda * static_cast<T>(a[j] - mean);
+    LocalTransform(point.data(), &t);
+    T* xa = analysis_.data() + i * N;
+    La<T>::Gemv(CblasTrans, static_cast<int>(N), static_cast<int>(N), T(1), t.data(), static_cast<int>(N),
+                a.data(), T(0), xa);
+    row_variance_[i] = FinishAnalysisRow(p_, xa, a.data(), mean);
+  }
+}
+
+template <typename T>
+ProblemResult LetkfAnalysis<T>::Finish() {
+  return MakeProblemResult(form_, std::move(innovation_), row_variance_, std::move(analysis_));
+}
+
+}  // namespace
+
+std::unique_ptr<CpuAnalysis> CreateLetkfAnalysis(const Problem& problem, int64_t /*index*/, ElementType dtype) {
+  if (dtype == ElementType::kFloat32) return std::make_unique<LetkfAnalysis<float>>(problem);
+  return std::make_unique<LetkfAnalysis<double>>(problem);
+}
+
+}  // namespace gpucompute::assimilate
