@@ -67,8 +67,9 @@ bool ServerStreams(Method m) {
 // Metadata the front does not pass on: its own (authorization, the caller's identity and its
 // mark, which it sets) and gRPC's.
 bool Forwarded(absl::string_view key) {
-  return key != kAuthorizationKey && key != kClientIdKey && key != kFrontCallKey && key != "user-agent" && key != "te" &&
-         key != "content-type" && !absl::StartsWith(key, "grpc-") && !absl::StartsWith(key, ":");
+  return key != kAuthorizationKey && key != kClientIdKey && key != kFrontCallKey &&
+         key != "user-agent" && key != "te" && key != "content-type" &&
+         !absl::StartsWith(key, "grpc-") && !absl::StartsWith(key, ":");
 }
 
 absl::string_view View(const grpc::string_ref& s) { return absl::string_view(s.data(), s.size()); }
