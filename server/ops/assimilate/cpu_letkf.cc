@@ -28,10 +28,16 @@ class LetkfAnalysis final : public CpuAnalysis {
   std::vector<double> TransformMatrix() const override { return {}; }  // one per row
 
  private:
-  // The observations within reach of a point: indices into the sorted order.
+  // One thread's buffers for its rows' local analyses (reused from row to row).
+  struct Scratch {
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    std::vector<T> yl, dl, g, b, eig, c, wbar, vf, t;
+  };
+  // The observations within reach of a point: ranges of the sorted order.
   void Candidates(const double* point, std::vector<std::pair<int64_t, int64_t>>* ranges) const;
-  // Row i's transform T (N x N) from its local observations; the identity when there is none.
-  void LocalTransform(const double* point, std::vector<T>* t) const;
+  // The transform T (N x N, into s->t) of the variable at `point` from its local observations;
+  // the identity when there is none.
+  void LocalTransform(const double* point, Scratch* s) const;
 
   const Problem& p_;
   int sort_axis_ = 0;                // the coordinate the observations are sorted by
@@ -125,50 +131,56 @@ void LetkfAnalysis<T>::Candidates(const double* point, std::vector<std::pair<int
 }
 
 template <typename T>
-void LetkfAnalysis<T>::LocalTransform(const double* point, std::vector<T>* t) const {
+void LetkfAnalysis<T>::LocalTransform(const double* point, Scratch* s) const {
   const Localization& l = p_.localization;
   const int N = static_cast<int>(p_.N);
   const int d = static_cast<int>(l.dims);
-  std::vector<std::pair<int64_t, int64_t>> ranges;
-  Candidates(point, &ranges);
-  std::vector<T> yl, dl;  // the local rows, tapered
-  for (const auto& [b, e] : ranges) {
+  Candidates(point, &s->ranges);
+  s->yl.clear();  // the local rows, tapered
+  s->dl.clear();
+  for (const auto& [b, e] : s->ranges) {
     for (int64_t k = b; k < e; ++k) {
       const int64_t j = order_[k];
       const double dist = localization::Distance(l.metric, point, obs_coords_.data() + j * d, d,
                                                  l.domain.data(), l.sphere_radius);
       const double c = localization::TaperCoefficient(l.taper, dist, l.radius);
       if (!(c > localization::kMinCoefficient)) continue;
-      const T s = static_cast<T>(std::sqrt(c));
+      const T w = static_cast<T>(std::sqrt(c));
       const T* row = yw_.data() + j * N;
-      for (int q = 0; q < N; ++q) yl.push_back(s * row[q]);
-      dl.push_back(s * dw_[j]);
+      for (int q = 0; q < N; ++q) s->yl.push_back(w * row[q]);
+      s->dl.push_back(w * dw_[j]);
     }
   }
-  t->assign(static_cast<size_t>(N) * N, T(0));
-  const int k = static_cast<int>(dl.size());
+  std::vector<T>& t = s->t;
+  t.assign(static_cast<size_t>(N) * N, T(0));
+  const int k = static_cast<int>(s->dl.size());
   if (k == 0) {
-    for (int q = 0; q < N; ++q) (*t)[q * N + q] = T(1);
+    for (int q = 0; q < N; ++q) t[q * N + q] = T(1);
     return;
   }
   const T n1 = static_cast<T>(N - 1);
-  std::vector<T> g(static_cast<size_t>(N) * N, T(0)), b(static_cast<size_t>(N)), eig(static_cast<size_t>(N));
-  La<T>::Syrk(CblasLower, CblasTrans, N, k, T(1), yl.data(), N, T(0), g.data(), N);
+  std::vector<T>& g = s->g;
+  g.assign(static_cast<size_t>(N) * N, T(0));
+  s->b.resize(static_cast<size_t>(N));
+  s->eig.resize(static_cast<size_t>(N));
+  s->c.resize(static_cast<size_t>(N));
+  s->wbar.resize(static_cast<size_t>(N));
+  s->vf.resize(g.size());
+  La<T>::Syrk(CblasLower, CblasTrans, N, k, T(1), s->yl.data(), N, T(0), g.data(), N);
   for (int q = 0; q < N; ++q) g[q * N + q] += n1;
-  La<T>::Gemv(CblasTrans, k, N, T(1), yl.data(), N, dl.data(), T(0), b.data());
+  La<T>::Gemv(CblasTrans, k, N, T(1), s->yl.data(), N, s->dl.data(), T(0), s->b.data());
   // G >= (N-1) I: its eigenvalues are bounded away from 0, SYEVD cannot meet a singular one.
-  La<T>::Syevd(N, g.data(), N, eig.data());
+  La<T>::Syevd(N, g.data(), N, s->eig.data());
   // g holds V. T = V diag(sqrt((N-1)/eig)) V^T + wbar 1^T, wbar = V diag(1/eig) V^T b.
-  std::vector<T> c(static_cast<size_t>(N)), wbar(static_cast<size_t>(N)), vf(g.size());
-  La<T>::Gemv(CblasTrans, N, N, T(1), g.data(), N, b.data(), T(0), c.data());
-  for (int q = 0; q < N; ++q) c[q] /= eig[q];
-  La<T>::Gemv(CblasNoTrans, N, N, T(1), g.data(), N, c.data(), T(0), wbar.data());
+  La<T>::Gemv(CblasTrans, N, N, T(1), g.data(), N, s->b.data(), T(0), s->c.data());
+  for (int q = 0; q < N; ++q) s->c[q] /= s->eig[q];
+  La<T>::Gemv(CblasNoTrans, N, N, T(1), g.data(), N, s->c.data(), T(0), s->wbar.data());
   for (int r = 0; r < N; ++r) {
-    for (int q = 0; q < N; ++q) vf[r * N + q] = g[r * N + q] * std::sqrt(n1 / eig[q]);
+    for (int q = 0; q < N; ++q) s->vf[r * N + q] = g[r * N + q] * std::sqrt(n1 / s->eig[q]);
   }
-  La<T>::Gemm(CblasNoTrans, CblasTrans, N, N, N, T(1), vf.data(), N, g.data(), N, T(0), t->data(), N);
+  La<T>::Gemm(CblasNoTrans, CblasTrans, N, N, N, T(1), s->vf.data(), N, g.data(), N, T(0), t.data(), N);
   for (int r = 0; r < N; ++r) {
-    for (int q = 0; q < N; ++q) (*t)[r * N + q] += wbar[r];
+    for (int q = 0; q < N; ++q) t[r * N + q] += s->wbar[r];
   }
 }
 
@@ -176,8 +188,9 @@ template <typename T>
 void LetkfAnalysis<T>::ApplyRows(int64_t begin, int64_t end) {
   const int64_t N = p_.N, d = p_.localization.dims;
   const T lambda = static_cast<T>(p_.inflation);
-  std::vector<T> a(static_cast<size_t>(N)), t;
+  std::vector<T> a(static_cast<size_t>(N));
   std::vector<double> point(static_cast<size_t>(d));
+  Scratch scratch;
   const size_t x_es = ElementSize(p_.x.dtype), c_es = ElementSize(p_.localization.state_coords.dtype);
   for (int64_t i = begin; i < end; ++i) {
     ArrayView row{p_.x.dtype, p_.x.bytes.substr(static_cast<size_t>(i * N) * x_es, static_cast<size_t>(N) * x_es)};
@@ -188,9 +201,9 @@ void LetkfAnalysis<T>::ApplyRows(int64_t begin, int64_t end) {
     for (int64_t j = 0; j < N; ++j) s += a[j];
     const double mean = s / static_cast<double>(N);
     for (int64_t j = 0; j < N; ++j) a[j] = lambda * static_cast<T>(a[j] - mean);
-    LocalTransform(point.data(), &t);
+    LocalTransform(point.data(), &scratch);
     T* xa = analysis_.data() + i * N;
-    La<T>::Gemv(CblasTrans, static_cast<int>(N), static_cast<int>(N), T(1), t.data(), static_cast<int>(N),
+    La<T>::Gemv(CblasTrans, static_cast<int>(N), static_cast<int>(N), T(1), scratch.t.data(), static_cast<int>(N),
                 a.data(), T(0), xa);
     row_variance_[i] = FinishAnalysisRow(p_, xa, a.data(), mean);
   }
