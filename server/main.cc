@@ -687,8 +687,8 @@ int main(int argc, char** argv) {
     if (const int code = SetUpWorker(worker_index, json_log, config); code != 0) return code;
     config.handoff_fd = absl::GetFlag(FLAGS_handoff_fd);
     // Handed client connections count against this worker's limits per peer and in all.
-    if (config.handoff_fd >= 0) config.connections = connections;
     if (config.handoff_fd >= 0) {
+      config.connections = connections;
       config.front_address = absl::GetFlag(FLAGS_front_address);
       const char* secret = std::getenv(gpucompute::kFrontCallSecretVariable);
       if (config.front_address.empty() || secret == nullptr || std::strlen(secret) < 32) {

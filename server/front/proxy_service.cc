@@ -64,14 +64,6 @@ bool ServerStreams(Method m) {
   return m == Method::kGetTensor || m == Method::kSubmit || m == Method::kOther;
 }
 
-// Metadata the front does not pass on: its own (authorization, the caller's identity and its
-// mark, which it sets) and gRPC's.
-bool Forwarded(absl::string_view key) {
-  return key != kAuthorizationKey && key != kClientIdKey && key != kFrontCallKey &&
-         key != "user-agent" && key != "te" && key != "content-type" &&
-         !absl::StartsWith(key, "grpc-") && !absl::StartsWith(key, ":");
-}
-
 absl::string_view View(const grpc::string_ref& s) { return absl::string_view(s.data(), s.size()); }
 
 class ProxyCall;
@@ -389,7 +381,7 @@ void ProxyCall::StartTargetsLocked(bool have_first, Actions& actions) {
     pool.CallStarted(t.worker);
     grpc::ClientContext& c = up->context();
     for (const auto& [key, value] : context_->client_metadata()) {
-      if (Forwarded(View(key))) c.AddMetadata(std::string(View(key)), std::string(View(value)));
+      if (PassedOnMetadata(View(key))) c.AddMetadata(std::string(View(key)), std::string(View(value)));
     }
     c.AddMetadata(kClientIdKey, caller_.id);
     if (!shared_->parts.front_call_secret.empty()) c.AddMetadata(kFrontCallKey, shared_->parts.front_call_secret);

@@ -8,7 +8,6 @@
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
-#include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "server/transport/caller.h"
@@ -18,19 +17,12 @@ namespace {
 
 absl::string_view View(const grpc::string_ref& s) { return absl::string_view(s.data(), s.size()); }
 
-// Metadata that does not go on: gRPC's own, the caller's id (the relay sets it) and the
-// front's mark (only the front sets it).
-bool Relayed(absl::string_view key) {
-  return key != kClientIdKey && key != kFrontCallKey && key != "user-agent" && key != "te" &&
-         key != "content-type" && !absl::StartsWith(key, "grpc-") && !absl::StartsWith(key, ":");
-}
-
-// The upstream call's context: the client's metadata (gRPC's own and the worker's keys
-// excepted), its caller id and deadline. Before the call is prepared (its deadline is read
+// The upstream call's context: the client's metadata (PassedOnMetadata), its caller id and
+// deadline. Before the call is prepared (its deadline is read
 // then).
 void PrepareContext(const grpc::CallbackServerContext& from, grpc::ClientContext* to) {
   for (const auto& [key, value] : from.client_metadata()) {
-    if (Relayed(View(key))) to->AddMetadata(std::string(View(key)), std::string(View(value)));
+    if (PassedOnMetadata(View(key))) to->AddMetadata(std::string(View(key)), std::string(View(value)));
   }
   to->AddMetadata(kClientIdKey, CallerId(from));
   if (from.deadline() != std::chrono::system_clock::time_point::max()) to->set_deadline(from.deadline());

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <optional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 
 namespace gpucompute {
@@ -21,6 +22,12 @@ std::string CallerId(const grpc::CallbackServerContext& context) {
     }
   }
   return peer;
+}
+
+bool PassedOnMetadata(absl::string_view key) {
+  return key != kAuthorizationKey && key != kClientIdKey && key != kFrontCallKey &&
+         key != "user-agent" && key != "te" && key != "content-type" &&
+         !absl::StartsWith(key, "grpc-") && !absl::StartsWith(key, ":");
 }
 
 absl::StatusOr<Caller> Authenticate(const grpc::CallbackServerContext& context,

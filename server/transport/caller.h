@@ -9,6 +9,7 @@
 #include <grpcpp/server_context.h>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "server/transport/auth.h"
 
 namespace gpucompute {
@@ -27,6 +28,11 @@ inline constexpr char kAuthorizationKey[] = "authorization";
 // The caller: the x-gpucompute-client metadata value, else the peer's address without its
 // port (so that every channel of one host is one caller).
 std::string CallerId(const grpc::CallbackServerContext& context);
+
+// Whether a process that passes a call on to another (the worker-mode front to a worker, a
+// worker relaying to the front) copies this client metadata key: not gRPC's own, nor the
+// identity keys the passing process sets itself (authorization, caller id, the front's mark).
+bool PassedOnMetadata(absl::string_view key);
 
 // Who makes a call.
 struct Caller {
