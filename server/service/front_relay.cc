@@ -9,7 +9,6 @@
 #include <grpcpp/support/channel_arguments.h>
 
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "server/transport/caller.h"
 
 namespace gpucompute {
@@ -29,8 +28,11 @@ void PrepareContext(const grpc::CallbackServerContext& from, grpc::ClientContext
 }
 
 // A relayed client stream: each message read from the client is written to the front before
-// the next is read; the client's end closes the front's side; the front's one reply and its
-// status finish the call. Deletes itself when both calls are done.
+// the next is read (so one of the two is pending at a time, and the callbacks never overlap);
+// the client's end closes the front's side; the front's one reply and its status finish the
+// call. The upstream call holds a hold (AddHold) until this starts nothing more on it, so that
+// its OnDone cannot come while a write or the close is still to be started. Deletes itself
+// when both calls are done.
 class StreamRelay final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   StreamRelay(const grpc::CallbackServerContext& from, grpc::GenericStub* stub, const char* method,
@@ -38,21 +40,17 @@ class StreamRelay final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       : response_(response), upstream_(this) {
     PrepareContext(from, &client_);
     stub->PrepareBidiStreamingCall(&client_, method, grpc::StubOptions(), &upstream_);
-    Start();
-  }
-
- private:
-  void Start() {
+    upstream_.AddHold();
     upstream_.StartRead(&reply_);
     upstream_.StartCall();
     StartRead(&message_);
   }
 
+ private:
   void OnReadDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    if (upstream_done_) return;  // the front ended the call; Finish is under way
-    if (!ok) {
-      upstream_.StartWritesDone();  // the client has sent everything (or is gone)
+    if (!ok) {  // the client has sent everything (or is gone)
+      upstream_.StartWritesDone();
+      upstream_.RemoveHold();
       return;
     }
     forwarding_ = std::move(message_);
@@ -73,17 +71,16 @@ class StreamRelay final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   };
 
   void Wrote(bool ok) {
-    absl::MutexLock lock(&mu_);
-    if (ok && !upstream_done_) StartRead(&message_);  // else OnDone of the upstream finishes
+    if (ok) {
+      StartRead(&message_);
+    } else {
+      upstream_.RemoveHold();  // the front's call failed: its OnDone finishes this one
+    }
   }
   void Replied(bool ok) {
     if (ok) *response_ = reply_;
   }
   void UpstreamDone(const grpc::Status& status) {
-    {
-      absl::MutexLock lock(&mu_);
-      upstream_done_ = true;
-    }
     Finish(status);
     Release();
   }
@@ -97,8 +94,6 @@ class StreamRelay final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   grpc::ByteBuffer message_;     // read from the client
   grpc::ByteBuffer forwarding_;  // being written to the front
   grpc::ByteBuffer reply_;       // the front's reply
-  absl::Mutex mu_;
-  bool upstream_done_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<int> references_{2};  // this call's OnDone and the front's
 };
 
