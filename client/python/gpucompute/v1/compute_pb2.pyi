@@ -15,6 +15,7 @@ ANALYSIS_FORM_ENSEMBLE_SPACE: AnalysisForm
 ANALYSIS_FORM_OBSERVATION_SPACE: AnalysisForm
 ASSIMILATION_METHOD_ENKF: AssimilationMethod
 ASSIMILATION_METHOD_ETKF: AssimilationMethod
+ASSIMILATION_METHOD_LETKF: AssimilationMethod
 DESCRIPTOR: _descriptor.FileDescriptor
 FALSE_ALARM_METHOD_BALUEV: FalseAlarmMethod
 FALSE_ALARM_METHOD_BOOTSTRAP: FalseAlarmMethod
@@ -24,6 +25,12 @@ LAYER_TENSOR_BETA: LayerTensor
 LAYER_TENSOR_BIAS: LayerTensor
 LAYER_TENSOR_GAMMA: LayerTensor
 LAYER_TENSOR_WEIGHT: LayerTensor
+LOCALIZATION_METRIC_EUCLIDEAN: LocalizationMetric
+LOCALIZATION_METRIC_GREAT_CIRCLE: LocalizationMetric
+LOCALIZATION_METRIC_PERIODIC: LocalizationMetric
+LOCALIZATION_TAPER_GASPARI_COHN: LocalizationTaper
+LOCALIZATION_TAPER_GAUSSIAN: LocalizationTaper
+LOCALIZATION_TAPER_STEP: LocalizationTaper
 NORMALIZATION_LOG: Normalization
 NORMALIZATION_MODEL: Normalization
 NORMALIZATION_PSD: Normalization
@@ -66,10 +73,11 @@ class AssimilateResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[AssimilationResult, _Mapping]]] = ...) -> None: ...
 
 class AssimilationProblem(_message.Message):
-    __slots__ = ["form", "hx", "inflation", "method", "obs_error_covariance", "obs_error_variance", "perturbations", "relaxation", "relaxation_factor", "seed", "x", "y"]
+    __slots__ = ["form", "hx", "inflation", "localization", "method", "obs_error_covariance", "obs_error_variance", "perturbations", "relaxation", "relaxation_factor", "seed", "x", "y"]
     FORM_FIELD_NUMBER: _ClassVar[int]
     HX_FIELD_NUMBER: _ClassVar[int]
     INFLATION_FIELD_NUMBER: _ClassVar[int]
+    LOCALIZATION_FIELD_NUMBER: _ClassVar[int]
     METHOD_FIELD_NUMBER: _ClassVar[int]
     OBS_ERROR_COVARIANCE_FIELD_NUMBER: _ClassVar[int]
     OBS_ERROR_VARIANCE_FIELD_NUMBER: _ClassVar[int]
@@ -82,6 +90,7 @@ class AssimilationProblem(_message.Message):
     form: AnalysisForm
     hx: _tensor_pb2.Tensor
     inflation: float
+    localization: Localization
     method: AssimilationMethod
     obs_error_covariance: _tensor_pb2.Tensor
     obs_error_variance: _tensor_pb2.Tensor
@@ -91,7 +100,7 @@ class AssimilationProblem(_message.Message):
     seed: int
     x: _tensor_pb2.Tensor
     y: _tensor_pb2.Tensor
-    def __init__(self, x: _Optional[_Union[_tensor_pb2.Tensor, _Mapping]] = ..., hx: _Optional[_Union[_tensor_pb2.Tensor, _Mapping]] = ..., y: _Optional[_Union[_tensor_pb2.Tensor, _Mapping]] = ..., obs_error_variance: _Optional[_Union[_tensor_pb2.Tensor, _Mapping]] = ..., obs_error_covariance: _Optional[_Union[_tensor_pb2.Tensor, _Mapping]] = ..., method: _Optional[_Union[AssimilationMethod, str]] = ..., perturbations: _Optional[_Union[_tensor_pb2.Tensor, _Mapping]] = ..., seed: _Optional[int] = ..., inflation: _Optional[float] = ..., relaxation: _Optional[_Union[Relaxation, str]] = ..., relaxation_factor: _Optional[float] = ..., form: _Optional[_Union[AnalysisForm, str]] = ...) -> None: ...
+    def __init__(self, x: _Optional[_Union[_tensor_pb2.Tensor, _Mapping]] = ..., hx: _Optional[_Union[_tensor_pb2.Tensor, _Mapping]] = ..., y: _Optional[_Union[_tensor_pb2.Tensor, _Mapping]] = ..., obs_error_variance: _Optional[_Union[_tensor_pb2.Tensor, _Mapping]] = ..., obs_error_covariance: _Optional[_Union[_tensor_pb2.Tensor, _Mapping]] = ..., method: _Optional[_Union[AssimilationMethod, str]] = ..., perturbations: _Optional[_Union[_tensor_pb2.Tensor, _Mapping]] = ..., seed: _Optional[int] = ..., inflation: _Optional[float] = ..., relaxation: _Optional[_Union[Relaxation, str]] = ..., relaxation_factor: _Optional[float] = ..., form: _Optional[_Union[AnalysisForm, str]] = ..., localization: _Optional[_Union[Localization, _Mapping]] = ...) -> None: ...
 
 class AssimilationResult(_message.Message):
     __slots__ = ["analysis", "analysis_spread", "form", "innovation_mean"]
@@ -386,6 +395,24 @@ class LoadModelChunk(_message.Message):
     chunk: TensorChunk
     header: ModelHeader
     def __init__(self, header: _Optional[_Union[ModelHeader, _Mapping]] = ..., chunk: _Optional[_Union[TensorChunk, _Mapping]] = ...) -> None: ...
+
+class Localization(_message.Message):
+    __slots__ = ["domain", "earth_radius", "metric", "obs_coords", "radius", "state_coords", "taper"]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    EARTH_RADIUS_FIELD_NUMBER: _ClassVar[int]
+    METRIC_FIELD_NUMBER: _ClassVar[int]
+    OBS_COORDS_FIELD_NUMBER: _ClassVar[int]
+    RADIUS_FIELD_NUMBER: _ClassVar[int]
+    STATE_COORDS_FIELD_NUMBER: _ClassVar[int]
+    TAPER_FIELD_NUMBER: _ClassVar[int]
+    domain: _containers.RepeatedScalarFieldContainer[float]
+    earth_radius: float
+    metric: LocalizationMetric
+    obs_coords: _tensor_pb2.Tensor
+    radius: float
+    state_coords: _tensor_pb2.Tensor
+    taper: LocalizationTaper
+    def __init__(self, state_coords: _Optional[_Union[_tensor_pb2.Tensor, _Mapping]] = ..., obs_coords: _Optional[_Union[_tensor_pb2.Tensor, _Mapping]] = ..., metric: _Optional[_Union[LocalizationMetric, str]] = ..., domain: _Optional[_Iterable[float]] = ..., earth_radius: _Optional[float] = ..., radius: _Optional[float] = ..., taper: _Optional[_Union[LocalizationTaper, str]] = ...) -> None: ...
 
 class ModelHeader(_message.Message):
     __slots__ = ["allow_tf32", "dtype", "layers", "name"]
@@ -819,6 +846,12 @@ class LayerTensor(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class AssimilationMethod(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class LocalizationMetric(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class LocalizationTaper(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class Relaxation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
