@@ -41,10 +41,6 @@ class Analysis final : public CpuAnalysis {
   void Whiten(T* b, int64_t cols) const;
   absl::Status EnsembleSpace(std::vector<T>& yw, std::vector<T>& dw, std::vector<T>* pert);
   absl::Status ObservationSpace(std::vector<T>& yw, std::vector<T>& dw, std::vector<T>* pert);
-  // W = V diag(f(lambda_k)) V^T of the symmetric N x N `a` (destroyed), with f applied by the
-  // caller through `scale` (eigenvalue -> factor). Returns false when SYEVD fails.
-  template <typename F>
-  bool SymmetricFunction(std::vector<T>& a, F scale, std::vector<T>* w, std::vector<T>* eigvals);
   absl::Status NotPositiveDefinite(absl::string_view what) const {
     return absl::InvalidArgumentError(absl::StrCat(
         ProblemField(index_, "hx"), ": the ", what, " is not numerically positive definite in ",
@@ -135,23 +131,6 @@ absl::Status Analysis<T>::ComputeTransform() {
 }
 
 template <typename T>
-template <typename F>
-bool Analysis<T>::SymmetricFunction(std::vector<T>& a, F scale, std::vector<T>* w,
-                                    std::vector<T>* eigvals) {
-  const int N = static_cast<int>(p_.N);
-  eigvals->resize(static_cast<size_t>(N));
-  if (La<T>::Syevd(N, a.data(), N, eigvals->data()) != 0) return false;
-  // a now holds the eigenvectors V in its columns. W = (V diag(f)) V^T.
-  std::vector<T> vf(a.size());
-  for (int i = 0; i < N; ++i) {
-    for (int k = 0; k < N; ++k) vf[i * N + k] = a[i * N + k] * scale((*eigvals)[k]);
-  }
-  w->assign(static_cast<size_t>(N) * N, T(0));
-  La<T>::Gemm(CblasNoTrans, CblasTrans, N, N, N, T(1), vf.data(), N, a.data(), N, T(0), w->data(), N);
-  return true;
-}
-
-template <typename T>
 absl::Status Analysis<T>::EnsembleSpace(std::vector<T>& yw, std::vector<T>& dw, std::vector<T>* pert) {
   const int m = static_cast<int>(p_.m), N = static_cast<int>(p_.N);
   const T n1 = static_cast<T>(N - 1);
@@ -162,22 +141,11 @@ absl::Status Analysis<T>::EnsembleSpace(std::vector<T>& yw, std::vector<T>& dw, 
   SymmetrizeFromLower<T>(N, g.data());
 
   if (p_.method == Method::kEtkf) {
-    // b = Yw^T dw; G = V diag(g) V^T; wbar = V diag(1/g) V^T b; W = V diag(sqrt((N-1)/g)) V^T.
     std::vector<T> b(static_cast<size_t>(N));
     La<T>::Gemv(CblasTrans, m, N, T(1), yw.data(), N, dw.data(), T(0), b.data());
-    std::vector<T> eig, w;
-    if (!SymmetricFunction(g, [n1](T ev) { return std::sqrt(n1 / ev); }, &w, &eig)) {
+    EtkfScratch<T> scratch;
+    if (!EtkfTransform(N, g, b, &scratch, &t_)) {
       return NotPositiveDefinite("ensemble-space matrix (N-1) I + Yw^T Yw");
-    }
-    if (eig.front() <= 0) return NotPositiveDefinite("ensemble-space matrix (N-1) I + Yw^T Yw");
-    // g now holds V. wbar = V (diag(1/eig) (V^T b)).
-    std::vector<T> c(static_cast<size_t>(N)), wbar(static_cast<size_t>(N));
-    La<T>::Gemv(CblasTrans, N, N, T(1), g.data(), N, b.data(), T(0), c.data());
-    for (int k = 0; k < N; ++k) c[k] /= eig[k];
-    La<T>::Gemv(CblasNoTrans, N, N, T(1), g.data(), N, c.data(), T(0), wbar.data());
-    t_ = std::move(w);
-    for (int j = 0; j < N; ++j) {
-      for (int k = 0; k < N; ++k) t_[j * N + k] += wbar[j];
     }
     return absl::OkStatus();
   }
@@ -234,8 +202,8 @@ absl::Status Analysis<T>::ObservationSpace(std::vector<T>& yw, std::vector<T>& d
         mmat[i * N + j] = mmat[j * N + i] = avg;
       }
     }
-    std::vector<T> eig, w;
-    if (!SymmetricFunction(mmat, [](T ev) { return std::sqrt(std::max(ev, T(0))); }, &w, &eig)) {
+    std::vector<T> eig, w, vf;
+    if (!SymmetricFunction(N, mmat, [](T ev) { return std::sqrt(std::max(ev, T(0))); }, &w, &eig, &vf)) {
       return NotPositiveDefinite("matrix I - Yw^T S^-1 Yw");
     }
     t_ = std::move(w);

@@ -31,12 +31,14 @@ class LetkfAnalysis final : public CpuAnalysis {
   // One thread's buffers for its rows' local analyses (reused from row to row).
   struct Scratch {
     std::vector<std::pair<int64_t, int64_t>> ranges;
-    std::vector<T> yl, dl, g, b, eig, c, wbar, vf, t;
+    std::vector<T> yl, dl, g, b, t;
+    EtkfScratch<T> etkf;
   };
   // The observations within reach of a point: ranges of the sorted order.
   void Candidates(const double* point, std::vector<std::pair<int64_t, int64_t>>* ranges) const;
   // The transform T (N x N, into s->t) of the variable at `point` from its local observations;
-  // the identity when there is none.
+  // the identity when there is none (or, which G >= (N-1) I rules out for finite inputs, when
+  // the local G is not numerically positive definite).
   void LocalTransform(const double* point, Scratch* s) const;
 
   const Problem& p_;
@@ -151,37 +153,18 @@ void LetkfAnalysis<T>::LocalTransform(const double* point, Scratch* s) const {
       s->dl.push_back(w * dw_[j]);
     }
   }
-  std::vector<T>& t = s->t;
-  t.assign(static_cast<size_t>(N) * N, T(0));
   const int k = static_cast<int>(s->dl.size());
-  if (k == 0) {
-    for (int q = 0; q < N; ++q) t[q * N + q] = T(1);
-    return;
+  if (k > 0) {
+    std::vector<T>& g = s->g;
+    g.assign(static_cast<size_t>(N) * N, T(0));
+    s->b.resize(static_cast<size_t>(N));
+    La<T>::Syrk(CblasLower, CblasTrans, N, k, T(1), s->yl.data(), N, T(0), g.data(), N);
+    for (int q = 0; q < N; ++q) g[q * N + q] += static_cast<T>(N - 1);
+    La<T>::Gemv(CblasTrans, k, N, T(1), s->yl.data(), N, s->dl.data(), T(0), s->b.data());
+    if (EtkfTransform(N, g, s->b, &s->etkf, &s->t)) return;
   }
-  const T n1 = static_cast<T>(N - 1);
-  std::vector<T>& g = s->g;
-  g.assign(static_cast<size_t>(N) * N, T(0));
-  s->b.resize(static_cast<size_t>(N));
-  s->eig.resize(static_cast<size_t>(N));
-  s->c.resize(static_cast<size_t>(N));
-  s->wbar.resize(static_cast<size_t>(N));
-  s->vf.resize(g.size());
-  La<T>::Syrk(CblasLower, CblasTrans, N, k, T(1), s->yl.data(), N, T(0), g.data(), N);
-  for (int q = 0; q < N; ++q) g[q * N + q] += n1;
-  La<T>::Gemv(CblasTrans, k, N, T(1), s->yl.data(), N, s->dl.data(), T(0), s->b.data());
-  // G >= (N-1) I: its eigenvalues are bounded away from 0, SYEVD cannot meet a singular one.
-  La<T>::Syevd(N, g.data(), N, s->eig.data());
-  // g holds V. T = V diag(sqrt((N-1)/eig)) V^T + wbar 1^T, wbar = V diag(1/eig) V^T b.
-  La<T>::Gemv(CblasTrans, N, N, T(1), g.data(), N, s->b.data(), T(0), s->c.data());
-  for (int q = 0; q < N; ++q) s->c[q] /= s->eig[q];
-  La<T>::Gemv(CblasNoTrans, N, N, T(1), g.data(), N, s->c.data(), T(0), s->wbar.data());
-  for (int r = 0; r < N; ++r) {
-    for (int q = 0; q < N; ++q) s->vf[r * N + q] = g[r * N + q] * std::sqrt(n1 / s->eig[q]);
-  }
-  La<T>::Gemm(CblasNoTrans, CblasTrans, N, N, N, T(1), s->vf.data(), N, g.data(), N, T(0), t.data(), N);
-  for (int r = 0; r < N; ++r) {
-    for (int q = 0; q < N; ++q) t[r * N + q] += s->wbar[r];
-  }
+  s->t.assign(static_cast<size_t>(N) * N, T(0));
+  for (int q = 0; q < N; ++q) s->t[q * N + q] = T(1);
 }
 
 template <typename T>

@@ -93,6 +93,49 @@ void SymmetrizeFromLower(int64_t n, T* a) {
   }
 }
 
+// W = V diag(scale(lambda_k)) V^T of the symmetric N x N `a` (row-major, lower triangle read),
+// which is left holding the eigenvectors V in its columns; the eigenvalues go to `eig`
+// (ascending), `vf` is scratch. False when SYEVD fails.
+template <typename T, typename F>
+bool SymmetricFunction(int N, std::vector<T>& a, F scale, std::vector<T>* w, std::vector<T>* eig,
+                       std::vector<T>* vf) {
+  eig->resize(static_cast<size_t>(N));
+  if (La<T>::Syevd(N, a.data(), N, eig->data()) != 0) return false;
+  vf->resize(a.size());
+  for (int i = 0; i < N; ++i) {
+    for (int k = 0; k < N; ++k) (*vf)[i * N + k] = a[i * N + k] * scale((*eig)[k]);
+  }
+  w->assign(static_cast<size_t>(N) * N, T(0));
+  La<T>::Gemm(CblasNoTrans, CblasTrans, N, N, N, T(1), vf->data(), N, a.data(), N, T(0), w->data(), N);
+  return true;
+}
+
+// Buffers of EtkfTransform, reusable from one problem (or local analysis) to the next.
+template <typename T>
+struct EtkfScratch {
+  std::vector<T> eig, c, wbar, vf;
+};
+
+// The ETKF's ensemble-space transform (assimilate.h) from G = (N-1) I + Yw^T Yw (`g`, lower
+// triangle read, destroyed) and b = Yw^T dw: T = [(N-1) G^-1]^(1/2) + (G^-1 b) 1^T, with
+// G = V diag(eig) V^T, W = V diag(sqrt((N-1)/eig)) V^T, wbar = V diag(1/eig) V^T b. False when
+// G is not numerically positive definite.
+template <typename T>
+bool EtkfTransform(int N, std::vector<T>& g, const std::vector<T>& b, EtkfScratch<T>* s, std::vector<T>* t) {
+  const T n1 = static_cast<T>(N - 1);
+  if (!SymmetricFunction(N, g, [n1](T ev) { return std::sqrt(n1 / ev); }, t, &s->eig, &s->vf)) return false;
+  if (s->eig.front() <= 0) return false;
+  s->c.resize(static_cast<size_t>(N));
+  s->wbar.resize(static_cast<size_t>(N));
+  La<T>::Gemv(CblasTrans, N, N, T(1), g.data(), N, b.data(), T(0), s->c.data());
+  for (int k = 0; k < N; ++k) s->c[k] /= s->eig[k];
+  La<T>::Gemv(CblasNoTrans, N, N, T(1), g.data(), N, s->c.data(), T(0), s->wbar.data());
+  for (int j = 0; j < N; ++j) {
+    for (int k = 0; k < N; ++k) (*t)[j * N + k] += s->wbar[j];
+  }
+  return true;
+}
+
 // The end of one analysis row (assimilate.h): `xa` holds the analysis anomalies of the row
 // relative to the forecast mean `mean` (N values) and `af` its inflated forecast anomalies.
 // Applies the problem's relaxation, adds the mean back, and returns the row's analysis
