@@ -92,9 +92,9 @@ class Backend {
   // StatusOr is an error only when the whole batch failed (device fault, abandoned). Blocks
   // like RunPeriodogram while every stream (or worker) is busy.
   virtual void RunAssimilate(std::shared_ptr<const assimilate::Batch> batch, AssimilateDone done) = 0;
-  // Whether RunAssimilate takes LETKF problems (assimilate::Method::kLetkf); the service
-  // answers UNIMPLEMENTED for them otherwise.
-  virtual bool RunsLetkf() const { return false; }
+  // The most members of an LETKF problem (assimilate::Method::kLetkf) RunAssimilate takes; the
+  // service answers UNIMPLEMENTED for larger ones.
+  virtual int64_t LetkfMaxMembers() const { return 0; }
 
   virtual std::vector<DeviceDescription> Devices() const = 0;
   // Memory of each device now; empty without devices. Thread-safe and cheap enough to call

@@ -30,15 +30,14 @@ void RunAssimilate(const ServiceParts& parts, const v1::AssimilateRequest& reque
       "assimilate.decode", resolver, request.output_placement(), done,
       [&] { return DecodeAssimilateRequest(request, parts.limits, &resolver); });
   if (!decoded) return;
-  if (!parts.backend->RunsLetkf()) {
-    for (size_t i = 0; i < decoded->problems.size(); ++i) {
-      if (decoded->problems[i].method != assimilate::Method::kLetkf) continue;
-      done(absl::UnimplementedError(absl::StrCat(
-               "problems[", i, "].method: the LETKF runs on the CPU backend (--backend=cpu) in this "
-               "version; the ", parts.backend->name(), " backend does not run it yet")),
-           JobTimings{});
-      return;
-    }
+  for (size_t i = 0; i < decoded->problems.size(); ++i) {
+    const assimilate::Problem& p = decoded->problems[i];
+    if (p.method != assimilate::Method::kLetkf || p.N <= parts.backend->LetkfMaxMembers()) continue;
+    done(absl::UnimplementedError(absl::StrCat(
+             "problems[", i, "].x: the ", parts.backend->name(), " backend runs the LETKF with at most ",
+             parts.backend->LetkfMaxMembers(), " members, not ", p.N, "; the CPU backend (--backend=cpu) takes any")),
+         JobTimings{});
+    return;
   }
   if (decoded->problems.empty()) {
     done(absl::OkStatus(), JobTimings{});

@@ -324,9 +324,8 @@ TEST_F(AssimilateServer, BadInputIsAnsweredPreciselyAndTheNextRequestServed) {
 }
 
 // The LETKF with a step taper reaching every observation is the global ETKF of the same
-// server (the CPU backend); a backend that does not run it yet (CUDA) answers UNIMPLEMENTED
-// naming the problem, and serves the next call.
-TEST_F(AssimilateServer, LetkfReachingEveryObservationIsTheEtkfOrUnimplemented) {
+// server (either backend).
+TEST_F(AssimilateServer, LetkfReachingEveryObservationIsTheEtkf) {
   std::mt19937_64 rng(24);
   const Case c = RandomCase(rng, 11, 7, 6);
   v1::AssimilateRequest local, global;
@@ -343,11 +342,6 @@ TEST_F(AssimilateServer, LetkfReachingEveryObservationIsTheEtkfOrUnimplemented) 
   v1::AssimilateResponse a, b;
   const grpc::Status s = Call(local, &a);
   ASSERT_TRUE(Call(global, &b).ok());
-  if (testing::TestBackend() == "cuda") {
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
-    EXPECT_THAT(s.error_message(), HasSubstr("problems[0].method: the LETKF runs on the CPU backend"));
-    return;
-  }
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_LE(MaxDiff(Values(a.results(0).analysis()), Values(b.results(0).analysis())), 1e-10);
   EXPECT_NEAR(a.results(0).analysis_spread(), b.results(0).analysis_spread(), 1e-12);

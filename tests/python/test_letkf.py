@@ -1,4 +1,4 @@
-"""The LETKF through a live server (CPU backend in this version).
+"""The LETKF through a live server (either backend; the CUDA one is also compared with the CPU one).
 
 - Lorenz-96 twin experiments (lorenz96.py: n = 40, F = 8, dt = 0.05, every variable observed
   every step, R = I) with N = 10, where the global ETKF fails: DAPPER's hoteit2015.py reports
@@ -11,6 +11,8 @@
   great-circle metric, against a plain NumPy LETKF written here (a loop over state variables:
   distances, taper, the local ETKF by numpy.linalg.eigh), to 1e-10 in float64; every taper.
 - With a step taper reaching every observation the LETKF is the global ETKF.
+- Ensembles of 2 to 128 members (the GPU kernel's tiles and lanes), and on a CUDA server the
+  same random problems through a CPU server, to 1e-10.
 - Bad inputs: INVALID_ARGUMENT naming the field.
 """
 
@@ -21,19 +23,14 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import backend
+from conftest import backend, run_server
+import gpucompute
 from gpucompute.tensor import inline_tensor
 from gpucompute.v1 import compute_pb2, tensor_pb2
 from lorenz96 import Filter, run_twin_experiment
 from rpc_util import expect_rpc_error
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
-
-
-@pytest.fixture(autouse=True)
-def _cpu_backend_only():
-    if backend() != "cpu":
-        pytest.skip("the LETKF runs on the CPU backend in this version")
 
 
 # ---------------------------------------------------------------------- the NumPy reference
@@ -145,6 +142,50 @@ def test_a_step_reaching_every_observation_is_the_global_etkf(client, rng):
                               localization=dict(radius=10.0, taper="step"))
     glob = client.assimilate(X, HX, y, r, method="etkf", inflation=1.1, rtps=0.5)
     np.testing.assert_allclose(local, glob, rtol=0, atol=1e-10 * np.abs(glob).max())
+
+
+@pytest.mark.parametrize("members", [2, 9, 33, 70, 128])
+def test_ensemble_sizes_match_numpy(client, rng, members):
+    state, obs, X, HX, y, r = random_problem(rng, 50, 90, members, lambda k: rng.uniform(0, 30, (k, 1)))
+    kw = dict(radius=2.5, metric="periodic", domain=[30.0])
+    got = client.assimilate(X, HX, y, r, method="letkf", rtpp=0.3, state_coords=state, obs_coords=obs,
+                            localization=kw)
+    want = letkf_reference(X, HX, y, r, state, obs, 2.5, "gaspari_cohn", "periodic", domain=np.array([30.0]))
+    rtpp = 0.3 * (X - X.mean(axis=1, keepdims=True)) + 0.7 * (want - want.mean(axis=1, keepdims=True))
+    want = rtpp + want.mean(axis=1, keepdims=True)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * np.abs(want).max())
+
+
+def test_cuda_matches_the_cpu_backend(client, rng, tmp_path):
+    if backend() != "cuda":
+        pytest.skip("compares a CUDA server with a CPU one")
+    lengths = np.array([40.0, 30.0])
+    state, obs, X, HX, y, r = random_problem(
+        rng, 1200, 500, 24, lambda k: rng.uniform(0, 1, (k, 2)) * lengths)
+    problems = [dict(X=X, HX=HX, y=y, r=r, method="letkf", inflation=1.03, rtps=0.4, state_coords=state,
+                     obs_coords=obs, localization=dict(radius=radius, taper=taper, metric="periodic", domain=lengths))
+                for radius, taper in [(1.5, "gaspari_cohn"), (2.0, "gaussian"), (2.5, "step")]]
+    with run_server(tmp_path, "--backend=cpu") as target, gpucompute.Client(target, timeout=120) as cpu:
+        for dtype, tol in [("float64", 1e-10), ("float32", 1e-4)]:
+            for p in problems:
+                p = dict(p)
+                args = [p.pop(k) for k in ("X", "HX", "y", "r")]
+                got = client.assimilate(*args, dtype=dtype, return_diagnostics=True, **p)
+                want = cpu.assimilate(*args, dtype=dtype, return_diagnostics=True, **p)
+                scale = np.abs(want.analysis).max()
+                np.testing.assert_allclose(got.analysis, want.analysis, rtol=0, atol=tol * scale)
+                assert got.analysis_spread == pytest.approx(want.analysis_spread, rel=tol)
+                np.testing.assert_allclose(got.innovation_mean, want.innovation_mean, rtol=0, atol=tol * scale)
+
+
+def test_cuda_takes_up_to_128_members(client, rng):
+    if backend() != "cuda":
+        pytest.skip("the CPU backend takes any ensemble size")
+    state, obs, X, HX, y, r = random_problem(rng, 10, 12, 129, lambda k: rng.uniform(0, 5, (k, 1)))
+    expect_rpc_error(grpc.StatusCode.UNIMPLEMENTED,
+                     lambda: client.assimilate(X, HX, y, r, method="letkf", state_coords=state, obs_coords=obs,
+                                               localization=dict(radius=1.0)),
+                     r"problems\[0\]\.x: .* at most 128 members, not 129")
 
 
 def test_float32_is_close_to_float64(client, rng):

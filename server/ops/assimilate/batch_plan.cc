@@ -9,11 +9,13 @@
 #include "common/align.h"
 #include "common/status_macros.h"
 #include "kernels/assimilate/assimilate_kernels.cuh"
+#include "kernels/assimilate/letkf.cuh"
+#include "math/inverse_sqrt.h"
+#include "server/ops/assimilate/letkf_geometry.h"
 #include "server/ops/assimilate/tuning.h"
 
 namespace gpucompute::assimilate {
 namespace {
-
 
 // Sections taken one after another, each aligned.
 struct Arena {
@@ -32,6 +34,24 @@ absl::Status CheckShape(const Problem& p, size_t k) {
         absl::StrCat("problems[", k, "]: shape ", p.n, " x ", p.m, " x ", p.N, " is out of range"));
   }
   return absl::OkStatus();
+}
+
+// The LETKF's own sections (LayOutGroup's ETKF sections hold X, the observation rows and
+// the parameters as for the global ETKF).
+void LayOutLetkf(Group& g, Arena& in, Arena& sc) {
+  const size_t P = static_cast<size_t>(g.P());
+  const size_t n = static_cast<size_t>(g.key.n), m = static_cast<size_t>(g.key.m),
+               d = static_cast<size_t>(g.key.dims);
+  g.state_coords = in.Take(P * n * d * sizeof(double));
+  g.obs_coords = in.Take(P * m * d * sizeof(double));
+  g.domain = in.Take(P * d * sizeof(double));
+  g.geometry = in.Take(P * sizeof(kernels::LetkfGeometry));
+  g.table = in.Take(inverse_sqrt::kTableDoubles * sizeof(double));
+  g.max_cells = LetkfMaxCells(g.key.m);
+  g.bin = sc.Take(kernels::LetkfBinScratchBytes(g.key.m, g.max_cells));
+  g.sorted = sc.Take(m * sizeof(int));
+  g.cell_start = sc.Take((static_cast<size_t>(g.max_cells) + 1) * sizeof(int));
+  g.partials = sc.Take(static_cast<size_t>(kernels::LetkfAnalysisWarps(g.key.n)) * sizeof(double));
 }
 
 // One group's sections: what its steps read (in), work in (scratch) and write (out).
@@ -66,7 +86,11 @@ void LayOutGroup(Group& g, size_t es, Arena& in, Arena& sc, Arena& out) {
     g.flag = sc.Take(P * sizeof(int));
   }
   if (etkf || !g.ensemble() || P == 1) g.t = sc.Take(P * N * N * es);
-  g.partials = sc.Take(P * static_cast<size_t>(kernels::FinishRowsBlocks(g.key.n)) * sizeof(double));
+  if (g.letkf()) {
+    LayOutLetkf(g, in, sc);
+  } else {
+    g.partials = sc.Take(P * static_cast<size_t>(kernels::FinishRowsBlocks(g.key.n)) * sizeof(double));
+  }
   g.xa = out.Take(P * n * N * es);
   g.innovation = out.Take(P * m * sizeof(double));
 }
@@ -74,8 +98,8 @@ void LayOutGroup(Group& g, size_t es, Arena& in, Arena& sc, Arena& out) {
 }  // namespace
 
 bool GroupKey::operator<(const GroupKey& o) const {
-  return std::tie(n, m, N, method, kind, form, seeded) <
-         std::tie(o.n, o.m, o.N, o.method, o.kind, o.form, o.seeded);
+  return std::tie(n, m, N, dims, method, kind, form, seeded) <
+         std::tie(o.n, o.m, o.N, o.dims, o.method, o.kind, o.form, o.seeded);
 }
 
 bool Group::split_k() const {
@@ -94,7 +118,8 @@ absl::StatusOr<BatchPlan> PlanBatch(const Batch& batch) {
     for (size_t k = 0; k < request.problems.size(); ++k) {
       const Problem& p = request.problems[k];
       RETURN_IF_ERROR(CheckShape(p, k));
-      const GroupKey key{p.n, p.m, p.N, p.method, p.obs_error_kind, ChooseForm(p, limits),
+      const GroupKey key{p.n, p.m, p.N, p.method == Method::kLetkf ? p.localization.dims : 0,
+                         p.method, p.obs_error_kind, ChooseForm(p, limits),
                          p.method == Method::kStochastic && !p.has_perturbations};
       auto [it, fresh] = index.emplace(key, plan.groups.size());
       if (fresh) {

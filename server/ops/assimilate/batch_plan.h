@@ -28,6 +28,7 @@ struct InPlace {
 // Problems that share every size and every choice that changes the sequence of library calls.
 struct GroupKey {
   int64_t n, m, N;
+  int64_t dims;  // the LETKF's coordinates per point (0 for the global methods)
   Method method;
   ObsErrorKind kind;
   Form form;
@@ -47,10 +48,17 @@ struct Group {
   size_t x = 0, obs = 0, y = 0, r = 0, params = 0;
   size_t ptr_r = 0, ptr_obs = 0, ptr_f = 0, ptr_rhs = 0;  // device pointer arrays (batched calls)
   size_t ones = 0;  // split-K: kSplitChunks + 1 ones (the reduction's GEMV)
+  // LETKF: coordinates (double) and domains per problem, the geometries (kernels::LetkfGeometry,
+  // per problem) and the inverse square root's table (math/inverse_sqrt.h, once)
+  size_t state_coords = 0, obs_coords = 0, domain = 0, geometry = 0, table = 0;
   // scratch
   size_t split = 0;  // split-K partial products of C
   size_t xbar = 0, c = 0, s = 0, z = 0, v = 0, vf = 0, t = 0, ev = 0, u = 0, wbar = 0, flag = 0;
   size_t partials = 0;
+  // LETKF scratch, reused by the group's problems one after another: the binning's sort, the
+  // sorted observations and the cells' starts
+  size_t bin = 0, sorted = 0, cell_start = 0;
+  int64_t max_cells = 0;
   // out
   size_t xa = 0, innovation = 0;
 
@@ -62,6 +70,7 @@ struct Group {
   bool stochastic() const { return key.method == Method::kStochastic; }
   bool full_r() const { return key.kind == ObsErrorKind::kCovariance; }
   bool ensemble() const { return key.form == Form::kEnsembleSpace; }
+  bool letkf() const { return key.method == Method::kLetkf; }
   // Columns per problem of the scratch matrix C.
   int64_t CCols() const { return stochastic() ? 2 * key.N + 1 : key.N + 1; }
 };

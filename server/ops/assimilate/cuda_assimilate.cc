@@ -18,6 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/assimilate/assimilate_kernels.cuh"
 #include "kernels/assimilate/etkf_transform.cuh"
+#include "kernels/assimilate/letkf.cuh"
+#include "math/inverse_sqrt.h"
 #include "common/nvtx.h"
 #include "common/parallel_copy.h"
 #include "common/parallel_for.h"
@@ -25,6 +27,7 @@
 #include "server/device/cuda_resources.h"
 #include "server/device/cusolver.h"
 #include "server/device/stream_buffers.h"
+#include "server/ops/assimilate/letkf_geometry.h"
 #include "server/ops/assimilate/tuning.h"
 
 namespace gpucompute::assimilate {
@@ -266,6 +269,35 @@ void ConvertInto(const ArrayView& a, int64_t first, int64_t count, T* out) {
   }
 }
 
+// Packs an LETKF group's own sections: coordinates and domains in double, the geometries and the
+// inverse square root's table.
+void PackLetkf(const Group& g, const Batch& batch, char* in) {
+  const int64_t n = g.key.n, m = g.key.m, d = g.key.dims;
+  inverse_sqrt::WriteTable(reinterpret_cast<double*>(in + g.table));
+  for (int p = 0; p < g.P(); ++p) {
+    const Problem& pr = batch.requests[static_cast<size_t>(g.members[p].first)]
+                            ->problems[static_cast<size_t>(g.members[p].second)];
+    const Localization& l = pr.localization;
+    double* state = reinterpret_cast<double*>(in + g.state_coords) + p * n * d;
+    double* obs = reinterpret_cast<double*>(in + g.obs_coords) + p * m * d;
+    constexpr int64_t kChunk = int64_t{1} << 18;
+    const int64_t state_chunks = (n * d + kChunk - 1) / kChunk, obs_chunks = (m * d + kChunk - 1) / kChunk;
+    ParallelFor(state_chunks + obs_chunks, (n + m) * d * static_cast<int64_t>(sizeof(double)),
+                [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const bool is_state = t < state_chunks;
+        const ArrayView& a = is_state ? l.state_coords : l.obs_coords;
+        const int64_t first = (is_state ? t : t - state_chunks) * kChunk;
+        const int64_t count = std::min(kChunk, (is_state ? n : m) * d - first);
+        ToDouble(a.dtype, a.bytes.data() + first * ElementSize(a.dtype), count, (is_state ? state : obs) + first);
+      }
+    }, kPackBytesPerThread);
+    double* domain = reinterpret_cast<double*>(in + g.domain) + p * d;
+    for (int64_t k = 0; k < d; ++k) domain[k] = k < static_cast<int64_t>(l.domain.size()) ? l.domain[k] : 0.0;
+    reinterpret_cast<kernels::LetkfGeometry*>(in + g.geometry)[p] = MakeLetkfGeometry(pr);
+  }
+}
+
 // Packs group `g` into `in` (the pinned staging). `packed(end)` is called as the packing goes
 // (after X, then after each wave of observation rows) with an offset into `in` below which
 // everything of this group and the ones before it is packed: the caller starts copying that
@@ -382,6 +414,7 @@ void PackGroup(const Group& g, const Batch& batch, char* in, char* scratch_dev, 
     }
   }
   (void)f_order;
+  if (g.letkf()) PackLetkf(g, batch, in);
 }
 
 // ---- the device steps of one group -------------------------------------------------------
@@ -413,6 +446,9 @@ class GroupRunner {
   };
   // The steps of Run, in order. RunFusedSmall: the whole analysis in one kernel.
   absl::Status RunFusedSmall();
+  // The LETKF: centring and whitening as the ETKF's, then per problem the binning and the
+  // local analyses (kernels/assimilate/letkf.cuh).
+  absl::Status RunLetkf();
   absl::Status CentreState();
   absl::Status PrepareObservations();
   // Ensemble space: C = Yw^T [Yw | dw | Dw], then T from G = C's first N columns.
@@ -740,6 +776,7 @@ absl::Status GroupRunner<T>::Eig(int N, T* a, T* ev, int* info) {
 
 template <typename T>
 absl::Status GroupRunner<T>::Run() {
+  if (g_.letkf()) return RunLetkf();
   if (FusedSmall()) return RunFusedSmall();
   const bool fused_rows = FusedRows();
   if (!fused_rows) RETURN_IF_ERROR(CentreState());
@@ -758,6 +795,32 @@ absl::Status GroupRunner<T>::RunFusedSmall() {
       reinterpret_cast<double*>(out_ + g_.innovation), spread_, info_f_, stream(), static_cast<int>(small_kernel_)));
   RETURN_IF_ERROR(Launched());
   return Mark("fused_small");
+}
+
+template <typename T>
+absl::Status GroupRunner<T>::RunLetkf() {
+  RETURN_IF_ERROR(CentreState());
+  RETURN_IF_ERROR(PrepareObservations());
+  const int64_t n = g_.key.n, m = g_.key.m, N = g_.key.N, d = g_.key.dims;
+  const auto* geometry = In<const kernels::LetkfGeometry>(g_.geometry);
+  for (int p = 0; p < g_.P(); ++p) {
+    const double* obs_coords = In<double>(g_.obs_coords) + p * m * d;
+    CUDA_RETURN_IF_ERROR(kernels::LaunchLetkfBin(geometry + p, m, g_.max_cells, obs_coords, Sc<void>(g_.bin),
+                                                 kernels::LetkfBinScratchBytes(m, g_.max_cells), Sc<int>(g_.sorted),
+                                                 Sc<int>(g_.cell_start), stream()));
+    RETURN_IF_ERROR(Launched());
+    int warps = 0;
+    CUDA_RETURN_IF_ERROR(kernels::LaunchLetkfAnalysis<T>(
+        geometry + p, static_cast<int>(d), n, static_cast<int>(N), static_cast<int>(g_.W), In<T>(g_.x) + p * n * N,
+        Sc<double>(g_.xbar) + p * n, In<T>(g_.obs) + p * m * g_.W, In<double>(g_.state_coords) + p * n * d,
+        obs_coords, In<double>(g_.domain) + p * d, Sc<int>(g_.sorted), Sc<int>(g_.cell_start),
+        In<const ProblemParams>(g_.params) + p, In<double>(g_.table),
+        reinterpret_cast<T*>(out_ + g_.xa) + p * n * N, Sc<double>(g_.partials), &warps, stream()));
+    RETURN_IF_ERROR(Launched());
+    CUDA_RETURN_IF_ERROR(kernels::LaunchReduceSpread(1, warps, n, Sc<double>(g_.partials), spread_ + p, stream()));
+    RETURN_IF_ERROR(Launched());
+  }
+  return Mark("letkf");
 }
 
 template <typename T>
@@ -1173,6 +1236,8 @@ std::vector<Output> UnpackAssimilate(const PendingAssimilate& pending, const Str
   }
   return outputs;
 }
+
+int64_t CudaLetkfMaxMembers() { return kernels::kMaxLetkfMembers; }
 
 absl::Status WarmUpAssimilate(DeviceContext& device) {
   // Small problems of every variant; each slot runs them once (library kernels load lazily, per

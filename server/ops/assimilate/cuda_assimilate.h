@@ -112,6 +112,9 @@ absl::StatusOr<PendingAssimilate> EnqueueAssimilate(DeviceContext& device, Strea
 std::vector<Output> UnpackAssimilate(const PendingAssimilate& pending, const StreamSlot& slot,
                                      const Batch& batch);
 
+// The most members of an LETKF problem the GPU path takes.
+int64_t CudaLetkfMaxMembers();
+
 // Runs small batches of every variant (both dtypes, methods, forms, kinds of R, batched and
 // not) on every stream, so that no request pays for loading the libraries' kernels.
 absl::Status WarmUpAssimilate(DeviceContext& device);

@@ -5,6 +5,7 @@
 
 #include <deque>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -31,7 +32,7 @@ class CpuBackend final : public Backend {
   // Each problem's transform is one task; its state rows are then cut into tasks that run
   // on any worker, so one large problem uses every core.
   void RunAssimilate(std::shared_ptr<const assimilate::Batch> batch, AssimilateDone done) override;
-  bool RunsLetkf() const override { return true; }
+  int64_t LetkfMaxMembers() const override { return std::numeric_limits<int64_t>::max(); }
   std::vector<DeviceDescription> Devices() const override { return {}; }
   std::vector<DeviceMemoryUsage> MemoryUsage() const override;  // none: no devices
 

@@ -395,6 +395,8 @@ void CudaBackend::RunDense(std::shared_ptr<const dense::Batch> batch, DenseDone 
   Run<DenseOp>(std::move(batch), model, std::move(done));
 }
 
+int64_t CudaBackend::LetkfMaxMembers() const { return assimilate::CudaLetkfMaxMembers(); }
+
 void CudaBackend::RunAssimilate(std::shared_ptr<const assimilate::Batch> batch, AssimilateDone done) {
   if (batch->abandoned && batch->abandoned()) {
     completions_->Post([done = std::move(done)]() mutable {

@@ -37,6 +37,7 @@ class CudaBackend final : public Backend {
       dense::ModelSpec spec) override;
   void RunDense(std::shared_ptr<const dense::Batch> batch, DenseDone done) override;
   void RunAssimilate(std::shared_ptr<const assimilate::Batch> batch, AssimilateDone done) override;
+  int64_t LetkfMaxMembers() const override;
   std::vector<DeviceDescription> Devices() const override;
   // cudaMemGetInfo and the pool's reserved/used attributes of each device; a device whose
   // query fails is left out (and logged).

@@ -1,0 +1,577 @@
+// The LETKF's device code (see letkf.cuh).
+//
+// The analysis kernel gives each warp a private region of shared memory (a block holds one to
+// four warps, as many as fit):
+//   A   Np x (Np + 1)  G, then its Householder form (v below the subdiagonal)
+//   Y   32 x (Np + 4)  staged local rows; then two arrays per lane of the tridiagonal solves
+//   vectors of Np      b, Householder v and w, Q^T a, Q^T b, sums, T's diagonal, off-diagonal,
+//                      tau, the state row; then the point's coordinates and the staged indices
+// with Np = N rounded up to 8 (the tensor-core tiles). Lanes own rows of A (its leading dimension
+// is odd, so a column read by 32 lanes hits 32 different banks per half-warp).
+#include "kernels/assimilate/letkf.cuh"
+
+#include <algorithm>
+#include <cmath>
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include "math/inverse_sqrt.h"
+#include "math/localization.h"
+
+namespace gpucompute::assimilate::kernels {
+namespace {
+
+using localization::Metric;
+using localization::Taper;
+
+constexpr int kWarp = 32;
+constexpr int kStageRows = 32;      // local rows staged per update of G
+constexpr int kSolveLanes = 16;     // lanes running tridiagonal solves at once (2 arrays each in Y)
+constexpr int kMaxWarpsPerBlock = 4;
+constexpr size_t kMaxSmem = 220 * 1024;
+constexpr int kBinThreads = 256;
+
+__device__ __forceinline__ double WarpSum(double v) {
+  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ double WarpMax(double v) {
+  for (int o = kWarp / 2; o > 0; o /= 2) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// d += a b for the lane's fragments of an m8n8k4 float64 MMA.
+__device__ __forceinline__ void Mma(double& d0, double& d1, double a, double b) {
+  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
+               : "+d"(d0), "+d"(d1)
+               : "d"(a), "d"(b));
+}
+
+// ---- binning -------------------------------------------------------------------------------
+
+// A point's coordinates in the binning space.
+__host__ __device__ inline void BinningCoordinates(const LetkfGeometry& g, const double* p, double* q) {
+  if (g.metric == static_cast<int>(Metric::kGreatCircle)) {
+    const double lon = p[0] * localization::kDegree, lat = p[1] * localization::kDegree;
+    q[0] = cos(lat) * cos(lon);
+    q[1] = cos(lat) * sin(lon);
+    q[2] = sin(lat);
+    return;
+  }
+  for (int a = 0; a < g.axes; ++a) {
+    double v = p[a];
+    if (g.metric == static_cast<int>(Metric::kPeriodic)) {
+      v = fmod(v, g.domain[a]);
+      if (v < 0) v += g.domain[a];
+    }
+    q[a] = v;
+  }
+}
+
+// The cell of binning coordinate q along axis a: within [0, cells) for an observation (`clamp`),
+// else within [-2, cells + 1] (a point beyond the observations' box).
+__device__ __forceinline__ int CellOf(const LetkfGeometry& g, int a, double q, bool clamp) {
+  double t = floor((q - g.origin[a]) / g.cell[a]);
+  const double hi = g.cells[a] - 1;
+  if (clamp || g.metric == static_cast<int>(Metric::kPeriodic)) {
+    t = fmin(fmax(t, 0.0), hi);
+  } else {
+    t = fmin(fmax(t, -2.0), hi + 2);
+  }
+  return static_cast<int>(t);
+}
+
+__global__ void CellKeysKernel(const LetkfGeometry* __restrict__ geometry, int64_t m,
+                               const double* __restrict__ coords, unsigned* __restrict__ keys,
+                               int* __restrict__ index) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= m) return;
+  const LetkfGeometry g = *geometry;
+  double q[kLetkfMaxAxes];
+  BinningCoordinates(g, coords + j * g.dims, q);
+  int64_t key = 0;
+  for (int a = g.axes - 1; a >= 0; --a) key = key * g.cells[a] + CellOf(g, a, q[a], true);
+  keys[j] = static_cast<unsigned>(key);
+  index[j] = static_cast<int>(j);
+}
+
+__global__ void CellStartKernel(const LetkfGeometry* __restrict__ geometry, int64_t m,
+                                const unsigned* __restrict__ sorted_keys, int* __restrict__ cell_start) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c > geometry->total_cells) return;
+  int64_t lo = 0, hi = m;  // first k with key >= c
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (static_cast<int64_t>(sorted_keys[mid]) < c) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  cell_start[c] = static_cast<int>(lo);
+}
+
+size_t Align(size_t b) { return (b + 255) / 256 * 256; }
+
+int KeyBits(int64_t cells) {
+  int bits = 1;
+  while ((int64_t{1} << bits) < cells) ++bits;
+  return bits;
+}
+
+size_t SortTempBytes(int64_t m, int64_t cells) {
+  size_t bytes = 0;
+  cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const unsigned*>(nullptr),
+                                  static_cast<unsigned*>(nullptr), static_cast<const int*>(nullptr),
+                                  static_cast<int*>(nullptr), static_cast<int>(m), 0, KeyBits(cells));
+  return bytes;
+}
+
+// ---- the analysis --------------------------------------------------------------------------
+
+// A warp's shared memory, in doubles, for N members and d coordinates.
+struct WarpLayout {
+  int Np, lda, lds;
+  size_t a, y, b, v, w, u, z, acc, diag, off, tau, row, point, index, total;
+  __host__ __device__ WarpLayout(int N, int d) {
+    Np = (N + 7) / 8 * 8;
+    lda = Np + 1;
+    lds = Np + 4;
+    size_t at = 0;
+    auto take = [&at](size_t doubles) {
+      const size_t here = at;
+      at += (doubles + 1) / 2 * 2;  // 16-byte aligned
+      return here;
+    };
+    a = take(static_cast<size_t>(Np) * lda);
+    y = take(static_cast<size_t>(kStageRows) * lds);
+    b = take(Np);
+    v = take(Np);
+    w = take(Np);
+    u = take(Np);
+    z = take(Np);
+    acc = take(Np);
+    diag = take(Np);
+    off = take(Np);
+    tau = take(Np);
+    row = take(Np);
+    point = take(d);
+    index = take(kStageRows / 2 + 1);  // ints
+    total = at;
+  }
+};
+
+// One warp's local analysis: its shared arrays and the steps of the kernel.
+struct LocalAnalysis {
+  int N, lane;
+  WarpLayout l;
+  double* s;  // the warp's region
+
+  __device__ double* A() const { return s + l.a; }
+  __device__ double* Y() const { return s + l.y; }
+  __device__ double* V(size_t off) const { return s + off; }
+  __device__ int* Index() const { return reinterpret_cast<int*>(s + l.index); }
+
+  // Adds the `count` staged rows (observation indices in Index(), sqrt(c) in weights) to G and b.
+  template <typename T>
+  __device__ void AddStaged(int count, const double* weights, const T* obs, int W) const {
+    double* y = Y();
+    double* dc = V(l.acc);  // the tapered innovations, kStageRows of them (acc is free here)
+    const int* idx = Index();
+    const int rows = (count + 3) / 4 * 4;
+    for (int r = 0; r < rows; ++r) {
+      const bool live = r < count;
+      const T* src = live ? obs + static_cast<int64_t>(idx[r]) * W : nullptr;
+      const double wt = live ? weights[r] : 0.0;
+      for (int q = lane; q < l.Np; q += kWarp) {
+        y[r * l.lds + q] = (live && q < N) ? wt * static_cast<double>(src[q]) : 0.0;
+      }
+      if (lane == 0) dc[r] = live ? wt * static_cast<double>(src[N]) : 0.0;
+    }
+    __syncwarp();
+    const int nt = l.Np / 8, g = lane >> 2, q4 = lane & 3;
+    double* a = A();
+    for (int t = 0; t < nt * nt; ++t) {
+      const int bi = t / nt, bj = t - bi * nt;
+      double* c = a + (bi * 8 + g) * l.lda + bj * 8 + 2 * q4;
+      double d0 = c[0], d1 = c[1];
+      for (int k = 0; k < rows; k += 4) {
+        const double* yr = y + (k + q4) * l.lds;
+        Mma(d0, d1, yr[bi * 8 + g], yr[bj * 8 + g]);
+      }
+      c[0] = d0;
+      c[1] = d1;
+    }
+    double* b = V(l.b);
+    for (int q = lane; q < N; q += kWarp) {
+      double sum = b[q];
+      for (int r = 0; r < count; ++r) sum += y[r * l.lds + q] * dc[r];
+      b[q] = sum;
+    }
+    __syncwarp();
+  }
+
+  // G = Q T Q^T (LAPACK's SYTD2, lower): T's diagonal and off-diagonal into diag / off, the
+  // reflectors' tau into tau and their vectors below A's subdiagonal.
+  __device__ void Tridiagonalize() const {
+    double* a = A();
+    double* hv = V(l.v);
+    double* pw = V(l.w);
+    double* off = V(l.off);
+    double* tau = V(l.tau);
+    const int lda = l.lda;
+    for (int j = 0; j + 2 < N; ++j) {
+      const int r0 = j + 1;
+      double xs = 0;
+      for (int r = r0 + 1 + lane; r < N; r += kWarp) xs += a[r * lda + j] * a[r * lda + j];
+      const double sigma = WarpSum(xs);
+      const double alpha = a[r0 * lda + j];
+      double t = 0, beta = alpha, scal = 0;
+      if (sigma > 0) {
+        const double mu = sqrt(alpha * alpha + sigma);
+        beta = alpha <= 0 ? mu : -mu;
+        t = (beta - alpha) / beta;
+        scal = 1 / (alpha - beta);
+      }
+      for (int r = r0 + 1 + lane; r < N; r += kWarp) hv[r] = a[r * lda + j] * scal;
+      if (lane == 0) {
+        hv[r0] = 1;
+        off[j] = beta;
+        tau[j] = t;
+      }
+      __syncwarp();
+      if (t != 0) {
+        // p = t A22 v, w = p - (t/2)(p . v) v, A22 -= v w^T + w v^T.
+        for (int r = r0 + lane; r < N; r += kWarp) {
+          const double* ar = a + r * lda;
+          double sum = 0;
+          for (int c = r0; c < N; ++c) sum += ar[c] * hv[c];
+          pw[r] = t * sum;
+        }
+        __syncwarp();
+        double kp = 0;
+        for (int r = r0 + lane; r < N; r += kWarp) kp += pw[r] * hv[r];
+        const double k = 0.5 * t * WarpSum(kp);
+        for (int r = r0 + lane; r < N; r += kWarp) pw[r] -= k * hv[r];
+        __syncwarp();
+        for (int r = r0 + lane; r < N; r += kWarp) {
+          double* ar = a + r * lda;
+          const double vr = hv[r], wr = pw[r];
+          for (int c = r0; c < N; ++c) ar[c] -= vr * pw[c] + wr * hv[c];
+        }
+      }
+      for (int r = r0 + 1 + lane; r < N; r += kWarp) a[r * lda + j] = hv[r];
+      __syncwarp();
+    }
+    double* diag = V(l.diag);
+    for (int q = lane; q < N; q += kWarp) diag[q] = a[q * lda + q];
+    if (lane == 0 && N >= 2) {
+      off[N - 2] = a[(N - 1) * lda + N - 2];
+      tau[N - 2] = 0;
+    }
+    __syncwarp();
+  }
+
+  // x1 <- H x1, x2 <- H x2 for reflector j (its vector: 1 at j + 1, then A's column j).
+  __device__ void Reflect(int j, double* x1, double* x2) const {
+    const double t = V(l.tau)[j];
+    if (t == 0) return;
+    const double* a = A();
+    double s1 = 0, s2 = 0;
+    for (int r = j + 1 + lane; r < N; r += kWarp) {
+      const double v = r == j + 1 ? 1.0 : a[r * l.lda + j];
+      s1 += v * x1[r];
+      s2 += v * x2[r];
+    }
+    s1 = t * WarpSum(s1);
+    s2 = t * WarpSum(s2);
+    for (int r = j + 1 + lane; r < N; r += kWarp) {
+      const double v = r == j + 1 ? 1.0 : a[r * l.lda + j];
+      x1[r] -= s1 * v;
+      x2[r] -= s2 * v;
+    }
+    __syncwarp();
+  }
+
+  // In T's basis: acc <- r((N-1)^-1 T) u (the square root's part, without d0 u) and z <- T^-1 z,
+  // the tridiagonal solves of the rational terms (and of T itself) one per lane.
+  __device__ void Solve(const double* table) const {
+    const double* diag = V(l.diag);
+    const double* off = V(l.off);
+    const double* u = V(l.u);
+    double* z = V(l.z);
+    double* acc = V(l.acc);
+    const double n1 = N - 1;
+    double g = 0;  // Gershgorin's bound on T's largest eigenvalue
+    for (int i = lane; i < N; i += kWarp) {
+      g = fmax(g, diag[i] + (i > 0 ? fabs(off[i - 1]) : 0.0) + (i + 1 < N ? fabs(off[i]) : 0.0));
+    }
+    const inverse_sqrt::Rung rung = inverse_sqrt::SelectRung(table, WarpMax(g) / n1);
+    for (int i = lane; i < N; i += kWarp) acc[i] = 0;
+    const int terms = rung.count + 1;  // the last one: T^-1 z
+    double* y = Y();
+    for (int first = 0; first < terms; first += kSolveLanes) {
+      const int t = first + lane;
+      if (lane < kSolveLanes && t < terms) {
+        const bool inverse = t == rung.count;
+        const double shift = inverse ? 0.0 : n1 * rung.poles[t];
+        const double* rhs = inverse ? z : u;
+        double* lv = y + (2 * lane) * l.lds;   // L's subdiagonal
+        double* wv = y + (2 * lane + 1) * l.lds;  // D^-1 L^-1 rhs, then the solution
+        double delta = diag[0] + shift, f = rhs[0];
+        for (int i = 0; i + 1 < N; ++i) {
+          const double li = off[i] / delta;
+          wv[i] = f / delta;
+          lv[i] = li;
+          delta = diag[i + 1] + shift - li * off[i];
+          f = rhs[i + 1] - li * f;
+        }
+        double x = f / delta;
+        wv[N - 1] = x;
+        for (int i = N - 2; i >= 0; --i) {
+          x = wv[i] - lv[i] * x;
+          wv[i] = x;
+        }
+      }
+      __syncwarp();
+      const int live = min(kSolveLanes, terms - first);
+      for (int i = lane; i < N; i += kWarp) {
+        double sum = acc[i];
+        for (int k = 0; k < live; ++k) {
+          const int tk = first + k;
+          const double xi = y[(2 * k + 1) * l.lds + i];
+          if (tk == rung.count) {
+            z[i] = xi;
+          } else {
+            sum += n1 * rung.weights[tk] * xi;
+          }
+        }
+        acc[i] = sum;
+      }
+      __syncwarp();
+    }
+    for (int i = lane; i < N; i += kWarp) acc[i] += rung.d0 * u[i];
+    __syncwarp();
+  }
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kMaxWarpsPerBlock * kWarp) LetkfAnalysisKernel(
+    const LetkfGeometry* __restrict__ geometry, int64_t n, int N, int W, const T* __restrict__ anomalies,
+    const double* __restrict__ xbar, const T* __restrict__ obs, const double* __restrict__ state_coords,
+    const double* __restrict__ obs_coords, const double* __restrict__ domain, const int* __restrict__ sorted,
+    const int* __restrict__ cell_start, const ProblemParams* __restrict__ params,
+    const double* __restrict__ table, T* __restrict__ xa, double* __restrict__ partials) {
+  extern __shared__ double smem[];
+  const LetkfGeometry geo = *geometry;
+  const int lane = threadIdx.x % kWarp;
+  const int warp_in_block = threadIdx.x / kWarp;
+  const WarpLayout layout(N, geo.dims);
+  LocalAnalysis la{N, lane, layout, smem + warp_in_block * layout.total};
+  const int64_t warp = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + warp_in_block;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
+  const ProblemParams pp = *params;
+  const int d = geo.dims;
+  const double search = localization::SearchRadius(static_cast<Taper>(geo.taper), geo.radius);
+  double* point = la.V(layout.point);
+  double* row = la.V(layout.row);
+  double* weights = la.V(layout.v);  // sqrt(c) of the staged rows (v is free while staging)
+  int* idx = la.Index();
+  double variance_sum = 0;
+  for (int64_t i = warp; i < n; i += warps) {
+    for (int k = lane; k < d; k += kWarp) point[k] = state_coords[i * d + k];
+    for (int q = lane; q < N; q += kWarp) row[q] = static_cast<double>(anomalies[i * N + q]);
+    double* a = la.A();
+    for (int k = lane; k < layout.Np * layout.lda; k += kWarp) a[k] = 0;
+    for (int q = lane; q < layout.Np; q += kWarp) la.V(layout.b)[q] = 0;
+    __syncwarp();
+    // 1. The local observations, into G and b.
+    double bq[kLetkfMaxAxes];
+    BinningCoordinates(geo, point, bq);
+    int lo[kLetkfMaxAxes] = {0, 0, 0}, span[kLetkfMaxAxes] = {1, 1, 1};
+    bool none = false;
+    for (int ax = 0; ax < geo.axes; ++ax) {
+      const int cells = geo.cells[ax];
+      const int c = CellOf(geo, ax, bq[ax], false);
+      if (geo.metric == static_cast<int>(Metric::kPeriodic)) {
+        lo[ax] = cells < 3 ? 0 : c - 1;  // wraps below
+        span[ax] = cells < 3 ? cells : 3;
+      } else {
+        lo[ax] = max(c - 1, 0);
+        span[ax] = min(c + 1, cells - 1) - lo[ax] + 1;
+        if (span[ax] <= 0) none = true;
+      }
+    }
+    int staged = 0, total = 0;
+    for (int o = 0; !none && o < span[0] * span[1] * span[2]; ++o) {
+      int cell = 0, rest = o;
+      int stride = 1;
+      for (int ax = 0; ax < geo.axes; ++ax) {
+        const int k = rest % span[ax];
+        rest /= span[ax];
+        int c = lo[ax] + k;
+        if (c < 0) c += geo.cells[ax];
+        if (c >= geo.cells[ax]) c -= geo.cells[ax];
+        cell += c * stride;
+        stride *= geo.cells[ax];
+      }
+      const int begin = cell_start[cell], end = cell_start[cell + 1];
+      for (int base = begin; base < end; base += kWarp) {
+        const int k = base + lane;
+        int j = 0;
+        double coeff = 0;
+        if (k < end) {
+          j = sorted[k];
+          const double dist = localization::Distance(static_cast<Metric>(geo.metric), point,
+                                                     obs_coords + static_cast<int64_t>(j) * d, d, domain,
+                                                     geo.sphere_radius);
+          if (dist <= search) coeff = localization::TaperCoefficient(static_cast<Taper>(geo.taper), dist, geo.radius);
+        }
+        const bool accept = coeff > localization::kMinCoefficient;
+        const unsigned mask = __ballot_sync(0xffffffffu, accept);
+        const int count = __popc(mask);
+        if (staged + count > kStageRows) {
+          la.AddStaged(staged, weights, obs, W);
+          staged = 0;
+        }
+        if (accept) {
+          const int at = staged + __popc(mask & ((1u << lane) - 1));
+          idx[at] = j;
+          weights[at] = sqrt(coeff);
+        }
+        staged += count;
+        total += count;
+        __syncwarp();
+      }
+    }
+    if (staged > 0) la.AddStaged(staged, weights, obs, W);
+    double* u = la.V(layout.u);
+    double* z = la.V(layout.z);
+    double* acc = la.V(layout.acc);
+    if (total > 0) {
+      for (int q = lane; q < N; q += kWarp) a[q * layout.lda + q] += N - 1;
+      __syncwarp();
+      // 2. G = Q T Q^T; 3. W a and wbar in T's basis, then back.
+      la.Tridiagonalize();
+      for (int q = lane; q < N; q += kWarp) {
+        u[q] = row[q];
+        z[q] = la.V(layout.b)[q];
+      }
+      __syncwarp();
+      for (int j = 0; j + 2 < N; ++j) la.Reflect(j, u, z);
+      la.Solve(table);
+      double dot = 0;  // a . wbar = (Q^T a) . (T^-1 Q^T b)
+      for (int q = lane; q < N; q += kWarp) dot += u[q] * z[q];
+      dot = WarpSum(dot);
+      for (int j = N - 3; j >= 0; --j) la.Reflect(j, acc, z);
+      for (int q = lane; q < N; q += kWarp) acc[q] += dot;
+    } else {
+      for (int q = lane; q < N; q += kWarp) acc[q] = row[q];
+    }
+    __syncwarp();
+    // 4. Relaxation, the row's variance, the mean back (FinishAnalysisRow).
+    double s = 0;
+    for (int q = lane; q < N; q += kWarp) s += acc[q];
+    const double amean = WarpSum(s) / N;
+    if (pp.relaxation == 1) {
+      for (int q = lane; q < N; q += kWarp) {
+        acc[q] = amean + (1 - pp.relaxation_factor) * (acc[q] - amean) + pp.relaxation_factor * row[q];
+      }
+    } else if (pp.relaxation == 2) {
+      double va = 0, vf = 0;
+      for (int q = lane; q < N; q += kWarp) {
+        va += (acc[q] - amean) * (acc[q] - amean);
+        vf += row[q] * row[q];
+      }
+      va = WarpSum(va);
+      vf = WarpSum(vf);
+      if (va > 0) {
+        const double factor = 1 - pp.relaxation_factor + pp.relaxation_factor * sqrt(vf / va);
+        for (int q = lane; q < N; q += kWarp) acc[q] = amean + factor * (acc[q] - amean);
+      }
+    }
+    s = 0;
+    for (int q = lane; q < N; q += kWarp) s += acc[q];
+    const double m2 = WarpSum(s) / N;
+    double var = 0;
+    for (int q = lane; q < N; q += kWarp) var += (acc[q] - m2) * (acc[q] - m2);
+    variance_sum += WarpSum(var) / (N - 1);
+    const double mean = xbar[i];
+    for (int q = lane; q < N; q += kWarp) xa[i * N + q] = static_cast<T>(acc[q] + mean);
+    __syncwarp();
+  }
+  if (lane == 0) partials[warp] = variance_sum;
+}
+
+// Enough warps to fill the GPU several times over; each strides over the variables.
+int LaunchedWarps(int64_t n) { return static_cast<int>(std::min<int64_t>(n, int64_t{1} << 16)); }
+
+int WarpsPerBlock(int N, int d) {
+  const size_t bytes = WarpLayout(N, d).total * sizeof(double);
+  return static_cast<int>(std::max<size_t>(1, std::min<size_t>(kMaxWarpsPerBlock, kMaxSmem / bytes)));
+}
+
+}  // namespace
+
+size_t LetkfBinScratchBytes(int64_t m, int64_t max_cells) {
+  return 2 * Align(static_cast<size_t>(m) * sizeof(unsigned)) + Align(static_cast<size_t>(m) * sizeof(int)) +
+         Align(SortTempBytes(m, max_cells));
+}
+
+cudaError_t LaunchLetkfBin(const LetkfGeometry* g, int64_t m, int64_t max_cells, const double* obs_coords,
+                           void* scratch, size_t scratch_bytes, int* sorted, int* cell_start,
+                           cudaStream_t stream) {
+  char* at = static_cast<char*>(scratch);
+  auto* keys = reinterpret_cast<unsigned*>(at);
+  at += Align(static_cast<size_t>(m) * sizeof(unsigned));
+  auto* sorted_keys = reinterpret_cast<unsigned*>(at);
+  at += Align(static_cast<size_t>(m) * sizeof(unsigned));
+  auto* index = reinterpret_cast<int*>(at);
+  at += Align(static_cast<size_t>(m) * sizeof(int));
+  size_t temp = scratch_bytes - static_cast<size_t>(at - static_cast<char*>(scratch));
+  CellKeysKernel<<<static_cast<unsigned>((m + kBinThreads - 1) / kBinThreads), kBinThreads, 0, stream>>>(
+      g, m, obs_coords, keys, index);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return e;
+  e = cub::DeviceRadixSort::SortPairs(at, temp, keys, sorted_keys, index, sorted, static_cast<int>(m), 0,
+                                      KeyBits(max_cells), stream);
+  if (e != cudaSuccess) return e;
+  CellStartKernel<<<static_cast<unsigned>((max_cells + kBinThreads) / kBinThreads), kBinThreads, 0, stream>>>(
+      g, m, sorted_keys, cell_start);
+  return cudaGetLastError();
+}
+
+int LetkfAnalysisWarps(int64_t n) { return LaunchedWarps(n) + kMaxWarpsPerBlock; }
+
+template <typename T>
+cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int d, int64_t n, int N, int W, const T* a,
+                                const double* xbar, const T* obs, const double* state_coords,
+                                const double* obs_coords, const double* domain, const int* sorted,
+                                const int* cell_start, const ProblemParams* params, const double* table,
+                                T* xa, double* partials, int* warps, cudaStream_t stream) {
+  if (N < 2 || N > kMaxLetkfMembers) return cudaErrorInvalidValue;
+  const int wpb = WarpsPerBlock(N, d);
+  const size_t smem = static_cast<size_t>(wpb) * WarpLayout(N, d).total * sizeof(double);
+  const int total = LaunchedWarps(n);
+  const int blocks = (total + wpb - 1) / wpb;
+  *warps = blocks * wpb;
+  cudaError_t e = cudaFuncSetAttribute(LetkfAnalysisKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem));
+  if (e != cudaSuccess) return e;
+  LetkfAnalysisKernel<T><<<blocks, wpb * kWarp, smem, stream>>>(g, n, N, W, a, xbar, obs, state_coords,
+                                                               obs_coords, domain, sorted, cell_start, params,
+                                                               table, xa, partials);
+  return cudaGetLastError();
+}
+
+#define GPUCOMPUTE_INSTANTIATE(T)                                                                        \
+  template cudaError_t LaunchLetkfAnalysis<T>(                                                           \
+      const LetkfGeometry*, int, int64_t, int, int, const T*, const double*, const T*, const double*, \
+      const double*, const double*, const int*, const int*, const ProblemParams*, const double*, T*,     \
+      double*, int*, cudaStream_t);
+GPUCOMPUTE_INSTANTIATE(float)
+GPUCOMPUTE_INSTANTIATE(double)
+#undef GPUCOMPUTE_INSTANTIATE
+
+}  // namespace gpucompute::assimilate::kernels
