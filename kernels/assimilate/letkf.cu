@@ -5,7 +5,8 @@
 //   A   Np x (Np + 1)  G, then its Householder form (v below the subdiagonal)
 //   Y   32 x (Np + 4)  staged local rows; then two arrays per lane of the tridiagonal solves
 //   vectors of Np      b, Householder v and w, Q^T a, Q^T b, sums, T's diagonal, off-diagonal,
-//                      tau, the state row; then the point's coordinates and the staged indices
+//                      tau, the state row; then the point's coordinates, and the staged rows'
+//                      taper coefficients, c_k dw_k and indices
 // with Np = N rounded up to 8 (the tensor-core tiles). Lanes own rows of A (its leading dimension
 // is odd, so a column read by 32 lanes hits 32 different banks per half-warp).
 #include "kernels/assimilate/letkf.cuh"
@@ -133,7 +134,7 @@ size_t SortTempBytes(int64_t m, int64_t cells) {
 // A warp's shared memory, in doubles, for N members and d coordinates.
 struct WarpLayout {
   int Np, lda, lds;
-  size_t a, y, b, v, w, u, z, acc, diag, off, tau, row, point, index, total;
+  size_t a, y, b, v, w, u, z, acc, diag, off, tau, row, point, coeff, dc, index, total;
   __host__ __device__ WarpLayout(int N, int d) {
     Np = (N + 7) / 8 * 8;
     lda = Np + 1;
@@ -157,6 +158,8 @@ struct WarpLayout {
     tau = take(Np);
     row = take(Np);
     point = take(d);
+    coeff = take(kStageRows);
+    dc = take(kStageRows);
     index = take(kStageRows / 2 + 1);  // ints
     total = at;
   }
@@ -173,35 +176,66 @@ struct LocalAnalysis {
   __device__ double* V(size_t off) const { return s + off; }
   __device__ int* Index() const { return reinterpret_cast<int*>(s + l.index); }
 
-  // Adds the `count` staged rows (observation indices in Index(), sqrt(c) in weights) to G and b.
+  // Adds the `count` staged rows (observation indices in Index(), taper coefficients in coeff)
+  // to G and b: G += sum_k c_k y_k y_k^T on the tensor cores (c_k scales the A fragment),
+  // b += sum_k c_k dw_k y_k.
   template <typename T>
-  __device__ void AddStaged(int count, const double* weights, const T* obs, int W) const {
+  __device__ void AddStaged(int count, const double* coeff, const T* __restrict__ obs, int W) const {
     double* y = Y();
-    double* dc = V(l.acc);  // the tapered innovations, kStageRows of them (acc is free here)
+    double* dc = V(l.dc);
     const int* idx = Index();
     const int rows = (count + 3) / 4 * 4;
-    for (int r = 0; r < rows; ++r) {
-      const bool live = r < count;
-      const T* src = live ? obs + static_cast<int64_t>(idx[r]) * W : nullptr;
-      const double wt = live ? weights[r] : 0.0;
-      for (int q = lane; q < l.Np; q += kWarp) {
-        y[r * l.lds + q] = (live && q < N) ? wt * static_cast<double>(src[q]) : 0.0;
+    // Four rows at a time, so that each lane has several independent loads in flight.
+    for (int r0 = 0; r0 < rows; r0 += 4) {
+      for (int q0 = 0; q0 < l.Np; q0 += kWarp) {
+        const int q = q0 + lane;
+        double v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int r = r0 + u;
+          v[u] = (r < count && q < N) ? static_cast<double>(obs[static_cast<int64_t>(idx[r]) * W + q]) : 0.0;
+        }
+        if (q < l.Np) {
+#pragma unroll
+          for (int u = 0; u < 4; ++u) y[(r0 + u) * l.lds + q] = v[u];
+        }
       }
-      if (lane == 0) dc[r] = live ? wt * static_cast<double>(src[N]) : 0.0;
+    }
+    for (int r = lane; r < rows; r += kWarp) {
+      dc[r] = r < count ? coeff[r] * static_cast<double>(obs[static_cast<int64_t>(idx[r]) * W + N]) : 0.0;
     }
     __syncwarp();
-    const int nt = l.Np / 8, g = lane >> 2, q4 = lane & 3;
+    const int nt = l.Np / 8, tiles = nt * nt, g = lane >> 2, q4 = lane & 3;
     double* a = A();
-    for (int t = 0; t < nt * nt; ++t) {
-      const int bi = t / nt, bj = t - bi * nt;
-      double* c = a + (bi * 8 + g) * l.lda + bj * 8 + 2 * q4;
-      double d0 = c[0], d1 = c[1];
+    // Four tiles at a time: independent MMA chains.
+    for (int t0 = 0; t0 < tiles; t0 += 4) {
+      double d0[4], d1[4];
+      int ai[4], bj[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int t = min(t0 + u, tiles - 1);
+        const int bi = t / nt;
+        ai[u] = bi * 8 + g;
+        bj[u] = (t - bi * nt) * 8 + g;
+        const double* c = a + ai[u] * l.lda + (t - bi * nt) * 8 + 2 * q4;
+        d0[u] = c[0];
+        d1[u] = c[1];
+      }
       for (int k = 0; k < rows; k += 4) {
         const double* yr = y + (k + q4) * l.lds;
-        Mma(d0, d1, yr[bi * 8 + g], yr[bj * 8 + g]);
+        const double ck = k + q4 < count ? coeff[k + q4] : 0.0;
+#pragma unroll
+        for (int u = 0; u < 4; ++u) Mma(d0[u], d1[u], ck * yr[ai[u]], yr[bj[u]]);
       }
-      c[0] = d0;
-      c[1] = d1;
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        if (t0 + u < tiles) {
+          const int t = t0 + u, bi = t / nt;
+          double* c = a + ai[u] * l.lda + (t - bi * nt) * 8 + 2 * q4;
+          c[0] = d0[u];
+          c[1] = d1[u];
+        }
+      }
     }
     double* b = V(l.b);
     for (int q = lane; q < N; q += kWarp) {
@@ -245,9 +279,16 @@ struct LocalAnalysis {
         // p = t A22 v, w = p - (t/2)(p . v) v, A22 -= v w^T + w v^T.
         for (int r = r0 + lane; r < N; r += kWarp) {
           const double* ar = a + r * lda;
-          double sum = 0;
-          for (int c = r0; c < N; ++c) sum += ar[c] * hv[c];
-          pw[r] = t * sum;
+          double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+          int c = r0;
+          for (; c + 3 < N; c += 4) {
+            s0 += ar[c] * hv[c];
+            s1 += ar[c + 1] * hv[c + 1];
+            s2 += ar[c + 2] * hv[c + 2];
+            s3 += ar[c + 3] * hv[c + 3];
+          }
+          for (; c < N; ++c) s0 += ar[c] * hv[c];
+          pw[r] = t * ((s0 + s1) + (s2 + s3));
         }
         __syncwarp();
         double kp = 0;
@@ -258,6 +299,7 @@ struct LocalAnalysis {
         for (int r = r0 + lane; r < N; r += kWarp) {
           double* ar = a + r * lda;
           const double vr = hv[r], wr = pw[r];
+#pragma unroll 4
           for (int c = r0; c < N; ++c) ar[c] -= vr * pw[c] + wr * hv[c];
         }
       }
@@ -376,7 +418,7 @@ __global__ void __launch_bounds__(kMaxWarpsPerBlock * kWarp) LetkfAnalysisKernel
   const double search = localization::SearchRadius(static_cast<Taper>(geo.taper), geo.radius);
   double* point = la.V(layout.point);
   double* row = la.V(layout.row);
-  double* weights = la.V(layout.v);  // sqrt(c) of the staged rows (v is free while staging)
+  double* coeffs = la.V(layout.coeff);
   int* idx = la.Index();
   double variance_sum = 0;
   for (int64_t i = warp; i < n; i += warps) {
@@ -432,20 +474,20 @@ __global__ void __launch_bounds__(kMaxWarpsPerBlock * kWarp) LetkfAnalysisKernel
         const unsigned mask = __ballot_sync(0xffffffffu, accept);
         const int count = __popc(mask);
         if (staged + count > kStageRows) {
-          la.AddStaged(staged, weights, obs, W);
+          la.AddStaged(staged, coeffs, obs, W);
           staged = 0;
         }
         if (accept) {
           const int at = staged + __popc(mask & ((1u << lane) - 1));
           idx[at] = j;
-          weights[at] = sqrt(coeff);
+          coeffs[at] = coeff;
         }
         staged += count;
         total += count;
         __syncwarp();
       }
     }
-    if (staged > 0) la.AddStaged(staged, weights, obs, W);
+    if (staged > 0) la.AddStaged(staged, coeffs, obs, W);
     double* u = la.V(layout.u);
     double* z = la.V(layout.z);
     double* acc = la.V(layout.acc);

@@ -12,8 +12,9 @@
 //
 // The analysis of variable i (a warp; docs/design/assimilate.md "The LETKF"):
 //   1. The candidates of the neighbouring cells, 32 at a time: distance, taper coefficient c; those
-//      with c > 1e-3 are staged as whitened rows times sqrt(c), 32 rows at a time, and added to
-//      G = (N-1) I + Yl^T Yl and b = Yl^T dl on the tensor cores (mma.m8n8k4 in float64).
+//      with c > 1e-3 are staged (their whitened rows, 32 at a time) and added to
+//      G = (N-1) I + sum_k c_k y_k y_k^T on the tensor cores (mma.m8n8k4 in float64) and to
+//      b = sum_k c_k dw_k y_k.
 //   2. G = Q T Q^T by Householder reflections (T tridiagonal), in shared memory.
 //   3. In T's basis: wbar = T^-1 Q^T b and W a = sqrt(N-1) T^-1/2 Q^T a, the inverse square root
 //      as Zolotarev's rational approximation (math/inverse_sqrt.h, relative error <= 2e-15 for
