@@ -1,9 +1,9 @@
 // The LETKF's device code (see letkf.cuh).
 //
-// The analysis kernel gives each warp a private region of shared memory (a block holds one to
-// four warps, as many as fit):
-//   A   Np x (Np + 1)  G, then its Householder form (v below the subdiagonal)
-//   Y   32 x (Np + 4)  staged local rows; then two arrays per lane of the tridiagonal solves
+// The analysis kernel is one warp per block, with its shared memory:
+//   A   N x lda        G, then its Householder form (v below the subdiagonal); lda = N + 1 or
+//                      N + 2, whichever is odd
+//   Y   16 x (Np + 4)  staged local rows; then two arrays per lane of the tridiagonal solves
 //   vectors of Np      b, Householder v and w, Q^T a, Q^T b, sums, T's diagonal, off-diagonal,
 //                      tau, the state row; then the point's coordinates, and the staged rows'
 //                      taper coefficients, c_k dw_k and indices
@@ -26,10 +26,11 @@ using localization::Metric;
 using localization::Taper;
 
 constexpr int kWarp = 32;
-constexpr int kStageRows = 32;      // local rows staged per update of G
-constexpr int kSolveLanes = 16;     // lanes running tridiagonal solves at once (2 arrays each in Y)
-constexpr int kMaxWarpsPerBlock = 4;
-constexpr size_t kMaxSmem = 220 * 1024;
+// Shared memory bounds how many warps an SM holds (the kernel is latency-bound): a block is
+// one warp, so that as many fit as the memory allows (six of N = 50), and the staging area
+// is small (its 16 rows also hold the tridiagonal solves' arrays, two per lane).
+constexpr int kStageRows = 16;      // local rows staged per update of G
+constexpr int kSolveLanes = kStageRows / 2;  // lanes running tridiagonal solves at once
 constexpr int kBinThreads = 256;
 
 __device__ __forceinline__ double WarpSum(double v) {
@@ -137,7 +138,7 @@ struct WarpLayout {
   size_t a, y, b, v, w, u, z, acc, diag, off, tau, row, point, coeff, dc, index, total;
   __host__ __device__ WarpLayout(int N, int d) {
     Np = (N + 7) / 8 * 8;
-    lda = Np + 1;
+    lda = N % 2 == 0 ? N + 1 : N + 2;
     lds = Np + 4;
     size_t at = 0;
     auto take = [&at](size_t doubles) {
@@ -145,7 +146,7 @@ struct WarpLayout {
       at += (doubles + 1) / 2 * 2;  // 16-byte aligned
       return here;
     };
-    a = take(static_cast<size_t>(Np) * lda);
+    a = take(static_cast<size_t>(N) * lda);
     y = take(static_cast<size_t>(kStageRows) * lds);
     b = take(Np);
     v = take(Np);
@@ -217,9 +218,10 @@ struct LocalAnalysis {
         const int bi = t / nt;
         ai[u] = bi * 8 + g;
         bj[u] = (t - bi * nt) * 8 + g;
-        const double* c = a + ai[u] * l.lda + (t - bi * nt) * 8 + 2 * q4;
-        d0[u] = c[0];
-        d1[u] = c[1];
+        const int col = (t - bi * nt) * 8 + 2 * q4;  // G's rows and columns from N on are padding
+        const double* c = a + ai[u] * l.lda + col;
+        d0[u] = ai[u] < N && col < N ? c[0] : 0.0;
+        d1[u] = ai[u] < N && col + 1 < N ? c[1] : 0.0;
       }
       for (int k = 0; k < rows; k += 4) {
         const double* yr = y + (k + q4) * l.lds;
@@ -231,9 +233,10 @@ struct LocalAnalysis {
       for (int u = 0; u < 4; ++u) {
         if (t0 + u < tiles) {
           const int t = t0 + u, bi = t / nt;
-          double* c = a + ai[u] * l.lda + (t - bi * nt) * 8 + 2 * q4;
-          c[0] = d0[u];
-          c[1] = d1[u];
+          const int col = (t - bi * nt) * 8 + 2 * q4;
+          double* c = a + ai[u] * l.lda + col;
+          if (ai[u] < N && col < N) c[0] = d0[u];
+          if (ai[u] < N && col + 1 < N) c[1] = d1[u];
         }
       }
     }
@@ -399,7 +402,7 @@ struct LocalAnalysis {
 };
 
 template <typename T>
-__global__ void __launch_bounds__(kMaxWarpsPerBlock * kWarp) LetkfAnalysisKernel(
+__global__ void __launch_bounds__(kWarp) LetkfAnalysisKernel(
     const LetkfGeometry* __restrict__ geometry, int64_t n, int N, int W, const T* __restrict__ anomalies,
     const double* __restrict__ xbar, const T* __restrict__ obs, const double* __restrict__ state_coords,
     const double* __restrict__ obs_coords, const double* __restrict__ domain, const int* __restrict__ sorted,
@@ -408,11 +411,10 @@ __global__ void __launch_bounds__(kMaxWarpsPerBlock * kWarp) LetkfAnalysisKernel
   extern __shared__ double smem[];
   const LetkfGeometry geo = *geometry;
   const int lane = threadIdx.x % kWarp;
-  const int warp_in_block = threadIdx.x / kWarp;
   const WarpLayout layout(N, geo.dims);
-  LocalAnalysis la{N, lane, layout, smem + warp_in_block * layout.total};
-  const int64_t warp = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + warp_in_block;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
+  LocalAnalysis la{N, lane, layout, smem};
+  const int64_t warp = blockIdx.x;
+  const int64_t warps = gridDim.x;
   const ProblemParams pp = *params;
   const int d = geo.dims;
   const double search = localization::SearchRadius(static_cast<Taper>(geo.taper), geo.radius);
@@ -425,7 +427,7 @@ __global__ void __launch_bounds__(kMaxWarpsPerBlock * kWarp) LetkfAnalysisKernel
     for (int k = lane; k < d; k += kWarp) point[k] = state_coords[i * d + k];
     for (int q = lane; q < N; q += kWarp) row[q] = static_cast<double>(anomalies[i * N + q]);
     double* a = la.A();
-    for (int k = lane; k < layout.Np * layout.lda; k += kWarp) a[k] = 0;
+    for (int k = lane; k < N * layout.lda; k += kWarp) a[k] = 0;
     for (int q = lane; q < layout.Np; q += kWarp) la.V(layout.b)[q] = 0;
     __syncwarp();
     // 1. The local observations, into G and b.
@@ -473,18 +475,23 @@ __global__ void __launch_bounds__(kMaxWarpsPerBlock * kWarp) LetkfAnalysisKernel
         const bool accept = coeff > localization::kMinCoefficient;
         const unsigned mask = __ballot_sync(0xffffffffu, accept);
         const int count = __popc(mask);
-        if (staged + count > kStageRows) {
-          la.AddStaged(staged, coeffs, obs, W);
-          staged = 0;
+        const int rank = __popc(mask & ((1u << lane) - 1));
+        // A round's accepted observations (up to 32) fill the staging area (16 rows) in pieces.
+        for (int done = 0; done < count;) {
+          const int take = min(kStageRows - staged, count - done);
+          if (accept && rank >= done && rank < done + take) {
+            idx[staged + rank - done] = j;
+            coeffs[staged + rank - done] = coeff;
+          }
+          staged += take;
+          done += take;
+          __syncwarp();
+          if (staged == kStageRows) {
+            la.AddStaged(staged, coeffs, obs, W);
+            staged = 0;
+          }
         }
-        if (accept) {
-          const int at = staged + __popc(mask & ((1u << lane) - 1));
-          idx[at] = j;
-          coeffs[at] = coeff;
-        }
-        staged += count;
         total += count;
-        __syncwarp();
       }
     }
     if (staged > 0) la.AddStaged(staged, coeffs, obs, W);
@@ -549,10 +556,6 @@ __global__ void __launch_bounds__(kMaxWarpsPerBlock * kWarp) LetkfAnalysisKernel
 // Enough warps to fill the GPU several times over; each strides over the variables.
 int LaunchedWarps(int64_t n) { return static_cast<int>(std::min<int64_t>(n, int64_t{1} << 16)); }
 
-int WarpsPerBlock(int N, int d) {
-  const size_t bytes = WarpLayout(N, d).total * sizeof(double);
-  return static_cast<int>(std::max<size_t>(1, std::min<size_t>(kMaxWarpsPerBlock, kMaxSmem / bytes)));
-}
 
 }  // namespace
 
@@ -584,7 +587,7 @@ cudaError_t LaunchLetkfBin(const LetkfGeometry* g, int64_t m, int64_t max_cells,
   return cudaGetLastError();
 }
 
-int LetkfAnalysisWarps(int64_t n) { return LaunchedWarps(n) + kMaxWarpsPerBlock; }
+int LetkfAnalysisWarps(int64_t n) { return LaunchedWarps(n); }
 
 template <typename T>
 cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int d, int64_t n, int N, int W, const T* a,
@@ -593,15 +596,13 @@ cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int d, int64_t n, int N,
                                 const int* cell_start, const ProblemParams* params, const double* table,
                                 T* xa, double* partials, int* warps, cudaStream_t stream) {
   if (N < 2 || N > kMaxLetkfMembers) return cudaErrorInvalidValue;
-  const int wpb = WarpsPerBlock(N, d);
-  const size_t smem = static_cast<size_t>(wpb) * WarpLayout(N, d).total * sizeof(double);
-  const int total = LaunchedWarps(n);
-  const int blocks = (total + wpb - 1) / wpb;
-  *warps = blocks * wpb;
+  const size_t smem = WarpLayout(N, d).total * sizeof(double);
+  const int blocks = LaunchedWarps(n);
+  *warps = blocks;
   cudaError_t e = cudaFuncSetAttribute(LetkfAnalysisKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(smem));
   if (e != cudaSuccess) return e;
-  LetkfAnalysisKernel<T><<<blocks, wpb * kWarp, smem, stream>>>(g, n, N, W, a, xbar, obs, state_coords,
+  LetkfAnalysisKernel<T><<<blocks, kWarp, smem, stream>>>(g, n, N, W, a, xbar, obs, state_coords,
                                                                obs_coords, domain, sorted, cell_start, params,
                                                                table, xa, partials);
   return cudaGetLastError();
