@@ -5,8 +5,9 @@
 //                      N + 2, whichever is odd
 //   Y   16 x (Np + 4)  staged local rows; then two arrays per lane of the tridiagonal solves
 //   vectors of Np      b, Householder v and w, Q^T a, Q^T b, sums, T's diagonal, off-diagonal,
-//                      tau, the state row; then the point's coordinates, and the staged rows'
-//                      taper coefficients, c_k dw_k and indices
+//                      tau, the state row; then the staged rows' taper coefficients, c_k dw_k
+//                      and indices
+// (the variable's coordinates are read where they are, so any number of them fits).
 // with Np = N rounded up to 8 (the tensor-core tiles). Lanes own rows of A (its leading dimension
 // is odd, so a column read by 32 lanes hits 32 different banks per half-warp).
 #include "kernels/assimilate/letkf.cuh"
@@ -132,11 +133,11 @@ size_t SortTempBytes(int64_t m, int64_t cells) {
 
 // ---- the analysis --------------------------------------------------------------------------
 
-// A warp's shared memory, in doubles, for N members and d coordinates.
+// A warp's shared memory, in doubles, for N members.
 struct WarpLayout {
   int Np, lda, lds;
-  size_t a, y, b, v, w, u, z, acc, diag, off, tau, row, point, coeff, dc, index, total;
-  __host__ __device__ WarpLayout(int N, int d) {
+  size_t a, y, b, v, w, u, z, acc, diag, off, tau, row, coeff, dc, index, total;
+  __host__ __device__ explicit WarpLayout(int N) {
     Np = (N + 7) / 8 * 8;
     lda = N % 2 == 0 ? N + 1 : N + 2;
     lds = Np + 4;
@@ -158,7 +159,6 @@ struct WarpLayout {
     off = take(Np);
     tau = take(Np);
     row = take(Np);
-    point = take(d);
     coeff = take(kStageRows);
     dc = take(kStageRows);
     index = take(kStageRows / 2 + 1);  // ints
@@ -411,20 +411,19 @@ __global__ void __launch_bounds__(kWarp) LetkfAnalysisKernel(
   extern __shared__ double smem[];
   const LetkfGeometry geo = *geometry;
   const int lane = threadIdx.x % kWarp;
-  const WarpLayout layout(N, geo.dims);
+  const WarpLayout layout(N);
   LocalAnalysis la{N, lane, layout, smem};
   const int64_t warp = blockIdx.x;
   const int64_t warps = gridDim.x;
   const ProblemParams pp = *params;
   const int d = geo.dims;
   const double search = localization::SearchRadius(static_cast<Taper>(geo.taper), geo.radius);
-  double* point = la.V(layout.point);
   double* row = la.V(layout.row);
   double* coeffs = la.V(layout.coeff);
   int* idx = la.Index();
   double variance_sum = 0;
   for (int64_t i = warp; i < n; i += warps) {
-    for (int k = lane; k < d; k += kWarp) point[k] = state_coords[i * d + k];
+    const double* point = state_coords + i * d;
     for (int q = lane; q < N; q += kWarp) row[q] = static_cast<double>(anomalies[i * N + q]);
     double* a = la.A();
     for (int k = lane; k < N * layout.lda; k += kWarp) a[k] = 0;
@@ -590,13 +589,13 @@ cudaError_t LaunchLetkfBin(const LetkfGeometry* g, int64_t m, int64_t max_cells,
 int LetkfAnalysisWarps(int64_t n) { return LaunchedWarps(n); }
 
 template <typename T>
-cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int d, int64_t n, int N, int W, const T* a,
+cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int64_t n, int N, int W, const T* a,
                                 const double* xbar, const T* obs, const double* state_coords,
                                 const double* obs_coords, const double* domain, const int* sorted,
                                 const int* cell_start, const ProblemParams* params, const double* table,
                                 T* xa, double* partials, int* warps, cudaStream_t stream) {
   if (N < 2 || N > kMaxLetkfMembers) return cudaErrorInvalidValue;
-  const size_t smem = WarpLayout(N, d).total * sizeof(double);
+  const size_t smem = WarpLayout(N).total * sizeof(double);
   const int blocks = LaunchedWarps(n);
   *warps = blocks;
   cudaError_t e = cudaFuncSetAttribute(LetkfAnalysisKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -610,7 +609,7 @@ cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int d, int64_t n, int N,
 
 #define GPUCOMPUTE_INSTANTIATE(T)                                                                        \
   template cudaError_t LaunchLetkfAnalysis<T>(                                                           \
-      const LetkfGeometry*, int, int64_t, int, int, const T*, const double*, const T*, const double*, \
+      const LetkfGeometry*, int64_t, int, int, const T*, const double*, const T*, const double*, \
       const double*, const double*, const int*, const int*, const ProblemParams*, const double*, T*,     \
       double*, int*, cudaStream_t);
 GPUCOMPUTE_INSTANTIATE(float)

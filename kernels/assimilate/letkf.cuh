@@ -63,14 +63,14 @@ cudaError_t LaunchLetkfBin(const LetkfGeometry* g, int64_t m, int64_t max_cells,
                            void* scratch, size_t scratch_bytes, int* sorted, int* cell_start,
                            cudaStream_t stream);
 
-// The analysis of one problem (g on the device; d = g->dims). a: n x N inflated state anomalies
+// The analysis of one problem (g on the device; d = g->dims coordinates a point). a: n x N inflated state anomalies
 // (LaunchCentreState), xbar: their means; obs: m rows of W values [Yw | dw] (LaunchPrepareObs);
 // state_coords (n x d), obs_coords (m x d) and domain (d values, periodic) in double; sorted /
 // cell_start from LaunchLetkfBin; table: math/inverse_sqrt.h's WriteTable. xa: n x N analysis;
 // partials: per-warp sums of row variances, `*warps` of them (for LaunchReduceSpread; at most
 // LetkfAnalysisWarps(n)).
 template <typename T>
-cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int d, int64_t n, int N, int W, const T* a,
+cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int64_t n, int N, int W, const T* a,
                                 const double* xbar, const T* obs, const double* state_coords,
                                 const double* obs_coords, const double* domain, const int* sorted,
                                 const int* cell_start, const ProblemParams* params, const double* table,

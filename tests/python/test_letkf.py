@@ -156,6 +156,17 @@ def test_ensemble_sizes_match_numpy(client, rng, members):
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("dims", [3, 7])
+def test_euclidean_coordinates_of_several_axes_match_numpy(client, rng, dims):
+    # Binning takes the first three axes; the distance every axis.
+    state, obs, X, HX, y, r = random_problem(rng, 60, 120, 12, lambda k: rng.uniform(0, 4, (k, dims)))
+    got = client.assimilate(X, HX, y, r, method="letkf", state_coords=state, obs_coords=obs,
+                            localization=dict(radius=0.8, taper="gaussian"))
+    want = letkf_reference(X, HX, y, r, state, obs, 0.8, "gaussian", "euclidean")
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * np.abs(want).max())
+    assert np.abs(got - X).max() > 1e-3
+
+
 def test_cuda_matches_the_cpu_backend(client, rng, tmp_path):
     if backend() != "cuda":
         pytest.skip("compares a CUDA server with a CPU one")

@@ -811,7 +811,7 @@ absl::Status GroupRunner<T>::RunLetkf() {
     RETURN_IF_ERROR(Launched());
     int warps = 0;
     CUDA_RETURN_IF_ERROR(kernels::LaunchLetkfAnalysis<T>(
-        geometry + p, static_cast<int>(d), n, static_cast<int>(N), static_cast<int>(g_.W), In<T>(g_.x) + p * n * N,
+        geometry + p, n, static_cast<int>(N), static_cast<int>(g_.W), In<T>(g_.x) + p * n * N,
         Sc<double>(g_.xbar) + p * n, In<T>(g_.obs) + p * m * g_.W, In<double>(g_.state_coords) + p * n * d,
         obs_coords, In<double>(g_.domain) + p * d, Sc<int>(g_.sorted), Sc<int>(g_.cell_start),
         In<const ProblemParams>(g_.params) + p, In<double>(g_.table),

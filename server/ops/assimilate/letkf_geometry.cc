@@ -20,7 +20,7 @@ constexpr double kReachMargin = 1 + 1e-9;
 
 }  // namespace
 
-int64_t LetkfMaxCells(int64_t m) { return std::max<int64_t>(64, 4 * m); }
+int64_t LetkfMaxCells(int64_t m) { return std::clamp<int64_t>(4 * m, 64, int64_t{1} << 24); }
 
 kernels::LetkfGeometry MakeLetkfGeometry(const Problem& p) {
   const Localization& l = p.localization;

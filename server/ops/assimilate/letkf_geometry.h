@@ -11,7 +11,8 @@
 namespace gpucompute::assimilate {
 
 // The most cells a problem of m observations is binned into: about 4 per observation (so that
-// sparse observations do not make the search visit empty cells), at least 64.
+// sparse observations do not make the search visit empty cells), at least 64, at most 2^24
+// (the cells' starts take 4 bytes each).
 int64_t LetkfMaxCells(int64_t m);
 
 // The geometry of problem `p` (a validated LETKF problem). Every observation within the taper's
