@@ -25,27 +25,21 @@ import sys
 import time
 import urllib.request
 
+from pathlib import Path
+
 import numpy as np
 
-import gpucompute
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+import gpucompute  # noqa: E402
+from letkf_numpy import taper  # noqa: E402
 
 CUTOFF = 1e-3  # an observation enters when its taper coefficient exceeds this (DAPPER's)
-
-
-def gaspari_cohn(d, radius):
-    r = np.asarray(d, dtype=float) / (1.82 * radius)
-    c = np.zeros_like(r)
-    a, b = r <= 1, (r > 1) & (r < 2)
-    c[a] = 1 - 5 / 3 * r[a] ** 2 + 5 / 8 * r[a] ** 3 + 1 / 2 * r[a] ** 4 - 1 / 4 * r[a] ** 5
-    rb = r[b]
-    c[b] = rb ** 5 / 12 - rb ** 4 / 2 + 5 / 8 * rb ** 3 + 5 / 3 * rb ** 2 - 5 * rb + 4 - 2 / (3 * rb)
-    return c
 
 
 def reach_factor():
     """Distance / radius at which the Gaspari-Cohn coefficient falls to the cut-off."""
     x = np.linspace(0, 3.64, 200001)
-    return float(x[np.nonzero(gaspari_cohn(x, 1.0) > CUTOFF)[0][-1]])
+    return float(x[np.nonzero(taper(x, 1.0, "gaspari_cohn") > CUTOFF)[0][-1]])
 
 
 def problem(rng, side, m, N, local):
