@@ -54,6 +54,26 @@ void LayOutLetkf(Group& g, Arena& in, Arena& sc) {
   g.partials = sc.Take(static_cast<size_t>(kernels::LetkfAnalysisWarps(g.key.n)) * sizeof(double));
 }
 
+// The global methods' transforms and their scratch.
+void LayOutTransforms(Group& g, size_t es, Arena& sc) {
+  const size_t P = static_cast<size_t>(g.P());
+  const size_t m = static_cast<size_t>(g.key.m), N = static_cast<size_t>(g.key.N);
+  const bool etkf = !g.stochastic();
+  if (g.ensemble() || etkf) g.c = sc.Take(P * N * static_cast<size_t>(g.CCols()) * es);
+  if (!g.ensemble()) g.s = sc.Take(P * m * m * es);
+  if (!g.ensemble() && etkf) g.z = sc.Take(P * m * (N + 1) * es);
+  if (etkf) {
+    g.v = sc.Take(P * N * N * es);
+    g.vf = sc.Take(P * N * N * es);
+    g.ev = sc.Take(P * N * es);
+    g.u = sc.Take(P * N * es);
+    g.wbar = sc.Take(P * N * es);
+    g.flag = sc.Take(P * sizeof(int));
+  }
+  if (etkf || !g.ensemble() || P == 1) g.t = sc.Take(P * N * N * es);
+  g.partials = sc.Take(P * static_cast<size_t>(kernels::FinishRowsBlocks(g.key.n)) * sizeof(double));
+}
+
 // One group's sections: what its steps read (in), work in (scratch) and write (out).
 void LayOutGroup(Group& g, size_t es, Arena& in, Arena& sc, Arena& out) {
   const size_t P = static_cast<size_t>(g.P());
@@ -73,23 +93,10 @@ void LayOutGroup(Group& g, size_t es, Arena& in, Arena& sc, Arena& out) {
     g.split = sc.Take((kSplitChunks + 1) * N * static_cast<size_t>(g.CCols()) * es);
   }
   g.xbar = sc.Take(P * n * sizeof(double));
-  const bool etkf = !g.stochastic();
-  if (g.ensemble() || etkf) g.c = sc.Take(P * N * static_cast<size_t>(g.CCols()) * es);
-  if (!g.ensemble()) g.s = sc.Take(P * m * m * es);
-  if (!g.ensemble() && etkf) g.z = sc.Take(P * m * (N + 1) * es);
-  if (etkf) {
-    g.v = sc.Take(P * N * N * es);
-    g.vf = sc.Take(P * N * N * es);
-    g.ev = sc.Take(P * N * es);
-    g.u = sc.Take(P * N * es);
-    g.wbar = sc.Take(P * N * es);
-    g.flag = sc.Take(P * sizeof(int));
-  }
-  if (etkf || !g.ensemble() || P == 1) g.t = sc.Take(P * N * N * es);
   if (g.letkf()) {
-    LayOutLetkf(g, in, sc);
+    LayOutLetkf(g, in, sc);  // its transforms live in the kernel's shared memory
   } else {
-    g.partials = sc.Take(P * static_cast<size_t>(kernels::FinishRowsBlocks(g.key.n)) * sizeof(double));
+    LayOutTransforms(g, es, sc);
   }
   g.xa = out.Take(P * n * N * es);
   g.innovation = out.Take(P * m * sizeof(double));

@@ -1243,7 +1243,7 @@ absl::Status WarmUpAssimilate(DeviceContext& device) {
   // Small problems of every variant; each slot runs them once (library kernels load lazily, per
   // module, and each handle sets itself up on first use).
   struct Arrays {
-    std::vector<double> x, hx, y, var, cov, pert;
+    std::vector<double> x, hx, y, var, cov, pert, state_coords, obs_coords;
   };
   const int64_t n = 12, m = 6, N = 5;
   Arrays a;
@@ -1256,6 +1256,8 @@ absl::Status WarmUpAssimilate(DeviceContext& device) {
     for (int64_t j = 0; j < m; ++j) a.cov[i * m + j] = i == j ? 1.0 : 0.1;
   }
   for (int64_t i = 0; i < m * N; ++i) a.pert.push_back(0.3 * std::sin(1.3 * i));
+  for (int64_t i = 0; i < n; ++i) a.state_coords.push_back(static_cast<double>(i));
+  for (int64_t i = 0; i < m; ++i) a.obs_coords.push_back(2.0 * static_cast<double>(i));
   auto view = [](const std::vector<double>& v) {
     return ArrayView{ElementType::kFloat64,
                      absl::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double))};
@@ -1289,6 +1291,13 @@ absl::Status WarmUpAssimilate(DeviceContext& device) {
         }
       }
     }
+    Problem letkf = request->problems.front();  // an ETKF problem of variances
+    letkf.method = Method::kLetkf;
+    letkf.localization.dims = 1;
+    letkf.localization.state_coords = view(a.state_coords);
+    letkf.localization.obs_coords = view(a.obs_coords);
+    letkf.localization.radius = 2;
+    request->problems.push_back(letkf);
     Batch batch;
     batch.dtype = dtype;
     batch.requests.push_back(request);
