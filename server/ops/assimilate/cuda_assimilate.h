@@ -7,7 +7,9 @@
 // kernels where the libraries are latency-bound: the whole stochastic analysis of small problems
 // in one warp each, the ETKF square root by Newton-Schulz for N <= 64, one pass over the state
 // for N <= 64, Jacobi for batched eigenproblems, and G^-1 B by inverted diagonal blocks and
-// GEMMs for one large problem (docs/design/assimilate.md). The algebra, conventions and the
+// GEMMs for one large problem (docs/design/assimilate.md); the LETKF bins its observations
+// and runs one warp per state variable (kernels/assimilate/letkf.cuh, up to
+// CudaLetkfMaxMembers() members). The algebra, conventions and the
 // cost model that picks the form are assimilate.h's, so that the results equal the CPU
 // reference to rounding (seeded perturbations included).
 //
