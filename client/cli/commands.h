@@ -104,7 +104,7 @@ struct AssimilateOptions {
   double radius = 0;
   std::string taper = "gaspari_cohn", metric = "euclidean";
   std::vector<double> domain;
-  double earth_radius = 6371.0;
+  double earth_radius = 0;  // required by the great circle (no unit is assumed), as in Python
 };
 
 int RunAssimilate(const GlobalOptions& global, const AssimilateOptions& options);

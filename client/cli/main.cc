@@ -185,8 +185,7 @@ CLI::App* AddAssimilateCommand(CLI::App& app, AssimilateOptions& as) {
   assimilate_cmd->add_option("--domain", as.domain, "letkf, periodic: the length of each axis")
       ->delimiter(',');
   assimilate_cmd->add_option("--earth-radius,--earth_radius", as.earth_radius,
-                             "letkf, great_circle: the sphere's radius, in radius's unit")
-      ->capture_default_str();
+                             "letkf, great_circle (required): the sphere's radius, in radius's unit (6371 for km)");
   auto* pert = assimilate_cmd->add_option("--perturbations", as.perturbations,
                                           "enkf: observation perturbations [m, N], used as given")
                    ->check(CLI::ExistingFile);

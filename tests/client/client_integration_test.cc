@@ -396,6 +396,35 @@ TEST_F(ClientIntegrationTest, CliAssimilateLetkf) {
                            "--state-coords", ps, "--obs-coords", po, "--radius", "0", "-o", local});
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_THAT(bad.stderr_text, HasSubstr("localization.radius"));
+  // The great circle on (longitude, latitude): the sphere's radius has no default, as in Python;
+  // with one and a step reaching round the Earth it is the global ETKF again.
+  std::vector<double> sll(n * 2), oll(m * 2);
+  for (int64_t i = 0; i < n; ++i) {
+    sll[i * 2] = -170 + 30.0 * static_cast<double>(i);
+    sll[i * 2 + 1] = 5.0 * static_cast<double>(i) - 30;
+  }
+  for (int64_t j = 0; j < m; ++j) {
+    oll[j * 2] = 40.0 * static_cast<double>(j) - 175;
+    oll[j * 2 + 1] = 60 - 12.0 * static_cast<double>(j);
+  }
+  const std::string psll = WriteFile("sll.npy", cli::EncodeNpy({n, 2}, sll));
+  const std::string poll = WriteFile("oll.npy", cli::EncodeNpy({m, 2}, oll));
+  const std::vector<std::string> sphere = {"assimilate", "--x", px, "--hx", phx, "--y", py, "--obs-error", pr,
+                                           "--method", "letkf", "--state-coords", psll, "--obs-coords", poll,
+                                           "--metric", "great_circle", "--radius", "30000", "--taper", "step",
+                                           "--inflation", "1.05", "-o", local};
+  ProcessResult no_radius = Cli(sphere);
+  EXPECT_EQ(no_radius.exit_code, 1);
+  EXPECT_THAT(no_radius.stderr_text, HasSubstr("localization.earth_radius"));
+  std::vector<std::string> with_radius = sphere;
+  with_radius.insert(with_radius.end(), {"--earth-radius", "6371"});
+  ProcessResult c = Cli(with_radius);
+  ASSERT_EQ(c.exit_code, 0) << c.stderr_text;
+  auto sa = cli::ReadNpyFile(local);
+  ASSERT_TRUE(sa.ok());
+  diff = 0;
+  for (size_t i = 0; i < sa->data.size(); ++i) diff = std::max(diff, std::abs(sa->data[i] - ga->data[i]));
+  EXPECT_LE(diff, 1e-10);
 }
 
 TEST_F(ClientIntegrationTest, CliReportsServerErrors) {
