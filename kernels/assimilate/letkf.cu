@@ -7,9 +7,9 @@
 //   vectors of Np      b, Householder v and w, Q^T a, Q^T b, sums, T's diagonal, off-diagonal,
 //                      tau, the state row; then the staged rows' taper coefficients, c_k dw_k
 //                      and indices
-// (the variable's coordinates are read where they are, so any number of them fits).
 // with Np = N rounded up to 8 (the tensor-core tiles). Lanes own rows of A (its leading dimension
-// is odd, so a column read by 32 lanes hits 32 different banks per half-warp).
+// is odd, so a column read by 32 lanes hits 32 different banks per half-warp). The variable's
+// coordinates are read where they are, so any number of them fits.
 #include "kernels/assimilate/letkf.cuh"
 
 #include <algorithm>

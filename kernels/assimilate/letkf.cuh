@@ -12,7 +12,7 @@
 //
 // The analysis of variable i (a warp; docs/design/assimilate.md "The LETKF"):
 //   1. The candidates of the neighbouring cells, 32 at a time: distance, taper coefficient c; those
-//      with c > 1e-3 are staged (their whitened rows, 32 at a time) and added to
+//      with c > 1e-3 are staged (their whitened rows, 16 at a time) and added to
 //      G = (N-1) I + sum_k c_k y_k y_k^T on the tensor cores (mma.m8n8k4 in float64) and to
 //      b = sum_k c_k dw_k y_k.
 //   2. G = Q T Q^T by Householder reflections (T tridiagonal), in shared memory.
