@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "kernels/assimilate/warp_ops.cuh"
 #include "math/philox.h"
 
 namespace gpucompute::assimilate::kernels {
@@ -15,11 +16,6 @@ constexpr int kWarp = 32;
 constexpr int kRowThreads = 256;  // 8 rows (warps) per block
 constexpr int kRowsPerBlock = kRowThreads / kWarp;
 constexpr int kMaxFinishBlocks = 2048;
-
-__device__ __forceinline__ double WarpSum(double v) {
-  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 int Blocks(int64_t threads, int per_block) {
   return static_cast<int>((threads + per_block - 1) / per_block);
@@ -543,12 +539,6 @@ size_t TransformRowsMmaSmem(int N) {
   return (static_cast<size_t>(np) * MmaLdt(np) +
           static_cast<size_t>(kFusedWarps) * (kMmaRows * MmaLda(np) + 2 * kMmaRows * N)) *
          sizeof(double);
-}
-
-__device__ __forceinline__ void MmaF64(double& d0, double& d1, double a, double b) {
-  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
-               : "+d"(d0), "+d"(d1)
-               : "d"(a), "d"(b));
 }
 
 // Sum over the 4 lanes of a row group.

@@ -21,6 +21,7 @@
 #include <cmath>
 
 #include "kernels/assimilate/assimilate_kernels.cuh"
+#include "kernels/assimilate/warp_ops.cuh"
 
 namespace gpucompute::assimilate::kernels {
 namespace {
@@ -28,11 +29,6 @@ namespace {
 constexpr int kWarp = 32;
 constexpr int kMaxWarps = 32;
 constexpr int kFromEigThreads = 256;
-
-__device__ __forceinline__ double WarpSum(double v) {
-  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 int PaddedOrder(int N) { return (N + 7) / 8 * 8; }
 
@@ -44,13 +40,6 @@ size_t NsSmem(int N) {
 int NsWarps(int N) {
   const int nt = PaddedOrder(N) / 8;
   return std::min(kMaxWarps, std::max(4, 2 * nt * nt));
-}
-
-// d += a b for the lane's fragments of an m8n8k4 float64 MMA.
-__device__ __forceinline__ void Mma(double& d0, double& d1, double a, double b) {
-  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
-               : "+d"(d0), "+d"(d1)
-               : "d"(a), "d"(b));
 }
 
 // The lane's two elements (row bi*8 + lane/4, columns bj*8 + 2 (lane%4) + {0, 1}) of A B (both
@@ -70,8 +59,8 @@ __device__ __forceinline__ void TileProduct(const double* __restrict__ a, const 
   double e0 = 0, e1 = 0, o0 = 0, o1 = 0;
 #pragma unroll
   for (int k = 0; k < kNp; k += 8) {
-    Mma(e0, e1, ar[k], bc[k * ld]);
-    Mma(o0, o1, ar[k + 4], bc[(k + 4) * ld]);
+    MmaF64(e0, e1, ar[k], bc[k * ld]);
+    MmaF64(o0, o1, ar[k + 4], bc[(k + 4) * ld]);
   }
   d0 = e0 + o0;
   d1 = e1 + o1;

@@ -17,6 +17,7 @@
 
 #include <cub/device/device_radix_sort.cuh>
 
+#include "kernels/assimilate/warp_ops.cuh"
 #include "math/inverse_sqrt.h"
 #include "math/localization.h"
 
@@ -33,23 +34,6 @@ constexpr int kWarp = 32;
 constexpr int kStageRows = 16;      // local rows staged per update of G
 constexpr int kSolveLanes = kStageRows / 2;  // lanes running tridiagonal solves at once
 constexpr int kBinThreads = 256;
-
-__device__ __forceinline__ double WarpSum(double v) {
-  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-__device__ __forceinline__ double WarpMax(double v) {
-  for (int o = kWarp / 2; o > 0; o /= 2) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-// d += a b for the lane's fragments of an m8n8k4 float64 MMA.
-__device__ __forceinline__ void Mma(double& d0, double& d1, double a, double b) {
-  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
-               : "+d"(d0), "+d"(d1)
-               : "d"(a), "d"(b));
-}
 
 // ---- binning -------------------------------------------------------------------------------
 
@@ -227,7 +211,7 @@ struct LocalAnalysis {
         const double* yr = y + (k + q4) * l.lds;
         const double ck = k + q4 < count ? coeff[k + q4] : 0.0;
 #pragma unroll
-        for (int u = 0; u < 4; ++u) Mma(d0[u], d1[u], ck * yr[ai[u]], yr[bj[u]]);
+        for (int u = 0; u < 4; ++u) MmaF64(d0[u], d1[u], ck * yr[ai[u]], yr[bj[u]]);
       }
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
@@ -318,24 +302,15 @@ struct LocalAnalysis {
     __syncwarp();
   }
 
-  // x1 <- H x1, x2 <- H x2 for reflector j (its vector: 1 at j + 1, then A's column j).
-  __device__ void Reflect(int j, double* x1, double* x2) const {
+  // x <- H x for reflector j (its vector: 1 at j + 1, then A's column j).
+  __device__ void Reflect(int j, double* x) const {
     const double t = V(l.tau)[j];
     if (t == 0) return;
     const double* a = A();
-    double s1 = 0, s2 = 0;
-    for (int r = j + 1 + lane; r < N; r += kWarp) {
-      const double v = r == j + 1 ? 1.0 : a[r * l.lda + j];
-      s1 += v * x1[r];
-      s2 += v * x2[r];
-    }
-    s1 = t * WarpSum(s1);
-    s2 = t * WarpSum(s2);
-    for (int r = j + 1 + lane; r < N; r += kWarp) {
-      const double v = r == j + 1 ? 1.0 : a[r * l.lda + j];
-      x1[r] -= s1 * v;
-      x2[r] -= s2 * v;
-    }
+    double s = 0;
+    for (int r = j + 1 + lane; r < N; r += kWarp) s += (r == j + 1 ? 1.0 : a[r * l.lda + j]) * x[r];
+    s = t * WarpSum(s);
+    for (int r = j + 1 + lane; r < N; r += kWarp) x[r] -= s * (r == j + 1 ? 1.0 : a[r * l.lda + j]);
     __syncwarp();
   }
 
@@ -507,12 +482,15 @@ __global__ void __launch_bounds__(kWarp) LetkfAnalysisKernel(
         z[q] = la.V(layout.b)[q];
       }
       __syncwarp();
-      for (int j = 0; j + 2 < N; ++j) la.Reflect(j, u, z);
+      for (int j = 0; j + 2 < N; ++j) {
+        la.Reflect(j, u);
+        la.Reflect(j, z);
+      }
       la.Solve(table);
       double dot = 0;  // a . wbar = (Q^T a) . (T^-1 Q^T b)
       for (int q = lane; q < N; q += kWarp) dot += u[q] * z[q];
       dot = WarpSum(dot);
-      for (int j = N - 3; j >= 0; --j) la.Reflect(j, acc, z);
+      for (int j = N - 3; j >= 0; --j) la.Reflect(j, acc);
       for (int q = lane; q < N; q += kWarp) acc[q] += dot;
     } else {
       for (int q = lane; q < N; q += kWarp) acc[q] = row[q];

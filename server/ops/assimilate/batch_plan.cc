@@ -48,7 +48,8 @@ void LayOutLetkf(Group& g, Arena& in, Arena& sc) {
   g.geometry = in.Take(P * sizeof(kernels::LetkfGeometry));
   g.table = in.Take(inverse_sqrt::kTableDoubles * sizeof(double));
   g.max_cells = LetkfMaxCells(g.key.m);
-  g.bin = sc.Take(kernels::LetkfBinScratchBytes(g.key.m, g.max_cells));
+  g.bin_bytes = kernels::LetkfBinScratchBytes(g.key.m, g.max_cells);
+  g.bin = sc.Take(g.bin_bytes);
   g.sorted = sc.Take(m * sizeof(int));
   g.cell_start = sc.Take((static_cast<size_t>(g.max_cells) + 1) * sizeof(int));
   g.partials = sc.Take(static_cast<size_t>(kernels::LetkfAnalysisWarps(g.key.n)) * sizeof(double));

@@ -806,7 +806,7 @@ absl::Status GroupRunner<T>::RunLetkf() {
   for (int p = 0; p < g_.P(); ++p) {
     const double* obs_coords = In<double>(g_.obs_coords) + p * m * d;
     CUDA_RETURN_IF_ERROR(kernels::LaunchLetkfBin(geometry + p, m, g_.max_cells, obs_coords, Sc<void>(g_.bin),
-                                                 kernels::LetkfBinScratchBytes(m, g_.max_cells), Sc<int>(g_.sorted),
+                                                 g_.bin_bytes, Sc<int>(g_.sorted),
                                                  Sc<int>(g_.cell_start), stream()));
     RETURN_IF_ERROR(Launched());
     int warps = 0;
