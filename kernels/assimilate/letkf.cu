@@ -17,6 +17,7 @@
 
 #include <cub/device/device_radix_sort.cuh>
 
+#include "kernels/assimilate/letkf_local.cuh"
 #include "kernels/assimilate/warp_ops.cuh"
 #include "math/inverse_sqrt.h"
 #include "math/localization.h"
@@ -36,38 +37,6 @@ constexpr int kSolveLanes = kStageRows / 2;  // lanes running tridiagonal solves
 constexpr int kBinThreads = 256;
 
 // ---- binning -------------------------------------------------------------------------------
-
-// A point's coordinates in the binning space.
-__host__ __device__ inline void BinningCoordinates(const LetkfGeometry& g, const double* p, double* q) {
-  if (g.metric == static_cast<int>(Metric::kGreatCircle)) {
-    const double lon = p[0] * localization::kDegree, lat = p[1] * localization::kDegree;
-    q[0] = cos(lat) * cos(lon);
-    q[1] = cos(lat) * sin(lon);
-    q[2] = sin(lat);
-    return;
-  }
-  for (int a = 0; a < g.axes; ++a) {
-    double v = p[a];
-    if (g.metric == static_cast<int>(Metric::kPeriodic)) {
-      v = fmod(v, g.domain[a]);
-      if (v < 0) v += g.domain[a];
-    }
-    q[a] = v;
-  }
-}
-
-// The cell of binning coordinate q along axis a: within [0, cells) for an observation (`clamp`),
-// else within [-2, cells + 1] (a point beyond the observations' box).
-__device__ __forceinline__ int CellOf(const LetkfGeometry& g, int a, double q, bool clamp) {
-  double t = floor((q - g.origin[a]) / g.cell[a]);
-  const double hi = g.cells[a] - 1;
-  if (clamp || g.metric == static_cast<int>(Metric::kPeriodic)) {
-    t = fmin(fmax(t, 0.0), hi);
-  } else {
-    t = fmin(fmax(t, -2.0), hi + 2);
-  }
-  return static_cast<int>(t);
-}
 
 __global__ void CellKeysKernel(const LetkfGeometry* __restrict__ geometry, int64_t m,
                                const double* __restrict__ coords, unsigned* __restrict__ keys,
@@ -405,35 +374,10 @@ __global__ void __launch_bounds__(kWarp) LetkfAnalysisKernel(
     for (int q = lane; q < layout.Np; q += kWarp) la.V(layout.b)[q] = 0;
     __syncwarp();
     // 1. The local observations, into G and b.
-    double bq[kLetkfMaxAxes];
-    BinningCoordinates(geo, point, bq);
-    int lo[kLetkfMaxAxes] = {0, 0, 0}, span[kLetkfMaxAxes] = {1, 1, 1};
-    bool none = false;
-    for (int ax = 0; ax < geo.axes; ++ax) {
-      const int cells = geo.cells[ax];
-      const int c = CellOf(geo, ax, bq[ax], false);
-      if (geo.metric == static_cast<int>(Metric::kPeriodic)) {
-        lo[ax] = cells < 3 ? 0 : c - 1;  // wraps below
-        span[ax] = cells < 3 ? cells : 3;
-      } else {
-        lo[ax] = max(c - 1, 0);
-        span[ax] = min(c + 1, cells - 1) - lo[ax] + 1;
-        if (span[ax] <= 0) none = true;
-      }
-    }
+    const Neighbourhood around(geo, point);
     int staged = 0, total = 0;
-    for (int o = 0; !none && o < span[0] * span[1] * span[2]; ++o) {
-      int cell = 0, rest = o;
-      int stride = 1;
-      for (int ax = 0; ax < geo.axes; ++ax) {
-        const int k = rest % span[ax];
-        rest /= span[ax];
-        int c = lo[ax] + k;
-        if (c < 0) c += geo.cells[ax];
-        if (c >= geo.cells[ax]) c -= geo.cells[ax];
-        cell += c * stride;
-        stride *= geo.cells[ax];
-      }
+    for (int o = 0; o < around.count; ++o) {
+      const int cell = around.Cell(geo, o);
       const int begin = cell_start[cell], end = cell_start[cell + 1];
       for (int base = begin; base < end; base += kWarp) {
         const int k = base + lane;
@@ -441,10 +385,7 @@ __global__ void __launch_bounds__(kWarp) LetkfAnalysisKernel(
         double coeff = 0;
         if (k < end) {
           j = sorted[k];
-          const double dist = localization::Distance(static_cast<Metric>(geo.metric), point,
-                                                     obs_coords + static_cast<int64_t>(j) * d, d, domain,
-                                                     geo.sphere_radius);
-          if (dist <= search) coeff = localization::TaperCoefficient(static_cast<Taper>(geo.taper), dist, geo.radius);
+          coeff = LocalCoefficient(geo, point, obs_coords, domain, j, search);
         }
         const bool accept = coeff > localization::kMinCoefficient;
         const unsigned mask = __ballot_sync(0xffffffffu, accept);
@@ -573,9 +514,13 @@ cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int64_t n, int N, int W,
                                 const int* cell_start, const ProblemParams* params, const double* table,
                                 T* xa, double* partials, int* warps, cudaStream_t stream) {
   if (N < 2 || N > kMaxLetkfMembers) return cudaErrorInvalidValue;
-  const size_t smem = WarpLayout(N).total * sizeof(double);
   const int blocks = LaunchedWarps(n);
   *warps = blocks;
+  if (N <= kLetkfTeamMaxMembers) {
+    return LaunchLetkfTeam<T>(g, n, N, W, a, xbar, obs, state_coords, obs_coords, domain, sorted, cell_start,
+                              params, table, xa, partials, blocks, stream);
+  }
+  const size_t smem = WarpLayout(N).total * sizeof(double);
   cudaError_t e = cudaFuncSetAttribute(LetkfAnalysisKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(smem));
   if (e != cudaSuccess) return e;

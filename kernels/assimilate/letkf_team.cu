@@ -1,0 +1,542 @@
+// The LETKF's team kernel (the analysis of letkf.cuh, for N <= 64 members): a block of one or two
+// warps, a "team", per variable, thread r owning member r: row r of G in registers, the r-th
+// components of a, b and their reflections, and of the analysis row.
+//
+// Why registers: the Householder tridiagonalisation dominates (about 2/3 N^3 multiply-adds a
+// variable). With G in shared memory every multiply-add loads an element of G (the one-warp
+// kernel in letkf.cu reads ~17,000 shared-memory wavefronts a variable at N = 50); with row r in
+// thread r's registers a step reads only the broadcast reflector v and w (two 16-byte loads per
+// four multiply-adds), and columns at or left of the step are skipped eight at a time.
+//
+// Shared memory (doubles), for N members and R = 32 x warps rows:
+//   big      N x (R + 1): G handed over from the tensor-core tiles; then the reflectors, row j
+//            holding v_j (zero at and above j, 1 at j + 1)
+//   stage    16 x (R + 4) staged observation rows; then two arrays a solve lane for the
+//            tridiagonal solves (16 lanes)
+//   list     up to 2R accepted observations (index, taper coefficient) awaiting staging
+//   vectors  w, T's diagonal, off-diagonal, tau, Q^T a, Q^T b (R each), staged coefficients,
+//            the team's reduction slots and the neighbouring cells' ranges
+// Steps for variable i:
+//   1. The candidates of the neighbouring cells, R at a time (one each thread): those with a
+//      taper coefficient above 1e-3 are listed; 16 listed rows at a time are staged (thread r
+//      loads column r of each) and added to b (thread r) and to G's 8 x 8 tiles on and below the
+//      diagonal on the tensor cores (float64 m8n8k4; the tiles dealt round-robin to the warps,
+//      their accumulators in registers).
+//   2. The tiles handed over through shared memory: thread r's row of G in registers.
+//   3. SYTD2 (lower): each step forms v_j from column j (thread r's copy of its element), then
+//      p = t G22 v, w = p - (t/2)(p . v) v, G22 -= v w^T + w v^T, and reflects Q^T a and Q^T b
+//      by H_j on the way (their dot products ride on the step's one reduction).
+//   4. The solves in T's basis, as the one-warp kernel (letkf.cu): Zolotarev's terms, one a lane.
+//   5. W a and wbar back through the stored reflectors; relaxation, variance, the row written.
+#include <cmath>
+
+#include "kernels/assimilate/letkf_local.cuh"
+#include "kernels/assimilate/warp_ops.cuh"
+#include "math/inverse_sqrt.h"
+
+namespace gpucompute::assimilate::kernels {
+namespace {
+
+constexpr int kStage = 16;       // observation rows staged per update of G (a multiple of 4)
+constexpr int kSolveLanes = 16;  // tridiagonal solves at once
+constexpr int kMaxCells = 27;    // 3^kLetkfMaxAxes neighbouring cells
+
+template <int kWarps>
+struct TeamLayout {
+  static constexpr int kRows = 32 * kWarps;  // G's rows, one a thread (N <= kRows)
+  static constexpr int kLds = kRows + 4;     // staged rows' stride: the tiles' loads conflict-free
+  static constexpr int kLdg = kRows + 1;     // handed-over G's stride: rows and columns conflict-free
+  static constexpr int kListCap = 2 * kRows;
+  size_t big, stage, list_coeff, list_index, w, diag, off, tau, u, z, coeff, dc, slots, cells, total;
+
+  __host__ __device__ explicit TeamLayout(int N) {
+    size_t at = 0;
+    auto take = [&at](size_t doubles) {
+      const size_t here = at;
+      at += (doubles + 1) / 2 * 2;  // 16-byte aligned
+      return here;
+    };
+    const size_t handover = static_cast<size_t>(N) * kLdg, solves = 2 * static_cast<size_t>(N) * kSolveLanes;
+    big = take(handover);  // >= the N - 2 reflectors of R each
+    stage = take(solves > kStage * kLds ? solves : kStage * kLds);
+    list_coeff = take(kListCap);
+    list_index = take(kListCap / 2);  // ints
+    w = take(kRows);
+    diag = take(kRows);
+    off = take(kRows);
+    tau = take(kRows);
+    u = take(kRows);
+    z = take(kRows);
+    coeff = take(kStage);
+    dc = take(kStage);
+    slots = take(2 * 4 * kWarps);
+    cells = take(kMaxCells);  // ints: each cell's first sorted position and count
+    total = at;
+  }
+};
+
+// Reductions over the team, each one also a barrier. Partial sums go through one of two slot
+// sets in turn: a set is written again only after the next reduction's barrier, which every
+// thread passes after reading it.
+template <int kWarps>
+struct Team {
+  int warp, lane;
+  double* slots;
+  int parity = 0;
+
+  __device__ void Sync() const {
+    if constexpr (kWarps == 1) {
+      __syncwarp();
+    } else {
+      __syncthreads();
+    }
+  }
+
+  // Sums each v[k] over the team (the same order in every thread).
+  template <int K>
+  __device__ void Sum(double (&v)[K]) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) v[k] = WarpSum(v[k]);
+    if constexpr (kWarps == 1) {
+      __syncwarp();
+    } else {
+      double* s = slots + parity * 4 * kWarps;
+      parity ^= 1;
+      if (lane == 0) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) s[warp * 4 + k] = v[k];
+      }
+      __syncthreads();
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        double t = 0;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) t += s[w * 4 + k];
+        v[k] = t;
+      }
+    }
+  }
+
+  __device__ double Sum(double v) {
+    double a[1] = {v};
+    Sum(a);
+    return a[0];
+  }
+
+  __device__ double Max(double v) {
+    v = WarpMax(v);
+    if constexpr (kWarps == 1) {
+      __syncwarp();
+      return v;
+    } else {
+      double* s = slots + parity * 4 * kWarps;
+      parity ^= 1;
+      if (lane == 0) s[warp * 4] = v;
+      __syncthreads();
+      double m = s[0];
+#pragma unroll
+      for (int w = 1; w < kWarps; ++w) m = fmax(m, s[w * 4]);
+      return m;
+    }
+  }
+
+  // The number of set lanes in warps before this one (`total`: in the team) of a ballot.
+  __device__ int Exclusive(unsigned mask, int& total) {
+    if constexpr (kWarps == 1) {
+      total = __popc(mask);
+      return 0;
+    } else {
+      double* s = slots + parity * 4 * kWarps;
+      parity ^= 1;
+      if (lane == 0) s[warp * 4] = __popc(mask);
+      __syncthreads();
+      int before = 0;
+      total = 0;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const int c = static_cast<int>(s[w * 4]);
+        if (w < warp) before += c;
+        total += c;
+      }
+      return before;
+    }
+  }
+};
+
+// g[c] for a c known only at run time (a chain of selects: g stays in registers).
+template <int K>
+__device__ __forceinline__ double Pick(const double (&g)[K], int c) {
+  double x = 0;
+#pragma unroll
+  for (int k = 0; k < K; ++k) x = k == c ? g[k] : x;
+  return x;
+}
+
+// The staged rows' products on warp kW's tiles: tile t of those on and below the diagonal
+// (numbered row by row) belongs to warp t % kWarps, its accumulators at t / kWarps.
+template <int kWarps, int kW, int kPer>
+__device__ __forceinline__ void AddTiles(double (&d0)[kPer], double (&d1)[kPer], const double* stage,
+                                         const double* coeff, int rows, int N, int lane) {
+  constexpr int kRows = TeamLayout<kWarps>::kRows, kT = kRows / 8, kLds = TeamLayout<kWarps>::kLds;
+  const int g = lane >> 2, q4 = lane & 3;
+  for (int k = 0; k < rows; k += 4) {
+    const double* yr = stage + (k + q4) * kLds;
+    const double ck = coeff[k + q4];
+    double yv[kT], ya[kT];
+#pragma unroll
+    for (int I = 0; I < kT; ++I) {
+      yv[I] = 8 * I < N ? yr[8 * I + g] : 0.0;
+      ya[I] = ck * yv[I];
+    }
+    int t = 0;
+#pragma unroll
+    for (int I = 0; I < kT; ++I) {
+#pragma unroll
+      for (int J = 0; J <= I; ++J, ++t) {
+        if (t % kWarps == kW && 8 * I < N) MmaF64(d0[t / kWarps], d1[t / kWarps], ya[I], yv[J]);
+      }
+    }
+  }
+}
+
+// Warp kW's tiles into the handover area (rows below N only).
+template <int kWarps, int kW, int kPer>
+__device__ __forceinline__ void StoreTiles(const double (&d0)[kPer], const double (&d1)[kPer], double* big, int N,
+                                           int lane) {
+  constexpr int kRows = TeamLayout<kWarps>::kRows, kT = kRows / 8, kLdg = TeamLayout<kWarps>::kLdg;
+  const int g = lane >> 2, q4 = lane & 3;
+  int t = 0;
+#pragma unroll
+  for (int I = 0; I < kT; ++I) {
+#pragma unroll
+    for (int J = 0; J <= I; ++J, ++t) {
+      if (t % kWarps == kW && 8 * I + g < N) {
+        double* at = big + (8 * I + g) * kLdg + 8 * J + 2 * q4;
+        at[0] = d0[t / kWarps];
+        at[1] = d1[t / kWarps];
+      }
+    }
+  }
+}
+
+template <int kWarps, typename T>
+__global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
+    const LetkfGeometry* __restrict__ geometry, int64_t n, int N, int W, const T* __restrict__ anomalies,
+    const double* __restrict__ xbar, const T* __restrict__ obs, const double* __restrict__ state_coords,
+    const double* __restrict__ obs_coords, const double* __restrict__ domain, const int* __restrict__ sorted,
+    const int* __restrict__ cell_start, const ProblemParams* __restrict__ params,
+    const double* __restrict__ table, T* __restrict__ xa, double* __restrict__ partials) {
+  using Layout = TeamLayout<kWarps>;
+  constexpr int kRows = Layout::kRows, kT = kRows / 8, kTiles = kT * (kT + 1) / 2;
+  constexpr int kPer = (kTiles + kWarps - 1) / kWarps;
+  constexpr int kLds = Layout::kLds, kLdg = Layout::kLdg;
+  extern __shared__ double smem[];
+  const Layout l(N);
+  const int r = threadIdx.x, warp = r / 32, lane = r % 32;
+  Team<kWarps> team{warp, lane, smem + l.slots};
+  double* big = smem + l.big;
+  double* stage = smem + l.stage;
+  double* list_coeff = smem + l.list_coeff;
+  int* list_index = reinterpret_cast<int*>(smem + l.list_index);
+  double* wvec = smem + l.w;
+  double* diag = smem + l.diag;
+  double* off = smem + l.off;
+  double* tau = smem + l.tau;
+  double* uvec = smem + l.u;
+  double* zvec = smem + l.z;
+  double* coeff = smem + l.coeff;
+  double* dc = smem + l.dc;
+  int* cell_begin = reinterpret_cast<int*>(smem + l.cells);
+  int* cell_count = cell_begin + kMaxCells;
+  const LetkfGeometry geo = *geometry;
+  const ProblemParams pp = *params;
+  const double search = localization::SearchRadius(static_cast<localization::Taper>(geo.taper), geo.radius);
+  const double n1 = N - 1;
+  double variance_sum = 0;
+  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    const double* point = state_coords + i * geo.dims;
+    const double a_r = r < N ? static_cast<double>(anomalies[i * N + r]) : 0.0;
+    // 1. The local observations, into G's tiles and b.
+    const Neighbourhood around(geo, point);
+    team.Sync();  // the last variable's readers of shared memory are done
+    if (r < around.count) {
+      const int cell = around.Cell(geo, r);
+      cell_begin[r] = cell_start[cell];
+      cell_count[r] = cell_start[cell + 1] - cell_begin[r];
+    }
+    team.Sync();
+    double d0[kPer], d1[kPer];
+#pragma unroll
+    for (int s = 0; s < kPer; ++s) d0[s] = d1[s] = 0;
+    double b_r = 0;
+    // Adds the `count` listed observations, 16 at a time.
+    auto add_listed = [&](int count) {
+      team.Sync();
+      for (int b0 = 0; b0 < count; b0 += kStage) {
+        const int staged = min(kStage, count - b0), rows = (staged + 3) / 4 * 4;
+        for (int k = 0; k < rows; ++k) {
+          stage[k * kLds + r] =
+              k < staged && r < N ? static_cast<double>(obs[static_cast<int64_t>(list_index[b0 + k]) * W + r]) : 0.0;
+        }
+        if (r < rows) {
+          const double c = r < staged ? list_coeff[b0 + r] : 0.0;
+          coeff[r] = c;
+          dc[r] = r < staged ? c * static_cast<double>(obs[static_cast<int64_t>(list_index[b0 + r]) * W + N]) : 0.0;
+        }
+        team.Sync();
+        for (int k = 0; k < staged; ++k) b_r += dc[k] * stage[k * kLds + r];
+        if (warp == 0) {
+          AddTiles<kWarps, 0>(d0, d1, stage, coeff, rows, N, lane);
+        } else if constexpr (kWarps > 1) {
+          AddTiles<kWarps, 1>(d0, d1, stage, coeff, rows, N, lane);
+        }
+        team.Sync();
+      }
+    };
+    int candidates = 0;
+    for (int o = 0; o < around.count; ++o) candidates += cell_count[o];
+    int o = 0, pos = r;  // this thread's candidate: cell o, position pos in it
+    auto advance = [&]() {
+      while (o < around.count && pos >= cell_count[o]) pos -= cell_count[o++];
+    };
+    advance();
+    int listed = 0, total = 0;
+    for (int base = 0; base < candidates; base += kRows) {
+      int j = 0;
+      double c = 0;
+      if (o < around.count) {
+        j = sorted[cell_begin[o] + pos];
+        c = LocalCoefficient(geo, point, obs_coords, domain, j, search);
+      }
+      const bool accept = c > localization::kMinCoefficient;
+      const unsigned mask = __ballot_sync(kFullWarp, accept);
+      int round = 0;
+      const int before = team.Exclusive(mask, round);
+      if (listed + round > Layout::kListCap) {
+        add_listed(listed);
+        listed = 0;
+      }
+      if (accept) {
+        const int at = listed + before + __popc(mask & ((1u << lane) - 1));
+        list_index[at] = j;
+        list_coeff[at] = c;
+      }
+      listed += round;
+      total += round;
+      pos += kRows;
+      advance();
+    }
+    if (listed > 0) add_listed(listed);
+    double acc_r = a_r;
+    if (total > 0) {
+      // 2. G's tiles handed over: row r into registers.
+      if (warp == 0) {
+        StoreTiles<kWarps, 0>(d0, d1, big, N, lane);
+      } else if constexpr (kWarps > 1) {
+        StoreTiles<kWarps, 1>(d0, d1, big, N, lane);
+      }
+      team.Sync();
+      double g[kRows];
+#pragma unroll
+      for (int c = 0; c < kRows; ++c) {
+        double x = 0;
+        if (r < N && c < N) x = c / 8 <= r / 8 ? big[r * kLdg + c] : big[c * kLdg + r];
+        g[c] = c == r && r < N ? x + n1 : x;
+      }
+      team.Sync();
+      // 3. G = Q T Q^T, with u = Q^T a and z = Q^T b on the way.
+      double col = g[0];  // G[r][j] at step j
+      double u_r = a_r, z_r = b_r;
+      for (int j = 0; j + 2 < N; ++j) {
+        if (r == j) diag[j] = col;
+        double red[2] = {r > j + 1 && r < N ? col * col : 0.0, r == j + 1 ? col : 0.0};
+        team.Sum(red);
+        const double sigma = red[0], alpha = red[1];
+        double t = 0, beta = alpha, scal = 0;
+        if (sigma > 0) {
+          const double mu = sqrt(alpha * alpha + sigma);
+          beta = alpha <= 0 ? mu : -mu;
+          t = (beta - alpha) / beta;
+          scal = 1 / (alpha - beta);
+        }
+        const double v_r = r == j + 1 ? 1.0 : (r > j + 1 && r < N ? col * scal : 0.0);
+        double* hv = big + j * kRows;
+        hv[r] = v_r;
+        if (r == 0) {
+          off[j] = beta;
+          tau[j] = t;
+        }
+        const bool rows_left = 32 * warp + 31 > j && 32 * warp < N;  // this warp holds trailing rows
+        if (t != 0) {
+          team.Sync();
+          double p = 0;
+          if (rows_left) {
+            double s[4] = {0, 0, 0, 0};
+#pragma unroll
+            for (int c0 = 0; c0 < kRows; c0 += 8) {
+              if (c0 + 8 > j + 1 && c0 < N) {
+                const double2* v2 = reinterpret_cast<const double2*>(hv + c0);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                  const double2 vv = v2[e];
+                  s[e] = fma(g[c0 + 2 * e], vv.x, s[e]);
+                  s[e] = fma(g[c0 + 2 * e + 1], vv.y, s[e]);
+                }
+              }
+            }
+            p = r > j ? t * ((s[0] + s[1]) + (s[2] + s[3])) : 0.0;
+          }
+          double dots[3] = {p * v_r, v_r * u_r, v_r * z_r};
+          team.Sum(dots);
+          const double w_r = p - 0.5 * t * dots[0] * v_r;
+          u_r -= t * dots[1] * v_r;
+          z_r -= t * dots[2] * v_r;
+          wvec[r] = w_r;
+          team.Sync();
+          if (rows_left) {
+#pragma unroll
+            for (int c0 = 0; c0 < kRows; c0 += 8) {
+              if (c0 + 8 > j + 1 && c0 < N) {
+                const double2* v2 = reinterpret_cast<const double2*>(hv + c0);
+                const double2* w2 = reinterpret_cast<const double2*>(wvec + c0);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                  const double2 vv = v2[e], ww = w2[e];
+                  g[c0 + 2 * e] = fma(-v_r, ww.x, fma(-w_r, vv.x, g[c0 + 2 * e]));
+                  g[c0 + 2 * e + 1] = fma(-v_r, ww.y, fma(-w_r, vv.y, g[c0 + 2 * e + 1]));
+                }
+              }
+            }
+          }
+        }
+#pragma unroll
+        for (int c0 = 0; c0 < kRows; c0 += 8) {
+          if (c0 <= j + 1 && j + 1 < c0 + 8) {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) col = c0 + e == j + 1 ? g[c0 + e] : col;
+          }
+        }
+      }
+      if (r == N - 2) diag[N - 2] = col;
+      if (r == N - 1) {
+        off[N - 2] = col;
+        diag[N - 1] = Pick(g, N - 1);
+      }
+      uvec[r] = u_r;
+      zvec[r] = z_r;
+      team.Sync();
+      // 4. In T's basis: acc = r((N-1)^-1 T) u, z = T^-1 z, a solve a lane.
+      double bound = 0;  // Gershgorin's bound on T's largest eigenvalue
+      if (r < N) bound = diag[r] + (r > 0 ? fabs(off[r - 1]) : 0.0) + (r + 1 < N ? fabs(off[r]) : 0.0);
+      const inverse_sqrt::Rung rung = inverse_sqrt::SelectRung(table, team.Max(bound) / n1);
+      const int terms = rung.count + 1;  // the last one: T^-1 z
+      double* lv = stage;                // L's subdiagonal, [i][lane]
+      double* xv = stage + N * kSolveLanes;  // D^-1 L^-1 rhs, then the solution
+      acc_r = 0;
+      for (int first = 0; first < terms; first += kSolveLanes) {
+        const int term = first + r;
+        if (r < kSolveLanes && term < terms) {
+          const bool inverse = term == rung.count;
+          const double shift = inverse ? 0.0 : n1 * rung.poles[term];
+          const double* rhs = inverse ? zvec : uvec;
+          double delta = diag[0] + shift, f = rhs[0];
+          for (int q = 0; q + 1 < N; ++q) {
+            const double inv = 1 / delta, lq = off[q] * inv;
+            xv[q * kSolveLanes + r] = f * inv;
+            lv[q * kSolveLanes + r] = lq;
+            delta = diag[q + 1] + shift - lq * off[q];
+            f = rhs[q + 1] - lq * f;
+          }
+          double x = f / delta;
+          xv[(N - 1) * kSolveLanes + r] = x;
+          for (int q = N - 2; q >= 0; --q) {
+            x = xv[q * kSolveLanes + r] - lv[q * kSolveLanes + r] * x;
+            xv[q * kSolveLanes + r] = x;
+          }
+        }
+        team.Sync();
+        const int live = min(kSolveLanes, terms - first);
+        if (r < N) {
+          for (int k = 0; k < live; ++k) {
+            const double x = xv[r * kSolveLanes + k];
+            if (first + k == rung.count) {
+              z_r = x;
+            } else {
+              acc_r += n1 * rung.weights[first + k] * x;
+            }
+          }
+        }
+        team.Sync();
+      }
+      acc_r += rung.d0 * u_r;
+      // 5. Back from T's basis: W a = Q acc, a . wbar = u . z.
+      const double dot = team.Sum(u_r * z_r);
+      for (int j = N - 3; j >= 0; --j) {
+        const double t = tau[j];
+        if (t == 0) continue;
+        const double v_r = big[j * kRows + r];
+        acc_r -= t * team.Sum(v_r * acc_r) * v_r;
+      }
+      if (r < N) acc_r += dot;
+    }
+    // Relaxation, the row's variance, the mean back (FinishAnalysisRow).
+    const double amean = team.Sum(acc_r) / N;
+    if (pp.relaxation == 1) {
+      if (r < N) acc_r = amean + (1 - pp.relaxation_factor) * (acc_r - amean) + pp.relaxation_factor * a_r;
+    } else if (pp.relaxation == 2) {
+      double sums[2] = {r < N ? (acc_r - amean) * (acc_r - amean) : 0.0, a_r * a_r};
+      team.Sum(sums);
+      if (sums[0] > 0 && r < N) {
+        const double factor = 1 - pp.relaxation_factor + pp.relaxation_factor * sqrt(sums[1] / sums[0]);
+        acc_r = amean + factor * (acc_r - amean);
+      }
+    }
+    const double m2 = team.Sum(acc_r) / N;
+    variance_sum += team.Sum(r < N ? (acc_r - m2) * (acc_r - m2) : 0.0) / (N - 1);
+    if (r < N) xa[i * N + r] = static_cast<T>(acc_r + xbar[i]);
+  }
+  if (r == 0) partials[blockIdx.x] = variance_sum;
+}
+
+template <int kWarps, typename T>
+cudaError_t LaunchTeam(const LetkfGeometry* g, int64_t n, int N, int W, const T* a, const double* xbar,
+                       const T* obs, const double* state_coords, const double* obs_coords, const double* domain,
+                       const int* sorted, const int* cell_start, const ProblemParams* params,
+                       const double* table, T* xa, double* partials, int blocks, cudaStream_t stream) {
+  const size_t smem = TeamLayout<kWarps>(N).total * sizeof(double);
+  cudaError_t e = cudaFuncSetAttribute(LetkfTeamKernel<kWarps, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem));
+  if (e != cudaSuccess) return e;
+  LetkfTeamKernel<kWarps, T><<<blocks, 32 * kWarps, smem, stream>>>(g, n, N, W, a, xbar, obs, state_coords,
+                                                                     obs_coords, domain, sorted, cell_start,
+                                                                     params, table, xa, partials);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t LaunchLetkfTeam(const LetkfGeometry* g, int64_t n, int N, int W, const T* a, const double* xbar,
+                            const T* obs, const double* state_coords, const double* obs_coords,
+                            const double* domain, const int* sorted, const int* cell_start,
+                            const ProblemParams* params, const double* table, T* xa, double* partials,
+                            int blocks, cudaStream_t stream) {
+  if (N < 2 || N > kLetkfTeamMaxMembers) return cudaErrorInvalidValue;
+  if (N <= 32) {
+    return LaunchTeam<1, T>(g, n, N, W, a, xbar, obs, state_coords, obs_coords, domain, sorted, cell_start,
+                            params, table, xa, partials, blocks, stream);
+  }
+  return LaunchTeam<2, T>(g, n, N, W, a, xbar, obs, state_coords, obs_coords, domain, sorted, cell_start, params,
+                          table, xa, partials, blocks, stream);
+}
+
+#define GPUCOMPUTE_INSTANTIATE(T)                                                                              \
+  template cudaError_t LaunchLetkfTeam<T>(const LetkfGeometry*, int64_t, int, int, const T*, const double*,   \
+                                          const T*, const double*, const double*, const double*, const int*,  \
+                                          const int*, const ProblemParams*, const double*, T*, double*, int, \
+                                          cudaStream_t);
+GPUCOMPUTE_INSTANTIATE(float)
+GPUCOMPUTE_INSTANTIATE(double)
+#undef GPUCOMPUTE_INSTANTIATE
+
+}  // namespace gpucompute::assimilate::kernels
