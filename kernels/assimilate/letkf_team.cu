@@ -9,8 +9,8 @@
 // four multiply-adds), and columns at or left of the step are skipped eight at a time.
 //
 // Shared memory (doubles), for N members and R = 32 x warps rows:
-//   big      N x (R + 1): G handed over from the tensor-core tiles; then the reflectors, row j
-//            holding v_j (zero at and above j, 1 at j + 1)
+//   big      N x (N or N + 1, odd): G handed over from the tensor-core tiles; then the
+//            reflectors, v_j in row j (zero at and above j, 1 at j + 1) of N rounded up to 8
 //   stage    16 x (R + 4) staged observation rows; then two arrays a solve lane for the
 //            tridiagonal solves (16 lanes)
 //   list     up to 2R accepted observations (index, taper coefficient) awaiting staging
@@ -45,9 +45,9 @@ template <int kWarps>
 struct TeamLayout {
   static constexpr int kRows = 32 * kWarps;  // G's rows, one a thread (N <= kRows)
   static constexpr int kLds = kRows + 4;     // staged rows' stride: the tiles' loads conflict-free
-  static constexpr int kLdg = kRows + 1;     // handed-over G's stride: rows and columns conflict-free
   static constexpr int kListCap = 2 * kRows;
-  size_t big, stage, list_coeff, list_index, w, diag, off, tau, u, z, coeff, dc, slots, cells, total;
+  int ldg, ldv;  // strides: G handed over (odd: its rows and columns conflict-free), reflectors
+  size_t big, stage, list_coeff, list_index, column, p, diag, off, tau, u, z, coeff, dc, slots, cells, total;
 
   __host__ __device__ explicit TeamLayout(int N) {
     size_t at = 0;
@@ -56,12 +56,16 @@ struct TeamLayout {
       at += (doubles + 1) / 2 * 2;  // 16-byte aligned
       return here;
     };
-    const size_t handover = static_cast<size_t>(N) * kLdg, solves = 2 * static_cast<size_t>(N) * kSolveLanes;
-    big = take(handover);  // >= the N - 2 reflectors of R each
+    ldg = N % 2 == 1 ? N : N + 1;
+    ldv = (N + 7) / 8 * 8;  // whole chunks of eight columns
+    const size_t handover = static_cast<size_t>(N) * ldg, reflectors = static_cast<size_t>(N - 2) * ldv;
+    const size_t solves = 2 * static_cast<size_t>(N) * kSolveLanes;
+    big = take(handover > reflectors ? handover : reflectors);
     stage = take(solves > kStage * kLds ? solves : kStage * kLds);
     list_coeff = take(kListCap);
     list_index = take(kListCap / 2);  // ints
-    w = take(kRows);
+    column = take(kRows);
+    p = take(kRows);
     diag = take(kRows);
     off = take(kRows);
     tau = take(kRows);
@@ -92,28 +96,40 @@ struct Team {
     }
   }
 
-  // Sums each v[k] over the team (the same order in every thread).
+  // Sums each v[k] over the team (the same order in every thread). K values cost K - 1 + 5
+  // shuffles, not 5 K: the first levels halve the values a lane carries (lane l ends with the
+  // warp's sum of v[l % K]); the warps' sums then meet in shared memory.
   template <int K>
   __device__ void Sum(double (&v)[K]) {
+    static_assert(K >= 1 && K <= 4, "up to four sums at once");
+    constexpr int kPow = K == 1 ? 1 : (K == 2 ? 2 : 4);
+    double x[kPow];
 #pragma unroll
-    for (int k = 0; k < K; ++k) v[k] = WarpSum(v[k]);
-    if constexpr (kWarps == 1) {
-      __syncwarp();
-    } else {
-      double* s = slots + parity * 4 * kWarps;
-      parity ^= 1;
-      if (lane == 0) {
+    for (int k = 0; k < kPow; ++k) x[k] = k < K ? v[k] : 0.0;
+    double mine = x[0];
+    if constexpr (kPow == 4) {
+      const bool odd = lane & 1;
+      double keep0 = odd ? x[1] : x[0], keep1 = odd ? x[3] : x[2];
+      keep0 += __shfl_xor_sync(kFullWarp, odd ? x[0] : x[1], 1);
+      keep1 += __shfl_xor_sync(kFullWarp, odd ? x[2] : x[3], 1);
+      const bool two = lane & 2;
+      mine = (two ? keep1 : keep0) + __shfl_xor_sync(kFullWarp, two ? keep0 : keep1, 2);
+    } else if constexpr (kPow == 2) {
+      const bool odd = lane & 1;
+      mine = (odd ? x[1] : x[0]) + __shfl_xor_sync(kFullWarp, odd ? x[0] : x[1], 1);
+    }
 #pragma unroll
-        for (int k = 0; k < K; ++k) s[warp * 4 + k] = v[k];
-      }
-      __syncthreads();
+    for (int o = kPow; o < 32; o *= 2) mine += __shfl_xor_sync(kFullWarp, mine, o);
+    double* s = slots + parity * 4 * kWarps;
+    parity ^= 1;
+    if (lane < K) s[warp * 4 + lane] = mine;
+    Sync();
 #pragma unroll
-      for (int k = 0; k < K; ++k) {
-        double t = 0;
+    for (int k = 0; k < K; ++k) {
+      double t = 0;
 #pragma unroll
-        for (int w = 0; w < kWarps; ++w) t += s[w * 4 + k];
-        v[k] = t;
-      }
+      for (int w = 0; w < kWarps; ++w) t += s[w * 4 + k];
+      v[k] = t;
     }
   }
 
@@ -163,15 +179,6 @@ struct Team {
   }
 };
 
-// g[c] for a c known only at run time (a chain of selects: g stays in registers).
-template <int K>
-__device__ __forceinline__ double Pick(const double (&g)[K], int c) {
-  double x = 0;
-#pragma unroll
-  for (int k = 0; k < K; ++k) x = k == c ? g[k] : x;
-  return x;
-}
-
 // The staged rows' products on warp kW's tiles: tile t of those on and below the diagonal
 // (numbered row by row) belongs to warp t % kWarps, its accumulators at t / kWarps.
 template <int kWarps, int kW, int kPer>
@@ -201,9 +208,9 @@ __device__ __forceinline__ void AddTiles(double (&d0)[kPer], double (&d1)[kPer],
 
 // Warp kW's tiles into the handover area (rows below N only).
 template <int kWarps, int kW, int kPer>
-__device__ __forceinline__ void StoreTiles(const double (&d0)[kPer], const double (&d1)[kPer], double* big, int N,
-                                           int lane) {
-  constexpr int kRows = TeamLayout<kWarps>::kRows, kT = kRows / 8, kLdg = TeamLayout<kWarps>::kLdg;
+__device__ __forceinline__ void StoreTiles(const double (&d0)[kPer], const double (&d1)[kPer], double* big, int ldg,
+                                           int N, int lane) {
+  constexpr int kRows = TeamLayout<kWarps>::kRows, kT = kRows / 8;
   const int g = lane >> 2, q4 = lane & 3;
   int t = 0;
 #pragma unroll
@@ -211,9 +218,10 @@ __device__ __forceinline__ void StoreTiles(const double (&d0)[kPer], const doubl
 #pragma unroll
     for (int J = 0; J <= I; ++J, ++t) {
       if (t % kWarps == kW && 8 * I + g < N) {
-        double* at = big + (8 * I + g) * kLdg + 8 * J + 2 * q4;
-        at[0] = d0[t / kWarps];
-        at[1] = d1[t / kWarps];
+        const int c = 8 * J + 2 * q4;
+        double* at = big + (8 * I + g) * ldg + c;
+        if (c < N) at[0] = d0[t / kWarps];
+        if (c + 1 < N) at[1] = d1[t / kWarps];
       }
     }
   }
@@ -229,7 +237,7 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
   using Layout = TeamLayout<kWarps>;
   constexpr int kRows = Layout::kRows, kT = kRows / 8, kTiles = kT * (kT + 1) / 2;
   constexpr int kPer = (kTiles + kWarps - 1) / kWarps;
-  constexpr int kLds = Layout::kLds, kLdg = Layout::kLdg;
+  constexpr int kLds = Layout::kLds;
   extern __shared__ double smem[];
   const Layout l(N);
   const int r = threadIdx.x, warp = r / 32, lane = r % 32;
@@ -238,7 +246,8 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
   double* stage = smem + l.stage;
   double* list_coeff = smem + l.list_coeff;
   int* list_index = reinterpret_cast<int*>(smem + l.list_index);
-  double* wvec = smem + l.w;
+  double* column = smem + l.column;
+  double* pvec = smem + l.p;
   double* diag = smem + l.diag;
   double* off = smem + l.off;
   double* tau = smem + l.tau;
@@ -269,14 +278,26 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
 #pragma unroll
     for (int s = 0; s < kPer; ++s) d0[s] = d1[s] = 0;
     double b_r = 0;
-    // Adds the `count` listed observations, 16 at a time.
+    // Adds the `count` listed observations, 16 at a time; the next 16 rows are loaded (thread r:
+    // their column r) while the tensor cores work on the staged ones.
     auto add_listed = [&](int count) {
       team.Sync();
+      double next_rows[kStage];
+      auto fetch = [&](int b0) {
+        const int staged = min(kStage, count - b0);
+#pragma unroll
+        for (int k = 0; k < kStage; ++k) {
+          next_rows[k] = k < staged && r < N
+                             ? static_cast<double>(obs[static_cast<int64_t>(list_index[b0 + k]) * W + r])
+                             : 0.0;
+        }
+      };
+      fetch(0);
       for (int b0 = 0; b0 < count; b0 += kStage) {
         const int staged = min(kStage, count - b0), rows = (staged + 3) / 4 * 4;
-        for (int k = 0; k < rows; ++k) {
-          stage[k * kLds + r] =
-              k < staged && r < N ? static_cast<double>(obs[static_cast<int64_t>(list_index[b0 + k]) * W + r]) : 0.0;
+#pragma unroll
+        for (int k = 0; k < kStage; ++k) {
+          if (k < rows) stage[k * kLds + r] = next_rows[k];
         }
         if (r < rows) {
           const double c = r < staged ? list_coeff[b0 + r] : 0.0;
@@ -284,6 +305,7 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
           dc[r] = r < staged ? c * static_cast<double>(obs[static_cast<int64_t>(list_index[b0 + r]) * W + N]) : 0.0;
         }
         team.Sync();
+        if (b0 + kStage < count) fetch(b0 + kStage);
         for (int k = 0; k < staged; ++k) b_r += dc[k] * stage[k * kLds + r];
         if (warp == 0) {
           AddTiles<kWarps, 0>(d0, d1, stage, coeff, rows, N, lane);
@@ -331,96 +353,104 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
     if (total > 0) {
       // 2. G's tiles handed over: row r into registers.
       if (warp == 0) {
-        StoreTiles<kWarps, 0>(d0, d1, big, N, lane);
+        StoreTiles<kWarps, 0>(d0, d1, big, l.ldg, N, lane);
       } else if constexpr (kWarps > 1) {
-        StoreTiles<kWarps, 1>(d0, d1, big, N, lane);
+        StoreTiles<kWarps, 1>(d0, d1, big, l.ldg, N, lane);
       }
       team.Sync();
       double g[kRows];
 #pragma unroll
       for (int c = 0; c < kRows; ++c) {
         double x = 0;
-        if (r < N && c < N) x = c / 8 <= r / 8 ? big[r * kLdg + c] : big[c * kLdg + r];
+        if (r < N && c < N) x = c / 8 <= r / 8 ? big[r * l.ldg + c] : big[c * l.ldg + r];
         g[c] = c == r && r < N ? x + n1 : x;
       }
       team.Sync();
-      // 3. G = Q T Q^T, with u = Q^T a and z = Q^T b on the way.
-      double col = g[0];  // G[r][j] at step j
+      // 3. G = Q T Q^T, with u = Q^T a and z = Q^T b on the way. Two barriers a step: the
+      // column's entries below the subdiagonal and p go to shared memory before the reductions
+      // that need them anyway, so v and w are formed from them where they are used.
+      double col = g[0], next = g[1];  // G[r][j], G[r][j + 1] at step j
       double u_r = a_r, z_r = b_r;
       for (int j = 0; j + 2 < N; ++j) {
         if (r == j) diag[j] = col;
-        double red[2] = {r > j + 1 && r < N ? col * col : 0.0, r == j + 1 ? col : 0.0};
+        const bool below = r > j + 1 && r < N;
+        column[r] = below ? col : 0.0;
+        double red[2] = {below ? col * col : 0.0, r == j + 1 ? col : 0.0};
         team.Sum(red);
         const double sigma = red[0], alpha = red[1];
         double t = 0, beta = alpha, scal = 0;
-        if (sigma > 0) {
-          const double mu = sqrt(alpha * alpha + sigma);
+        if (sigma > 0) {  // mu = |(alpha, x)|, beta = -sign(alpha) mu, t = (beta - alpha) / beta
+          const double s2 = alpha * alpha + sigma, rs = rsqrt(s2), mu = s2 * rs;
           beta = alpha <= 0 ? mu : -mu;
-          t = (beta - alpha) / beta;
-          scal = 1 / (alpha - beta);
+          t = 1 + fabs(alpha) * rs;
+          scal = alpha <= 0 ? -rs / t : rs / t;  // 1 / (alpha - beta)
         }
-        const double v_r = r == j + 1 ? 1.0 : (r > j + 1 && r < N ? col * scal : 0.0);
-        double* hv = big + j * kRows;
-        hv[r] = v_r;
+        const double v_r = r == j + 1 ? 1.0 : (below ? col * scal : 0.0);
+        double* hv = big + j * l.ldv;  // v_j, for the back-transformation and syr2
+        if (r < l.ldv) hv[r] = v_r;
         if (r == 0) {
           off[j] = beta;
           tau[j] = t;
         }
         const bool rows_left = 32 * warp + 31 > j && 32 * warp < N;  // this warp holds trailing rows
+        double wk_r = 0;  // w_r - k v_r
         if (t != 0) {
-          team.Sync();
+          // p = t G22 v, with v = e_{j+1} + scal x: G's column j + 1 plus scal times G x.
           double p = 0;
           if (rows_left) {
             double s[4] = {0, 0, 0, 0};
 #pragma unroll
             for (int c0 = 0; c0 < kRows; c0 += 8) {
-              if (c0 + 8 > j + 1 && c0 < N) {
-                const double2* v2 = reinterpret_cast<const double2*>(hv + c0);
+              if (c0 + 8 > j + 2 && c0 < N) {
+                const double2* x2 = reinterpret_cast<const double2*>(column + c0);
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                  const double2 vv = v2[e];
-                  s[e] = fma(g[c0 + 2 * e], vv.x, s[e]);
-                  s[e] = fma(g[c0 + 2 * e + 1], vv.y, s[e]);
+                  const double2 xx = x2[e];
+                  s[e] = fma(g[c0 + 2 * e], xx.x, s[e]);
+                  s[e] = fma(g[c0 + 2 * e + 1], xx.y, s[e]);
                 }
               }
             }
-            p = r > j ? t * ((s[0] + s[1]) + (s[2] + s[3])) : 0.0;
+            p = r > j ? t * (next + scal * ((s[0] + s[1]) + (s[2] + s[3]))) : 0.0;
           }
+          pvec[r] = p;
           double dots[3] = {p * v_r, v_r * u_r, v_r * z_r};
           team.Sum(dots);
-          const double w_r = p - 0.5 * t * dots[0] * v_r;
+          // w = p - k v; G22 -= v w^T + w v^T = v p^T + (w - k v) v^T.
+          const double k = 0.5 * t * dots[0];
+          wk_r = p - 2 * k * v_r;
           u_r -= t * dots[1] * v_r;
           z_r -= t * dots[2] * v_r;
-          wvec[r] = w_r;
-          team.Sync();
           if (rows_left) {
 #pragma unroll
             for (int c0 = 0; c0 < kRows; c0 += 8) {
               if (c0 + 8 > j + 1 && c0 < N) {
                 const double2* v2 = reinterpret_cast<const double2*>(hv + c0);
-                const double2* w2 = reinterpret_cast<const double2*>(wvec + c0);
+                const double2* p2 = reinterpret_cast<const double2*>(pvec + c0);
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                  const double2 vv = v2[e], ww = w2[e];
-                  g[c0 + 2 * e] = fma(-v_r, ww.x, fma(-w_r, vv.x, g[c0 + 2 * e]));
-                  g[c0 + 2 * e + 1] = fma(-v_r, ww.y, fma(-w_r, vv.y, g[c0 + 2 * e + 1]));
+                  const double2 vv = v2[e], pp = p2[e];
+                  g[c0 + 2 * e] = fma(-v_r, pp.x, fma(-wk_r, vv.x, g[c0 + 2 * e]));
+                  g[c0 + 2 * e + 1] = fma(-v_r, pp.y, fma(-wk_r, vv.y, g[c0 + 2 * e + 1]));
                 }
               }
             }
           }
         }
+        // The next step's column: G[r][j + 1] as syr2 left it (v_{j+1} = 1), and G[r][j + 2].
+        col = t != 0 ? fma(-v_r, pvec[j + 1], next - wk_r) : next;
 #pragma unroll
         for (int c0 = 0; c0 < kRows; c0 += 8) {
-          if (c0 <= j + 1 && j + 1 < c0 + 8) {
+          if (c0 <= j + 2 && j + 2 < c0 + 8) {
 #pragma unroll
-            for (int e = 0; e < 8; ++e) col = c0 + e == j + 1 ? g[c0 + e] : col;
+            for (int e = 0; e < 8; ++e) next = c0 + e == j + 2 ? g[c0 + e] : next;
           }
         }
       }
       if (r == N - 2) diag[N - 2] = col;
       if (r == N - 1) {
         off[N - 2] = col;
-        diag[N - 1] = Pick(g, N - 1);
+        diag[N - 1] = next;
       }
       uvec[r] = u_r;
       zvec[r] = z_r;
@@ -474,7 +504,7 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
       for (int j = N - 3; j >= 0; --j) {
         const double t = tau[j];
         if (t == 0) continue;
-        const double v_r = big[j * kRows + r];
+        const double v_r = r < N ? big[j * l.ldv + r] : 0.0;
         acc_r -= t * team.Sum(v_r * acc_r) * v_r;
       }
       if (r < N) acc_r += dot;
