@@ -41,6 +41,11 @@ constexpr int kStage = 16;       // observation rows staged per update of G (a m
 constexpr int kSolveLanes = 16;  // tridiagonal solves at once
 constexpr int kMaxCells = 27;    // 3^kLetkfMaxAxes neighbouring cells
 
+// G's rows are handled in chunks of eight columns (at most 64 columns: eight chunks). A step
+// jumps to its first chunk with a switch and falls through the rest, so that the register
+// indices stay compile-time constants without a test per chunk.
+#define GPUCOMPUTE_EIGHT_CHUNKS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+
 template <int kWarps>
 struct TeamLayout {
   static constexpr int kRows = 32 * kWarps;  // G's rows, one a thread (N <= kRows)
@@ -399,17 +404,23 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
           double p = 0;
           if (rows_left) {
             double s[4] = {0, 0, 0, 0};
-#pragma unroll
-            for (int c0 = 0; c0 < kRows; c0 += 8) {
-              if (c0 + 8 > j + 2 && c0 < N) {
-                const double2* x2 = reinterpret_cast<const double2*>(column + c0);
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                  const double2 xx = x2[e];
-                  s[e] = fma(g[c0 + 2 * e], xx.x, s[e]);
-                  s[e] = fma(g[c0 + 2 * e + 1], xx.y, s[e]);
-                }
-              }
+            switch ((j + 2) / 8) {  // from the chunk holding column j + 2 on
+#define GPUCOMPUTE_SYMV_CHUNK(C)                                                   \
+  case C:                                                                          \
+    if constexpr (8 * (C) < kRows) {                                               \
+      if (8 * (C) >= N) break;                                                     \
+      const double2* x2 = reinterpret_cast<const double2*>(column + 8 * (C));      \
+      _Pragma("unroll") for (int e = 0; e < 4; ++e) {                              \
+        const double2 xx = x2[e];                                                  \
+        s[e] = fma(g[8 * (C) + 2 * e], xx.x, s[e]);                                \
+        s[e] = fma(g[8 * (C) + 2 * e + 1], xx.y, s[e]);                            \
+      }                                                                            \
+    }                                                                              \
+    [[fallthrough]];
+              GPUCOMPUTE_EIGHT_CHUNKS(GPUCOMPUTE_SYMV_CHUNK)
+#undef GPUCOMPUTE_SYMV_CHUNK
+              default:
+                break;
             }
             p = r > j ? t * (next + scal * ((s[0] + s[1]) + (s[2] + s[3]))) : 0.0;
           }
@@ -422,29 +433,43 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
           u_r -= t * dots[1] * v_r;
           z_r -= t * dots[2] * v_r;
           if (rows_left) {
-#pragma unroll
-            for (int c0 = 0; c0 < kRows; c0 += 8) {
-              if (c0 + 8 > j + 1 && c0 < N) {
-                const double2* v2 = reinterpret_cast<const double2*>(hv + c0);
-                const double2* p2 = reinterpret_cast<const double2*>(pvec + c0);
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                  const double2 vv = v2[e], pp = p2[e];
-                  g[c0 + 2 * e] = fma(-v_r, pp.x, fma(-wk_r, vv.x, g[c0 + 2 * e]));
-                  g[c0 + 2 * e + 1] = fma(-v_r, pp.y, fma(-wk_r, vv.y, g[c0 + 2 * e + 1]));
-                }
-              }
+            switch ((j + 1) / 8) {  // from the chunk holding column j + 1 on
+#define GPUCOMPUTE_SYR2_CHUNK(C)                                                               \
+  case C:                                                                                      \
+    if constexpr (8 * (C) < kRows) {                                                           \
+      if (8 * (C) >= N) break;                                                                 \
+      const double2* v2 = reinterpret_cast<const double2*>(hv + 8 * (C));                      \
+      const double2* p2 = reinterpret_cast<const double2*>(pvec + 8 * (C));                    \
+      _Pragma("unroll") for (int e = 0; e < 4; ++e) {                                          \
+        const double2 vv = v2[e], pp = p2[e];                                                  \
+        g[8 * (C) + 2 * e] = fma(-v_r, pp.x, fma(-wk_r, vv.x, g[8 * (C) + 2 * e]));            \
+        g[8 * (C) + 2 * e + 1] = fma(-v_r, pp.y, fma(-wk_r, vv.y, g[8 * (C) + 2 * e + 1]));    \
+      }                                                                                        \
+    }                                                                                          \
+    [[fallthrough]];
+              GPUCOMPUTE_EIGHT_CHUNKS(GPUCOMPUTE_SYR2_CHUNK)
+#undef GPUCOMPUTE_SYR2_CHUNK
+              default:
+                break;
             }
           }
         }
         // The next step's column: G[r][j + 1] as syr2 left it (v_{j+1} = 1), and G[r][j + 2].
         col = t != 0 ? fma(-v_r, pvec[j + 1], next - wk_r) : next;
-#pragma unroll
-        for (int c0 = 0; c0 < kRows; c0 += 8) {
-          if (c0 <= j + 2 && j + 2 < c0 + 8) {
-#pragma unroll
-            for (int e = 0; e < 8; ++e) next = c0 + e == j + 2 ? g[c0 + e] : next;
-          }
+        switch (j + 2) {  // a jump, not a chain of selects
+#define GPUCOMPUTE_PICK(c)                       \
+  case c:                                        \
+    if constexpr ((c) < kRows) next = g[c];      \
+    break;
+#define GPUCOMPUTE_PICK_CHUNK(C)                                                               \
+  GPUCOMPUTE_PICK(8 * (C)) GPUCOMPUTE_PICK(8 * (C) + 1) GPUCOMPUTE_PICK(8 * (C) + 2)            \
+  GPUCOMPUTE_PICK(8 * (C) + 3) GPUCOMPUTE_PICK(8 * (C) + 4) GPUCOMPUTE_PICK(8 * (C) + 5)        \
+  GPUCOMPUTE_PICK(8 * (C) + 6) GPUCOMPUTE_PICK(8 * (C) + 7)
+          GPUCOMPUTE_EIGHT_CHUNKS(GPUCOMPUTE_PICK_CHUNK)
+#undef GPUCOMPUTE_PICK_CHUNK
+#undef GPUCOMPUTE_PICK
+          default:
+            break;
         }
       }
       if (r == N - 2) diag[N - 2] = col;
@@ -568,5 +593,7 @@ cudaError_t LaunchLetkfTeam(const LetkfGeometry* g, int64_t n, int N, int W, con
 GPUCOMPUTE_INSTANTIATE(float)
 GPUCOMPUTE_INSTANTIATE(double)
 #undef GPUCOMPUTE_INSTANTIATE
+
+#undef GPUCOMPUTE_EIGHT_CHUNKS
 
 }  // namespace gpucompute::assimilate::kernels
