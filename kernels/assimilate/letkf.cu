@@ -1,6 +1,7 @@
 // The LETKF's device code (see letkf.cuh).
 //
-// The analysis kernel is one warp per block, with its shared memory:
+// The one-warp analysis kernel (64 < N <= 128; letkf_team.cu takes N <= 64) is one warp per
+// block, with its shared memory:
 //   A   N x lda        G, then its Householder form (v below the subdiagonal); lda = N + 1 or
 //                      N + 2, whichever is odd
 //   Y   16 x (Np + 4)  staged local rows; then two arrays per lane of the tridiagonal solves
@@ -294,7 +295,7 @@ struct LocalAnalysis {
     const double n1 = N - 1;
     double g = 0;  // Gershgorin's bound on T's largest eigenvalue
     for (int i = lane; i < N; i += kWarp) {
-      g = fmax(g, diag[i] + (i > 0 ? fabs(off[i - 1]) : 0.0) + (i + 1 < N ? fabs(off[i]) : 0.0));
+      g = fmax(g, GershgorinRow(diag, off, N, i));
     }
     const inverse_sqrt::Rung rung = inverse_sqrt::SelectRung(table, WarpMax(g) / n1);
     for (int i = lane; i < N; i += kWarp) acc[i] = 0;
@@ -306,22 +307,8 @@ struct LocalAnalysis {
         const bool inverse = t == rung.count;
         const double shift = inverse ? 0.0 : n1 * rung.poles[t];
         const double* rhs = inverse ? z : u;
-        double* lv = y + (2 * lane) * l.lds;   // L's subdiagonal
-        double* wv = y + (2 * lane + 1) * l.lds;  // D^-1 L^-1 rhs, then the solution
-        double delta = diag[0] + shift, f = rhs[0];
-        for (int i = 0; i + 1 < N; ++i) {
-          const double li = off[i] / delta;
-          wv[i] = f / delta;
-          lv[i] = li;
-          delta = diag[i + 1] + shift - li * off[i];
-          f = rhs[i + 1] - li * f;
-        }
-        double x = f / delta;
-        wv[N - 1] = x;
-        for (int i = N - 2; i >= 0; --i) {
-          x = wv[i] - lv[i] * x;
-          wv[i] = x;
-        }
+        // L's subdiagonal, then D^-1 L^-1 rhs and the solution: two rows of the staging area
+        SolveShiftedTridiagonal(diag, off, N, shift, rhs, y + (2 * lane) * l.lds, y + (2 * lane + 1) * l.lds, 1);
       }
       __syncwarp();
       const int live = min(kSolveLanes, terms - first);

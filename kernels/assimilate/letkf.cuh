@@ -1,5 +1,7 @@
-// The LETKF on the device (nvcc-built): the observations binned by cell, then one warp per state
-// variable that finds its local observations, forms its local ETKF and writes its analysis row.
+// The LETKF on the device (nvcc-built): the observations binned by cell, then a block per state
+// variable (at a time) that finds its local observations, forms its local ETKF and writes its
+// analysis row: the team kernel of letkf_team.cu (one or two warps, G's rows in registers) for
+// N <= 64, the one-warp kernel of letkf.cu (G in shared memory) beyond.
 // No per-variable host work and no per-variable global scratch.
 //
 // Binning. Points are mapped into a binning space of up to three axes: the first three
@@ -10,15 +12,15 @@
 // sorted by cell (a radix sort of (cell, index) pairs, so the order, and with it every sum, is the
 // same from run to run) and each cell's range found by binary search.
 //
-// The analysis of variable i (a warp; docs/design/assimilate.md "The LETKF"):
-//   1. The candidates of the neighbouring cells, 32 at a time: distance, taper coefficient c; those
+// The analysis of variable i (docs/design/assimilate.md "The LETKF"):
+//   1. The candidates of the neighbouring cells, a block's threads at a time: distance, taper coefficient c; those
 //      with c > 1e-3 are staged (their whitened rows, 16 at a time) and added to
 //      G = (N-1) I + sum_k c_k y_k y_k^T on the tensor cores (mma.m8n8k4 in float64) and to
 //      b = sum_k c_k dw_k y_k.
-//   2. G = Q T Q^T by Householder reflections (T tridiagonal), in shared memory.
+//   2. G = Q T Q^T by Householder reflections (T tridiagonal).
 //   3. In T's basis: wbar = T^-1 Q^T b and W a = sqrt(N-1) T^-1/2 Q^T a, the inverse square root
 //      as Zolotarev's rational approximation (math/inverse_sqrt.h, relative error <= 2e-15 for
-//      cond(G) up to 1e16) whose terms are tridiagonal solves, one per lane.
+//      cond(G) up to 1e16) whose terms are tridiagonal solves, one a thread.
 //   4. xa = xbar + (a . wbar) + W a, then relaxation and the row's variance (as the CPU
 //      reference's FinishAnalysisRow).
 // Everything is computed in float64 (float32 inputs and outputs are converted).

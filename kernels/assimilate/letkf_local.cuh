@@ -94,6 +94,33 @@ __device__ __forceinline__ double LocalCoefficient(const LetkfGeometry& g, const
   return localization::TaperCoefficient(static_cast<localization::Taper>(g.taper), dist, g.radius);
 }
 
+// Row i's Gershgorin bound on the largest eigenvalue of the symmetric tridiagonal T (diagonal
+// diag, N values; off-diagonal off, N - 1).
+__device__ __forceinline__ double GershgorinRow(const double* diag, const double* off, int N, int i) {
+  return diag[i] + (i > 0 ? fabs(off[i - 1]) : 0.0) + (i + 1 < N ? fabs(off[i]) : 0.0);
+}
+
+// Solves (T + shift I) x = rhs for that T by LDL^T without pivoting (T + shift I is positive
+// definite here: G >= (N-1) I, shift >= 0), x[q * stride] for q < N; l[q * stride] holds L's
+// subdiagonal on the way.
+__device__ inline void SolveShiftedTridiagonal(const double* diag, const double* off, int N, double shift,
+                                               const double* rhs, double* l, double* x, int stride) {
+  double delta = diag[0] + shift, f = rhs[0];
+  for (int q = 0; q + 1 < N; ++q) {
+    const double inv = 1 / delta, lq = off[q] * inv;
+    x[q * stride] = f * inv;
+    l[q * stride] = lq;
+    delta = diag[q + 1] + shift - lq * off[q];
+    f = rhs[q + 1] - lq * f;
+  }
+  double v = f / delta;
+  x[(N - 1) * stride] = v;
+  for (int q = N - 2; q >= 0; --q) {
+    v = x[q * stride] - l[q * stride] * v;
+    x[q * stride] = v;
+  }
+}
+
 // The largest N of the team kernel (letkf_team.cu): G's rows in registers, one a thread.
 constexpr int kLetkfTeamMaxMembers = 64;
 

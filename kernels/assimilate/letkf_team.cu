@@ -5,8 +5,10 @@
 // Why registers: the Householder tridiagonalisation dominates (about 2/3 N^3 multiply-adds a
 // variable). With G in shared memory every multiply-add loads an element of G (the one-warp
 // kernel in letkf.cu reads ~17,000 shared-memory wavefronts a variable at N = 50); with row r in
-// thread r's registers a step reads only the broadcast reflector v and w (two 16-byte loads per
-// four multiply-adds), and columns at or left of the step are skipped eight at a time.
+// thread r's registers a step reads only broadcast vectors (two 16-byte loads per four
+// multiply-adds), and columns left of the trailing matrix are skipped eight at a time. The
+// kernel is latency-bound all the same (four teams an SM, bounded by registers and shared
+// memory): docs/design/assimilate.md "The LETKF".
 //
 // Shared memory (doubles), for N members and R = 32 x warps rows:
 //   big      N x (N or N + 1, odd): G handed over from the tensor-core tiles; then the
@@ -14,19 +16,20 @@
 //   stage    16 x (R + 4) staged observation rows; then two arrays a solve lane for the
 //            tridiagonal solves (16 lanes)
 //   list     up to 2R accepted observations (index, taper coefficient) awaiting staging
-//   vectors  w, T's diagonal, off-diagonal, tau, Q^T a, Q^T b (R each), staged coefficients,
-//            the team's reduction slots and the neighbouring cells' ranges
+//   vectors  the step's column and p, T's diagonal, off-diagonal, tau, Q^T a, Q^T b (R each),
+//            staged coefficients, the team's reduction slots and the neighbouring cells' ranges
 // Steps for variable i:
 //   1. The candidates of the neighbouring cells, R at a time (one each thread): those with a
 //      taper coefficient above 1e-3 are listed; 16 listed rows at a time are staged (thread r
-//      loads column r of each) and added to b (thread r) and to G's 8 x 8 tiles on and below the
-//      diagonal on the tensor cores (float64 m8n8k4; the tiles dealt round-robin to the warps,
-//      their accumulators in registers).
+//      loads column r of each, the next 16 while the tensor cores work) and added to b (thread
+//      r) and to G's 8 x 8 tiles on and below the diagonal on the tensor cores (float64
+//      m8n8k4; the tiles dealt round-robin to the warps, their accumulators in registers).
 //   2. The tiles handed over through shared memory: thread r's row of G in registers.
-//   3. SYTD2 (lower): each step forms v_j from column j (thread r's copy of its element), then
-//      p = t G22 v, w = p - (t/2)(p . v) v, G22 -= v w^T + w v^T, and reflects Q^T a and Q^T b
-//      by H_j on the way (their dot products ride on the step's one reduction).
-//   4. The solves in T's basis, as the one-warp kernel (letkf.cu): Zolotarev's terms, one a lane.
+//   3. SYTD2 (lower), two team reductions (and so two barriers) a step: the column's norm, then
+//      p . v with the reflections of Q^T a and Q^T b riding along; v and w are formed from the
+//      shared column and p where they are used.
+//   4. The solves in T's basis, as the one-warp kernel (letkf.cu): Zolotarev's terms, one a
+//      thread of the first sixteen.
 //   5. W a and wbar back through the stored reflectors; relaxation, variance, the row written.
 #include <cmath>
 
@@ -482,7 +485,7 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
       team.Sync();
       // 4. In T's basis: acc = r((N-1)^-1 T) u, z = T^-1 z, a solve a lane.
       double bound = 0;  // Gershgorin's bound on T's largest eigenvalue
-      if (r < N) bound = diag[r] + (r > 0 ? fabs(off[r - 1]) : 0.0) + (r + 1 < N ? fabs(off[r]) : 0.0);
+      if (r < N) bound = GershgorinRow(diag, off, N, r);
       const inverse_sqrt::Rung rung = inverse_sqrt::SelectRung(table, team.Max(bound) / n1);
       const int terms = rung.count + 1;  // the last one: T^-1 z
       double* lv = stage;                // L's subdiagonal, [i][lane]
@@ -494,20 +497,7 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
           const bool inverse = term == rung.count;
           const double shift = inverse ? 0.0 : n1 * rung.poles[term];
           const double* rhs = inverse ? zvec : uvec;
-          double delta = diag[0] + shift, f = rhs[0];
-          for (int q = 0; q + 1 < N; ++q) {
-            const double inv = 1 / delta, lq = off[q] * inv;
-            xv[q * kSolveLanes + r] = f * inv;
-            lv[q * kSolveLanes + r] = lq;
-            delta = diag[q + 1] + shift - lq * off[q];
-            f = rhs[q + 1] - lq * f;
-          }
-          double x = f / delta;
-          xv[(N - 1) * kSolveLanes + r] = x;
-          for (int q = N - 2; q >= 0; --q) {
-            x = xv[q * kSolveLanes + r] - lv[q * kSolveLanes + r] * x;
-            xv[q * kSolveLanes + r] = x;
-          }
+          SolveShiftedTridiagonal(diag, off, N, shift, rhs, lv + r, xv + r, kSolveLanes);
         }
         team.Sync();
         const int live = min(kSolveLanes, terms - first);
