@@ -168,6 +168,7 @@ struct Team {
   __device__ int Exclusive(unsigned mask, int& total) {
     if constexpr (kWarps == 1) {
       total = __popc(mask);
+      __syncwarp();
       return 0;
     } else {
       double* s = slots + parity * 4 * kWarps;
@@ -246,7 +247,7 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
   constexpr int kRows = Layout::kRows, kT = kRows / 8, kTiles = kT * (kT + 1) / 2;
   constexpr int kPer = (kTiles + kWarps - 1) / kWarps;
   constexpr int kLds = Layout::kLds;
-  extern __shared__ double smem[];
+  extern __shared__ __align__(16) double smem[];  // 16 bytes: the double2 loads
   const Layout l(N);
   const int r = threadIdx.x, warp = r / 32, lane = r % 32;
   Team<kWarps> team{warp, lane, smem + l.slots};
