@@ -26,12 +26,11 @@
 namespace gpucompute::assimilate::kernels {
 namespace {
 
-using localization::Metric;
 using localization::Taper;
 
 constexpr int kWarp = 32;
 // Shared memory bounds how many warps an SM holds (the kernel is latency-bound): a block is
-// one warp, so that as many fit as the memory allows (six of N = 50), and the staging area
+// one warp, so that as many fit as the memory allows, and the staging area
 // is small (its 16 rows also hold the tridiagonal solves' arrays, two per lane).
 constexpr int kStageRows = 16;      // local rows staged per update of G
 constexpr int kSolveLanes = kStageRows / 2;  // lanes running tridiagonal solves at once
