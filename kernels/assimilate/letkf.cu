@@ -423,35 +423,22 @@ __global__ void __launch_bounds__(kWarp) LetkfAnalysisKernel(
       for (int q = lane; q < N; q += kWarp) acc[q] = row[q];
     }
     __syncwarp();
-    // 4. Relaxation, the row's variance, the mean back (FinishAnalysisRow).
-    double s = 0;
-    for (int q = lane; q < N; q += kWarp) s += acc[q];
-    const double amean = WarpSum(s) / N;
-    if (pp.relaxation == 1) {
-      for (int q = lane; q < N; q += kWarp) {
-        acc[q] = amean + (1 - pp.relaxation_factor) * (acc[q] - amean) + pp.relaxation_factor * row[q];
-      }
-    } else if (pp.relaxation == 2) {
-      double va = 0, vf = 0;
-      for (int q = lane; q < N; q += kWarp) {
-        va += (acc[q] - amean) * (acc[q] - amean);
-        vf += row[q] * row[q];
-      }
-      va = WarpSum(va);
-      vf = WarpSum(vf);
-      if (va > 0) {
-        const double factor = 1 - pp.relaxation_factor + pp.relaxation_factor * sqrt(vf / va);
-        for (int q = lane; q < N; q += kWarp) acc[q] = amean + factor * (acc[q] - amean);
-      }
+    // 4. Relaxation, the row's variance, the mean back (FinishAnalysisRow); lane holds members
+    // lane, lane + 32, ...
+    constexpr int kPerLane = kMaxLetkfMembers / kWarp;
+    double mine[kPerLane], fore[kPerLane];
+    const int owned = lane < N ? (N - 1 - lane) / kWarp + 1 : 0;
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      mine[k] = k < owned ? acc[lane + k * kWarp] : 0.0;
+      fore[k] = k < owned ? row[lane + k * kWarp] : 0.0;
     }
-    s = 0;
-    for (int q = lane; q < N; q += kWarp) s += acc[q];
-    const double m2 = WarpSum(s) / N;
-    double var = 0;
-    for (int q = lane; q < N; q += kWarp) var += (acc[q] - m2) * (acc[q] - m2);
-    variance_sum += WarpSum(var) / (N - 1);
+    variance_sum += FinishAnalysisMembers(mine, fore, owned, N, pp, [](double x) { return WarpSum(x); });
     const double mean = xbar[i];
-    for (int q = lane; q < N; q += kWarp) xa[i * N + q] = static_cast<T>(acc[q] + mean);
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      if (k < owned) xa[i * N + lane + k * kWarp] = static_cast<T>(mine[k] + mean);
+    }
     __syncwarp();
   }
   if (lane == 0) partials[warp] = variance_sum;

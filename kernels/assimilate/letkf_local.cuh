@@ -121,6 +121,53 @@ __device__ inline void SolveShiftedTridiagonal(const double* diag, const double*
   }
 }
 
+// The end of a variable's analysis, as FinishAnalysisRow does it on the CPU: relaxation of the
+// analysis anomalies toward the forecast's (RTPP, RTPS), then the row's ensemble variance
+// (returned). A thread holds `owned` of the row's members, acc[k] (analysis anomalies, relaxed
+// in place) and fore[k] (forecast anomalies); `sum(x)` adds x over every thread of the row's
+// team (a barrier). Every thread of the team calls it, with owned 0 where it holds none.
+template <int kPer, typename Sum>
+__device__ inline double FinishAnalysisMembers(double (&acc)[kPer], const double (&fore)[kPer], int owned,
+                                               int N, const ProblemParams& pp, Sum sum) {
+  double s = 0;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) s += k < owned ? acc[k] : 0.0;
+  const double amean = sum(s) / N;
+  const double f = pp.relaxation_factor;
+  if (pp.relaxation == 1) {
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      if (k < owned) acc[k] = amean + (1 - f) * (acc[k] - amean) + f * fore[k];
+    }
+  } else if (pp.relaxation == 2) {
+    double va = 0, vf = 0;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      if (k < owned) {
+        va += (acc[k] - amean) * (acc[k] - amean);
+        vf += fore[k] * fore[k];
+      }
+    }
+    va = sum(va);
+    vf = sum(vf);
+    if (va > 0) {
+      const double factor = 1 - f + f * sqrt(vf / va);
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        if (k < owned) acc[k] = amean + factor * (acc[k] - amean);
+      }
+    }
+  }
+  s = 0;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) s += k < owned ? acc[k] : 0.0;
+  const double mean = sum(s) / N;
+  double var = 0;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) var += k < owned ? (acc[k] - mean) * (acc[k] - mean) : 0.0;
+  return sum(var) / (N - 1);
+}
+
 // The largest N of the team kernel (letkf_team.cu): G's rows in registers, one a thread.
 constexpr int kLetkfTeamMaxMembers = 64;
 

@@ -526,19 +526,11 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
       if (r < N) acc_r += dot;
     }
     // Relaxation, the row's variance, the mean back (FinishAnalysisRow).
-    const double amean = team.Sum(acc_r) / N;
-    if (pp.relaxation == 1) {
-      if (r < N) acc_r = amean + (1 - pp.relaxation_factor) * (acc_r - amean) + pp.relaxation_factor * a_r;
-    } else if (pp.relaxation == 2) {
-      double sums[2] = {r < N ? (acc_r - amean) * (acc_r - amean) : 0.0, a_r * a_r};
-      team.Sum(sums);
-      if (sums[0] > 0 && r < N) {
-        const double factor = 1 - pp.relaxation_factor + pp.relaxation_factor * sqrt(sums[1] / sums[0]);
-        acc_r = amean + factor * (acc_r - amean);
-      }
-    }
-    const double m2 = team.Sum(acc_r) / N;
-    variance_sum += team.Sum(r < N ? (acc_r - m2) * (acc_r - m2) : 0.0) / (N - 1);
+    double acc[1] = {acc_r};
+    const double fore[1] = {a_r};
+    variance_sum += FinishAnalysisMembers(acc, fore, r < N ? 1 : 0, N, pp,
+                                          [&](double x) { return team.Sum(x); });
+    acc_r = acc[0];
     if (r < N) xa[i * N + r] = static_cast<T>(acc_r + xbar[i]);
   }
   if (r == 0) partials[blockIdx.x] = variance_sum;
