@@ -48,6 +48,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   BackendOptions backend_options = config.backend;
   backend_options.pinned_tensor_bytes =
       PinnedTensorBytes(config.backend.pinned_tensor_bytes, config.limits.server_memory_bytes);
+  backend_options.max_frequencies_per_series = config.limits.max_frequencies_per_series;
   // A lost GPU cannot come back in this process: health turns NOT_SERVING so that the
   // orchestrator restarts the server, while the other GPUs keep serving until it does.
   backend_options.on_device_unhealthy = [server = s.get()](int device, const absl::Status& cause) {

@@ -67,6 +67,9 @@ absl::StatusOr<std::unique_ptr<DeviceContext>> DeviceContext::Create(const Optio
 
   ASSIGN_OR_RETURN(context->kernels_,
                    KernelCache::Create(device, context->arch(), options.kernel_cache_dir));
+  if (options.fft_max_size > 0) {
+    ASSIGN_OR_RETURN(context->ffts_, FftPlans::Create(device, options.fft_max_size));
+  }
 
   context->slots_.reserve(static_cast<size_t>(options.streams));
   for (int i = 0; i < options.streams; ++i) {
@@ -128,7 +131,8 @@ DeviceContext::~DeviceContext() {
   }
   // The pool is the device's and outlives us; hand back what it keeps idle on our behalf.
   if (pool_ != nullptr) LogIfError(cudaMemPoolTrimTo(pool_, 0), "cudaMemPoolTrimTo", options_.device);
-  // Members then go in reverse order: slots (streams, pinned buffers), then the kernel cache.
+  // Members then go in reverse order: slots (streams, pinned buffers), the FFT plans, then the
+  // kernel cache.
 }
 
 absl::Status DeviceContext::MakeCurrent() const {

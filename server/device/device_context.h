@@ -23,6 +23,7 @@
 #include "server/device/cuda_resources.h"
 #include "server/device/cufft.h"
 #include "server/device/cusolver.h"
+#include "server/device/fft_plans.h"
 #include "server/device/kernel_cache.h"
 
 namespace gpucompute {
@@ -43,8 +44,7 @@ struct StreamSlot {
   // the memory pool per call.
   CublasHandle cublas;
   CusolverDnHandle cusolver;
-  // cuFFT plans (with their work areas) and constant tables of the ops, reused on this
-  // slot's stream only (a plan's work area must not serve two streams at once).
+  // Constant tables of the ops, reused on this slot's stream only.
   SlotCache cache;
 };
 
@@ -77,6 +77,9 @@ class DeviceContext {
     uint64_t pool_release_threshold = UINT64_MAX;      // bytes the pool keeps when idle
     bool debug_sync = false;
     std::shared_ptr<SlotSignal> slot_signal;           // notified as slots come free; may be null
+    // The largest FFT the ops may run: cuFFT plans for every ladder size up to it are made
+    // here (FftPlans). 0: none (a context for the ops that take no FFT).
+    int64_t fft_max_size = 0;
   };
 
   static absl::StatusOr<std::unique_ptr<DeviceContext>> Create(const Options& options);
@@ -89,6 +92,8 @@ class DeviceContext {
   const DeviceDescription& description() const { return description_; }
   bool debug_sync() const { return options_.debug_sync; }
   KernelCache& kernels() { return *kernels_; }
+  // The device's cuFFT plans; null when Options::fft_max_size was 0.
+  FftPlans* ffts() { return ffts_.get(); }
   cudaMemPool_t memory_pool() const { return pool_; }
   int num_streams() const { return static_cast<int>(slots_.size()); }
 
@@ -137,6 +142,7 @@ class DeviceContext {
   DeviceDescription description_;
   cudaMemPool_t pool_ = nullptr;  // the device's default pool, configured (not owned)
   std::unique_ptr<KernelCache> kernels_;
+  std::unique_ptr<FftPlans> ffts_;
   std::vector<std::unique_ptr<StreamSlot>> slots_;  // fixed once Create returns
 
   mutable absl::Mutex mu_;

@@ -35,6 +35,9 @@ struct BackendOptions {
   // Page-locked host memory for resident tensors (TensorMemory), in bytes; 0: none; negative:
   // PinnedTensorBytes' default.
   int64_t pinned_tensor_bytes = -1;
+  // The most frequencies a periodogram series may have (the service's limit): the CUDA
+  // backend makes cuFFT plans at start for every FFT such a series may take.
+  int64_t max_frequencies_per_series = int64_t{1} << 26;
   // Called once per device that turns unhealthy (a sticky CUDA error: its context is lost),
   // with the cause, from whichever thread saw the fault; must not block. The server turns its
   // health to NOT_SERVING so that the orchestrator restarts it.

@@ -3,6 +3,7 @@
 // and end-to-end through a server on loopback (with first-request latency). JSON lines out.
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -19,6 +20,7 @@
 #include "server/ops/periodogram/nufft.h"
 #include "server/device/cuda_resources.h"
 #include "server/device/cufft.h"
+#include "server/device/fft_plans.h"
 #include "server/device/device_context.h"
 #include "server/server.h"
 #include "server/service/tensor_codec.h"
@@ -97,6 +99,8 @@ DeviceTimes TimeOnDevice(DeviceContext& dev, std::shared_ptr<periodogram::Reques
     if (!pending.ok()) Die(pending.status());
     cudaStreamSynchronize(slot->stream.get());
     const double wall = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    // The first call of a (size, batch) hands it to the FFT planner: time the steady state.
+    if (r == 0 && dev.ffts() != nullptr) dev.ffts()->WaitForPlanner();
     float ms = 0;
     cudaEventElapsedTime(&ms, before->get(), after->get());
     if (r >= 3) {
@@ -214,53 +218,82 @@ void BenchFast(DeviceContext& dev, int reps) {
 }
 
 // The fast method's stages alone, for its cost breakdown: zeroing the fine grids and the
-// batched cuFFT over them, on a buffer of the same size (median of `reps`, CUDA events).
+// batched inverse FFT over them, on a buffer of the same size (median of `reps`, CUDA events),
+// on the device's plans (the exact plan for the batch, which the planner builds after the
+// first call), on `batched` (plans for batches 1, 16, 256, ... only) and on a plan of the
+// benchmark's own for exactly this batch, executed directly (no shared plan, no lock).
 // fft_size: M (the full grid) or a window L dividing M (M / L transforms per grid).
-void BenchFastStages(DeviceContext& dev, ElementType dtype, int64_t nf, int transforms,
-                     int64_t fft_size, int reps) {
+void BenchFastStages(DeviceContext& dev, FftPlans& batched, ElementType dtype, int64_t nf,
+                     int transforms, int64_t fft_size, int reps) {
   const periodogram::NufftPlan plan = periodogram::MakeNufftPlan(nf, dtype, 1);
+  const int64_t batch = transforms * (plan.grid_size / fft_size);
   const size_t bytes = static_cast<size_t>(plan.grid_size) * transforms * 2 * ElementSize(dtype);
   void* grid = nullptr;
   if (cudaMalloc(&grid, bytes) != cudaSuccess) Die(absl::InternalError("cudaMalloc"));
-  auto fft = CufftPlan::Create1d(fft_size, transforms * (plan.grid_size / fft_size),
-                                 dtype == ElementType::kFloat32 ? CUFFT_C2C : CUFFT_Z2Z);
-  if (!fft.ok()) Die(fft.status());
-  void* work = nullptr;  // the plan's work area (CufftPlan leaves it to the caller)
-  if (cudaMalloc(&work, std::max<size_t>(fft->work_bytes(), 1)) != cudaSuccess) {
-    Die(absl::InternalError("cudaMalloc"));
-  }
-  if (cufftSetWorkArea(fft->get(), work) != CUFFT_SUCCESS) Die(absl::InternalError("cufftSetWorkArea"));
   auto e0 = CudaEvent::Create();
   auto e1 = CudaEvent::Create();
   auto e2 = CudaEvent::Create();
-  std::vector<double> memset_ms, fft_ms;
+  auto e3 = CudaEvent::Create();
+  auto e4 = CudaEvent::Create();
+  const cudaStream_t stream = nullptr;
+  auto own = CufftPlan::Create1d(fft_size, batch, dtype == ElementType::kFloat32 ? CUFFT_C2C : CUFFT_Z2Z);
+  if (!own.ok()) Die(own.status());
+  void* work = nullptr;
+  if (cudaMalloc(&work, std::max<size_t>(own->work_bytes(), 1)) != cudaSuccess) Die(absl::InternalError("cudaMalloc"));
+  if (cufftSetWorkArea(own->get(), work) != CUFFT_SUCCESS) Die(absl::InternalError("cufftSetWorkArea"));
+  std::vector<double> memset_ms, fft_ms, batched_ms, own_ms;
   for (int r = 0; r < reps + 3; ++r) {
-    cudaEventRecord(e0->get());
-    cudaMemsetAsync(grid, 0, bytes);
-    cudaEventRecord(e1->get());
+    cudaEventRecord(e0->get(), stream);
+    cudaMemsetAsync(grid, 0, bytes, stream);
+    cudaEventRecord(e1->get(), stream);
+    if (absl::Status s = dev.ffts()->Inverse(dtype, fft_size, batch, grid, stream, dev.memory_pool()); !s.ok()) Die(s);
+    cudaEventRecord(e2->get(), stream);
+    if (absl::Status s = batched.Inverse(dtype, fft_size, batch, grid, stream, dev.memory_pool()); !s.ok()) Die(s);
+    cudaEventRecord(e3->get(), stream);
     if (dtype == ElementType::kFloat32) {
       auto* d = static_cast<cufftComplex*>(grid);
-      cufftExecC2C(fft->get(), d, d, CUFFT_INVERSE);
+      cufftExecC2C(own->get(), d, d, CUFFT_INVERSE);
     } else {
       auto* d = static_cast<cufftDoubleComplex*>(grid);
-      cufftExecZ2Z(fft->get(), d, d, CUFFT_INVERSE);
+      cufftExecZ2Z(own->get(), d, d, CUFFT_INVERSE);
     }
-    cudaEventRecord(e2->get());
-    cudaEventSynchronize(e2->get());
-    float a = 0, b = 0;
+    cudaEventRecord(e4->get(), stream);
+    cudaEventSynchronize(e4->get());
+    if (r == 0) dev.ffts()->WaitForPlanner();
+    float a = 0, b = 0, c = 0, d = 0;
     cudaEventElapsedTime(&a, e0->get(), e1->get());
     cudaEventElapsedTime(&b, e1->get(), e2->get());
+    cudaEventElapsedTime(&c, e2->get(), e3->get());
+    cudaEventElapsedTime(&d, e3->get(), e4->get());
     if (r >= 3) {
       memset_ms.push_back(a);
       fft_ms.push_back(b);
+      batched_ms.push_back(c);
+      own_ms.push_back(d);
     }
   }
   cudaFree(work);
   cudaFree(grid);
   Emit(absl::StrFormat(
-      R"({"what":"lombscargle fast stages","nf":%d,"dtype":"%s","grid_size":%d,"transforms":%d,"fft_size":%d,"grid_mb":%.1f,"memset_ms":%.4f,"memset_gb_per_s":%.0f,"fft_ms":%.4f})",
-      nf, ElementName(dtype), plan.grid_size, transforms, fft_size, bytes / 1e6, Median(memset_ms),
-      bytes / Median(memset_ms) / 1e6, Median(fft_ms)));
+      R"({"what":"lombscargle fast stages","nf":%d,"dtype":"%s","grid_size":%d,"transforms":%d,"fft_size":%d,"fft_batch":%d,"grid_mb":%.1f,"memset_ms":%.4f,"memset_gb_per_s":%.0f,"fft_ms":%.4f,"fft_batched_plans_ms":%.4f,"fft_own_plan_ms":%.4f})",
+      nf, ElementName(dtype), plan.grid_size, transforms, fft_size, batch, bytes / 1e6, Median(memset_ms),
+      bytes / Median(memset_ms) / 1e6, Median(fft_ms), Median(batched_ms), Median(own_ms)));
+}
+
+// Making a device's FFT plans for the server's default limit, with cuFFT's kernels already in
+// the driver's JIT cache (the context above made them first): time and device memory.
+std::unique_ptr<FftPlans> BenchFftPlans(int device, int64_t max_size) {
+  size_t free0 = 0, free1 = 0, total = 0;
+  cudaMemGetInfo(&free0, &total);
+  const auto t0 = Clock::now();
+  auto plans = FftPlans::Create(device, max_size, /*max_exact_plans=*/0);
+  if (!plans.ok()) Die(plans.status());
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  cudaMemGetInfo(&free1, &total);
+  Emit(absl::StrFormat(R"({"what":"fft plans","max_size":%d,"batched_plans":%d,"ms":%.1f,"device_mib":%.1f})",
+                       max_size, (*plans)->counts().batched_plans, ms,
+                       (static_cast<double>(free0) - static_cast<double>(free1)) / (1 << 20)));
+  return *std::move(plans);
 }
 
 int Main(int argc, char** argv) {
@@ -272,16 +305,23 @@ int Main(int argc, char** argv) {
   const int64_t nf = int64_t{1} << 20;
 
   DeviceContext::Options o;
+  o.fft_max_size = periodogram::LargestFftSize(int64_t{1} << 26);  // the server's default limit
+  const auto t0 = Clock::now();
   auto dev = DeviceContext::Create(o);
   if (!dev.ok()) Die(dev.status());
-  Emit(absl::StrFormat(R"({"what":"device","name":"%s","sms":%d,"sm":%d})", (*dev)->description().name,
-                       (*dev)->description().multiprocessors, (*dev)->arch()));
+  const double context_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  Emit(absl::StrFormat(R"({"what":"device","name":"%s","sms":%d,"sm":%d,"context_ms":%.0f})",
+                       (*dev)->description().name, (*dev)->description().multiprocessors,
+                       (*dev)->arch(), context_ms));
   if (!fast_only) BenchDirect(**dev, quick ? 5 : 30);
   if (direct_only) return 0;
   BenchFast(**dev, quick ? 5 : 30);
+  const std::unique_ptr<FftPlans> batched = BenchFftPlans((*dev)->device(), o.fft_max_size);
   for (ElementType dtype : {ElementType::kFloat32, ElementType::kFloat64}) {
     const int64_t m = periodogram::MakeNufftPlan(nf, dtype, 1).grid_size;
-    for (int64_t size : {m, int64_t{4096}}) BenchFastStages(**dev, dtype, nf, 3, size, quick ? 5 : 30);
+    for (int64_t size : {m, int64_t{4096}}) {
+      BenchFastStages(**dev, *batched, dtype, nf, 3, size, quick ? 5 : 30);
+    }
   }
   if (fast_only) return 0;
 

@@ -26,7 +26,7 @@ run_test() {  # name, then the command
 # ONLY limits the operation tests too (a smaller bundle then suffices).
 ops="periodogram dense assimilate"; [ "$only" != all ] && ops=$only
 [ "$only" = service ] && ops=""
-for t in cuda_resources_test kernel_cache_test device_context_test slot_cache_test cufft_plan_test completion_poller_test \
+for t in cuda_resources_test kernel_cache_test device_context_test slot_cache_test cufft_plan_test fft_plans_test completion_poller_test \
          periodogram_batch_plan_test dense_batch_plan_test assimilate_batch_plan_test; do
   run_test "$t" "$bin/$t" --gtest_brief=1
 done

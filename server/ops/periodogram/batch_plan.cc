@@ -12,6 +12,7 @@
 #include "kernels/lombscargle_abi.cuh"
 #include "kernels/nufft_kernels.cuh"
 #include "kernels/top_peaks.cuh"
+#include "math/fft_sizes.h"
 #include "server/ops/periodogram/tuning.h"
 
 namespace gpucompute::periodogram {
@@ -173,30 +174,23 @@ std::optional<ProductSplit> PlanProduct(const SeriesSpec& s, double t_absmax, El
 }
 
 // The windowed form's window (kernels/nufft_kernels.cuh) for a series whose points lie within
-// max_j * df * t_absmax cycles of 0: the smallest divisor L of M holding every point's cells
+// max_j * df * t_absmax cycles of 0: the smallest divisor L <= M / 4 of M holding every point's cells
 // with two to spare either side, a power of two where one divides M and is at most twice that
 // (cuFFT's power-of-two sizes run faster: on the H200, 1M float64 modes, 3 transforms,
-// M = 2^18 5: L = 2,560 46 us, L = 4,096 35 us); 0 when M / L < 4 (the full grid is as cheap).
+// M = 2^18 5: L = 2,560 46 us, L = 4,096 35 us); 0 when there is none (the full grid is as cheap).
 int64_t NufftWindow(const NufftPlan& plan, int max_j, double df, double t_absmax) {
   const double half = max_j * std::abs(df) * t_absmax * static_cast<double>(plan.grid_size) +
                       0.5 * plan.width + 2;
   const double need = 2 * std::ceil(half) + 2;
   if (!(need * 4 <= static_cast<double>(plan.grid_size))) return 0;
-  int64_t best = plan.grid_size, best_p2 = plan.grid_size;
-  for (int64_t p2 = 1; p2 <= plan.grid_size; p2 *= 2) {
-    if (plan.grid_size % p2 == 0 && p2 % 2 == 0 && static_cast<double>(p2) >= need) {
-      best_p2 = std::min(best_p2, p2);
-    }
-    for (int64_t p3 = p2; p3 <= plan.grid_size; p3 *= 3) {
-      for (int64_t p5 = p3; p5 <= plan.grid_size; p5 *= 5) {
-        if (plan.grid_size % p5 == 0 && p5 % 2 == 0 && static_cast<double>(p5) >= need) {
-          best = std::min(best, p5);
-        }
-      }
-    }
+  // M is a ladder size (math/fft_sizes.h), so its even divisors are too.
+  int64_t best = 0;
+  for (int64_t l : FftSizesBetween(static_cast<int64_t>(need), plan.grid_size / 4)) {
+    if (plan.grid_size % l != 0) continue;
+    if (best == 0) best = l;
+    if ((l & (l - 1)) == 0) return l <= 2 * best ? l : best;  // the smallest power of two
   }
-  if (best_p2 <= 2 * best) best = best_p2;
-  return plan.grid_size / best >= 4 ? best : 0;
+  return best;
 }
 
 // Each series' moments, once: planning and packing read them. Decoded series carry theirs

@@ -25,8 +25,7 @@
 #include "server/ops/periodogram/nufft.h"
 #include "server/device/cublaslt.h"
 #include "server/device/cuda_resources.h"
-#include "server/device/cufft.h"
-#include "server/device/stream_buffers.h"
+#include "server/device/fft_plans.h"
 
 namespace gpucompute::periodogram {
 
@@ -157,30 +156,6 @@ absl::StatusOr<const double*> NufftCorrectionOnDevice(DeviceContext& device, Str
   return stored->values;
 }
 
-// In-place inverse complex FFT of interleaved (re, im) cells in float or double.
-cufftResult ExecInverseFft(cufftHandle plan, float* cells) {
-  auto* data = reinterpret_cast<cufftComplex*>(cells);
-  return cufftExecC2C(plan, data, data, CUFFT_INVERSE);
-}
-cufftResult ExecInverseFft(cufftHandle plan, double* cells) {
-  auto* data = reinterpret_cast<cufftDoubleComplex*>(cells);
-  return cufftExecZ2Z(plan, data, data, CUFFT_INVERSE);
-}
-
-absl::StatusOr<const CufftPlan*> NufftFftPlan(StreamSlot& slot, int64_t grid_size, int64_t batch,
-                                         ElementType dtype) {
-  const std::string key = absl::StrCat("cufft/", ElementName(dtype), "/", grid_size, "x", batch);
-  CufftPlan* plan = slot.cache.Find<CufftPlan>(key);
-  if (plan == nullptr) {
-    ASSIGN_OR_RETURN(CufftPlan created,
-                     CufftPlan::Create1d(grid_size, batch,
-                                         dtype == ElementType::kFloat32 ? CUFFT_C2C : CUFFT_Z2Z));
-    ASSIGN_OR_RETURN(plan, slot.cache.Insert(key, std::make_unique<CufftPlan>(std::move(created)),
-                                             slot.stream.get()));
-  }
-  CUFFT_RETURN_IF_ERROR(cufftSetStream(plan->get(), slot.stream.get()));
-  return plan;
-}
 // The staging buffer's sections, typed (InputLayout's offsets from `base`).
 struct StagingTables {
   explicit StagingTables(char* base, const InputLayout& l, size_t n_series)
@@ -588,19 +563,17 @@ absl::Status LaunchFast(const BatchPlan& p, const BatchBuffers& buffers, const B
           ndesc, fi, h, static_cast<const T*>(buffers.windows), static_cast<T*>(buffers.grid), stream));
       CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
     }
-    // The plan, then the table (cached per slot; built on first use, on this stream). Each
-    // lookup may evict older entries (kept until the stream passes this point, so work already
-    // queued is done with them) but not the one just used: fetched per series, right before
-    // the launches that read them. The plan's work area comes from the pool for this one
-    // execution (freed behind it in stream order).
-    ASSIGN_OR_RETURN(const CufftPlan* fft, NufftFftPlan(slot, fft_size, fft_batch, dtype));
-    ASSIGN_OR_RETURN(const double* correction, NufftCorrectionOnDevice(device, slot, plan));
-    {
-      StreamScratch work(device.memory_pool(), stream);
-      ASSIGN_OR_RETURN(void* area, work.Get(fft->work_bytes()));
-      CUFFT_RETURN_IF_ERROR(cufftSetWorkArea(fft->get(), area));
-      CUFFT_RETURN_IF_ERROR(ExecInverseFft(fft->get(), static_cast<T*>(buffers.grid) + 2 * h.grid_offset));
+    // The transforms run on the device's plans made at start (FftPlans); the table is cached
+    // per slot (built on first use, on this stream; a lookup may evict older tables, kept
+    // until the stream passes this point, but not the one just used).
+    FftPlans* ffts = device.ffts();
+    if (ffts == nullptr) {
+      return absl::FailedPreconditionError("the device context was made without FFT plans");
     }
+    RETURN_IF_ERROR(ffts->Inverse(dtype, fft_size, fft_batch,
+                                  static_cast<T*>(buffers.grid) + 2 * h.grid_offset, stream,
+                                  device.memory_pool()));
+    ASSIGN_OR_RETURN(const double* correction, NufftCorrectionOnDevice(device, slot, plan));
     kernels::NufftLowPiece<T> low;
     if (p.nufft_low_piece[fi] >= 0) {
       low = {a.pdesc, p.nufft_low_piece[fi], a.t, static_cast<const T*>(a.w),

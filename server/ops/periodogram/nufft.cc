@@ -7,6 +7,7 @@
 #include <cmath>
 #include <mutex>
 
+#include "math/fft_sizes.h"
 #include "math/nufft_math.cuh"
 
 namespace gpucompute::periodogram {
@@ -56,18 +57,6 @@ int64_t LowFrequencyPrefix(const UniformGrid& grid, double t_absmax) {
   return k >= static_cast<double>(grid.n) ? grid.n : static_cast<int64_t>(k);
 }
 
-int64_t NextSmoothSize(int64_t n) {
-  int64_t best = INT64_MAX;
-  for (int64_t p2 = 1; p2 < 2 * std::max<int64_t>(n, 1); p2 *= 2) {
-    for (int64_t p3 = p2; p3 < 2 * std::max<int64_t>(n, 1); p3 *= 3) {
-      for (int64_t p5 = p3; p5 < 2 * std::max<int64_t>(n, 1); p5 *= 5) {
-        if (p5 >= n) best = std::min(best, p5);
-      }
-    }
-  }
-  return best;
-}
-
 NufftPlan MakeNufftPlan(int64_t modes, ElementType dtype, int nterms) {
   NufftPlan plan;
   plan.modes = modes;
@@ -96,13 +85,22 @@ NufftPlan MakeNufftPlan(int64_t modes, ElementType dtype, int nterms) {
     plan.width = f64 ? 14 : 8;
   }
   const auto fine = static_cast<int64_t>(std::ceil(upsampling * static_cast<double>(modes)));
-  plan.grid_size = NextSmoothSize(std::max<int64_t>(fine, 2 * plan.width));
-  while (plan.grid_size % 2 != 0) plan.grid_size = NextSmoothSize(plan.grid_size + 1);
+  plan.grid_size = NextFftSize(std::max<int64_t>(fine, 2 * plan.width));
   // Beta for the grid's actual upsampling (at least the target; small grids get more).
   const double actual = std::min(
       2.0, static_cast<double>(plan.grid_size) / static_cast<double>(std::max<int64_t>(modes, 1)));
   plan.beta = upsampling == 2 ? 2.30 * plan.width : 0.97 * kPi * (1 - 1 / (2 * actual)) * plan.width;
   return plan;
+}
+
+int64_t LargestFftSize(int64_t max_frequencies) {
+  int64_t largest = 0;
+  for (ElementType dtype : {ElementType::kFloat32, ElementType::kFloat64}) {
+    for (int nterms : {1, 2}) {  // nterms > 1 all take the same grid
+      largest = std::max(largest, MakeNufftPlan(max_frequencies, dtype, nterms).grid_size);
+    }
+  }
+  return largest;
 }
 
 NufftQuadrature NufftCorrectionQuadrature(const NufftPlan& plan) {
@@ -207,10 +205,9 @@ double FastCost(int64_t samples, int64_t frequencies, int nterms, ElementType dt
   const double m = static_cast<double>(plan.grid_size);
   const double transforms = static_cast<double>(HarmonicTerms(nterms, true).size());
   // Per transform: the FFT, spreading (a kernel value per cell), the deconvolution and the
-  // power's solve, plus a fixed cost for the extra launches and plans: 1e8 (3e8 for nterms 1,
-  // the direct sums of 3e7 pairs). On the H200 a small fast request (1,000 x 1,000) took 2.3 ms
-  // against the direct kernel's 0.9 ms, and each new FFT size costs cuFFT 50-180 ms on first
-  // use in a process (module loading, measured), so small grids stay direct.
+  // power's solve, plus a fixed cost for the extra launches: 1e8 (3e8 for nterms 1, the direct
+  // sums of 3e7 pairs). On the H200 a small fast request (1,000 x 1,000) took 2.3 ms against
+  // the direct kernel's 0.9 ms, so small grids stay direct.
   const double per_transform = 5 * m * std::log2(m) + 20.0 * samples * plan.width +
                                10.0 * frequencies + kFastFixedCostPerTransform;
   return transforms * per_transform;
@@ -222,8 +219,7 @@ Method AutoMethod(const SeriesSpec& series, ElementType dtype) {
   const int64_t k = series.grid.size();
   const double direct = DirectCost(n, k, series.nterms);
   // FastCost is at least its fixed part (there is at least one transform): a small series is
-  // direct without planning the transform (a small call's decode spent a few us in
-  // NextSmoothSize).
+  // direct without planning the transform (a small call's decode spent a few us planning it).
   if (direct <= kFastFixedCostPerTransform) return Method::kDirect;
   return FastCost(n, k, series.nterms, dtype) < direct ? Method::kFast : Method::kDirect;
 }

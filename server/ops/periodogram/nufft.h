@@ -27,13 +27,17 @@ namespace gpucompute::periodogram {
 struct NufftPlan {
   int64_t modes = 0;      // K, the grid's frequencies
   int64_t centre = 0;     // c = K / 2: mode k' = k - c
-  int64_t grid_size = 0;  // M: the fine grid, a 2^a 3^b 5^c number >= 2K
+  int64_t grid_size = 0;  // M: the fine grid, a size of math/fft_sizes.h >= s K
   int width = 0;          // kernel support in cells
   double beta = 0;        // ES kernel shape
 };
 // The plan for `modes` frequencies of a series with `nterms` harmonics (the upsampling factor
 // and width depend on both; see nufft.cc).
 NufftPlan MakeNufftPlan(int64_t modes, ElementType dtype, int nterms);
+
+// The largest FFT a fast series of at most `max_frequencies` frequencies takes (its grid; a
+// window divides it): what a device's cuFFT plans must cover (DeviceContext::Options).
+int64_t LargestFftSize(int64_t max_frequencies);
 
 // 1 / (the kernel's Fourier transform) at each mode k = 0 .. K-1 (i.e. k' = k - c).
 std::vector<double> NufftCorrection(const NufftPlan& plan);
@@ -60,9 +64,6 @@ int64_t LowFrequencyPrefix(const UniformGrid& grid, double t_absmax);
 // (grids far finer than 1 / baseline can put many below the bound): above it, the fast method
 // keeps its own sums there (with the loss above) rather than cost what the direct method would.
 inline constexpr double kMaxLowFrequencyPairs = double{1 << 24};
-
-// The smallest 2^a 3^b 5^c >= n.
-int64_t NextSmoothSize(int64_t n);
 
 // One harmonic sum a series needs: of w (weights) or w y, at j times the frequency.
 struct HarmonicTerm {

@@ -13,6 +13,7 @@
 #include "server/ops/assimilate/cuda_assimilate.h"
 #include "server/ops/dense/cuda_dense.h"
 #include "server/ops/periodogram/cuda_periodogram.h"
+#include "server/ops/periodogram/nufft.h"
 #include "server/runtime/completion_queue.h"
 #include "server/device/cuda_resources.h"
 #include "spdlog/spdlog.h"
@@ -289,6 +290,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(const BackendOption
     o.initial_staging_bytes = static_cast<size_t>(std::max<int64_t>(1, options.staging_bytes));
     o.kernel_cache_dir = options.kernel_cache_dir;
     o.debug_sync = options.debug_sync;
+    o.fft_max_size = periodogram::LargestFftSize(options.max_frequencies_per_series);
     ASSIGN_OR_RETURN(auto ctx, DeviceContext::Create(o));
     const auto start = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(periodogram::WarmUpPeriodogram(*ctx));

@@ -13,6 +13,8 @@
 
 #include "gtest/gtest.h"
 #include "kernels/lombscargle_abi.cuh"
+#include "math/fft_sizes.h"
+#include "server/ops/periodogram/nufft.h"
 #include "server/ops/periodogram/tuning.h"
 
 namespace gpucompute::periodogram {
@@ -146,6 +148,7 @@ TEST_P(BatchPlanTest, MixedBatchTakesEveryPathAndSizesEveryBuffer) {
   // The fast series: its NUFFT plan's grid (or window) for each of its transforms.
   ASSERT_EQ(p.nufft_plans.size(), 1u);
   EXPECT_GE(p.nufft_plans[0].grid_size, 40000);
+  EXPECT_TRUE(IsFftSize(p.nufft_plans[0].grid_size));  // a size with a plan from warm-up
   EXPECT_EQ(p.grid_bytes, static_cast<size_t>(p.grid_cells) * 2 * elem);
   EXPECT_GE(p.grid_cells, p.nufft_plans[0].grid_size * p.n_transforms);
   // The product series: its pieces' operands and products fit the scratch.
@@ -153,6 +156,53 @@ TEST_P(BatchPlanTest, MixedBatchTakesEveryPathAndSizesEveryBuffer) {
   EXPECT_EQ(p.product_scratch.total, 2 * p.product_scratch.b + p.product_scratch.a1 +
                                          p.product_scratch.a2 + p.product_scratch.c1 +
                                          p.product_scratch.c2);
+}
+
+// A fast series on a grid far finer than 1 / baseline takes the windowed form: its window, like
+// its grid, is an FFT ladder size (each has a cuFFT plan from warm-up), divides the grid and
+// leaves at least four copies.
+TEST_P(BatchPlanTest, FastGridsAndWindowsAreFftLadderSizes) {
+  auto request = std::make_shared<Request>();
+  request->dtype = GetParam();
+  SeriesSpec s;
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(0, 10);
+  for (int i = 0; i < 3000; ++i) {
+    s.t.push_back(u(rng));
+    s.y.push_back(std::sin(s.t.back()));
+  }
+  std::sort(s.t.begin(), s.t.end());
+  s.grid.uniform = UniformGrid{0.5, 1e-5, 1000000};
+  s.method = Method::kFast;
+  request->series.push_back(std::move(s));
+  Batch batch;
+  batch.dtype = GetParam();
+  batch.requests.push_back(request);
+  auto plan = PlanBatch(batch, PlanOptions{}, kMultiprocessors);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->nufft_plans.size(), 1u);
+  const int64_t grid = plan->nufft_plans[0].grid_size, window = plan->nufft_windows[0];
+  EXPECT_TRUE(IsFftSize(grid)) << grid;
+  EXPECT_GE(grid, 1250000);
+  ASSERT_GT(window, 0);
+  EXPECT_TRUE(IsFftSize(window)) << window;
+  EXPECT_EQ(grid % window, 0);
+  EXPECT_GE(grid / window, 4);
+}
+
+// The largest FFT a device makes plans for covers every fast series under the frequency limit.
+TEST(NufftPlanTest, LargestFftSizeCoversEveryGridUnderTheLimit) {
+  EXPECT_EQ(LargestFftSize(int64_t{1} << 26), int64_t{1} << 27);  // nterms > 1: upsampling 2
+  for (int64_t modes : {int64_t{16}, int64_t{1000}, int64_t{65536}, int64_t{999999}}) {
+    for (ElementType dtype : {ElementType::kFloat32, ElementType::kFloat64}) {
+      for (int nterms : {1, 2, 3}) {
+        const NufftPlan plan = MakeNufftPlan(modes, dtype, nterms);
+        EXPECT_TRUE(IsFftSize(plan.grid_size)) << plan.grid_size;
+        EXPECT_LE(plan.grid_size, LargestFftSize(modes));
+        EXPECT_LE(plan.grid_size, LargestFftSize(int64_t{1} << 26));
+      }
+    }
+  }
 }
 
 TEST_P(BatchPlanTest, ForcedSwitchesAreHonoured) {

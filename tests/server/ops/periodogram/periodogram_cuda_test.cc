@@ -10,6 +10,7 @@
 #include "server/ops/periodogram/cpu_periodogram.h"
 #include "kernels/top_peaks.cuh"
 #include "server/ops/periodogram/cuda_periodogram.h"
+#include "server/ops/periodogram/nufft.h"
 #include "server/runtime/backend.h"
 #include "server/runtime/completion_queue.h"
 #include "tests/server/ops/periodogram/test_series.h"
@@ -133,6 +134,7 @@ class PeriodogramCuda : public ::testing::Test {
     if (device_ == nullptr) {
       DeviceContext::Options o;
       o.streams = 1;
+      o.fft_max_size = periodogram::LargestFftSize(int64_t{1} << 22);
       auto dev = DeviceContext::Create(o);
       EXPECT_TRUE(dev.ok()) << dev.status();
       if (!dev.ok()) return {};
