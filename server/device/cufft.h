@@ -1,6 +1,6 @@
-// cuFFT for the ops: a move-only plan owner, the status macro, and a small per-slot cache of
-// objects that are expensive to build and are reused on one stream (plans with their work
-// areas, constant device tables).
+// cuFFT for the ops: a move-only plan owner and the status macro (the plans themselves:
+// fft_plans.h); and a small per-slot cache of objects that are expensive to build and are
+// reused on one stream (the ops' constant device tables).
 #pragma once
 
 #include <cstddef>

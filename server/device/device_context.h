@@ -46,6 +46,9 @@ struct StreamSlot {
   CusolverDnHandle cusolver;
   // Constant tables of the ops, reused on this slot's stream only.
   SlotCache cache;
+  // cuFFT plans for the ops' transforms on this slot's stream; null when the context was made
+  // without them (Options::fft_max_size 0).
+  std::unique_ptr<FftPlans> ffts;
 };
 
 inline constexpr size_t kCublasLtWorkspaceBytes = size_t{32} << 20;
@@ -77,8 +80,8 @@ class DeviceContext {
     uint64_t pool_release_threshold = UINT64_MAX;      // bytes the pool keeps when idle
     bool debug_sync = false;
     std::shared_ptr<SlotSignal> slot_signal;           // notified as slots come free; may be null
-    // The largest FFT the ops may run: cuFFT plans for every ladder size up to it are made
-    // here (FftPlans). 0: none (a context for the ops that take no FFT).
+    // The largest FFT the ops may run: each slot gets cuFFT plans for every ladder size up to
+    // it here (FftPlans). 0: none (a context for the ops that take no FFT).
     int64_t fft_max_size = 0;
   };
 
@@ -92,8 +95,6 @@ class DeviceContext {
   const DeviceDescription& description() const { return description_; }
   bool debug_sync() const { return options_.debug_sync; }
   KernelCache& kernels() { return *kernels_; }
-  // The device's cuFFT plans; null when Options::fft_max_size was 0.
-  FftPlans* ffts() { return ffts_.get(); }
   cudaMemPool_t memory_pool() const { return pool_; }
   int num_streams() const { return static_cast<int>(slots_.size()); }
 
@@ -134,6 +135,7 @@ class DeviceContext {
 
  private:
   explicit DeviceContext(const Options& options);
+  absl::Status MakeFftPlans();  // every slot's
   bool SlotOrUnhealthy() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !free_slots_.empty() || !healthy();
   }
@@ -142,7 +144,6 @@ class DeviceContext {
   DeviceDescription description_;
   cudaMemPool_t pool_ = nullptr;  // the device's default pool, configured (not owned)
   std::unique_ptr<KernelCache> kernels_;
-  std::unique_ptr<FftPlans> ffts_;
   std::vector<std::unique_ptr<StreamSlot>> slots_;  // fixed once Create returns
 
   mutable absl::Mutex mu_;

@@ -19,6 +19,7 @@
 #include "common/element_type.h"
 #include "server/ops/dense/cuda_dense.h"
 #include "server/ops/periodogram/cuda_periodogram.h"
+#include "server/ops/periodogram/nufft.h"
 #include "server/device/cuda_resources.h"
 #include "server/device/device_context.h"
 
@@ -197,6 +198,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   DeviceContext::Options o;
+  o.fft_max_size = periodogram::LargestFftSize(int64_t{1} << 26);  // as the server (its warm-up runs a fast series)
   auto dev = DeviceContext::Create(o);
   if (!dev.ok()) Die(dev.status());
   std::printf("%s\n", absl::StrFormat(R"({"what":"device","name":"%s"})", (*dev)->description().name).c_str());

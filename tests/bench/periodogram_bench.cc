@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <grpcpp/create_channel.h>
@@ -100,7 +101,7 @@ DeviceTimes TimeOnDevice(DeviceContext& dev, std::shared_ptr<periodogram::Reques
     cudaStreamSynchronize(slot->stream.get());
     const double wall = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     // The first call of a (size, batch) hands it to the FFT planner: time the steady state.
-    if (r == 0 && dev.ffts() != nullptr) dev.ffts()->WaitForPlanner();
+    if (r == 0 && slot->ffts != nullptr) slot->ffts->WaitForPlanner();
     float ms = 0;
     cudaEventElapsedTime(&ms, before->get(), after->get());
     if (r >= 3) {
@@ -219,7 +220,7 @@ void BenchFast(DeviceContext& dev, int reps) {
 
 // The fast method's stages alone, for its cost breakdown: zeroing the fine grids and the
 // batched inverse FFT over them, on a buffer of the same size (median of `reps`, CUDA events),
-// on the device's plans (the exact plan for the batch, which the planner builds after the
+// on a stream slot's plans (the exact plan for the batch, which the planner builds after the
 // first call), on `batched` (plans for batches 1, 16, 256, ... only) and on a plan of the
 // benchmark's own for exactly this batch, executed directly (no shared plan, no lock).
 // fft_size: M (the full grid) or a window L dividing M (M / L transforms per grid).
@@ -242,11 +243,13 @@ void BenchFastStages(DeviceContext& dev, FftPlans& batched, ElementType dtype, i
   if (cudaMalloc(&work, std::max<size_t>(own->work_bytes(), 1)) != cudaSuccess) Die(absl::InternalError("cudaMalloc"));
   if (cufftSetWorkArea(own->get(), work) != CUFFT_SUCCESS) Die(absl::InternalError("cufftSetWorkArea"));
   std::vector<double> memset_ms, fft_ms, batched_ms, own_ms;
+  StreamSlot* slot = dev.AcquireSlot();
+  FftPlans& plans = *slot->ffts;
   for (int r = 0; r < reps + 3; ++r) {
     cudaEventRecord(e0->get(), stream);
     cudaMemsetAsync(grid, 0, bytes, stream);
     cudaEventRecord(e1->get(), stream);
-    if (absl::Status s = dev.ffts()->Inverse(dtype, fft_size, batch, grid, stream, dev.memory_pool()); !s.ok()) Die(s);
+    if (absl::Status s = plans.Inverse(dtype, fft_size, batch, grid, stream, dev.memory_pool()); !s.ok()) Die(s);
     cudaEventRecord(e2->get(), stream);
     if (absl::Status s = batched.Inverse(dtype, fft_size, batch, grid, stream, dev.memory_pool()); !s.ok()) Die(s);
     cudaEventRecord(e3->get(), stream);
@@ -259,7 +262,7 @@ void BenchFastStages(DeviceContext& dev, FftPlans& batched, ElementType dtype, i
     }
     cudaEventRecord(e4->get(), stream);
     cudaEventSynchronize(e4->get());
-    if (r == 0) dev.ffts()->WaitForPlanner();
+    if (r == 0) plans.WaitForPlanner();
     float a = 0, b = 0, c = 0, d = 0;
     cudaEventElapsedTime(&a, e0->get(), e1->get());
     cudaEventElapsedTime(&b, e1->get(), e2->get());
@@ -272,6 +275,7 @@ void BenchFastStages(DeviceContext& dev, FftPlans& batched, ElementType dtype, i
       own_ms.push_back(d);
     }
   }
+  dev.ReleaseSlot(slot);
   cudaFree(work);
   cudaFree(grid);
   Emit(absl::StrFormat(
@@ -280,8 +284,36 @@ void BenchFastStages(DeviceContext& dev, FftPlans& batched, ElementType dtype, i
       bytes / Median(memset_ms) / 1e6, Median(fft_ms), Median(batched_ms), Median(own_ms)));
 }
 
-// Making a device's FFT plans for the server's default limit, with cuFFT's kernels already in
-// the driver's JIT cache (the context above made them first): time and device memory.
+// The first transforms of sizes no other row uses, against the next ones on the same plans:
+// what a request that is the first of its size in the process pays beyond (cuFFT's kernels
+// loaded on their first launch), host clock around the call and its completion.
+void BenchFirstExecutions(DeviceContext& dev) {
+  StreamSlot* slot = dev.AcquireSlot();
+  const cudaStream_t stream = slot->stream.get();
+  for (const auto& [size, batch] : {std::pair<int64_t, int64_t>{45 * 4096, 3}, {27 * 256, 40}}) {
+    for (ElementType dtype : {ElementType::kFloat32, ElementType::kFloat64}) {
+      const size_t bytes = static_cast<size_t>(size * batch) * 2 * ElementSize(dtype);
+      void* grid = nullptr;
+      if (cudaMalloc(&grid, bytes) != cudaSuccess) Die(absl::InternalError("cudaMalloc"));
+      cudaMemset(grid, 0, bytes);
+      double ms[3];
+      for (double& m : ms) {
+        const auto t0 = Clock::now();
+        if (absl::Status s = slot->ffts->Inverse(dtype, size, batch, grid, stream, dev.memory_pool()); !s.ok()) Die(s);
+        cudaStreamSynchronize(stream);
+        m = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      }
+      cudaFree(grid);
+      Emit(absl::StrFormat(
+          R"({"what":"fft first executions","dtype":"%s","fft_size":%d,"fft_batch":%d,"first_ms":%.3f,"second_ms":%.3f,"third_ms":%.3f})",
+          ElementName(dtype), size, batch, ms[0], ms[1], ms[2]));
+    }
+  }
+  dev.ReleaseSlot(slot);
+}
+
+// Making a stream slot's FFT plans for the server's default limit, with cuFFT's kernels already
+// in the driver's JIT cache (the context above made them first): time and device memory.
 std::unique_ptr<FftPlans> BenchFftPlans(int device, int64_t max_size) {
   size_t free0 = 0, free1 = 0, total = 0;
   cudaMemGetInfo(&free0, &total);
@@ -316,6 +348,7 @@ int Main(int argc, char** argv) {
   if (!fast_only) BenchDirect(**dev, quick ? 5 : 30);
   if (direct_only) return 0;
   BenchFast(**dev, quick ? 5 : 30);
+  BenchFirstExecutions(**dev);
   const std::unique_ptr<FftPlans> batched = BenchFftPlans((*dev)->device(), o.fft_max_size);
   for (ElementType dtype : {ElementType::kFloat32, ElementType::kFloat64}) {
     const int64_t m = periodogram::MakeNufftPlan(nf, dtype, 1).grid_size;

@@ -173,24 +173,32 @@ std::optional<ProductSplit> PlanProduct(const SeriesSpec& s, double t_absmax, El
   return split;
 }
 
-// The windowed form's window (kernels/nufft_kernels.cuh) for a series whose points lie within
-// max_j * df * t_absmax cycles of 0: the smallest divisor L <= M / 4 of M holding every point's cells
-// with two to spare either side, a power of two where one divides M and is at most twice that
-// (cuFFT's power-of-two sizes run faster: on the H200, 1M float64 modes, 3 transforms,
-// M = 2^18 5: L = 2,560 46 us, L = 4,096 35 us); 0 when there is none (the full grid is as cheap).
+}  // namespace
+
+int64_t NufftWindowOfGrid(int64_t grid_size, double need) {
+  if (!(need * 4 <= static_cast<double>(grid_size))) return 0;
+  // M is a ladder size (math/fft_sizes.h), so its even divisors are ladder sizes too.
+  int64_t best = 0, best_p2 = 0;
+  for (int64_t l : FftSizesBetween(static_cast<int64_t>(std::ceil(need)), grid_size)) {
+    if (grid_size % l != 0) continue;
+    if (best == 0) best = l;
+    if ((l & (l - 1)) == 0) {
+      best_p2 = l;
+      break;
+    }
+  }
+  if (best_p2 != 0 && best_p2 <= 2 * best) best = best_p2;
+  return grid_size / best >= 4 ? best : 0;
+}
+
+namespace {
+
+// The window for a series whose points lie within max_j * df * t_absmax cycles of 0: room for
+// every point's cells with two to spare either side.
 int64_t NufftWindow(const NufftPlan& plan, int max_j, double df, double t_absmax) {
   const double half = max_j * std::abs(df) * t_absmax * static_cast<double>(plan.grid_size) +
                       0.5 * plan.width + 2;
-  const double need = 2 * std::ceil(half) + 2;
-  if (!(need * 4 <= static_cast<double>(plan.grid_size))) return 0;
-  // M is a ladder size (math/fft_sizes.h), so its even divisors are too.
-  int64_t best = 0;
-  for (int64_t l : FftSizesBetween(static_cast<int64_t>(need), plan.grid_size / 4)) {
-    if (plan.grid_size % l != 0) continue;
-    if (best == 0) best = l;
-    if ((l & (l - 1)) == 0) return l <= 2 * best ? l : best;  // the smallest power of two
-  }
-  return best;
+  return NufftWindowOfGrid(plan.grid_size, 2 * std::ceil(half) + 2);
 }
 
 // Each series' moments, once: planning and packing read them. Decoded series carry theirs

@@ -71,7 +71,7 @@ absl::Status WarmUpPeriodogram(DeviceContext& device) {
     s.t = {0.0, 0.3, 1.1, 1.7};
     s.y = {1.0, -0.5, 0.25, 2.0};
     s.grid.uniform = UniformGrid{0.1, 0.1, 16};
-    // The other paths too: nterms > 1 direct and the fast method (cuFFT's first plan).
+    // The other paths too: nterms > 1 direct and the fast method (its first transform).
     SeriesSpec harmonic = s;
     harmonic.nterms = 2;
     SeriesSpec fast = s;
@@ -563,16 +563,12 @@ absl::Status LaunchFast(const BatchPlan& p, const BatchBuffers& buffers, const B
           ndesc, fi, h, static_cast<const T*>(buffers.windows), static_cast<T*>(buffers.grid), stream));
       CUDA_RETURN_IF_LAUNCH_ERROR(stream, device.debug_sync());
     }
-    // The transforms run on the device's plans made at start (FftPlans); the table is cached
+    // The transforms run on the slot's plans made at start (FftPlans); the table is cached
     // per slot (built on first use, on this stream; a lookup may evict older tables, kept
     // until the stream passes this point, but not the one just used).
-    FftPlans* ffts = device.ffts();
-    if (ffts == nullptr) {
-      return absl::FailedPreconditionError("the device context was made without FFT plans");
-    }
-    RETURN_IF_ERROR(ffts->Inverse(dtype, fft_size, fft_batch,
-                                  static_cast<T*>(buffers.grid) + 2 * h.grid_offset, stream,
-                                  device.memory_pool()));
+    RETURN_IF_ERROR(slot.ffts->Inverse(dtype, fft_size, fft_batch,
+                                       static_cast<T*>(buffers.grid) + 2 * h.grid_offset, stream,
+                                       device.memory_pool()));
     ASSIGN_OR_RETURN(const double* correction, NufftCorrectionOnDevice(device, slot, plan));
     kernels::NufftLowPiece<T> low;
     if (p.nufft_low_piece[fi] >= 0) {
@@ -706,6 +702,9 @@ template <typename T>
 absl::Status LaunchBatch(const BatchPlan& p, const BatchBuffers& buffers, cudaKernel_t kernel,
                          ElementType dtype, DeviceContext& device, StreamSlot& slot) {
   const cudaStream_t stream = slot.stream.get();
+  if (p.n_transforms > 0 && slot.ffts == nullptr) {  // before anything is launched
+    return absl::FailedPreconditionError("a fast series on a device context made without FFT plans");
+  }
   const BatchArgs a(p, buffers);
   RETURN_IF_ERROR(LaunchDirect1(p, buffers, a, kernel, device, stream));
   RETURN_IF_ERROR(LaunchHarmonic<T>(p, a, device, stream));

@@ -148,7 +148,7 @@ TEST_P(BatchPlanTest, MixedBatchTakesEveryPathAndSizesEveryBuffer) {
   // The fast series: its NUFFT plan's grid (or window) for each of its transforms.
   ASSERT_EQ(p.nufft_plans.size(), 1u);
   EXPECT_GE(p.nufft_plans[0].grid_size, 40000);
-  EXPECT_TRUE(IsFftSize(p.nufft_plans[0].grid_size));  // a size with a plan from warm-up
+  EXPECT_TRUE(IsFftSize(p.nufft_plans[0].grid_size));  // a size with a cuFFT plan at start
   EXPECT_EQ(p.grid_bytes, static_cast<size_t>(p.grid_cells) * 2 * elem);
   EXPECT_GE(p.grid_cells, p.nufft_plans[0].grid_size * p.n_transforms);
   // The product series: its pieces' operands and products fit the scratch.
@@ -159,7 +159,7 @@ TEST_P(BatchPlanTest, MixedBatchTakesEveryPathAndSizesEveryBuffer) {
 }
 
 // A fast series on a grid far finer than 1 / baseline takes the windowed form: its window, like
-// its grid, is an FFT ladder size (each has a cuFFT plan from warm-up), divides the grid and
+// its grid, is an FFT ladder size (each has a cuFFT plan made at start), divides the grid and
 // leaves at least four copies.
 TEST_P(BatchPlanTest, FastGridsAndWindowsAreFftLadderSizes) {
   auto request = std::make_shared<Request>();
@@ -190,17 +190,46 @@ TEST_P(BatchPlanTest, FastGridsAndWindowsAreFftLadderSizes) {
   EXPECT_GE(grid / window, 4);
 }
 
-// The largest FFT a device makes plans for covers every fast series under the frequency limit.
+// The largest FFT the device's plans cover holds every fast grid under the frequency limit,
+// and every grid is a ladder size.
 TEST(NufftPlanTest, LargestFftSizeCoversEveryGridUnderTheLimit) {
   EXPECT_EQ(LargestFftSize(int64_t{1} << 26), int64_t{1} << 27);  // nterms > 1: upsampling 2
-  for (int64_t modes : {int64_t{16}, int64_t{1000}, int64_t{65536}, int64_t{999999}}) {
+  for (int64_t modes : {int64_t{1}, int64_t{16}, int64_t{1000}, int64_t{65536}, int64_t{999999},
+                        int64_t{1} << 26}) {
     for (ElementType dtype : {ElementType::kFloat32, ElementType::kFloat64}) {
       for (int nterms : {1, 2, 3}) {
         const NufftPlan plan = MakeNufftPlan(modes, dtype, nterms);
         EXPECT_TRUE(IsFftSize(plan.grid_size)) << plan.grid_size;
-        EXPECT_LE(plan.grid_size, LargestFftSize(modes));
+        EXPECT_GE(plan.grid_size, 2 * plan.width);
         EXPECT_LE(plan.grid_size, LargestFftSize(int64_t{1} << 26));
       }
+    }
+  }
+}
+
+// The window against a brute-force search over every integer: the smallest even divisor of M
+// at or above the need, a power of two instead when one is at most twice it, none when it
+// leaves fewer than four copies.
+TEST(NufftPlanTest, WindowIsTheSmallestDivisorOrAPowerOfTwoNearIt) {
+  for (int64_t grid : FftSizesBetween(16, 20000)) {
+    std::vector<int64_t> even_divisors;
+    for (int64_t l = 2; l <= grid; l += 2) {
+      if (grid % l == 0) even_divisors.push_back(l);
+    }
+    for (int64_t need = 1; 4 * need <= grid + 8; ++need) {
+      int64_t smallest = 0, power = 0;
+      for (int64_t l : even_divisors) {
+        if (l < need) continue;
+        if (smallest == 0) smallest = l;
+        if (power == 0 && (l & (l - 1)) == 0) power = l;
+      }
+      int64_t expected = 0;
+      if (4 * need <= grid) {  // then M itself is a divisor >= need
+        expected = power != 0 && power <= 2 * smallest ? power : smallest;
+        if (grid / expected < 4) expected = 0;
+      }
+      ASSERT_EQ(NufftWindowOfGrid(grid, static_cast<double>(need)), expected)
+          << "grid " << grid << " need " << need;
     }
   }
 }
