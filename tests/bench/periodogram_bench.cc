@@ -3,9 +3,9 @@
 // and end-to-end through a server on loopback (with first-request latency). JSON lines out.
 #include <algorithm>
 #include <chrono>
-#include <memory>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
@@ -222,7 +222,7 @@ void BenchFast(DeviceContext& dev, int reps) {
 // batched inverse FFT over them, on a buffer of the same size (median of `reps`, CUDA events),
 // on a stream slot's plans (the exact plan for the batch, which the planner builds after the
 // first call), on `batched` (plans for batches 1, 16, 256, ... only) and on a plan of the
-// benchmark's own for exactly this batch, executed directly (no shared plan, no lock).
+// benchmark's own for exactly this batch, executed directly (outside FftPlans).
 // fft_size: M (the full grid) or a window L dividing M (M / L transforms per grid).
 void BenchFastStages(DeviceContext& dev, FftPlans& batched, ElementType dtype, int64_t nf,
                      int transforms, int64_t fft_size, int reps) {
