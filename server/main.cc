@@ -117,6 +117,9 @@ ABSL_FLAG(int64_t, assimilate_max_members, gpucompute::assimilate::Limits{}.max_
           "ensemble members N of an Assimilate problem");
 ABSL_FLAG(int64_t, assimilate_max_covariance_obs, gpucompute::assimilate::Limits{}.max_covariance_obs,
           "largest m of a full observation-error covariance or of the observation-space form");
+ABSL_FLAG(int64_t, assimilate_max_letkf_candidates, gpucompute::assimilate::Limits{}.max_letkf_candidates,
+          "candidate (state variable, observation) pairs of one LETKF problem: the observations in the "
+          "binning cells around each variable, which bound its cost");
 ABSL_FLAG(int, assimilate_max_batch_size, gpucompute::DefaultAssimilateScheduling().max_batch_size,
           "most Assimilate requests coalesced into one launch (1: no batching)");
 ABSL_FLAG(int64_t, assimilate_max_queue_delay_us,
@@ -552,6 +555,7 @@ absl::StatusOr<gpucompute::ServerConfig> ConfigFromFlags() {
   config.limits.assimilate.max_problems_per_request = absl::GetFlag(FLAGS_assimilate_max_problems);
   config.limits.assimilate.max_members = std::max<int64_t>(2, absl::GetFlag(FLAGS_assimilate_max_members));
   config.limits.assimilate.max_covariance_obs = absl::GetFlag(FLAGS_assimilate_max_covariance_obs);
+  config.limits.assimilate.max_letkf_candidates = absl::GetFlag(FLAGS_assimilate_max_letkf_candidates);
   config.assimilate_scheduler.max_batch_size = std::max(1, absl::GetFlag(FLAGS_assimilate_max_batch_size));
   config.assimilate_scheduler.max_queue_delay =
       absl::Microseconds(absl::GetFlag(FLAGS_assimilate_max_queue_delay_us));

@@ -20,6 +20,9 @@ struct ProblemParams {
   uint64_t seed = 0;
   uint32_t index = 0;     // the problem's index in its request (keys the perturbation draw)
   int32_t relaxation = 0;  // 0 none, 1 RTPP, 2 RTPS
+  // LETKF: the most candidate pairs (LaunchLetkfCountCandidates); more, and the analysis
+  // kernel skips every variable.
+  uint64_t max_candidates = ~uint64_t{0};
 };
 
 // Observation rows, in place. obs: P x m rows of W values: columns [0, N) hold HX on entry and

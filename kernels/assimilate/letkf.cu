@@ -46,9 +46,7 @@ __global__ void CellKeysKernel(const LetkfGeometry* __restrict__ geometry, int64
   const LetkfGeometry g = *geometry;
   double q[kLetkfMaxAxes];
   BinningCoordinates(g, coords + j * g.dims, q);
-  int64_t key = 0;
-  for (int a = g.axes - 1; a >= 0; --a) key = key * g.cells[a] + CellOf(g, a, q[a], true);
-  keys[j] = static_cast<unsigned>(key);
+  keys[j] = static_cast<unsigned>(ObservationCell(g, q));
   index[j] = static_cast<int>(j);
 }
 
@@ -66,6 +64,20 @@ __global__ void CellStartKernel(const LetkfGeometry* __restrict__ geometry, int6
     }
   }
   cell_start[c] = static_cast<int>(lo);
+}
+
+// A thread a variable (striding): its candidates, summed a warp at a time into *count.
+__global__ void CountCandidatesKernel(const LetkfGeometry* __restrict__ geometry, int64_t n,
+                                      const double* __restrict__ state_coords, const int* __restrict__ cell_start,
+                                      unsigned long long* __restrict__ count) {
+  const LetkfGeometry g = *geometry;
+  unsigned long long mine = 0;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    mine += static_cast<unsigned long long>(Neighbourhood(g, state_coords + i * g.dims).Candidates(g, cell_start));
+  }
+  for (int o = 16; o > 0; o /= 2) mine += __shfl_xor_sync(kFullWarp, mine, o);
+  if (threadIdx.x % kWarp == 0 && mine > 0) atomicAdd(count, mine);
 }
 
 size_t Align(size_t b) { return (b + 255) / 256 * 256; }
@@ -337,7 +349,8 @@ __global__ void __launch_bounds__(kWarp) LetkfAnalysisKernel(
     const double* __restrict__ xbar, const T* __restrict__ obs, const double* __restrict__ state_coords,
     const double* __restrict__ obs_coords, const double* __restrict__ domain, const int* __restrict__ sorted,
     const int* __restrict__ cell_start, const ProblemParams* __restrict__ params,
-    const double* __restrict__ table, T* __restrict__ xa, double* __restrict__ partials) {
+    const unsigned long long* __restrict__ candidates, const double* __restrict__ table, T* __restrict__ xa,
+    double* __restrict__ partials) {
   extern __shared__ double smem[];
   const LetkfGeometry geo = *geometry;
   const int lane = threadIdx.x % kWarp;
@@ -352,7 +365,8 @@ __global__ void __launch_bounds__(kWarp) LetkfAnalysisKernel(
   double* coeffs = la.V(layout.coeff);
   int* idx = la.Index();
   double variance_sum = 0;
-  for (int64_t i = warp; i < n; i += warps) {
+  const int64_t rows = *candidates > pp.max_candidates ? 0 : n;  // refused: none
+  for (int64_t i = warp; i < rows; i += warps) {
     const double* point = state_coords + i * d;
     for (int q = lane; q < N; q += kWarp) row[q] = static_cast<double>(anomalies[i * N + q]);
     double* a = la.A();
@@ -478,20 +492,31 @@ cudaError_t LaunchLetkfBin(const LetkfGeometry* g, int64_t m, int64_t max_cells,
   return cudaGetLastError();
 }
 
+cudaError_t LaunchLetkfCountCandidates(const LetkfGeometry* g, int64_t n, const double* state_coords,
+                                       const int* cell_start, unsigned long long* count, cudaStream_t stream) {
+  cudaError_t e = cudaMemsetAsync(count, 0, sizeof(*count), stream);
+  if (e != cudaSuccess || n == 0) return e;
+  const int64_t blocks = std::min<int64_t>((n + kBinThreads - 1) / kBinThreads, 4096);
+  CountCandidatesKernel<<<static_cast<unsigned>(blocks), kBinThreads, 0, stream>>>(g, n, state_coords, cell_start,
+                                                                                   count);
+  return cudaGetLastError();
+}
+
 int LetkfAnalysisWarps(int64_t n) { return LaunchedWarps(n); }
 
 template <typename T>
 cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int64_t n, int N, int W, const T* a,
                                 const double* xbar, const T* obs, const double* state_coords,
                                 const double* obs_coords, const double* domain, const int* sorted,
-                                const int* cell_start, const ProblemParams* params, const double* table,
-                                T* xa, double* partials, int* warps, cudaStream_t stream) {
+                                const int* cell_start, const ProblemParams* params,
+                                const unsigned long long* candidates, const double* table, T* xa, double* partials,
+                                int* warps, cudaStream_t stream) {
   if (N < 2 || N > kMaxLetkfMembers) return cudaErrorInvalidValue;
   const int blocks = LaunchedWarps(n);
   *warps = blocks;
   if (N <= kLetkfTeamMaxMembers) {
     return LaunchLetkfTeam<T>(g, n, N, W, a, xbar, obs, state_coords, obs_coords, domain, sorted, cell_start,
-                              params, table, xa, partials, blocks, stream);
+                              params, candidates, table, xa, partials, blocks, stream);
   }
   const size_t smem = WarpLayout(N).total * sizeof(double);
   cudaError_t e = cudaFuncSetAttribute(LetkfAnalysisKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -499,15 +524,15 @@ cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int64_t n, int N, int W,
   if (e != cudaSuccess) return e;
   LetkfAnalysisKernel<T><<<blocks, kWarp, smem, stream>>>(g, n, N, W, a, xbar, obs, state_coords,
                                                                obs_coords, domain, sorted, cell_start, params,
-                                                               table, xa, partials);
+                                                               candidates, table, xa, partials);
   return cudaGetLastError();
 }
 
 #define GPUCOMPUTE_INSTANTIATE(T)                                                                        \
   template cudaError_t LaunchLetkfAnalysis<T>(                                                           \
       const LetkfGeometry*, int64_t, int, int, const T*, const double*, const T*, const double*, \
-      const double*, const double*, const int*, const int*, const ProblemParams*, const double*, T*,     \
-      double*, int*, cudaStream_t);
+      const double*, const double*, const int*, const int*, const ProblemParams*,                        \
+      const unsigned long long*, const double*, T*, double*, int*, cudaStream_t);
 GPUCOMPUTE_INSTANTIATE(float)
 GPUCOMPUTE_INSTANTIATE(double)
 #undef GPUCOMPUTE_INSTANTIATE

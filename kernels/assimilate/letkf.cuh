@@ -4,11 +4,8 @@
 // N <= 64, the one-warp kernel of letkf.cu (G in shared memory) beyond.
 // No per-variable host work and no per-variable global scratch.
 //
-// Binning. Points are mapped into a binning space of up to three axes: the first three
-// coordinates (Euclidean, periodic) or the unit vector of (longitude, latitude) (great circle,
-// where the chord is monotone in the arc). Each axis is cut into cells no narrower than the
-// search reach (the taper's SearchRadius; a chord for the great circle), so every observation
-// within reach of a point lies in the 3^axes cells around the point's cell. The observations are
+// Binning (math/letkf_cells.h, shared with the CPU backend): every observation within the
+// search reach of a point lies in the 3^axes cells around the point's cell. The observations are
 // sorted by cell (a radix sort of (cell, index) pairs, so the order, and with it every sum, is the
 // same from run to run) and each cell's range found by binary search.
 //
@@ -32,28 +29,14 @@
 #include <cuda_runtime.h>
 
 #include "kernels/assimilate/assimilate_kernels.cuh"
+#include "math/letkf_cells.h"
 
 namespace gpucompute::assimilate::kernels {
 
 // The most members the LETKF kernel takes (its shared memory holds G of order N).
 constexpr int kMaxLetkfMembers = 128;
-// Binned axes at most.
-constexpr int kLetkfMaxAxes = 3;
-
-// One problem's localisation and binning, as the kernels read it.
-struct LetkfGeometry {
-  int dims = 0;     // d, coordinates per point
-  int metric = 0;   // localization::Metric
-  int taper = 0;    // localization::Taper
-  int axes = 0;     // binned axes (1..3)
-  double radius = 0;
-  double sphere_radius = 0;
-  double domain[kLetkfMaxAxes] = {};  // periodic: the binned axes' lengths
-  double origin[kLetkfMaxAxes] = {};  // binning space: where cell 0 starts
-  double cell[kLetkfMaxAxes] = {};    // cell widths (>= the search reach)
-  int cells[kLetkfMaxAxes] = {1, 1, 1};
-  int64_t total_cells = 1;
-};
+using localization::kLetkfMaxAxes;
+using localization::LetkfGeometry;
 
 // Device scratch bytes of the binning of m observations into at most `max_cells` cells.
 size_t LetkfBinScratchBytes(int64_t m, int64_t max_cells);
@@ -65,18 +48,26 @@ cudaError_t LaunchLetkfBin(const LetkfGeometry* g, int64_t m, int64_t max_cells,
                            void* scratch, size_t scratch_bytes, int* sorted, int* cell_start,
                            cudaStream_t stream);
 
-// The analysis of one problem (g on the device; d = g->dims coordinates a point). a: n x N inflated state anomalies
-// (LaunchCentreState), xbar: their means; obs: m rows of W values [Yw | dw] (LaunchPrepareObs);
-// state_coords (n x d), obs_coords (m x d) and domain (d values, periodic) in double; sorted /
-// cell_start from LaunchLetkfBin; table: math/inverse_sqrt.h's WriteTable. xa: n x N analysis;
-// partials: per-warp sums of row variances, `*warps` of them (for LaunchReduceSpread; at most
-// LetkfAnalysisWarps(n)).
+// The candidate pairs of one problem (g on the device): over its n variables (state_coords,
+// n x d, double), the observations in the cells around each (cell_start from LaunchLetkfBin),
+// as server/ops/assimilate/letkf_geometry.h's CandidatePairs counts them, into *count.
+cudaError_t LaunchLetkfCountCandidates(const LetkfGeometry* g, int64_t n, const double* state_coords,
+                                       const int* cell_start, unsigned long long* count, cudaStream_t stream);
+
+// The analysis of one problem (g on the device; d = g->dims coordinates a point). a: n x N
+// inflated state anomalies (LaunchCentreState), xbar: their means; obs: m rows of W values
+// [Yw | dw] (LaunchPrepareObs); state_coords (n x d), obs_coords (m x d) and domain (d values,
+// periodic) in double; sorted / cell_start from LaunchLetkfBin; candidates: the count of
+// LaunchLetkfCountCandidates (over params->max_candidates: no variable is analysed); table:
+// math/inverse_sqrt.h's WriteTable. xa: n x N analysis; partials: per-warp sums of row
+// variances, `*warps` of them (for LaunchReduceSpread; at most LetkfAnalysisWarps(n)).
 template <typename T>
 cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int64_t n, int N, int W, const T* a,
                                 const double* xbar, const T* obs, const double* state_coords,
                                 const double* obs_coords, const double* domain, const int* sorted,
-                                const int* cell_start, const ProblemParams* params, const double* table,
-                                T* xa, double* partials, int* warps, cudaStream_t stream);
+                                const int* cell_start, const ProblemParams* params,
+                                const unsigned long long* candidates, const double* table, T* xa, double* partials,
+                                int* warps, cudaStream_t stream);
 
 // A bound on the per-warp partials LaunchLetkfAnalysis writes for n variables.
 int LetkfAnalysisWarps(int64_t n);

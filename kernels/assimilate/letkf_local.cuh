@@ -1,5 +1,6 @@
-// Device code shared by the LETKF's kernels (letkf.cu, letkf_team.cu; nvcc only): where a point
-// falls in the binning space, the cells around it, and the analysis kernels' launchers.
+// Device code shared by the LETKF's kernels (letkf.cu, letkf_team.cu; nvcc only): a candidate's
+// taper coefficient, the tridiagonal solves, the finish of a row, and the analysis kernels'
+// launchers (the cells around a point: math/letkf_cells.h).
 #pragma once
 
 #include <cstdint>
@@ -11,77 +12,9 @@
 
 namespace gpucompute::assimilate::kernels {
 
-// A point's coordinates in the binning space.
-__host__ __device__ inline void BinningCoordinates(const LetkfGeometry& g, const double* p, double* q) {
-  if (g.metric == static_cast<int>(localization::Metric::kGreatCircle)) {
-    const double lon = p[0] * localization::kDegree, lat = p[1] * localization::kDegree;
-    q[0] = cos(lat) * cos(lon);
-    q[1] = cos(lat) * sin(lon);
-    q[2] = sin(lat);
-    return;
-  }
-  for (int a = 0; a < g.axes; ++a) {
-    double v = p[a];
-    if (g.metric == static_cast<int>(localization::Metric::kPeriodic)) {
-      v = fmod(v, g.domain[a]);
-      if (v < 0) v += g.domain[a];
-    }
-    q[a] = v;
-  }
-}
-
-// The cell of binning coordinate q along axis a: within [0, cells) for an observation (`clamp`),
-// else within [-2, cells + 1] (a point beyond the observations' box).
-__device__ __forceinline__ int CellOf(const LetkfGeometry& g, int a, double q, bool clamp) {
-  double t = floor((q - g.origin[a]) / g.cell[a]);
-  const double hi = g.cells[a] - 1;
-  if (clamp || g.metric == static_cast<int>(localization::Metric::kPeriodic)) {
-    t = fmin(fmax(t, 0.0), hi);
-  } else {
-    t = fmin(fmax(t, -2.0), hi + 2);
-  }
-  return static_cast<int>(t);
-}
-
-// The cells whose observations may lie within reach of a point: up to three a binned axis
-// (periodic axes wrap; fewer at the edges of the observations' box), `count` in all.
-struct Neighbourhood {
-  int lo[kLetkfMaxAxes] = {0, 0, 0};
-  int span[kLetkfMaxAxes] = {1, 1, 1};
-  int count = 0;
-
-  __device__ Neighbourhood(const LetkfGeometry& g, const double* point) {
-    double q[kLetkfMaxAxes];
-    BinningCoordinates(g, point, q);
-    count = 1;
-    for (int ax = 0; ax < g.axes; ++ax) {
-      const int cells = g.cells[ax];
-      const int c = CellOf(g, ax, q[ax], false);
-      if (g.metric == static_cast<int>(localization::Metric::kPeriodic)) {
-        lo[ax] = cells < 3 ? 0 : c - 1;  // wraps below
-        span[ax] = cells < 3 ? cells : 3;
-      } else {
-        lo[ax] = max(c - 1, 0);
-        span[ax] = max(min(c + 1, cells - 1) - lo[ax] + 1, 0);
-      }
-      count *= span[ax];
-    }
-  }
-
-  // The o-th cell (0 <= o < count), as an index into cell_start.
-  __device__ int Cell(const LetkfGeometry& g, int o) const {
-    int cell = 0, stride = 1;
-    for (int ax = 0; ax < g.axes; ++ax) {
-      int c = lo[ax] + o % span[ax];
-      o /= span[ax];
-      if (c < 0) c += g.cells[ax];
-      if (c >= g.cells[ax]) c -= g.cells[ax];
-      cell += c * stride;
-      stride *= g.cells[ax];
-    }
-    return cell;
-  }
-};
+using localization::BinningCoordinates;
+using localization::Neighbourhood;
+using localization::ObservationCell;
 
 // The taper coefficient of observation j for `point` (0 beyond the search reach).
 __device__ __forceinline__ double LocalCoefficient(const LetkfGeometry& g, const double* point,
@@ -158,10 +91,13 @@ __device__ inline double FinishAnalysisMembers(double (&acc)[kPer], const double
       }
     }
   }
-  s = 0;
+  double mean = amean;  // unchanged without relaxation: the same sum, bit for bit
+  if (pp.relaxation != 0) {
+    s = 0;
 #pragma unroll
-  for (int k = 0; k < kPer; ++k) s += k < owned ? acc[k] : 0.0;
-  const double mean = sum(s) / N;
+    for (int k = 0; k < kPer; ++k) s += k < owned ? acc[k] : 0.0;
+    mean = sum(s) / N;
+  }
   double var = 0;
 #pragma unroll
   for (int k = 0; k < kPer; ++k) var += k < owned ? (acc[k] - mean) * (acc[k] - mean) : 0.0;
@@ -178,7 +114,7 @@ template <typename T>
 cudaError_t LaunchLetkfTeam(const LetkfGeometry* g, int64_t n, int N, int W, const T* a, const double* xbar,
                             const T* obs, const double* state_coords, const double* obs_coords,
                             const double* domain, const int* sorted, const int* cell_start,
-                            const ProblemParams* params, const double* table, T* xa, double* partials,
-                            int blocks, cudaStream_t stream);
+                            const ProblemParams* params, const unsigned long long* candidates,
+                            const double* table, T* xa, double* partials, int blocks, cudaStream_t stream);
 
 }  // namespace gpucompute::assimilate::kernels

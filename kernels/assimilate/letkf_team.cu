@@ -242,7 +242,8 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
     const double* __restrict__ xbar, const T* __restrict__ obs, const double* __restrict__ state_coords,
     const double* __restrict__ obs_coords, const double* __restrict__ domain, const int* __restrict__ sorted,
     const int* __restrict__ cell_start, const ProblemParams* __restrict__ params,
-    const double* __restrict__ table, T* __restrict__ xa, double* __restrict__ partials) {
+    const unsigned long long* __restrict__ candidate_pairs, const double* __restrict__ table, T* __restrict__ xa,
+    double* __restrict__ partials) {
   using Layout = TeamLayout<kWarps>;
   constexpr int kRows = Layout::kRows, kT = kRows / 8, kTiles = kT * (kT + 1) / 2;
   constexpr int kPer = (kTiles + kWarps - 1) / kWarps;
@@ -271,7 +272,8 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
   const double search = localization::SearchRadius(static_cast<localization::Taper>(geo.taper), geo.radius);
   const double n1 = N - 1;
   double variance_sum = 0;
-  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+  const int64_t rows = *candidate_pairs > pp.max_candidates ? 0 : n;  // refused: none
+  for (int64_t i = blockIdx.x; i < rows; i += gridDim.x) {
     const double* point = state_coords + i * geo.dims;
     const double a_r = r < N ? static_cast<double>(anomalies[i * N + r]) : 0.0;
     // 1. The local observations, into G's tiles and b.
@@ -540,14 +542,15 @@ template <int kWarps, typename T>
 cudaError_t LaunchTeam(const LetkfGeometry* g, int64_t n, int N, int W, const T* a, const double* xbar,
                        const T* obs, const double* state_coords, const double* obs_coords, const double* domain,
                        const int* sorted, const int* cell_start, const ProblemParams* params,
-                       const double* table, T* xa, double* partials, int blocks, cudaStream_t stream) {
+                       const unsigned long long* candidates, const double* table, T* xa, double* partials,
+                       int blocks, cudaStream_t stream) {
   const size_t smem = TeamLayout<kWarps>(N).total * sizeof(double);
   cudaError_t e = cudaFuncSetAttribute(LetkfTeamKernel<kWarps, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(smem));
   if (e != cudaSuccess) return e;
   LetkfTeamKernel<kWarps, T><<<blocks, 32 * kWarps, smem, stream>>>(g, n, N, W, a, xbar, obs, state_coords,
                                                                      obs_coords, domain, sorted, cell_start,
-                                                                     params, table, xa, partials);
+                                                                     params, candidates, table, xa, partials);
   return cudaGetLastError();
 }
 
@@ -557,22 +560,22 @@ template <typename T>
 cudaError_t LaunchLetkfTeam(const LetkfGeometry* g, int64_t n, int N, int W, const T* a, const double* xbar,
                             const T* obs, const double* state_coords, const double* obs_coords,
                             const double* domain, const int* sorted, const int* cell_start,
-                            const ProblemParams* params, const double* table, T* xa, double* partials,
-                            int blocks, cudaStream_t stream) {
+                            const ProblemParams* params, const unsigned long long* candidates,
+                            const double* table, T* xa, double* partials, int blocks, cudaStream_t stream) {
   if (N < 2 || N > kLetkfTeamMaxMembers) return cudaErrorInvalidValue;
   if (N <= 32) {
     return LaunchTeam<1, T>(g, n, N, W, a, xbar, obs, state_coords, obs_coords, domain, sorted, cell_start,
-                            params, table, xa, partials, blocks, stream);
+                            params, candidates, table, xa, partials, blocks, stream);
   }
   return LaunchTeam<2, T>(g, n, N, W, a, xbar, obs, state_coords, obs_coords, domain, sorted, cell_start, params,
-                          table, xa, partials, blocks, stream);
+                          candidates, table, xa, partials, blocks, stream);
 }
 
 #define GPUCOMPUTE_INSTANTIATE(T)                                                                              \
   template cudaError_t LaunchLetkfTeam<T>(const LetkfGeometry*, int64_t, int, int, const T*, const double*,   \
                                           const T*, const double*, const double*, const double*, const int*,  \
-                                          const int*, const ProblemParams*, const double*, T*, double*, int, \
-                                          cudaStream_t);
+                                          const int*, const ProblemParams*, const unsigned long long*,        \
+                                          const double*, T*, double*, int, cudaStream_t);
 GPUCOMPUTE_INSTANTIATE(float)
 GPUCOMPUTE_INSTANTIATE(double)
 #undef GPUCOMPUTE_INSTANTIATE

@@ -2,7 +2,6 @@
 #include "server/device/fft_plans.h"
 
 #include <algorithm>
-#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"

@@ -161,6 +161,7 @@ absl::StatusOr<assimilate::Problem> DecodeProblem(const v1::AssimilationProblem&
   }
   if (p.method == assimilate::Method::kLetkf) {
     RETURN_IF_ERROR(DecodeLocalization(in, prefix, p.n, p.m, resolver, &p.localization));
+    p.localization.max_candidates = limits.max_letkf_candidates;
   } else if (in.has_localization()) {
     return absl::InvalidArgumentError(prefix + "localization: only the LETKF (method LETKF) is localised");
   }

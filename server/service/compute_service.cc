@@ -195,6 +195,7 @@ absl::Status ComputeService::ServerInfoCall(grpc::CallbackServerContext* /*conte
   al->set_max_problems_per_request(a.max_problems_per_request);
   al->set_max_members(a.max_members);
   al->set_max_covariance_obs(a.max_covariance_obs);
+  al->set_max_letkf_candidates(a.max_letkf_candidates);
   al->set_max_batch_size(parts_.assimilate->options().max_batch_size);
   al->set_max_queue_depth(parts_.assimilate->options().max_queue_depth);
   response->mutable_stream_limits()->set_max_jobs_in_flight(parts_.limits.stream.max_jobs_in_flight);

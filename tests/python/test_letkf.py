@@ -13,9 +13,11 @@
 - With a step taper reaching every observation the LETKF is the global ETKF.
 - Ensembles of 2 to 128 members (the GPU kernel's tiles and lanes), and on a CUDA server the
   same random problems through a CPU server, to 1e-10.
-- Bad inputs: INVALID_ARGUMENT naming the field.
+- Bad inputs: INVALID_ARGUMENT naming the field; a problem whose neighbour search would examine
+  more candidate pairs than --assimilate_max_letkf_candidates: RESOURCE_EXHAUSTED, alone.
 """
 
+import concurrent.futures
 import os
 import time
 
@@ -244,3 +246,29 @@ def test_letkf_needs_its_localization_and_a_diagonal_r(client):
     request.problems[0].method = compute_pb2.ASSIMILATION_METHOD_ETKF
     expect_rpc_error(INVALID, lambda: client.stub.Assimilate(request, timeout=30),
                      r"problems\[0\]\.localization: only the LETKF")
+
+
+def test_a_problem_over_the_candidate_limit_is_resource_exhausted_alone(rng, tmp_path):
+    """200 variables and 100 observations over [0, 100)^2: radius 1 leaves a few candidates a
+    variable (cells at least 3.6 wide); radius 1000 puts every observation in one cell, 20,000
+    pairs. Under a limit of 5,000 the second is refused before its analysis, with the count and
+    the flag, while a request sent beside it and the next call are served."""
+    state, obs, X, HX, y, r = random_problem(rng, 200, 100, 8, lambda k: rng.uniform(0, 100, (k, 2)))
+
+    def call(c, radius):
+        return c.assimilate(X, HX, y, r, method="letkf", state_coords=state, obs_coords=obs,
+                            localization=dict(radius=radius))
+
+    with run_server(tmp_path, "--assimilate_max_letkf_candidates=5000") as target, \
+            gpucompute.Client(target, timeout=60) as c:
+        assert c.stub.ServerInfo(compute_pb2.ServerInfoRequest()).assimilate_limits.max_letkf_candidates == 5000
+        want = call(c, 1.0)
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            for _ in range(3):
+                big, small = pool.submit(call, c, 1000.0), pool.submit(call, c, 1.0)
+                expect_rpc_error(grpc.StatusCode.RESOURCE_EXHAUSTED, big.result,
+                                 r"problems\[0\]\.localization\.radius: the neighbour search would examine "
+                                 r"20000 \(state variable, observation\) pairs, over the limit of 5000 "
+                                 r"\(--assimilate_max_letkf_candidates\)")
+                np.testing.assert_array_equal(small.result(), want)
+        np.testing.assert_array_equal(call(c, 1.0), want)

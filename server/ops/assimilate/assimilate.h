@@ -69,7 +69,7 @@
 //    state variable over the observations near it, each observation's inverse variance
 //    multiplied by a taper of its distance (R-localisation; math/localization.h defines the
 //    distances, tapers and radius, DAPPER's loc_rad). Diagonal R only. cpu_letkf.h spells it
-//    out; the CPU backend runs it (a GPU backend answers UNIMPLEMENTED in this version).
+//    out; both backends run it (the CUDA backend for N <= 128).
 //
 //  * Diagnostics per problem: the innovation mean d = y - ybar (m values, before inflation,
 //    which does not change ybar) and the analysis spread sqrt(trace(Pa) / n), Pa the N - 1
@@ -89,6 +89,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -133,6 +134,9 @@ struct Localization {
   double sphere_radius = 0;    // great circle
   double radius = 0;
   localization::Taper taper = localization::Taper::kGaspariCohn;
+  // The most candidate pairs (letkf_geometry.h's CandidatePairs) the analysis may examine:
+  // the server's limit, set while decoding. More: RESOURCE_EXHAUSTED, before any local analysis.
+  int64_t max_candidates = std::numeric_limits<int64_t>::max();
 };
 
 // One analysis problem, as decoded from the wire.
@@ -162,6 +166,10 @@ struct Limits {
   int64_t max_problems_per_request = 100000;
   int64_t max_members = 4096;           // N: the N x N transform and its eigendecomposition
   int64_t max_covariance_obs = 16384;   // m of a full R, or of the observation-space form
+  // LETKF: the candidate (state variable, observation) pairs of one problem, the observations
+  // in the binning cells around each variable (Localization::max_candidates). Each costs about
+  // N^2 / 2 multiply-adds; 2^34 is about 45 times the 10^6-variable benchmark's.
+  int64_t max_letkf_candidates = int64_t{1} << 34;
 };
 
 // One request: a batch of problems in one compute dtype.

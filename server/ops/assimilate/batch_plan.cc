@@ -149,6 +149,7 @@ absl::StatusOr<BatchPlan> PlanBatch(const Batch& batch) {
   const size_t q = static_cast<size_t>(plan.problems);
   plan.spread = out.Take(q * sizeof(double));
   plan.info = out.Take(q * 3 * sizeof(int));
+  plan.candidates = out.Take(q * sizeof(unsigned long long));
   for (const Group& g : plan.groups) {
     for (int p = 0; p < g.P(); ++p) {
       ProblemSlot& s = plan.slots[g.members[p].first][g.members[p].second];

@@ -89,10 +89,11 @@ struct BatchPlan {
   std::vector<std::vector<ProblemSlot>> slots;  // per request, per problem
   int64_t problems = 0;
   // The arenas' sizes (each section 256-byte aligned); the output arena ends with one spread
-  // (double) and three infos (int: R's factor, the innovation's factor or eigensolver, the
-  // transform's) per problem.
+  // (double), three infos (int: R's factor, the innovation's factor or eigensolver, the
+  // transform's) and the LETKF's candidate pairs (unsigned long long; 0 for other methods) per
+  // problem.
   size_t in_bytes = 0, scratch_bytes = 0, out_bytes = 0;
-  size_t spread = 0, info = 0;  // offsets in the output arena
+  size_t spread = 0, info = 0, candidates = 0;  // offsets in the output arena
   // The whole workspace: the three arenas back to back.
   size_t workspace_bytes() const { return in_bytes + scratch_bytes + out_bytes; }
 };

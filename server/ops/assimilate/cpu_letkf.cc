@@ -7,8 +7,10 @@
 #include <utility>
 #include <vector>
 
+#include "math/letkf_cells.h"
 #include "math/localization.h"
 #include "server/ops/assimilate/cpu_linalg.h"
+#include "server/ops/assimilate/letkf_geometry.h"
 
 namespace gpucompute::assimilate {
 namespace {
@@ -18,8 +20,8 @@ using localization::Metric;
 template <typename T>
 class LetkfAnalysis final : public CpuAnalysis {
  public:
-  explicit LetkfAnalysis(const Problem& p)
-      : CpuAnalysis(Form::kEnsembleSpace), p_(p),
+  LetkfAnalysis(const Problem& p, int64_t index)
+      : CpuAnalysis(Form::kEnsembleSpace), p_(p), index_(index),
         analysis_(static_cast<size_t>(p.n * p.N)), row_variance_(static_cast<size_t>(p.n)) {}
 
   absl::Status ComputeTransform() override;
@@ -30,22 +32,18 @@ class LetkfAnalysis final : public CpuAnalysis {
  private:
   // One thread's buffers for its rows' local analyses (reused from row to row).
   struct Scratch {
-    std::vector<std::pair<int64_t, int64_t>> ranges;
     std::vector<T> yl, dl, g, b, t;
     EtkfScratch<T> etkf;
   };
-  // The observations within reach of a point: ranges of the sorted order.
-  void Candidates(const double* point, std::vector<std::pair<int64_t, int64_t>>* ranges) const;
   // The transform T (N x N, into s->t) of the variable at `point` from its local observations;
   // the identity when there is none (or, which G >= (N-1) I rules out for finite inputs, when
   // the local G is not numerically positive definite).
   void LocalTransform(const double* point, Scratch* s) const;
 
   const Problem& p_;
-  int sort_axis_ = 0;                // the coordinate the observations are sorted by
-  double reach_ = 0;                 // SearchRadius along that axis, in its unit
-  std::vector<int64_t> order_;       // observation indices sorted by that coordinate
-  std::vector<double> sorted_key_;   // their coordinate, in that order
+  const int64_t index_;  // in its request, for errors
+  localization::LetkfGeometry geometry_;
+  LetkfBins bins_;                   // the observations sorted by cell
   std::vector<double> obs_coords_;   // m x d
   std::vector<T> yw_;                // m x N: whitened, inflated HX anomalies
   std::vector<T> dw_;                // m: whitened innovations
@@ -58,6 +56,15 @@ template <typename T>
 absl::Status LetkfAnalysis<T>::ComputeTransform() {
   const int64_t m = p_.m, N = p_.N, d = p_.localization.dims;
   const Localization& l = p_.localization;
+  // The bins, and the limit on the search's cost checked before any other work.
+  obs_coords_.resize(static_cast<size_t>(m * d));
+  ToDouble(l.obs_coords.dtype, l.obs_coords.bytes.data(), m * d, obs_coords_.data());
+  geometry_ = MakeLetkfGeometry(p_);
+  bins_ = BinObservations(geometry_, obs_coords_.data(), m);
+  std::vector<double> state_coords(static_cast<size_t>(p_.n * d));
+  ToDouble(l.state_coords.dtype, l.state_coords.bytes.data(), p_.n * d, state_coords.data());
+  const int64_t candidates = CandidatePairs(geometry_, bins_, state_coords.data(), p_.n);
+  if (candidates > l.max_candidates) return TooManyCandidates(index_, candidates, l.max_candidates);
   const T lambda = static_cast<T>(p_.inflation);
   yw_.resize(static_cast<size_t>(m * N));
   Convert(p_.hx, yw_.data());
@@ -75,61 +82,7 @@ absl::Status LetkfAnalysis<T>::ComputeTransform() {
     innovation_[i] = y[i] - ybar;
     dw_[i] = static_cast<T>(w * innovation_[i]);
   }
-  obs_coords_.resize(static_cast<size_t>(m * d));
-  ToDouble(l.obs_coords.dtype, l.obs_coords.bytes.data(), m * d, obs_coords_.data());
-  const double search = localization::SearchRadius(l.taper, l.radius);
-  // Great circle: sorted by latitude, whose span over a distance s is s / R radians.
-  sort_axis_ = l.metric == Metric::kGreatCircle ? 1 : 0;
-  reach_ = l.metric == Metric::kGreatCircle ? search / l.sphere_radius / localization::kDegree : search;
-  order_.resize(static_cast<size_t>(m));
-  for (int64_t j = 0; j < m; ++j) order_[j] = j;
-  auto key = [&](int64_t j) {
-    double v = obs_coords_[static_cast<size_t>(j * d + sort_axis_)];
-    if (l.metric == Metric::kPeriodic) {
-      v = std::fmod(v, l.domain[0]);
-      if (v < 0) v += l.domain[0];
-    }
-    return v;
-  };
-  std::sort(order_.begin(), order_.end(), [&](int64_t a, int64_t b) { return key(a) < key(b); });
-  sorted_key_.resize(static_cast<size_t>(m));
-  for (int64_t k = 0; k < m; ++k) sorted_key_[k] = key(order_[k]);
   return absl::OkStatus();
-}
-
-template <typename T>
-void LetkfAnalysis<T>::Candidates(const double* point, std::vector<std::pair<int64_t, int64_t>>* ranges) const {
-  const Localization& l = p_.localization;
-  const int64_t m = p_.m;
-  auto range = [&](double lo, double hi) {
-    const auto b = std::lower_bound(sorted_key_.begin(), sorted_key_.end(), lo);
-    const auto e = std::upper_bound(sorted_key_.begin(), sorted_key_.end(), hi);
-    if (b < e) ranges->emplace_back(b - sorted_key_.begin(), e - sorted_key_.begin());
-  };
-  ranges->clear();
-  double c = point[sort_axis_];
-  if (l.metric != Metric::kPeriodic) {
-    range(c - reach_, c + reach_);
-    return;
-  }
-  const double length = l.domain[0];
-  if (2 * reach_ >= length) {
-    ranges->emplace_back(0, m);
-    return;
-  }
-  c = std::fmod(c, length);
-  if (c < 0) c += length;
-  // [c - reach, c + reach] on the circle: one interval, or two where it wraps.
-  const double lo = c - reach_, hi = c + reach_;
-  if (lo < 0) {
-    range(0, hi);
-    range(lo + length, length);
-  } else if (hi >= length) {
-    range(lo, length);
-    range(0, hi - length);
-  } else {
-    range(lo, hi);
-  }
 }
 
 template <typename T>
@@ -137,12 +90,13 @@ void LetkfAnalysis<T>::LocalTransform(const double* point, Scratch* s) const {
   const Localization& l = p_.localization;
   const int N = static_cast<int>(p_.N);
   const int d = static_cast<int>(l.dims);
-  Candidates(point, &s->ranges);
+  const localization::Neighbourhood around(geometry_, point);
   s->yl.clear();  // the local rows, tapered
   s->dl.clear();
-  for (const auto& [b, e] : s->ranges) {
-    for (int64_t k = b; k < e; ++k) {
-      const int64_t j = order_[k];
+  for (int o = 0; o < around.count; ++o) {
+    const int cell = around.Cell(geometry_, o);
+    for (int k = bins_.cell_start[cell]; k < bins_.cell_start[cell + 1]; ++k) {
+      const int64_t j = bins_.sorted[static_cast<size_t>(k)];
       const double dist = localization::Distance(l.metric, point, obs_coords_.data() + j * d, d,
                                                  l.domain.data(), l.sphere_radius);
       const double c = localization::TaperCoefficient(l.taper, dist, l.radius);
@@ -199,9 +153,9 @@ ProblemResult LetkfAnalysis<T>::Finish() {
 
 }  // namespace
 
-std::unique_ptr<CpuAnalysis> CreateLetkfAnalysis(const Problem& problem, int64_t /*index*/, ElementType dtype) {
-  if (dtype == ElementType::kFloat32) return std::make_unique<LetkfAnalysis<float>>(problem);
-  return std::make_unique<LetkfAnalysis<double>>(problem);
+std::unique_ptr<CpuAnalysis> CreateLetkfAnalysis(const Problem& problem, int64_t index, ElementType dtype) {
+  if (dtype == ElementType::kFloat32) return std::make_unique<LetkfAnalysis<float>>(problem, index);
+  return std::make_unique<LetkfAnalysis<double>>(problem, index);
 }
 
 }  // namespace gpucompute::assimilate

@@ -10,9 +10,10 @@
 // with a_i the inflated forecast anomalies of row i. A variable with no observation in reach
 // keeps its (inflated) forecast. The innovation mean is the global one, y - mean(HX).
 //
-// ComputeTransform whitens HX's anomalies and the innovations once and sorts the observations
-// by their first coordinate (latitude for the great circle), so that ApplyRows looks only at
-// the slab of observations within the search radius along that axis.
+// ComputeTransform whitens HX's anomalies and the innovations once and bins the observations
+// by cell as the GPU does (letkf_geometry.h), so that ApplyRows looks only at the cells around
+// each variable. It refuses a problem whose candidate pairs exceed its limit
+// (Localization::max_candidates) with RESOURCE_EXHAUSTED, before any local analysis.
 #pragma once
 
 #include <cstdint>

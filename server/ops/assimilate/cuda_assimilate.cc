@@ -372,6 +372,7 @@ void PackGroup(const Group& g, const Batch& batch, char* in, char* scratch_dev, 
       pp.seed = pr.seed;
       pp.index = static_cast<uint32_t>(g.members[static_cast<size_t>(p)].second);
       pp.relaxation = pr.relaxation == Relaxation::kRtpp ? 1 : pr.relaxation == Relaxation::kRtps ? 2 : 0;
+      pp.max_candidates = static_cast<uint64_t>(pr.localization.max_candidates);
     }
   };
   const int64_t tasks = P * obs_chunks;
@@ -424,10 +425,10 @@ class GroupRunner {
  public:
   GroupRunner(DeviceContext& device, StreamSlot& slot, StreamScratch& scratch, const Group& g,
               char* in, char* sc, char* out, int* info_r, int* info_f, int* info_e, double* spread,
-              const EnqueueOptions* options)
+              unsigned long long* candidates, const EnqueueOptions* options)
       : device_(device), slot_(slot), scratch_(scratch), g_(g), in_(in), sc_(sc), out_(out),
         info_r_(info_r + g.q0), info_f_(info_f + g.q0), info_e_(info_e + g.q0),
-        spread_(spread + g.q0), unbatched_(options && options->force_unbatched),
+        spread_(spread + g.q0), candidates_(candidates + g.q0), unbatched_(options && options->force_unbatched),
         no_fused_(options && options->no_fused),
         trsm_block_(options && options->trsm_block >= 0 ? options->trsm_block : kDefaultTrsmBlock<T>),
         solve_(options ? options->solve : SolveVariant::kAuto),
@@ -533,6 +534,7 @@ class GroupRunner {
   int* info_f_;
   int* info_e_;
   double* spread_;
+  unsigned long long* candidates_;  // the group's first problem's count (LETKF)
   bool unbatched_;
   bool no_fused_;
   int trsm_block_;
@@ -805,16 +807,20 @@ absl::Status GroupRunner<T>::RunLetkf() {
   const auto* geometry = In<const kernels::LetkfGeometry>(g_.geometry);
   for (int p = 0; p < g_.P(); ++p) {
     const double* obs_coords = In<double>(g_.obs_coords) + p * m * d;
+    const double* state_coords = In<double>(g_.state_coords) + p * n * d;
     CUDA_RETURN_IF_ERROR(kernels::LaunchLetkfBin(geometry + p, m, g_.max_cells, obs_coords, Sc<void>(g_.bin),
                                                  g_.bin_bytes, Sc<int>(g_.sorted),
                                                  Sc<int>(g_.cell_start), stream()));
     RETURN_IF_ERROR(Launched());
+    CUDA_RETURN_IF_ERROR(kernels::LaunchLetkfCountCandidates(geometry + p, n, state_coords, Sc<int>(g_.cell_start),
+                                                             candidates_ + p, stream()));
+    RETURN_IF_ERROR(Launched());
     int warps = 0;
     CUDA_RETURN_IF_ERROR(kernels::LaunchLetkfAnalysis<T>(
         geometry + p, n, static_cast<int>(N), static_cast<int>(g_.W), In<T>(g_.x) + p * n * N,
-        Sc<double>(g_.xbar) + p * n, In<T>(g_.obs) + p * m * g_.W, In<double>(g_.state_coords) + p * n * d,
-        obs_coords, In<double>(g_.domain) + p * d, Sc<int>(g_.sorted), Sc<int>(g_.cell_start),
-        In<const ProblemParams>(g_.params) + p, In<double>(g_.table),
+        Sc<double>(g_.xbar) + p * n, In<T>(g_.obs) + p * m * g_.W, state_coords, obs_coords,
+        In<double>(g_.domain) + p * d, Sc<int>(g_.sorted), Sc<int>(g_.cell_start),
+        In<const ProblemParams>(g_.params) + p, candidates_ + p, In<double>(g_.table),
         reinterpret_cast<T*>(out_ + g_.xa) + p * n * N, Sc<double>(g_.partials), &warps, stream()));
     RETURN_IF_ERROR(Launched());
     CUDA_RETURN_IF_ERROR(kernels::LaunchReduceSpread(1, warps, n, Sc<double>(g_.partials), spread_ + p, stream()));
@@ -1103,6 +1109,7 @@ absl::StatusOr<PendingAssimilate> Enqueue(DeviceContext& device, StreamSlot& slo
   pending.problems = q;
   pending.spread = static_cast<int64_t>(plan.spread);
   pending.info = static_cast<int64_t>(plan.info);
+  pending.candidates = static_cast<int64_t>(plan.candidates);
   if (q == 0) return pending;
 
   StreamScratch scratch(device.memory_pool(), stream);
@@ -1154,12 +1161,15 @@ absl::StatusOr<PendingAssimilate> Enqueue(DeviceContext& device, StreamSlot& slo
   }
   if (options && options->before) CUDA_RETURN_IF_ERROR(cudaEventRecord(options->before, stream));
   CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out_dev + plan.info, 0, static_cast<size_t>(q) * 3 * sizeof(int), stream));
+  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out_dev + plan.candidates, 0, static_cast<size_t>(q) * sizeof(unsigned long long),
+                                       stream));
   int* info = reinterpret_cast<int*>(out_dev + plan.info);
+  auto* candidates = reinterpret_cast<unsigned long long*>(out_dev + plan.candidates);
   {
     NVTX_RANGE("assimilate.enqueue");
     for (const Group& g : groups) {
       GroupRunner<T> runner(device, slot, scratch, g, in_dev, sc_dev, out_dev, info, info + q,
-                            info + 2 * q, reinterpret_cast<double*>(out_dev + plan.spread), options);
+                            info + 2 * q, reinterpret_cast<double*>(out_dev + plan.spread), candidates, options);
       RETURN_IF_ERROR(runner.Run());
     }
   }
@@ -1192,6 +1202,7 @@ std::vector<Output> UnpackAssimilate(const PendingAssimilate& pending, const Str
   const char* base = static_cast<const char*>(slot.staging_out.data());
   const auto* spread = reinterpret_cast<const double*>(base + pending.spread);
   const auto* info = reinterpret_cast<const int*>(base + pending.info);
+  const auto* candidates = reinterpret_cast<const unsigned long long*>(base + pending.candidates);
   const int64_t Q = pending.problems;
   const int64_t es = ElementSize(pending.dtype);
   std::vector<Output> outputs(batch.requests.size());
@@ -1204,7 +1215,10 @@ std::vector<Output> UnpackAssimilate(const PendingAssimilate& pending, const Str
       const auto& s = slots[k];
       const Problem& p = request.problems[k];
       const int64_t index = static_cast<int64_t>(k);
-      if (info[s.q] > 0) {
+      const auto pairs = static_cast<int64_t>(candidates[s.q]);
+      if (p.method == Method::kLetkf && pairs > p.localization.max_candidates) {
+        o.status = TooManyCandidates(index, pairs, p.localization.max_candidates);
+      } else if (info[s.q] > 0) {
         o.status = absl::InvalidArgumentError(absl::StrCat(
             "problems[", index, "].obs_error: the covariance R is not positive definite (",
             ElementName(pending.dtype), " Cholesky factorisation failed at leading minor ", info[s.q],

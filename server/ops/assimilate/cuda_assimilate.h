@@ -92,6 +92,7 @@ struct PendingAssimilate {
   std::vector<std::vector<ProblemSlot>> requests;  // per request, per problem
   int64_t spread = 0;  // byte offset of the spreads (double, one per problem)
   int64_t info = 0;    // byte offset of the infos (int, 3 per problem)
+  int64_t candidates = 0;  // byte offset of the LETKF's candidate pairs (unsigned long long each)
   int64_t problems = 0;
   // Input bytes the GPU copied where they were (page-locked memory), not through the staging
   // buffer.
@@ -103,7 +104,8 @@ struct PendingAssimilate {
 // compute dtype are copied where they are instead), the analysis, one copy out. The results are valid in
 // slot.staging_out once the stream passes this point. Problems must have passed
 // ValidateShapes/ValidateValues. A full R that is not positive definite (or an innovation
-// matrix that is not numerically so) is found on the device and reported by Unpack.
+// matrix that is not numerically so) is found on the device and reported by Unpack, as is an
+// LETKF problem over its limit of candidate pairs (which the device counts, then skips).
 absl::StatusOr<PendingAssimilate> EnqueueAssimilate(DeviceContext& device, StreamSlot& slot,
                                                     const Batch& batch,
                                                     const EnqueueOptions* options = nullptr);

@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/element_type.h"
 #include "math/localization.h"
 
@@ -22,16 +23,16 @@ constexpr double kReachMargin = 1 + 1e-9;
 
 int64_t LetkfMaxCells(int64_t m) { return std::clamp<int64_t>(4 * m, 64, int64_t{1} << 24); }
 
-kernels::LetkfGeometry MakeLetkfGeometry(const Problem& p) {
+localization::LetkfGeometry MakeLetkfGeometry(const Problem& p) {
   const Localization& l = p.localization;
-  kernels::LetkfGeometry g;
+  localization::LetkfGeometry g;
   g.dims = static_cast<int>(l.dims);
   g.metric = static_cast<int>(l.metric);
   g.taper = static_cast<int>(l.taper);
   g.radius = l.radius;
   g.sphere_radius = l.sphere_radius;
   const double search = localization::SearchRadius(l.taper, l.radius);
-  double extent[kernels::kLetkfMaxAxes] = {};
+  double extent[localization::kLetkfMaxAxes] = {};
   double reach = search * kReachMargin;
   if (l.metric == Metric::kGreatCircle) {
     g.axes = 3;
@@ -42,7 +43,7 @@ kernels::LetkfGeometry MakeLetkfGeometry(const Problem& p) {
       extent[a] = 2;
     }
   } else {
-    g.axes = static_cast<int>(std::min<int64_t>(l.dims, kernels::kLetkfMaxAxes));
+    g.axes = static_cast<int>(std::min<int64_t>(l.dims, localization::kLetkfMaxAxes));
     if (l.metric == Metric::kPeriodic) {
       for (int a = 0; a < g.axes; ++a) {
         g.domain[a] = l.domain[static_cast<size_t>(a)];
@@ -64,7 +65,7 @@ kernels::LetkfGeometry MakeLetkfGeometry(const Problem& p) {
   }
   // Cells per axis: as many as fit at the reach's width, then coarser until within the budget.
   const int64_t budget = LetkfMaxCells(p.m);
-  double cells[kernels::kLetkfMaxAxes] = {1, 1, 1};
+  double cells[localization::kLetkfMaxAxes] = {1, 1, 1};
   for (int a = 0; a < g.axes; ++a) cells[a] = std::max(1.0, std::floor(std::min(extent[a] / reach, 1e9)));
   auto total = [&] {
     double t = 1;
@@ -84,6 +85,42 @@ kernels::LetkfGeometry MakeLetkfGeometry(const Problem& p) {
     g.total_cells *= g.cells[a];
   }
   return g;
+}
+
+LetkfBins BinObservations(const localization::LetkfGeometry& g, const double* obs_coords, int64_t m) {
+  LetkfBins bins;
+  std::vector<int> cell(static_cast<size_t>(m));
+  bins.cell_start.assign(static_cast<size_t>(g.total_cells) + 1, 0);
+  for (int64_t j = 0; j < m; ++j) {
+    double q[localization::kLetkfMaxAxes];
+    localization::BinningCoordinates(g, obs_coords + j * g.dims, q);
+    cell[static_cast<size_t>(j)] = static_cast<int>(localization::ObservationCell(g, q));
+    ++bins.cell_start[static_cast<size_t>(cell[static_cast<size_t>(j)]) + 1];
+  }
+  for (size_t c = 1; c < bins.cell_start.size(); ++c) bins.cell_start[c] += bins.cell_start[c - 1];
+  std::vector<int> next(bins.cell_start.begin(), bins.cell_start.end() - 1);
+  bins.sorted.resize(static_cast<size_t>(m));
+  for (int64_t j = 0; j < m; ++j) {
+    int& at = next[static_cast<size_t>(cell[static_cast<size_t>(j)])];
+    bins.sorted[static_cast<size_t>(at++)] = static_cast<int>(j);
+  }
+  return bins;
+}
+
+int64_t CandidatePairs(const localization::LetkfGeometry& g, const LetkfBins& bins, const double* state_coords,
+                       int64_t n) {
+  int64_t total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    total += localization::Neighbourhood(g, state_coords + i * g.dims).Candidates(g, bins.cell_start.data());
+  }
+  return total;
+}
+
+absl::Status TooManyCandidates(int64_t index, int64_t candidates, int64_t limit) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "problems[", index, "].localization.radius: the neighbour search would examine ", candidates,
+      " (state variable, observation) pairs, over the limit of ", limit,
+      " (--assimilate_max_letkf_candidates); use a smaller radius, or split the state into several problems"));
 }
 
 }  // namespace gpucompute::assimilate

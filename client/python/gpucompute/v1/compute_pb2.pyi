@@ -43,18 +43,20 @@ RELAXATION_RTPP: Relaxation
 RELAXATION_RTPS: Relaxation
 
 class AssimilateLimits(_message.Message):
-    __slots__ = ["max_batch_size", "max_covariance_obs", "max_members", "max_problems_per_request", "max_queue_depth"]
+    __slots__ = ["max_batch_size", "max_covariance_obs", "max_letkf_candidates", "max_members", "max_problems_per_request", "max_queue_depth"]
     MAX_BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     MAX_COVARIANCE_OBS_FIELD_NUMBER: _ClassVar[int]
+    MAX_LETKF_CANDIDATES_FIELD_NUMBER: _ClassVar[int]
     MAX_MEMBERS_FIELD_NUMBER: _ClassVar[int]
     MAX_PROBLEMS_PER_REQUEST_FIELD_NUMBER: _ClassVar[int]
     MAX_QUEUE_DEPTH_FIELD_NUMBER: _ClassVar[int]
     max_batch_size: int
     max_covariance_obs: int
+    max_letkf_candidates: int
     max_members: int
     max_problems_per_request: int
     max_queue_depth: int
-    def __init__(self, max_problems_per_request: _Optional[int] = ..., max_members: _Optional[int] = ..., max_covariance_obs: _Optional[int] = ..., max_batch_size: _Optional[int] = ..., max_queue_depth: _Optional[int] = ...) -> None: ...
+    def __init__(self, max_problems_per_request: _Optional[int] = ..., max_members: _Optional[int] = ..., max_covariance_obs: _Optional[int] = ..., max_batch_size: _Optional[int] = ..., max_queue_depth: _Optional[int] = ..., max_letkf_candidates: _Optional[int] = ...) -> None: ...
 
 class AssimilateRequest(_message.Message):
     __slots__ = ["dtype", "output_placement", "problems"]

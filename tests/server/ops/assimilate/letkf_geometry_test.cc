@@ -1,12 +1,15 @@
-// The LETKF's binning geometry (letkf_geometry.h) without a GPU: every axis's cells are at least
-// the search reach wide and cover the observations (Euclidean), the domain (periodic) or the
-// unit cube of the sphere's vectors (great circle), within the cell budget.
+// The LETKF's binning geometry (letkf_geometry.h, math/letkf_cells.h): every axis's cells are at
+// least the search reach wide and cover the observations (Euclidean), the domain (periodic) or
+// the unit cube of the sphere's vectors (great circle), within the cell budget; the bins hold
+// every observation once, and the cells around a point hold every observation within reach of
+// it (against a brute-force search), which the candidate count adds up.
 #include "server/ops/assimilate/letkf_geometry.h"
 
 #include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -60,7 +63,7 @@ Letkf Make(int64_t m, int64_t d, double extent, double radius, Metric metric, ui
 
 TEST(LetkfGeometry, EuclideanCellsSpanTheObservationsAtLeastTheReachWide) {
   const Letkf l = Make(5000, 2, 1000, 5, Metric::kEuclidean, 1);
-  const kernels::LetkfGeometry g = MakeLetkfGeometry(l.p);
+  const localization::LetkfGeometry g = MakeLetkfGeometry(l.p);
   const double reach = localization::SearchRadius(Taper::kGaspariCohn, 5);
   ASSERT_EQ(g.axes, 2);
   for (int a = 0; a < 2; ++a) {
@@ -76,7 +79,7 @@ TEST(LetkfGeometry, EuclideanCellsSpanTheObservationsAtLeastTheReachWide) {
 
 TEST(LetkfGeometry, PeriodicCellsDivideTheDomain) {
   const Letkf l = Make(100, 3, 50, 2, Metric::kPeriodic, 2);
-  const kernels::LetkfGeometry g = MakeLetkfGeometry(l.p);
+  const localization::LetkfGeometry g = MakeLetkfGeometry(l.p);
   ASSERT_EQ(g.axes, 3);
   for (int a = 0; a < 3; ++a) {
     EXPECT_EQ(g.domain[a], 50);
@@ -88,7 +91,7 @@ TEST(LetkfGeometry, PeriodicCellsDivideTheDomain) {
 TEST(LetkfGeometry, TheCellBudgetCoarsensTheGrid) {
   // 10 observations over a huge box with a tiny radius: 10^10 cells at the reach's width.
   const Letkf l = Make(10, 2, 1e6, 1, Metric::kEuclidean, 3);
-  const kernels::LetkfGeometry g = MakeLetkfGeometry(l.p);
+  const localization::LetkfGeometry g = MakeLetkfGeometry(l.p);
   EXPECT_LE(g.total_cells, LetkfMaxCells(10));
   for (int a = 0; a < 2; ++a) {
     EXPECT_GE(g.cells[a] * g.cell[a], l.Extent(a) * (1 - 1e-12));
@@ -103,7 +106,7 @@ TEST(LetkfGeometry, MoreThanThreeAxesBinTheFirstThree) {
 
 TEST(LetkfGeometry, GreatCircleBinsUnitVectorsByTheChord) {
   Letkf l = Make(1000, 2, 1, 500, Metric::kGreatCircle, 5);
-  const kernels::LetkfGeometry g = MakeLetkfGeometry(l.p);
+  const localization::LetkfGeometry g = MakeLetkfGeometry(l.p);
   const double angle = localization::SearchRadius(Taper::kGaspariCohn, 500) / 6371;
   ASSERT_EQ(g.axes, 3);
   for (int a = 0; a < 3; ++a) {
@@ -114,6 +117,97 @@ TEST(LetkfGeometry, GreatCircleBinsUnitVectorsByTheChord) {
   // A radius beyond half the circumference: one cell holds everything.
   l.p.localization.radius = 1e5;
   EXPECT_EQ(MakeLetkfGeometry(l.p).total_cells, 1);
+}
+
+// Random state points (n x d) over the observations' box, and a little beyond it.
+std::vector<double> Points(int64_t n, int64_t d, double extent, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-0.1 * extent, 1.1 * extent);
+  std::vector<double> points(static_cast<size_t>(n * d));
+  for (double& v : points) v = u(rng);
+  return points;
+}
+
+TEST(LetkfBins, HoldEveryObservationOnceInItsCellInIndexOrder) {
+  const Letkf l = Make(3000, 2, 100, 1, Metric::kPeriodic, 6);
+  const localization::LetkfGeometry g = MakeLetkfGeometry(l.p);
+  const LetkfBins bins = BinObservations(g, l.obs.data(), l.p.m);
+  ASSERT_EQ(bins.cell_start.size(), static_cast<size_t>(g.total_cells) + 1);
+  EXPECT_EQ(bins.cell_start.front(), 0);
+  EXPECT_EQ(bins.cell_start.back(), l.p.m);
+  std::vector<int> seen(static_cast<size_t>(l.p.m), 0);
+  for (int64_t c = 0; c < g.total_cells; ++c) {
+    for (int k = bins.cell_start[c]; k < bins.cell_start[c + 1]; ++k) {
+      const int j = bins.sorted[static_cast<size_t>(k)];
+      ++seen[static_cast<size_t>(j)];
+      double q[localization::kLetkfMaxAxes];
+      localization::BinningCoordinates(g, l.obs.data() + j * 2, q);
+      EXPECT_EQ(localization::ObservationCell(g, q), c);
+      if (k > bins.cell_start[c]) EXPECT_LT(bins.sorted[static_cast<size_t>(k - 1)], j);
+    }
+  }
+  for (int s : seen) EXPECT_EQ(s, 1);
+}
+
+// Every observation within the search radius of a point (brute force) is among the candidates
+// of the cells around it, for each metric and taper; CandidatePairs adds the candidates up.
+void ExpectCandidatesCoverTheReach(Letkf&& l, Taper taper, int64_t n, uint64_t seed) {
+  Localization& loc = l.p.localization;
+  loc.taper = taper;
+  const int64_t d = loc.dims;
+  const std::vector<double> points =
+      loc.metric == Metric::kGreatCircle ? Points(n, d, 1, seed) : Points(n, d, l.Extent(0), seed);
+  std::vector<double> lonlat = points;
+  if (loc.metric == Metric::kGreatCircle) {
+    for (int64_t i = 0; i < n; ++i) {  // longitude in [-36, 396), latitude in [-90, 90]
+      lonlat[static_cast<size_t>(i * 2)] = 360 * points[static_cast<size_t>(i * 2)];
+      lonlat[static_cast<size_t>(i * 2 + 1)] = std::clamp(180 * points[static_cast<size_t>(i * 2 + 1)] - 90, -90.0, 90.0);
+    }
+  }
+  const localization::LetkfGeometry g = MakeLetkfGeometry(l.p);
+  const LetkfBins bins = BinObservations(g, l.obs.data(), l.p.m);
+  const double search = localization::SearchRadius(taper, loc.radius);
+  int64_t candidates = 0, within = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double* point = lonlat.data() + i * d;
+    const localization::Neighbourhood around(g, point);
+    std::vector<bool> listed(static_cast<size_t>(l.p.m), false);
+    for (int o = 0; o < around.count; ++o) {
+      const int c = around.Cell(g, o);
+      for (int k = bins.cell_start[c]; k < bins.cell_start[c + 1]; ++k) listed[bins.sorted[k]] = true;
+    }
+    candidates += around.Candidates(g, bins.cell_start.data());
+    for (int64_t j = 0; j < l.p.m; ++j) {
+      const double dist = localization::Distance(loc.metric, point, l.obs.data() + j * d, static_cast<int>(d),
+                                                 loc.domain.data(), loc.sphere_radius);
+      if (dist <= search) {
+        ++within;
+        EXPECT_TRUE(listed[static_cast<size_t>(j)]) << "point " << i << ", observation " << j;
+      }
+    }
+  }
+  EXPECT_EQ(CandidatePairs(g, bins, lonlat.data(), n), candidates);
+  EXPECT_GE(candidates, within);
+  EXPECT_GT(within, 0);
+}
+
+TEST(LetkfBins, CandidatesCoverTheReachEuclidean) {
+  ExpectCandidatesCoverTheReach(Make(2000, 2, 100, 3, Metric::kEuclidean, 7), Taper::kGaspariCohn, 300, 8);
+  ExpectCandidatesCoverTheReach(Make(1000, 3, 20, 1, Metric::kEuclidean, 9), Taper::kGaussian, 200, 10);
+}
+
+TEST(LetkfBins, CandidatesCoverTheReachPeriodic) {
+  ExpectCandidatesCoverTheReach(Make(2000, 2, 100, 3, Metric::kPeriodic, 11), Taper::kGaspariCohn, 300, 12);
+  ExpectCandidatesCoverTheReach(Make(500, 1, 40, 2, Metric::kPeriodic, 13), Taper::kStep, 200, 14);
+}
+
+TEST(LetkfBins, CandidatesCoverTheReachGreatCircle) {
+  Letkf l = Make(2000, 2, 1, 300, Metric::kGreatCircle, 15);
+  for (int64_t j = 0; j < l.p.m; ++j) {  // (longitude, latitude) in degrees
+    l.obs[static_cast<size_t>(j * 2)] = 360 * l.obs[static_cast<size_t>(j * 2)] - 180;
+    l.obs[static_cast<size_t>(j * 2 + 1)] = 180 * l.obs[static_cast<size_t>(j * 2 + 1)] - 90;
+  }
+  ExpectCandidatesCoverTheReach(std::move(l), Taper::kGaspariCohn, 300, 16);
 }
 
 }  // namespace

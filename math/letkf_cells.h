@@ -1,0 +1,130 @@
+// The LETKF's neighbour search by cells, shared by the CPU backend and the GPU kernels: a point
+// maps into a binning space of up to three axes, cut into cells no narrower than the search
+// reach, so that every observation within reach of a point lies in the 3^axes cells around the
+// point's cell. Header-only, host C++ and CUDA device code (the geometry itself is chosen on the
+// host: server/ops/assimilate/letkf_geometry.h).
+//
+// The binning space: the first three coordinates (Euclidean, periodic: each wrapped into its
+// period), or the unit vector of (longitude, latitude) for the great circle (where the chord is
+// monotone in the arc, so the reach along each axis is the chord of the search radius).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "math/host_device.h"
+#include "math/localization.h"
+
+namespace gpucompute::localization {
+
+// Binned axes at most.
+constexpr int kLetkfMaxAxes = 3;
+
+// One problem's localisation and binning, as the neighbour search reads it.
+struct LetkfGeometry {
+  int dims = 0;     // d, coordinates per point
+  int metric = 0;   // Metric
+  int taper = 0;    // Taper
+  int axes = 0;     // binned axes (1..3)
+  double radius = 0;
+  double sphere_radius = 0;
+  double domain[kLetkfMaxAxes] = {};  // periodic: the binned axes' lengths
+  double origin[kLetkfMaxAxes] = {};  // binning space: where cell 0 starts
+  double cell[kLetkfMaxAxes] = {};    // cell widths (>= the search reach)
+  int cells[kLetkfMaxAxes] = {1, 1, 1};
+  int64_t total_cells = 1;
+};
+
+// A point's coordinates in the binning space.
+GPUCOMPUTE_HOST_DEVICE inline void BinningCoordinates(const LetkfGeometry& g, const double* p, double* q) {
+  if (g.metric == static_cast<int>(Metric::kGreatCircle)) {
+    const double lon = p[0] * kDegree, lat = p[1] * kDegree;
+    q[0] = std::cos(lat) * std::cos(lon);
+    q[1] = std::cos(lat) * std::sin(lon);
+    q[2] = std::sin(lat);
+    return;
+  }
+  for (int a = 0; a < g.axes; ++a) {
+    double v = p[a];
+    if (g.metric == static_cast<int>(Metric::kPeriodic)) {
+      v = std::fmod(v, g.domain[a]);
+      if (v < 0) v += g.domain[a];
+    }
+    q[a] = v;
+  }
+}
+
+// The cell of binning coordinate q along axis a: within [0, cells) for an observation (`clamp`),
+// else within [-2, cells + 1] (a point beyond the observations' box).
+GPUCOMPUTE_HOST_DEVICE inline int CellOf(const LetkfGeometry& g, int a, double q, bool clamp) {
+  double t = std::floor((q - g.origin[a]) / g.cell[a]);
+  const double hi = g.cells[a] - 1;
+  const double lo = clamp || g.metric == static_cast<int>(Metric::kPeriodic) ? 0.0 : -2.0;
+  const double top = lo == 0 ? hi : hi + 2;
+  t = !(t >= lo) ? lo : (t > top ? top : t);  // a NaN's cell: `lo`
+  return static_cast<int>(t);
+}
+
+// An observation's cell (binning coordinates q), as an index into the cells' starts.
+GPUCOMPUTE_HOST_DEVICE inline int64_t ObservationCell(const LetkfGeometry& g, const double* q) {
+  int64_t cell = 0, stride = 1;
+  for (int a = 0; a < g.axes; ++a) {
+    cell += CellOf(g, a, q[a], true) * stride;
+    stride *= g.cells[a];
+  }
+  return cell;
+}
+
+// The cells whose observations may lie within reach of a point: up to three a binned axis
+// (periodic axes wrap; fewer at the edges of the observations' box), `count` in all.
+struct Neighbourhood {
+  int lo[kLetkfMaxAxes] = {0, 0, 0};
+  int span[kLetkfMaxAxes] = {1, 1, 1};
+  int count = 0;
+
+  GPUCOMPUTE_HOST_DEVICE Neighbourhood(const LetkfGeometry& g, const double* point) {
+    double q[kLetkfMaxAxes];
+    BinningCoordinates(g, point, q);
+    count = 1;
+    for (int ax = 0; ax < g.axes; ++ax) {
+      const int cells = g.cells[ax];
+      const int c = CellOf(g, ax, q[ax], false);
+      if (g.metric == static_cast<int>(Metric::kPeriodic)) {
+        lo[ax] = cells < 3 ? 0 : c - 1;  // wraps below
+        span[ax] = cells < 3 ? cells : 3;
+      } else {
+        lo[ax] = c - 1 > 0 ? c - 1 : 0;
+        const int hi = c + 1 < cells - 1 ? c + 1 : cells - 1;
+        span[ax] = hi - lo[ax] + 1 > 0 ? hi - lo[ax] + 1 : 0;
+      }
+      count *= span[ax];
+    }
+  }
+
+  // The o-th cell (0 <= o < count), as an index into the cells' starts.
+  GPUCOMPUTE_HOST_DEVICE int Cell(const LetkfGeometry& g, int o) const {
+    int cell = 0, stride = 1;
+    for (int ax = 0; ax < g.axes; ++ax) {
+      int c = lo[ax] + o % span[ax];
+      o /= span[ax];
+      if (c < 0) c += g.cells[ax];
+      if (c >= g.cells[ax]) c -= g.cells[ax];
+      cell += c * stride;
+      stride *= g.cells[ax];
+    }
+    return cell;
+  }
+
+  // The observations in these cells (cell c holds cell_start[c] .. cell_start[c + 1]): the
+  // candidates a search examines for the point, a bound on its local observations.
+  GPUCOMPUTE_HOST_DEVICE int64_t Candidates(const LetkfGeometry& g, const int* cell_start) const {
+    int64_t total = 0;
+    for (int o = 0; o < count; ++o) {
+      const int c = Cell(g, o);
+      total += cell_start[c + 1] - cell_start[c];
+    }
+    return total;
+  }
+};
+
+}  // namespace gpucompute::localization
