@@ -30,7 +30,8 @@
 //      shared column and p where they are used.
 //   4. The solves in T's basis, as the one-warp kernel (letkf.cu): Zolotarev's terms, one a
 //      thread of the first sixteen.
-//   5. W a and wbar back through the stored reflectors; relaxation, variance, the row written.
+//   5. W a back through the stored reflectors, two a reduction; relaxation, variance, the row
+//      written.
 #include <cmath>
 
 #include "kernels/assimilate/letkf_local.cuh"
@@ -190,10 +191,10 @@ struct Team {
 
 // The staged rows' products on warp kW's tiles: tile t of those on and below the diagonal
 // (numbered row by row) belongs to warp t % kWarps, its accumulators at t / kWarps.
-template <int kWarps, int kW, int kPer>
+template <int kWarps, int kCols, int kW, int kPer>
 __device__ __forceinline__ void AddTiles(double (&d0)[kPer], double (&d1)[kPer], const double* stage,
                                          const double* coeff, int rows, int N, int lane) {
-  constexpr int kRows = TeamLayout<kWarps>::kRows, kT = kRows / 8, kLds = TeamLayout<kWarps>::kLds;
+  constexpr int kT = kCols / 8, kLds = TeamLayout<kWarps>::kLds;
   const int g = lane >> 2, q4 = lane & 3;
   for (int k = 0; k < rows; k += 4) {
     const double* yr = stage + (k + q4) * kLds;
@@ -216,10 +217,10 @@ __device__ __forceinline__ void AddTiles(double (&d0)[kPer], double (&d1)[kPer],
 }
 
 // Warp kW's tiles into the handover area (rows below N only).
-template <int kWarps, int kW, int kPer>
+template <int kCols, int kWarps, int kW, int kPer>
 __device__ __forceinline__ void StoreTiles(const double (&d0)[kPer], const double (&d1)[kPer], double* big, int ldg,
                                            int N, int lane) {
-  constexpr int kRows = TeamLayout<kWarps>::kRows, kT = kRows / 8;
+  constexpr int kT = kCols / 8;
   const int g = lane >> 2, q4 = lane & 3;
   int t = 0;
 #pragma unroll
@@ -236,7 +237,7 @@ __device__ __forceinline__ void StoreTiles(const double (&d0)[kPer], const doubl
   }
 }
 
-template <int kWarps, typename T>
+template <int kWarps, int kCols, typename T>
 __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
     const LetkfGeometry* __restrict__ geometry, int64_t n, int N, int W, const T* __restrict__ anomalies,
     const double* __restrict__ xbar, const T* __restrict__ obs, const double* __restrict__ state_coords,
@@ -245,7 +246,8 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
     const unsigned long long* __restrict__ candidate_pairs, const double* __restrict__ table, T* __restrict__ xa,
     double* __restrict__ partials) {
   using Layout = TeamLayout<kWarps>;
-  constexpr int kRows = Layout::kRows, kT = kRows / 8, kTiles = kT * (kT + 1) / 2;
+  constexpr int kRows = Layout::kRows, kT = kCols / 8, kTiles = kT * (kT + 1) / 2;
+  static_assert(kCols % 8 == 0 && kCols <= kRows, "G's rows: whole chunks of eight columns, one row a thread");
   constexpr int kPer = (kTiles + kWarps - 1) / kWarps;
   constexpr int kLds = Layout::kLds;
   extern __shared__ __align__(16) double smem[];  // 16 bytes: the double2 loads
@@ -267,8 +269,8 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
   double* dc = smem + l.dc;
   int* cell_begin = reinterpret_cast<int*>(smem + l.cells);
   int* cell_count = cell_begin + kMaxCells;
-  const LetkfGeometry geo = *geometry;
-  const ProblemParams pp = *params;
+  const LetkfGeometry& geo = *geometry;
+  const ProblemParams& pp = *params;
   const double search = localization::SearchRadius(static_cast<localization::Taper>(geo.taper), geo.radius);
   const double n1 = N - 1;
   double variance_sum = 0;
@@ -319,9 +321,9 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
         if (b0 + kStage < count) fetch(b0 + kStage);
         for (int k = 0; k < staged; ++k) b_r += dc[k] * stage[k * kLds + r];
         if (warp == 0) {
-          AddTiles<kWarps, 0>(d0, d1, stage, coeff, rows, N, lane);
+          AddTiles<kWarps, kCols, 0>(d0, d1, stage, coeff, rows, N, lane);
         } else if constexpr (kWarps > 1) {
-          AddTiles<kWarps, 1>(d0, d1, stage, coeff, rows, N, lane);
+          AddTiles<kWarps, kCols, 1>(d0, d1, stage, coeff, rows, N, lane);
         }
         team.Sync();
       }
@@ -364,14 +366,14 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
     if (total > 0) {
       // 2. G's tiles handed over: row r into registers.
       if (warp == 0) {
-        StoreTiles<kWarps, 0>(d0, d1, big, l.ldg, N, lane);
+        StoreTiles<kCols, kWarps, 0>(d0, d1, big, l.ldg, N, lane);
       } else if constexpr (kWarps > 1) {
-        StoreTiles<kWarps, 1>(d0, d1, big, l.ldg, N, lane);
+        StoreTiles<kCols, kWarps, 1>(d0, d1, big, l.ldg, N, lane);
       }
       team.Sync();
-      double g[kRows];
+      double g[kCols];
 #pragma unroll
-      for (int c = 0; c < kRows; ++c) {
+      for (int c = 0; c < kCols; ++c) {
         double x = 0;
         if (r < N && c < N) x = c / 8 <= r / 8 ? big[r * l.ldg + c] : big[c * l.ldg + r];
         g[c] = c == r && r < N ? x + n1 : x;
@@ -413,7 +415,7 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
             switch ((j + 2) / 8) {  // from the chunk holding column j + 2 on
 #define GPUCOMPUTE_SYMV_CHUNK(C)                                                   \
   case C:                                                                          \
-    if constexpr (8 * (C) < kRows) {                                               \
+    if constexpr (8 * (C) < kCols) {                                               \
       if (8 * (C) >= N) break;                                                     \
       const double2* x2 = reinterpret_cast<const double2*>(column + 8 * (C));      \
       _Pragma("unroll") for (int e = 0; e < 4; ++e) {                              \
@@ -442,7 +444,7 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
             switch ((j + 1) / 8) {  // from the chunk holding column j + 1 on
 #define GPUCOMPUTE_SYR2_CHUNK(C)                                                               \
   case C:                                                                                      \
-    if constexpr (8 * (C) < kRows) {                                                           \
+    if constexpr (8 * (C) < kCols) {                                                           \
       if (8 * (C) >= N) break;                                                                 \
       const double2* v2 = reinterpret_cast<const double2*>(hv + 8 * (C));                      \
       const double2* p2 = reinterpret_cast<const double2*>(pvec + 8 * (C));                    \
@@ -465,7 +467,7 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
         switch (j + 2) {  // a jump, not a chain of selects
 #define GPUCOMPUTE_PICK(c)                       \
   case c:                                        \
-    if constexpr ((c) < kRows) next = g[c];      \
+    if constexpr ((c) < kCols) next = g[c];      \
     break;
 #define GPUCOMPUTE_PICK_CHUNK(C)                                                               \
   GPUCOMPUTE_PICK(8 * (C)) GPUCOMPUTE_PICK(8 * (C) + 1) GPUCOMPUTE_PICK(8 * (C) + 2)            \
@@ -517,14 +519,22 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
         team.Sync();
       }
       acc_r += rung.d0 * u_r;
-      // 5. Back from T's basis: W a = Q acc, a . wbar = u . z.
-      const double dot = team.Sum(u_r * z_r);
-      for (int j = N - 3; j >= 0; --j) {
-        const double t = tau[j];
-        if (t == 0) continue;
-        const double v_r = r < N ? big[j * l.ldv + r] : 0.0;
-        acc_r -= t * team.Sum(v_r * acc_r) * v_r;
+      // 5. Back from T's basis: W a = Q acc = H_0 H_1 ... H_{N-3} acc, two reflectors a
+      // reduction: H_j, then H_{j-1}, whose dot follows from the first with v_{j-1} . v_j
+      // (the compact WY form of the pair). a . wbar = u . z rides along with the first.
+      double dot = 0;
+      for (int j = N - 3; j >= 0; j -= 2) {
+        const double t1 = tau[j], t0 = j > 0 ? tau[j - 1] : 0.0;
+        const double v1 = r < N ? big[j * l.ldv + r] : 0.0;
+        const double v0 = r < N && j > 0 ? big[(j - 1) * l.ldv + r] : 0.0;
+        double dots[4] = {v1 * acc_r, v0 * acc_r, v0 * v1, j == N - 3 ? u_r * z_r : 0.0};
+        team.Sum(dots);
+        if (j == N - 3) dot = dots[3];
+        const double a1 = t1 * dots[0];
+        acc_r -= a1 * v1;
+        acc_r -= t0 * (dots[1] - a1 * dots[2]) * v0;
       }
+      if (N == 2) dot = team.Sum(u_r * z_r);  // no reflector
       if (r < N) acc_r += dot;
     }
     // Relaxation, the row's variance, the mean back (FinishAnalysisRow).
@@ -538,17 +548,17 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
   if (r == 0) partials[blockIdx.x] = variance_sum;
 }
 
-template <int kWarps, typename T>
+template <int kWarps, int kCols, typename T>
 cudaError_t LaunchTeam(const LetkfGeometry* g, int64_t n, int N, int W, const T* a, const double* xbar,
                        const T* obs, const double* state_coords, const double* obs_coords, const double* domain,
                        const int* sorted, const int* cell_start, const ProblemParams* params,
                        const unsigned long long* candidates, const double* table, T* xa, double* partials,
                        int blocks, cudaStream_t stream) {
   const size_t smem = TeamLayout<kWarps>(N).total * sizeof(double);
-  cudaError_t e = cudaFuncSetAttribute(LetkfTeamKernel<kWarps, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  cudaError_t e = cudaFuncSetAttribute(LetkfTeamKernel<kWarps, kCols, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(smem));
   if (e != cudaSuccess) return e;
-  LetkfTeamKernel<kWarps, T><<<blocks, 32 * kWarps, smem, stream>>>(g, n, N, W, a, xbar, obs, state_coords,
+  LetkfTeamKernel<kWarps, kCols, T><<<blocks, 32 * kWarps, smem, stream>>>(g, n, N, W, a, xbar, obs, state_coords,
                                                                      obs_coords, domain, sorted, cell_start,
                                                                      params, candidates, table, xa, partials);
   return cudaGetLastError();
@@ -564,11 +574,15 @@ cudaError_t LaunchLetkfTeam(const LetkfGeometry* g, int64_t n, int N, int W, con
                             const double* table, T* xa, double* partials, int blocks, cudaStream_t stream) {
   if (N < 2 || N > kLetkfTeamMaxMembers) return cudaErrorInvalidValue;
   if (N <= 32) {
-    return LaunchTeam<1, T>(g, n, N, W, a, xbar, obs, state_coords, obs_coords, domain, sorted, cell_start,
+    return LaunchTeam<1, 32, T>(g, n, N, W, a, xbar, obs, state_coords, obs_coords, domain, sorted, cell_start,
                             params, candidates, table, xa, partials, blocks, stream);
   }
-  return LaunchTeam<2, T>(g, n, N, W, a, xbar, obs, state_coords, obs_coords, domain, sorted, cell_start, params,
-                          candidates, table, xa, partials, blocks, stream);
+  if (N <= 56) {  // G's rows in 56 registers, not 64: room for the steps' loads in flight
+    return LaunchTeam<2, 56, T>(g, n, N, W, a, xbar, obs, state_coords, obs_coords, domain, sorted, cell_start,
+                                params, candidates, table, xa, partials, blocks, stream);
+  }
+  return LaunchTeam<2, 64, T>(g, n, N, W, a, xbar, obs, state_coords, obs_coords, domain, sorted, cell_start, params,
+                              candidates, table, xa, partials, blocks, stream);
 }
 
 #define GPUCOMPUTE_INSTANTIATE(T)                                                                              \
