@@ -15,8 +15,6 @@
 namespace gpucompute::assimilate {
 namespace {
 
-using localization::Metric;
-
 template <typename T>
 class LetkfAnalysis final : public CpuAnalysis {
  public:
@@ -44,6 +42,7 @@ class LetkfAnalysis final : public CpuAnalysis {
   const int64_t index_;  // in its request, for errors
   localization::LetkfGeometry geometry_;
   LetkfBins bins_;                   // the observations sorted by cell
+  std::vector<double> state_coords_; // n x d
   std::vector<double> obs_coords_;   // m x d
   std::vector<T> yw_;                // m x N: whitened, inflated HX anomalies
   std::vector<T> dw_;                // m: whitened innovations
@@ -61,9 +60,9 @@ absl::Status LetkfAnalysis<T>::ComputeTransform() {
   ToDouble(l.obs_coords.dtype, l.obs_coords.bytes.data(), m * d, obs_coords_.data());
   geometry_ = MakeLetkfGeometry(p_);
   bins_ = BinObservations(geometry_, obs_coords_.data(), m);
-  std::vector<double> state_coords(static_cast<size_t>(p_.n * d));
-  ToDouble(l.state_coords.dtype, l.state_coords.bytes.data(), p_.n * d, state_coords.data());
-  const int64_t candidates = CandidatePairs(geometry_, bins_, state_coords.data(), p_.n);
+  state_coords_.resize(static_cast<size_t>(p_.n * d));
+  ToDouble(l.state_coords.dtype, l.state_coords.bytes.data(), p_.n * d, state_coords_.data());
+  const int64_t candidates = CandidatePairs(geometry_, bins_, state_coords_.data(), p_.n);
   if (candidates > l.max_candidates) return TooManyCandidates(index_, candidates, l.max_candidates);
   const T lambda = static_cast<T>(p_.inflation);
   yw_.resize(static_cast<size_t>(m * N));
@@ -126,19 +125,16 @@ void LetkfAnalysis<T>::ApplyRows(int64_t begin, int64_t end) {
   const int64_t N = p_.N, d = p_.localization.dims;
   const T lambda = static_cast<T>(p_.inflation);
   std::vector<T> a(static_cast<size_t>(N));
-  std::vector<double> point(static_cast<size_t>(d));
   Scratch scratch;
-  const size_t x_es = ElementSize(p_.x.dtype), c_es = ElementSize(p_.localization.state_coords.dtype);
+  const size_t x_es = ElementSize(p_.x.dtype);
   for (int64_t i = begin; i < end; ++i) {
     ArrayView row{p_.x.dtype, p_.x.bytes.substr(static_cast<size_t>(i * N) * x_es, static_cast<size_t>(N) * x_es)};
     Convert(row, a.data());
-    ToDouble(p_.localization.state_coords.dtype,
-             p_.localization.state_coords.bytes.data() + static_cast<size_t>(i * d) * c_es, d, point.data());
     double s = 0;
     for (int64_t j = 0; j < N; ++j) s += a[j];
     const double mean = s / static_cast<double>(N);
     for (int64_t j = 0; j < N; ++j) a[j] = lambda * static_cast<T>(a[j] - mean);
-    LocalTransform(point.data(), &scratch);
+    LocalTransform(state_coords_.data() + i * d, &scratch);
     T* xa = analysis_.data() + i * N;
     La<T>::Gemv(CblasTrans, static_cast<int>(N), static_cast<int>(N), T(1), scratch.t.data(), static_cast<int>(N),
                 a.data(), T(0), xa);
