@@ -217,7 +217,7 @@ __device__ __forceinline__ void AddTiles(double (&d0)[kPer], double (&d1)[kPer],
 }
 
 // Warp kW's tiles into the handover area (rows below N only).
-template <int kCols, int kWarps, int kW, int kPer>
+template <int kWarps, int kCols, int kW, int kPer>
 __device__ __forceinline__ void StoreTiles(const double (&d0)[kPer], const double (&d1)[kPer], double* big, int ldg,
                                            int N, int lane) {
   constexpr int kT = kCols / 8;
@@ -366,9 +366,9 @@ __global__ void __launch_bounds__(32 * kWarps) LetkfTeamKernel(
     if (total > 0) {
       // 2. G's tiles handed over: row r into registers.
       if (warp == 0) {
-        StoreTiles<kCols, kWarps, 0>(d0, d1, big, l.ldg, N, lane);
+        StoreTiles<kWarps, kCols, 0>(d0, d1, big, l.ldg, N, lane);
       } else if constexpr (kWarps > 1) {
-        StoreTiles<kCols, kWarps, 1>(d0, d1, big, l.ldg, N, lane);
+        StoreTiles<kWarps, kCols, 1>(d0, d1, big, l.ldg, N, lane);
       }
       team.Sync();
       double g[kCols];
@@ -558,9 +558,9 @@ cudaError_t LaunchTeam(const LetkfGeometry* g, int64_t n, int N, int W, const T*
   cudaError_t e = cudaFuncSetAttribute(LetkfTeamKernel<kWarps, kCols, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(smem));
   if (e != cudaSuccess) return e;
-  LetkfTeamKernel<kWarps, kCols, T><<<blocks, 32 * kWarps, smem, stream>>>(g, n, N, W, a, xbar, obs, state_coords,
-                                                                     obs_coords, domain, sorted, cell_start,
-                                                                     params, candidates, table, xa, partials);
+  LetkfTeamKernel<kWarps, kCols, T><<<blocks, 32 * kWarps, smem, stream>>>(
+      g, n, N, W, a, xbar, obs, state_coords, obs_coords, domain, sorted, cell_start, params, candidates, table, xa,
+      partials);
   return cudaGetLastError();
 }
 
@@ -575,7 +575,7 @@ cudaError_t LaunchLetkfTeam(const LetkfGeometry* g, int64_t n, int N, int W, con
   if (N < 2 || N > kLetkfTeamMaxMembers) return cudaErrorInvalidValue;
   if (N <= 32) {
     return LaunchTeam<1, 32, T>(g, n, N, W, a, xbar, obs, state_coords, obs_coords, domain, sorted, cell_start,
-                            params, candidates, table, xa, partials, blocks, stream);
+                                params, candidates, table, xa, partials, blocks, stream);
   }
   if (N <= 56) {  // G's rows in 56 registers, not 64: room for the steps' loads in flight
     return LaunchTeam<2, 56, T>(g, n, N, W, a, xbar, obs, state_coords, obs_coords, domain, sorted, cell_start,
