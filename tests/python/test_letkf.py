@@ -93,7 +93,7 @@ def test_a_step_reaching_every_observation_is_the_global_etkf(client, rng):
     np.testing.assert_allclose(local, glob, rtol=0, atol=1e-10 * np.abs(glob).max())
 
 
-@pytest.mark.parametrize("members", [2, 9, 33, 70, 128])
+@pytest.mark.parametrize("members", [2, 9, 32, 33, 50, 56, 57, 64, 70, 128])
 def test_ensemble_sizes_match_numpy(client, rng, members):
     state, obs, X, HX, y, r = random_problem(rng, 50, 90, members, lambda k: rng.uniform(0, 30, (k, 1)))
     kw = dict(radius=2.5, metric="periodic", domain=[30.0])
