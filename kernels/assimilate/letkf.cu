@@ -509,14 +509,14 @@ cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int64_t n, int N, int W,
                                 const double* xbar, const T* obs, const double* state_coords,
                                 const double* obs_coords, const double* domain, const int* sorted,
                                 const int* cell_start, const ProblemParams* params,
-                                const unsigned long long* candidates, const double* table, T* xa, double* partials,
-                                int* warps, cudaStream_t stream) {
+                                const unsigned long long* candidates, const double* table,
+                                const double* chebyshev_table, T* xa, double* partials, int* warps, cudaStream_t stream) {
   if (N < 2 || N > kMaxLetkfMembers) return cudaErrorInvalidValue;
   const int blocks = LaunchedWarps(n);
   *warps = blocks;
   if (N <= kLetkfTeamMaxMembers) {
     return LaunchLetkfTeam<T>(g, n, N, W, a, xbar, obs, state_coords, obs_coords, domain, sorted, cell_start,
-                              params, candidates, table, xa, partials, blocks, stream);
+                              params, candidates, table, chebyshev_table, xa, partials, blocks, stream);
   }
   const size_t smem = WarpLayout(N).total * sizeof(double);
   cudaError_t e = cudaFuncSetAttribute(LetkfAnalysisKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -532,7 +532,7 @@ cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int64_t n, int N, int W,
   template cudaError_t LaunchLetkfAnalysis<T>(                                                           \
       const LetkfGeometry*, int64_t, int, int, const T*, const double*, const T*, const double*, \
       const double*, const double*, const int*, const int*, const ProblemParams*,                        \
-      const unsigned long long*, const double*, T*, double*, int*, cudaStream_t);
+      const unsigned long long*, const double*, const double*, T*, double*, int*, cudaStream_t);
 GPUCOMPUTE_INSTANTIATE(float)
 GPUCOMPUTE_INSTANTIATE(double)
 #undef GPUCOMPUTE_INSTANTIATE

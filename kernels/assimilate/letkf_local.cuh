@@ -115,6 +115,7 @@ cudaError_t LaunchLetkfTeam(const LetkfGeometry* g, int64_t n, int N, int W, con
                             const T* obs, const double* state_coords, const double* obs_coords,
                             const double* domain, const int* sorted, const int* cell_start,
                             const ProblemParams* params, const unsigned long long* candidates,
-                            const double* table, T* xa, double* partials, int blocks, cudaStream_t stream);
+                            const double* table, const double* chebyshev_table, T* xa, double* partials, int blocks,
+                            cudaStream_t stream);
 
 }  // namespace gpucompute::assimilate::kernels

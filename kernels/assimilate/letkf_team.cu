@@ -3,16 +3,18 @@
 // row l + 32 in shared memory, and those members' components of a, b, their reflections and
 // the analysis row.
 //
-// Why this shape: the Householder tridiagonalisation dominates (about 2/3 N^3 multiply-adds a
-// variable) and is a chain of dependent steps, so the kernel is latency-bound and wants many
-// variables in flight an SM. Row l in registers costs no shared-memory load a multiply-add (a
-// step reads only broadcast vectors, two 16-byte loads per four multiply-adds, each serving
-// both of a lane's rows); row l + 32 in shared memory (its loads 16-byte and conflict-free)
-// keeps a thread under 255 registers and a team near 27 KB, so that eight teams share an SM at
-// N = 50; one warp needs no barriers, only shuffles and __syncwarp. Row l + 32 keeps its
-// reflector components in the entries each step retires (LAPACK's storage); row l's go to a
-// packed array (a register written at a run-time index would cost a jump and a reshuffle of
-// the row's registers a step). docs/design/assimilate.md "The LETKF".
+// Why this shape: the analysis is latency-bound (a chain of dependent steps a variable) and
+// wants many variables in flight an SM. Row l in registers costs no shared-memory load a
+// multiply-add (a step reads only broadcast vectors, two 16-byte loads per four multiply-adds,
+// each serving both of a lane's rows); row l + 32 in shared memory (its loads 16-byte and
+// conflict-free) keeps a thread under 255 registers and a team near 27 KB, so that eight teams
+// share an SM at N = 50; one warp needs no barriers, only shuffles and __syncwarp. Most local
+// problems are well conditioned (G = (N-1) I + a modest positive part): for them a Chebyshev
+// series in G (about 2 N^2 multiply-adds a term, no reductions) replaces the Householder
+// tridiagonalisation (about 2/3 N^3 multiply-adds in 3N dependent reductions). Row l + 32 keeps
+// its reflector components in the entries each step retires (LAPACK's storage); row l's go to a
+// packed array (a register written at a run-time index would cost a jump and a reshuffle of the
+// row's registers a step). docs/design/assimilate.md "The LETKF".
 //
 // Shared memory (doubles), for N members and R = 32 or 64 members a team:
 //   stage    16 x (R + 4) staged observation rows; then G's first 32 rows handed over from the
@@ -21,7 +23,8 @@
 //   second   rows 32 ... N - 1 of G (stride: the row's columns + 2, 2 mod 4 doubles)
 //   reflectors  rows 0 ... 31 of v_j for j < 30 (rows j + 2 ... 31 each, packed)
 //   list     up to 2R accepted observations (index, taper coefficient) awaiting staging
-//   vectors  the step's column, v and p, T's diagonal, off-diagonal, tau, Q^T a, Q^T b (R each),
+//   vectors  the step's column, v and p, T's diagonal, off-diagonal, tau, Q^T a, Q^T b (R each;
+//            column, v, p and Q^T a double as the Chebyshev path's buffers of T_k a and T_k b),
 //            staged coefficients, the reduction slots and the neighbouring cells' ranges
 // Steps for variable i:
 //   1. The candidates of the neighbouring cells, 32 at a time (one a lane): those with a taper
@@ -30,15 +33,21 @@
 //      and to G's 8 x 8 tiles on and below the diagonal on the tensor cores (float64 m8n8k4,
 //      the accumulators in registers).
 //   2. The tiles handed over through shared memory: row l into registers, row l + 32 into place.
+//      Gershgorin's bound on G / (N - 1) picks the path: the Chebyshev series while their degree
+//      is at most 2N (math/chebyshev.h: kappa up to 16 at N = 40), else the tridiagonal form.
+//   Chebyshev path (ChebyshevAnalysis): W a and G^-1 b as series in G, one product G v for both
+//      vectors a term through shared memory, one reduction at the end.
+//   Tridiagonal path (HouseholderAnalysis):
 //   3. SYTD2 (lower), two warp reductions a step: the column's norm, then p . v with the
 //      reflections of Q^T a and Q^T b riding along; v and w are formed where they are used.
 //   4. The solves in T's basis: Zolotarev's terms, one a lane of the first eight.
-//   5. W a back through the stored reflectors, two a reduction; relaxation, variance, the row
-//      written.
+//   5. W a back through the stored reflectors, two a reduction.
+//   Then relaxation, variance, the row written.
 #include <cmath>
 
 #include "kernels/assimilate/letkf_local.cuh"
 #include "kernels/assimilate/warp_ops.cuh"
+#include "math/chebyshev.h"
 #include "math/inverse_sqrt.h"
 
 namespace gpucompute::assimilate::kernels {
@@ -195,14 +204,375 @@ __device__ __forceinline__ void StoreTiles(const double (&d0)[kTiles], const dou
   }
 }
 
+// A team's vectors in shared memory (TeamLayout), for the analysis paths.
+struct TeamVectors {
+  double *stage, *refl_a, *column, *vvec, *pvec, *diag, *off, *tau, *uvec, *zvec;
+};
+
+// G v and G w for the lane's rows (row l in g, row rb in row_b when has_b), v and w in shared
+// memory (zero from N on): two partial sums a product and row (eight chains in all), two
+// 16-byte broadcast loads and one of row rb per four columns.
+template <int kCols, bool kPair, int kOwn>
+__device__ __forceinline__ void TwoProducts(const double (&g)[kCols], const double* row_b, bool has_b, int N,
+                                            const double* v, const double* w, double (&gv)[kOwn],
+                                            double (&gw)[kOwn]) {
+  double sv[2] = {0, 0}, sw[2] = {0, 0}, bv[2] = {0, 0}, bw[2] = {0, 0};
+#pragma unroll
+  for (int C = 0; C < kCols / 8; ++C) {
+    if (8 * C >= N) break;
+    const double2* v2 = reinterpret_cast<const double2*>(v + 8 * C);
+    const double2* w2 = reinterpret_cast<const double2*>(w + 8 * C);
+    const double2* b2 = reinterpret_cast<const double2*>(row_b + 8 * C);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const double2 vv = v2[e], ww = w2[e];
+      const double g0 = g[8 * C + 2 * e], g1 = g[8 * C + 2 * e + 1];
+      const int h = e % 2;
+      sv[h] = fma(g1, vv.y, fma(g0, vv.x, sv[h]));
+      sw[h] = fma(g1, ww.y, fma(g0, ww.x, sw[h]));
+      if (kPair && has_b) {
+        const double2 bb = b2[e];
+        bv[h] = fma(bb.y, vv.y, fma(bb.x, vv.x, bv[h]));
+        bw[h] = fma(bb.y, ww.y, fma(bb.x, ww.x, bw[h]));
+      }
+    }
+  }
+  gv[0] = sv[0] + sv[1];
+  gw[0] = sw[0] + sw[1];
+  if constexpr (kPair) {
+    gv[1] = bv[0] + bv[1];
+    gw[1] = bw[0] + bw[1];
+  }
+}
+
+// The Chebyshev series for G's analysis (math/chebyshev.h), or degree 0 for the Householder
+// path. G' = G / (N - 1) has its spectrum in [1, kappa] with kappa Gershgorin's bound on G over
+// N - 1 (G >= (N - 1) I); the series is taken while its degree is at most 2N: a term costs
+// about 2 N^2 multiply-adds and the tridiagonalisation with its solves about N^3 in all.
+template <int kCols>
+__device__ __forceinline__ chebyshev::Rung SeriesFor(const double (&g)[kCols], const double* row_b, bool has_b,
+                                                     int N, const double* table) {
+  double bound = 0;
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) bound += fabs(g[c]);  // zero beyond N
+  if (has_b) {
+    double s = 0;
+    for (int c = 0; c < N; ++c) s += fabs(row_b[c]);
+    bound = fmax(bound, s);
+  }
+  chebyshev::Rung series = chebyshev::Select(table, WarpMax(bound) / (N - 1));
+  if (series.degree > 2 * N) series.degree = 0;
+  return series;
+}
+
+// Steps 3 to 5 of the Chebyshev path: W a = G'^(-1/2) a and a . wbar = a . G'^-1 b / (N - 1) as
+// the series' sums of T_k(t) a and T_k(t) b, t = (2 G' - (kappa + 1) I) / (kappa - 1), by the
+// three-term recurrence T_{k+1} = 2 t T_k - T_{k-1}: one product with G a term for both vectors,
+// through shared memory (two buffers each, so one __syncwarp a term; the other holds T_{k-1}'s),
+// and one reduction at the end. acc gets W a + a . wbar for the lane's members.
+template <int kCols, bool kPair, int kOwn>
+__device__ __forceinline__ void ChebyshevAnalysis(const double (&g)[kCols], const double* row_b,
+                                                  const TeamVectors& m, TeamSums& team, int N, int lane,
+                                                  const chebyshev::Rung& series, const double (&fore)[kOwn],
+                                                  const double (&b)[kOwn], double (&acc)[kOwn]) {
+  const int rb = lane + 32;
+  const bool has_b = kPair && rb < N;
+  const double n1 = N - 1, scale = 2 / ((series.kappa - 1) * n1), shift = -(series.kappa + 1) / (series.kappa - 1);
+  // T_k(t) a and T_k(t) b for the lane's members; T_{k-1}'s are in the other buffers.
+  double x_now[kOwn], b_now[kOwn], sum_x[kOwn], sum_b[kOwn];
+#pragma unroll
+  for (int k = 0; k < kOwn; ++k) {
+    x_now[k] = fore[k];
+    b_now[k] = b[k];
+    sum_x[k] = series.inv_sqrt[0] * fore[k];
+    sum_b[k] = series.inv[0] * b[k];
+  }
+  for (int k = 0; k < series.degree; ++k) {
+    double* v = k % 2 == 0 ? m.column : m.vvec;
+    double* w = k % 2 == 0 ? m.pvec : m.uvec;
+    const double* v_prev = k % 2 == 0 ? m.vvec : m.column;
+    const double* w_prev = k % 2 == 0 ? m.uvec : m.pvec;
+    v[lane] = x_now[0];
+    w[lane] = b_now[0];
+    if constexpr (kPair) {
+      v[rb] = has_b ? x_now[1] : 0.0;
+      w[rb] = has_b ? b_now[1] : 0.0;
+    }
+    __syncwarp();
+    double gv[kOwn], gw[kOwn];
+    TwoProducts<kCols, kPair>(g, row_b, has_b, N, v, w, gv, gw);
+    const double twice = k == 0 ? 1.0 : 2.0, cx = series.inv_sqrt[k + 1], cb = series.inv[k + 1];
+#pragma unroll
+    for (int o = 0; o < kOwn; ++o) {
+      const int member = o == 0 ? lane : rb;
+      const double x_prev = k == 0 ? 0.0 : v_prev[member], b_prev = k == 0 ? 0.0 : w_prev[member];
+      x_now[o] = twice * fma(scale, gv[o], shift * x_now[o]) - x_prev;
+      b_now[o] = twice * fma(scale, gw[o], shift * b_now[o]) - b_prev;
+      sum_x[o] = fma(cx, x_now[o], sum_x[o]);
+      sum_b[o] = fma(cb, b_now[o], sum_b[o]);
+    }
+  }
+  double dot = fore[0] * sum_b[0];
+  if constexpr (kPair) dot += fore[1] * sum_b[1];
+  dot = team.Sum(dot) / n1;
+#pragma unroll
+  for (int k = 0; k < kOwn; ++k) acc[k] = sum_x[k] + dot;
+}
+
+// Steps 3 to 5 of the Householder path: W a + a . wbar for the lane's members into acc, from G
+// (row l in g, row rb in row_b) through its tridiagonal form (any conditioning).
+template <int kCols, bool kPair, int kOwn>
+__device__ __forceinline__ void HouseholderAnalysis(double (&g)[kCols], double* row_b, const TeamVectors& m,
+                                                    TeamSums& team, int N, int lane, const double* table,
+                                                    const double (&fore)[kOwn], const double (&b)[kOwn],
+                                                    double (&acc)[kOwn]) {
+  const int rb = lane + 32;
+  const bool has_b = kPair && rb < N;
+  const double n1 = N - 1;
+  // 3. G = Q T Q^T, with u = Q^T a and z = Q^T b on the way. A step's column entries and p
+  // go to shared memory before the reductions, whose __syncwarp publishes them.
+  double col = g[0], next = g[1];  // row l's G[l][j], G[l][j + 1] at step j
+  double u[kOwn], z[kOwn];
+#pragma unroll
+  for (int k = 0; k < kOwn; ++k) {
+    u[k] = fore[k];
+    z[k] = b[k];
+  }
+  for (int j = 0; j + 2 < N; ++j) {
+    const bool rows_a = j < 31;  // rows l > j remain in the trailing matrix (uniform)
+    double col_b = 0, next_b = 0;
+    if (has_b) {
+      col_b = row_b[j];
+      next_b = row_b[j + 1];
+    }
+    if (lane == j) m.diag[j] = col;
+    if (has_b && rb == j) m.diag[j] = col_b;
+    const bool below = lane > j + 1 && lane < N, below_b = has_b && rb > j + 1;
+    m.column[lane] = below ? col : 0.0;
+    if constexpr (kPair) m.column[rb] = below_b ? col_b : 0.0;
+    double red[2] = {(below ? col * col : 0.0) + (below_b ? col_b * col_b : 0.0),
+                     lane == j + 1 ? col : (has_b && rb == j + 1 ? col_b : 0.0)};
+    team.Sum(red);
+    const double sigma = red[0], alpha = red[1];
+    double t = 0, beta = alpha, scal = 0;
+    if (sigma > 0) {  // mu = |(alpha, x)|, beta = -sign(alpha) mu, t = (beta - alpha) / beta
+      const double s2 = alpha * alpha + sigma, rs = rsqrt(s2), mu = s2 * rs;
+      beta = alpha <= 0 ? mu : -mu;
+      t = 1 + fabs(alpha) * rs;
+      scal = alpha <= 0 ? -rs / t : rs / t;  // 1 / (alpha - beta)
+    }
+    const double v_a = lane == j + 1 ? 1.0 : (below ? col * scal : 0.0);
+    const double v_b = has_b && rb == j + 1 ? 1.0 : (below_b ? col_b * scal : 0.0);
+    m.vvec[lane] = v_a;
+    if constexpr (kPair) m.vvec[rb] = v_b;
+    if (has_b) row_b[j] = v_b;  // the reflector's components: row rb's in the entry the step retires
+    if (below && j < 30) m.refl_a[ReflectorOffset(j) + lane - (j + 2)] = v_a;
+    if (lane == 0) {
+      m.off[j] = beta;
+      m.tau[j] = t;
+    }
+    double wk_a = 0, wk_b = 0;  // w - k v
+    if (t != 0) {
+      // p = t G22 v, with v = e_{j+1} + scal x: G's column j + 1 plus scal times G x.
+      double s[4] = {0, 0, 0, 0}, sb[4] = {0, 0, 0, 0};
+      switch ((j + 2) / 8) {  // from the chunk holding column j + 2 on
+#define GPUCOMPUTE_SYMV_CHUNK(C)                                                \
+  case C:                                                                       \
+    if constexpr (8 * (C) < kCols) {                                            \
+      if (8 * (C) >= N) break;                                                  \
+      const double2* x2 = reinterpret_cast<const double2*>(m.column + 8 * (C)); \
+      const double2* b2 = reinterpret_cast<const double2*>(row_b + 8 * (C));    \
+      _Pragma("unroll") for (int e = 0; e < 4; ++e) {                           \
+        const double2 xx = x2[e];                                               \
+        if (rows_a) {                                                           \
+          s[e] = fma(g[8 * (C) + 2 * e], xx.x, s[e]);                           \
+          s[e] = fma(g[8 * (C) + 2 * e + 1], xx.y, s[e]);                       \
+        }                                                                       \
+        if (has_b) {                                                            \
+          const double2 bb = b2[e];                                             \
+          sb[e] = fma(bb.x, xx.x, sb[e]);                                       \
+          sb[e] = fma(bb.y, xx.y, sb[e]);                                       \
+        }                                                                       \
+      }                                                                         \
+    }                                                                           \
+    [[fallthrough]];
+        GPUCOMPUTE_EIGHT_CHUNKS(GPUCOMPUTE_SYMV_CHUNK)
+#undef GPUCOMPUTE_SYMV_CHUNK
+        default:
+          break;
+      }
+      const double p_a = lane > j && lane < N ? t * (next + scal * ((s[0] + s[1]) + (s[2] + s[3]))) : 0.0;
+      const double p_b = has_b && rb > j ? t * (next_b + scal * ((sb[0] + sb[1]) + (sb[2] + sb[3]))) : 0.0;
+      m.pvec[lane] = p_a;
+      if constexpr (kPair) m.pvec[rb] = p_b;
+      double dots[3] = {p_a * v_a + p_b * v_b, v_a * u[0], v_a * z[0]};
+      if constexpr (kPair) {
+        dots[1] += v_b * u[1];
+        dots[2] += v_b * z[1];
+      }
+      team.Sum(dots);
+      // w = p - k v; G22 -= v w^T + w v^T = v p^T + (w - k v) v^T.
+      const double k = 0.5 * t * dots[0];
+      wk_a = p_a - 2 * k * v_a;
+      wk_b = p_b - 2 * k * v_b;
+      u[0] -= t * dots[1] * v_a;
+      z[0] -= t * dots[2] * v_a;
+      if constexpr (kPair) {
+        u[1] -= t * dots[1] * v_b;
+        z[1] -= t * dots[2] * v_b;
+      }
+      switch ((j + 1) / 8) {  // from the chunk holding column j + 1 on
+#define GPUCOMPUTE_SYR2_CHUNK(C)                                                              \
+  case C:                                                                                     \
+    if constexpr (8 * (C) < kCols) {                                                          \
+      if (8 * (C) >= N) break;                                                                \
+      const double2* v2 = reinterpret_cast<const double2*>(m.vvec + 8 * (C));                 \
+      const double2* p2 = reinterpret_cast<const double2*>(m.pvec + 8 * (C));                 \
+      double2* b2 = reinterpret_cast<double2*>(row_b + 8 * (C));                              \
+      _Pragma("unroll") for (int e = 0; e < 4; ++e) {                                         \
+        const double2 vv = v2[e], pq = p2[e];                                                 \
+        if (rows_a) {                                                                         \
+          g[8 * (C) + 2 * e] = fma(-v_a, pq.x, fma(-wk_a, vv.x, g[8 * (C) + 2 * e]));         \
+          g[8 * (C) + 2 * e + 1] = fma(-v_a, pq.y, fma(-wk_a, vv.y, g[8 * (C) + 2 * e + 1])); \
+        }                                                                                     \
+        if (has_b) {                                                                          \
+          double2 bb = b2[e];                                                                 \
+          bb.x = fma(-v_b, pq.x, fma(-wk_b, vv.x, bb.x));                                     \
+          bb.y = fma(-v_b, pq.y, fma(-wk_b, vv.y, bb.y));                                     \
+          b2[e] = bb;                                                                         \
+        }                                                                                     \
+      }                                                                                       \
+    }                                                                                         \
+    [[fallthrough]];
+        GPUCOMPUTE_EIGHT_CHUNKS(GPUCOMPUTE_SYR2_CHUNK)
+#undef GPUCOMPUTE_SYR2_CHUNK
+        default:
+          break;
+      }
+    }
+    if (rows_a) {
+      // The next step's column: G[l][j + 1] as syr2 left it (v_{j+1} = 1), and G[l][j + 2].
+      col = t != 0 ? fma(-v_a, m.pvec[j + 1], next - wk_a) : next;
+      switch (j + 2) {  // a jump, not a chain of selects
+#define GPUCOMPUTE_PICK(c)                  \
+  case c:                                   \
+    if constexpr ((c) < kCols) next = g[c]; \
+    break;
+#define GPUCOMPUTE_PICK_CHUNK(C) GPUCOMPUTE_EIGHT_COLUMNS(GPUCOMPUTE_PICK, C)
+        GPUCOMPUTE_EIGHT_CHUNKS(GPUCOMPUTE_PICK_CHUNK)
+#undef GPUCOMPUTE_PICK_CHUNK
+#undef GPUCOMPUTE_PICK
+        default:
+          break;
+      }
+    }
+  }
+  // T's last entries: rows N - 2 and N - 1 after the last step.
+  auto last_entries = [&](int row, double at_n2, double at_n1) {
+    if (row == N - 2) m.diag[N - 2] = at_n2;
+    if (row == N - 1) {
+      m.off[N - 2] = at_n2;
+      m.diag[N - 1] = at_n1;
+    }
+  };
+  if (lane < N) last_entries(lane, col, next);
+  if (has_b) last_entries(rb, row_b[N - 2], row_b[N - 1]);
+  m.uvec[lane] = u[0];
+  m.zvec[lane] = z[0];
+  if constexpr (kPair) {
+    m.uvec[rb] = u[1];
+    m.zvec[rb] = z[1];
+  }
+  __syncwarp();
+  // 4. In T's basis: acc = r((N-1)^-1 T) u, z = T^-1 z, a solve a lane.
+  double bound = 0;  // Gershgorin's bound on T's largest eigenvalue
+  if (lane < N) bound = GershgorinRow(m.diag, m.off, N, lane);
+  if (has_b) bound = fmax(bound, GershgorinRow(m.diag, m.off, N, rb));
+  const inverse_sqrt::Rung rung = inverse_sqrt::SelectRung(table, WarpMax(bound) / n1);
+  const int terms = rung.count + 1;      // the last one: T^-1 z
+  double* lv = m.stage;                    // L's subdiagonal, [i][lane]
+  double* xv = m.stage + N * kSolveLanes;  // D^-1 L^-1 rhs, then the solution
+#pragma unroll
+  for (int k = 0; k < kOwn; ++k) acc[k] = 0;
+  for (int first = 0; first < terms; first += kSolveLanes) {
+    const int term = first + lane;
+    if (lane < kSolveLanes && term < terms) {
+      const bool inverse = term == rung.count;
+      const double shift = inverse ? 0.0 : n1 * rung.poles[term];
+      const double* rhs = inverse ? m.zvec : m.uvec;
+      SolveShiftedTridiagonal(m.diag, m.off, N, shift, rhs, lv + lane, xv + lane, kSolveLanes);
+    }
+    __syncwarp();
+    const int live = min(kSolveLanes, terms - first);
+#pragma unroll
+    for (int own = 0; own < kOwn; ++own) {
+      const int member = own == 0 ? lane : rb;
+      if (member < N) {
+        for (int k = 0; k < live; ++k) {
+          const double x = xv[member * kSolveLanes + k];
+          if (first + k == rung.count) {
+            z[own] = x;
+          } else {
+            acc[own] += n1 * rung.weights[first + k] * x;
+          }
+        }
+      }
+    }
+    __syncwarp();
+  }
+#pragma unroll
+  for (int k = 0; k < kOwn; ++k) acc[k] += rung.d0 * u[k];
+  // 5. Back from T's basis: W a = Q acc = H_0 H_1 ... H_{N-3} acc, two reflectors a
+  // reduction: H_j, then H_{j-1}, whose dot follows from the first with v_{j-1} . v_j
+  // (the compact WY form of the pair). a . wbar = u . z rides along with the first.
+  double dot = 0;
+  for (int j = N - 3; j >= 0; j -= 2) {
+    const double t1 = m.tau[j], t0 = j > 0 ? m.tau[j - 1] : 0.0;
+    // v_j: zero at and above j, 1 at j + 1, stored below (rows below 32: only for j < 30).
+    auto component = [&](int member, int of) {
+      if (member == of + 1) return 1.0;
+      if (member <= of + 1 || member >= N) return 0.0;
+      return member < 32 ? m.refl_a[ReflectorOffset(of) + member - (of + 2)] : row_b[of];
+    };
+    double v1[kOwn], v0[kOwn];
+    v1[0] = component(lane, j);
+    v0[0] = j > 0 ? component(lane, j - 1) : 0.0;
+    if constexpr (kPair) {
+      v1[1] = component(rb, j);
+      v0[1] = j > 0 ? component(rb, j - 1) : 0.0;
+    }
+    double dots[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int k = 0; k < kOwn; ++k) {
+      dots[0] += v1[k] * acc[k];
+      dots[1] += v0[k] * acc[k];
+      dots[2] += v0[k] * v1[k];
+      if (j == N - 3) dots[3] += u[k] * z[k];
+    }
+    team.Sum(dots);
+    if (j == N - 3) dot = dots[3];
+    const double a1 = t1 * dots[0], a0 = t0 * (dots[1] - a1 * dots[2]);
+#pragma unroll
+    for (int k = 0; k < kOwn; ++k) {
+      acc[k] -= a1 * v1[k];
+      acc[k] -= a0 * v0[k];
+    }
+  }
+  if (N == 2) dot = team.Sum(u[0] * z[0]);  // no reflector
+  if (lane < N) acc[0] += dot;
+  if constexpr (kPair) {
+    if (has_b) acc[1] += dot;
+  }
+}
+
 template <int kCols, bool kPair, typename T>
 __global__ void __launch_bounds__(32) LetkfTeamKernel(
     const LetkfGeometry* __restrict__ geometry, int64_t n, int N, int W, const T* __restrict__ anomalies,
     const double* __restrict__ xbar, const T* __restrict__ obs, const double* __restrict__ state_coords,
     const double* __restrict__ obs_coords, const double* __restrict__ domain, const int* __restrict__ sorted,
     const int* __restrict__ cell_start, const ProblemParams* __restrict__ params,
-    const unsigned long long* __restrict__ candidate_pairs, const double* __restrict__ table, T* __restrict__ xa,
-    double* __restrict__ partials) {
+    const unsigned long long* __restrict__ candidate_pairs, const double* __restrict__ table,
+    const double* __restrict__ chebyshev_table, T* __restrict__ xa, double* __restrict__ partials) {
   using Layout = TeamLayout<kPair>;
   constexpr int kT = kCols / 8, kTiles = kT * (kT + 1) / 2, kLds = Layout::kLds, kOwn = kPair ? 2 : 1;
   static_assert(kCols % 8 == 0 && kCols <= Layout::kRows && (kPair || kCols == 32),
@@ -214,17 +584,10 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
   TeamSums team{lane, smem + l.slots};
   double* stage = smem + l.stage;
   double* row_b = smem + l.second + (has_b ? lane * l.ldb : 0);  // G's row rb (when has_b)
-  double* refl_a = smem + l.reflectors;
   double* list_coeff = smem + l.list_coeff;
   int* list_index = reinterpret_cast<int*>(smem + l.list_index);
-  double* column = smem + l.column;
-  double* vvec = smem + l.v;
-  double* pvec = smem + l.p;
-  double* diag = smem + l.diag;
-  double* off = smem + l.off;
-  double* tau = smem + l.tau;
-  double* uvec = smem + l.u;
-  double* zvec = smem + l.z;
+  const TeamVectors vectors{stage,          smem + l.reflectors, smem + l.column, smem + l.v, smem + l.p,
+                            smem + l.diag,  smem + l.off,        smem + l.tau,    smem + l.u, smem + l.z};
   double* coeff = smem + l.coeff;
   double* dc = smem + l.dc;
   int* cell_begin = reinterpret_cast<int*>(smem + l.cells);
@@ -355,239 +718,11 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
         row_b[rb] += n1;
         for (int c = N; c < kCols; ++c) row_b[c] = 0;  // read by the last chunk's products
       }
-      // 3. G = Q T Q^T, with u = Q^T a and z = Q^T b on the way. A step's column entries and p
-      // go to shared memory before the reductions, whose __syncwarp publishes them.
-      double col = g[0], next = g[1];  // row l's G[l][j], G[l][j + 1] at step j
-      double u[kOwn], z[kOwn];
-#pragma unroll
-      for (int k = 0; k < kOwn; ++k) {
-        u[k] = fore[k];
-        z[k] = b[k];
-      }
-      for (int j = 0; j + 2 < N; ++j) {
-        const bool rows_a = j < 31;  // rows l > j remain in the trailing matrix (uniform)
-        double col_b = 0, next_b = 0;
-        if (has_b) {
-          col_b = row_b[j];
-          next_b = row_b[j + 1];
-        }
-        if (lane == j) diag[j] = col;
-        if (has_b && rb == j) diag[j] = col_b;
-        const bool below = lane > j + 1 && lane < N, below_b = has_b && rb > j + 1;
-        column[lane] = below ? col : 0.0;
-        if constexpr (kPair) column[rb] = below_b ? col_b : 0.0;
-        double red[2] = {(below ? col * col : 0.0) + (below_b ? col_b * col_b : 0.0),
-                         lane == j + 1 ? col : (has_b && rb == j + 1 ? col_b : 0.0)};
-        team.Sum(red);
-        const double sigma = red[0], alpha = red[1];
-        double t = 0, beta = alpha, scal = 0;
-        if (sigma > 0) {  // mu = |(alpha, x)|, beta = -sign(alpha) mu, t = (beta - alpha) / beta
-          const double s2 = alpha * alpha + sigma, rs = rsqrt(s2), mu = s2 * rs;
-          beta = alpha <= 0 ? mu : -mu;
-          t = 1 + fabs(alpha) * rs;
-          scal = alpha <= 0 ? -rs / t : rs / t;  // 1 / (alpha - beta)
-        }
-        const double v_a = lane == j + 1 ? 1.0 : (below ? col * scal : 0.0);
-        const double v_b = has_b && rb == j + 1 ? 1.0 : (below_b ? col_b * scal : 0.0);
-        vvec[lane] = v_a;
-        if constexpr (kPair) vvec[rb] = v_b;
-        if (has_b) row_b[j] = v_b;  // the reflector's components: row rb's in the entry the step retires
-        if (below && j < 30) refl_a[ReflectorOffset(j) + lane - (j + 2)] = v_a;
-        if (lane == 0) {
-          off[j] = beta;
-          tau[j] = t;
-        }
-        double wk_a = 0, wk_b = 0;  // w - k v
-        if (t != 0) {
-          // p = t G22 v, with v = e_{j+1} + scal x: G's column j + 1 plus scal times G x.
-          double s[4] = {0, 0, 0, 0}, sb[4] = {0, 0, 0, 0};
-          switch ((j + 2) / 8) {  // from the chunk holding column j + 2 on
-#define GPUCOMPUTE_SYMV_CHUNK(C)                                                   \
-  case C:                                                                          \
-    if constexpr (8 * (C) < kCols) {                                               \
-      if (8 * (C) >= N) break;                                                     \
-      const double2* x2 = reinterpret_cast<const double2*>(column + 8 * (C));      \
-      const double2* b2 = reinterpret_cast<const double2*>(row_b + 8 * (C));       \
-      _Pragma("unroll") for (int e = 0; e < 4; ++e) {                              \
-        const double2 xx = x2[e];                                                  \
-        if (rows_a) {                                                              \
-          s[e] = fma(g[8 * (C) + 2 * e], xx.x, s[e]);                              \
-          s[e] = fma(g[8 * (C) + 2 * e + 1], xx.y, s[e]);                          \
-        }                                                                          \
-        if (has_b) {                                                               \
-          const double2 bb = b2[e];                                                \
-          sb[e] = fma(bb.x, xx.x, sb[e]);                                          \
-          sb[e] = fma(bb.y, xx.y, sb[e]);                                          \
-        }                                                                          \
-      }                                                                            \
-    }                                                                              \
-    [[fallthrough]];
-            GPUCOMPUTE_EIGHT_CHUNKS(GPUCOMPUTE_SYMV_CHUNK)
-#undef GPUCOMPUTE_SYMV_CHUNK
-            default:
-              break;
-          }
-          const double p_a = lane > j && lane < N ? t * (next + scal * ((s[0] + s[1]) + (s[2] + s[3]))) : 0.0;
-          const double p_b = has_b && rb > j ? t * (next_b + scal * ((sb[0] + sb[1]) + (sb[2] + sb[3]))) : 0.0;
-          pvec[lane] = p_a;
-          if constexpr (kPair) pvec[rb] = p_b;
-          double dots[3] = {p_a * v_a + p_b * v_b, v_a * u[0], v_a * z[0]};
-          if constexpr (kPair) {
-            dots[1] += v_b * u[1];
-            dots[2] += v_b * z[1];
-          }
-          team.Sum(dots);
-          // w = p - k v; G22 -= v w^T + w v^T = v p^T + (w - k v) v^T.
-          const double k = 0.5 * t * dots[0];
-          wk_a = p_a - 2 * k * v_a;
-          wk_b = p_b - 2 * k * v_b;
-          u[0] -= t * dots[1] * v_a;
-          z[0] -= t * dots[2] * v_a;
-          if constexpr (kPair) {
-            u[1] -= t * dots[1] * v_b;
-            z[1] -= t * dots[2] * v_b;
-          }
-          switch ((j + 1) / 8) {  // from the chunk holding column j + 1 on
-#define GPUCOMPUTE_SYR2_CHUNK(C)                                                                 \
-  case C:                                                                                        \
-    if constexpr (8 * (C) < kCols) {                                                             \
-      if (8 * (C) >= N) break;                                                                   \
-      const double2* v2 = reinterpret_cast<const double2*>(vvec + 8 * (C));                      \
-      const double2* p2 = reinterpret_cast<const double2*>(pvec + 8 * (C));                      \
-      double2* b2 = reinterpret_cast<double2*>(row_b + 8 * (C));                                 \
-      _Pragma("unroll") for (int e = 0; e < 4; ++e) {                                            \
-        const double2 vv = v2[e], pq = p2[e];                                                    \
-        if (rows_a) {                                                                            \
-          g[8 * (C) + 2 * e] = fma(-v_a, pq.x, fma(-wk_a, vv.x, g[8 * (C) + 2 * e]));            \
-          g[8 * (C) + 2 * e + 1] = fma(-v_a, pq.y, fma(-wk_a, vv.y, g[8 * (C) + 2 * e + 1]));    \
-        }                                                                                        \
-        if (has_b) {                                                                             \
-          double2 bb = b2[e];                                                                    \
-          bb.x = fma(-v_b, pq.x, fma(-wk_b, vv.x, bb.x));                                        \
-          bb.y = fma(-v_b, pq.y, fma(-wk_b, vv.y, bb.y));                                        \
-          b2[e] = bb;                                                                            \
-        }                                                                                        \
-      }                                                                                          \
-    }                                                                                            \
-    [[fallthrough]];
-            GPUCOMPUTE_EIGHT_CHUNKS(GPUCOMPUTE_SYR2_CHUNK)
-#undef GPUCOMPUTE_SYR2_CHUNK
-            default:
-              break;
-          }
-        }
-        if (rows_a) {
-          // The next step's column: G[l][j + 1] as syr2 left it (v_{j+1} = 1), and G[l][j + 2].
-          col = t != 0 ? fma(-v_a, pvec[j + 1], next - wk_a) : next;
-          switch (j + 2) {  // a jump, not a chain of selects
-#define GPUCOMPUTE_PICK(c)                  \
-  case c:                                   \
-    if constexpr ((c) < kCols) next = g[c]; \
-    break;
-#define GPUCOMPUTE_PICK_CHUNK(C) GPUCOMPUTE_EIGHT_COLUMNS(GPUCOMPUTE_PICK, C)
-            GPUCOMPUTE_EIGHT_CHUNKS(GPUCOMPUTE_PICK_CHUNK)
-#undef GPUCOMPUTE_PICK_CHUNK
-#undef GPUCOMPUTE_PICK
-            default:
-              break;
-          }
-        }
-      }
-      // T's last entries: rows N - 2 and N - 1 after the last step.
-      auto last_entries = [&](int row, double at_n2, double at_n1) {
-        if (row == N - 2) diag[N - 2] = at_n2;
-        if (row == N - 1) {
-          off[N - 2] = at_n2;
-          diag[N - 1] = at_n1;
-        }
-      };
-      if (lane < N) last_entries(lane, col, next);
-      if (has_b) last_entries(rb, row_b[N - 2], row_b[N - 1]);
-      uvec[lane] = u[0];
-      zvec[lane] = z[0];
-      if constexpr (kPair) {
-        uvec[rb] = u[1];
-        zvec[rb] = z[1];
-      }
-      __syncwarp();
-      // 4. In T's basis: acc = r((N-1)^-1 T) u, z = T^-1 z, a solve a lane.
-      double bound = 0;  // Gershgorin's bound on T's largest eigenvalue
-      if (lane < N) bound = GershgorinRow(diag, off, N, lane);
-      if (has_b) bound = fmax(bound, GershgorinRow(diag, off, N, rb));
-      const inverse_sqrt::Rung rung = inverse_sqrt::SelectRung(table, WarpMax(bound) / n1);
-      const int terms = rung.count + 1;      // the last one: T^-1 z
-      double* lv = stage;                    // L's subdiagonal, [i][lane]
-      double* xv = stage + N * kSolveLanes;  // D^-1 L^-1 rhs, then the solution
-#pragma unroll
-      for (int k = 0; k < kOwn; ++k) acc[k] = 0;
-      for (int first = 0; first < terms; first += kSolveLanes) {
-        const int term = first + lane;
-        if (lane < kSolveLanes && term < terms) {
-          const bool inverse = term == rung.count;
-          const double shift = inverse ? 0.0 : n1 * rung.poles[term];
-          const double* rhs = inverse ? zvec : uvec;
-          SolveShiftedTridiagonal(diag, off, N, shift, rhs, lv + lane, xv + lane, kSolveLanes);
-        }
-        __syncwarp();
-        const int live = min(kSolveLanes, terms - first);
-#pragma unroll
-        for (int own = 0; own < kOwn; ++own) {
-          const int member = own == 0 ? lane : rb;
-          if (member < N) {
-            for (int k = 0; k < live; ++k) {
-              const double x = xv[member * kSolveLanes + k];
-              if (first + k == rung.count) {
-                z[own] = x;
-              } else {
-                acc[own] += n1 * rung.weights[first + k] * x;
-              }
-            }
-          }
-        }
-        __syncwarp();
-      }
-#pragma unroll
-      for (int k = 0; k < kOwn; ++k) acc[k] += rung.d0 * u[k];
-      // 5. Back from T's basis: W a = Q acc = H_0 H_1 ... H_{N-3} acc, two reflectors a
-      // reduction: H_j, then H_{j-1}, whose dot follows from the first with v_{j-1} . v_j
-      // (the compact WY form of the pair). a . wbar = u . z rides along with the first.
-      double dot = 0;
-      for (int j = N - 3; j >= 0; j -= 2) {
-        const double t1 = tau[j], t0 = j > 0 ? tau[j - 1] : 0.0;
-        // v_j: zero at and above j, 1 at j + 1, stored below (rows below 32: only for j < 30).
-        auto component = [&](int member, int of) {
-          if (member == of + 1) return 1.0;
-          if (member <= of + 1 || member >= N) return 0.0;
-          return member < 32 ? refl_a[ReflectorOffset(of) + member - (of + 2)] : row_b[of];
-        };
-        double v1[kOwn], v0[kOwn];
-        v1[0] = component(lane, j);
-        v0[0] = j > 0 ? component(lane, j - 1) : 0.0;
-        if constexpr (kPair) {
-          v1[1] = component(rb, j);
-          v0[1] = j > 0 ? component(rb, j - 1) : 0.0;
-        }
-        double dots[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int k = 0; k < kOwn; ++k) {
-          dots[0] += v1[k] * acc[k];
-          dots[1] += v0[k] * acc[k];
-          dots[2] += v0[k] * v1[k];
-          if (j == N - 3) dots[3] += u[k] * z[k];
-        }
-        team.Sum(dots);
-        if (j == N - 3) dot = dots[3];
-        const double a1 = t1 * dots[0], a0 = t0 * (dots[1] - a1 * dots[2]);
-#pragma unroll
-        for (int k = 0; k < kOwn; ++k) {
-          acc[k] -= a1 * v1[k];
-          acc[k] -= a0 * v0[k];
-        }
-      }
-      if (N == 2) dot = team.Sum(u[0] * z[0]);  // no reflector
-      if (lane < N) acc[0] += dot;
-      if constexpr (kPair) {
-        if (has_b) acc[1] += dot;
+      const chebyshev::Rung series = SeriesFor(g, row_b, has_b, N, chebyshev_table);
+      if (series.degree > 0) {
+        ChebyshevAnalysis<kCols, kPair>(g, row_b, vectors, team, N, lane, series, fore, b, acc);
+      } else {
+        HouseholderAnalysis<kCols, kPair>(g, row_b, vectors, team, N, lane, table, fore, b, acc);
       }
     }
     // Relaxation, the row's variance, the mean back (FinishAnalysisRow).
@@ -605,15 +740,15 @@ template <int kCols, bool kPair, typename T>
 cudaError_t LaunchTeam(const LetkfGeometry* g, int64_t n, int N, int W, const T* a, const double* xbar,
                        const T* obs, const double* state_coords, const double* obs_coords, const double* domain,
                        const int* sorted, const int* cell_start, const ProblemParams* params,
-                       const unsigned long long* candidates, const double* table, T* xa, double* partials,
-                       int blocks, cudaStream_t stream) {
+                       const unsigned long long* candidates, const double* table, const double* chebyshev_table,
+                       T* xa, double* partials, int blocks, cudaStream_t stream) {
   const size_t smem = TeamLayout<kPair>(N, kCols).total * sizeof(double);
   cudaError_t e = cudaFuncSetAttribute(LetkfTeamKernel<kCols, kPair, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(smem));
   if (e != cudaSuccess) return e;
   LetkfTeamKernel<kCols, kPair, T><<<blocks, 32, smem, stream>>>(g, n, N, W, a, xbar, obs, state_coords, obs_coords,
                                                                  domain, sorted, cell_start, params, candidates, table,
-                                                                 xa, partials);
+                                                                 chebyshev_table, xa, partials);
   return cudaGetLastError();
 }
 
@@ -624,25 +759,26 @@ cudaError_t LaunchLetkfTeam(const LetkfGeometry* g, int64_t n, int N, int W, con
                             const T* obs, const double* state_coords, const double* obs_coords,
                             const double* domain, const int* sorted, const int* cell_start,
                             const ProblemParams* params, const unsigned long long* candidates,
-                            const double* table, T* xa, double* partials, int blocks, cudaStream_t stream) {
+                            const double* table, const double* chebyshev_table, T* xa, double* partials, int blocks,
+                            cudaStream_t stream) {
   if (N < 2 || N > kLetkfTeamMaxMembers) return cudaErrorInvalidValue;
   if (N <= 32) {
     return LaunchTeam<32, false, T>(g, n, N, W, a, xbar, obs, state_coords, obs_coords, domain, sorted, cell_start,
-                                    params, candidates, table, xa, partials, blocks, stream);
+                                    params, candidates, table, chebyshev_table, xa, partials, blocks, stream);
   }
   if (N <= 56) {  // row l in 56 registers, not 64, for N <= 56: room for the steps' loads in flight
     return LaunchTeam<56, true, T>(g, n, N, W, a, xbar, obs, state_coords, obs_coords, domain, sorted, cell_start,
-                                   params, candidates, table, xa, partials, blocks, stream);
+                                   params, candidates, table, chebyshev_table, xa, partials, blocks, stream);
   }
   return LaunchTeam<64, true, T>(g, n, N, W, a, xbar, obs, state_coords, obs_coords, domain, sorted, cell_start,
-                                 params, candidates, table, xa, partials, blocks, stream);
+                                 params, candidates, table, chebyshev_table, xa, partials, blocks, stream);
 }
 
-#define GPUCOMPUTE_INSTANTIATE(T)                                                                              \
-  template cudaError_t LaunchLetkfTeam<T>(const LetkfGeometry*, int64_t, int, int, const T*, const double*,   \
-                                          const T*, const double*, const double*, const double*, const int*,  \
-                                          const int*, const ProblemParams*, const unsigned long long*,        \
-                                          const double*, T*, double*, int, cudaStream_t);
+#define GPUCOMPUTE_INSTANTIATE(T)                                                                            \
+  template cudaError_t LaunchLetkfTeam<T>(const LetkfGeometry*, int64_t, int, int, const T*, const double*,  \
+                                          const T*, const double*, const double*, const double*, const int*, \
+                                          const int*, const ProblemParams*, const unsigned long long*,       \
+                                          const double*, const double*, T*, double*, int, cudaStream_t);
 GPUCOMPUTE_INSTANTIATE(float)
 GPUCOMPUTE_INSTANTIATE(double)
 #undef GPUCOMPUTE_INSTANTIATE

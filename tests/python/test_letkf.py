@@ -11,6 +11,8 @@
   great-circle metric, against a plain NumPy LETKF written here (a loop over state variables:
   distances, taper, the local ETKF by numpy.linalg.eigh), to 1e-10 in float64; every taper.
 - With a step taper reaching every observation the LETKF is the global ETKF.
+- Well-conditioned local problems (the CUDA kernel's Chebyshev series) and ill-conditioned ones
+  (its tridiagonal path), against NumPy to 1e-10.
 - Ensembles of 2 to 128 members (the GPU kernel's tiles and lanes), and on a CUDA server the
   same random problems through a CPU server, to 1e-10.
 - Bad inputs: INVALID_ARGUMENT naming the field; a problem whose neighbour search would examine
@@ -29,7 +31,7 @@ from conftest import backend, run_server
 import gpucompute
 from gpucompute.tensor import inline_tensor
 from gpucompute.v1 import compute_pb2, tensor_pb2
-from letkf_numpy import letkf_reference
+from letkf_numpy import distances, letkf_reference, taper
 from lorenz96 import Filter, run_twin_experiment
 from rpc_util import expect_rpc_error
 
@@ -103,6 +105,42 @@ def test_ensemble_sizes_match_numpy(client, rng, members):
     rtpp = 0.3 * (X - X.mean(axis=1, keepdims=True)) + 0.7 * (want - want.mean(axis=1, keepdims=True))
     want = rtpp + want.mean(axis=1, keepdims=True)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * np.abs(want).max())
+
+
+def gershgorin_kappas(X, HX, r, state, obs, radius, domain):
+    """Per variable, Gershgorin's bound on the local G over N - 1 (G = (N-1) I + Y^T C Y, Gaspari-Cohn,
+    periodic): the CUDA kernel's measure of a local problem's conditioning."""
+    N = X.shape[1]
+    Y = HX - HX.mean(axis=1, keepdims=True)
+    kappas = []
+    for point in state:
+        c = taper(distances(point, obs, "periodic", domain), radius, "gaspari_cohn")
+        near = c > 1e-3
+        G = (N - 1) * np.eye(N) + Y[near].T @ ((c[near] / r[near])[:, None] * Y[near])
+        kappas.append(np.abs(G).sum(axis=1).max() / (N - 1))
+    return np.array(kappas)
+
+
+@pytest.mark.parametrize("error_scale, series", [(30.0, True), (1e-3, False)])
+def test_well_and_ill_conditioned_local_problems_match_numpy(client, rng, error_scale, series):
+    # Large observation errors keep every local G / (N-1) within kappa 16, where the CUDA kernel
+    # takes the Chebyshev series (degree 73 <= 2N); small ones put every G far beyond the
+    # series' ladder (kappa 45), where it takes the tridiagonal path. Both match NumPy.
+    N, domain, radius = 40, np.array([40.0]), 2.0
+    state, obs, X, HX, y, r = random_problem(rng, 80, 200, N, lambda k: rng.uniform(0, 40, (k, 1)))
+    r = r * error_scale
+    kappas = gershgorin_kappas(X, HX, r, state, obs, radius, domain)
+    assert kappas.max() <= 16 if series else kappas.min() > 46
+    got = client.assimilate(X, HX, y, r, method="letkf", rtps=0.3, state_coords=state, obs_coords=obs,
+                            localization=dict(radius=radius, metric="periodic", domain=domain))
+    want = letkf_reference(X, HX, y, r, state, obs, radius, "gaspari_cohn", "periodic", domain=domain)
+    mean = want.mean(axis=1, keepdims=True)
+    spread = np.sqrt(((want - mean) ** 2).sum(axis=1, keepdims=True))
+    fore = X - X.mean(axis=1, keepdims=True)
+    factor = 0.7 + 0.3 * np.sqrt((fore ** 2).sum(axis=1, keepdims=True)) / spread  # RTPS
+    want = mean + factor * (want - mean)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * np.abs(want).max())
+    assert np.abs(got - X).max() > 1e-6
 
 
 @pytest.mark.parametrize("dims", [3, 7])

@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "kernels/assimilate/assimilate_kernels.cuh"
 #include "kernels/assimilate/letkf.cuh"
+#include "math/chebyshev.h"
 #include "math/inverse_sqrt.h"
 #include "server/ops/assimilate/letkf_geometry.h"
 #include "server/ops/assimilate/tuning.h"
@@ -47,6 +48,7 @@ void LayOutLetkf(Group& g, Arena& in, Arena& sc) {
   g.domain = in.Take(P * d * sizeof(double));
   g.geometry = in.Take(P * sizeof(kernels::LetkfGeometry));
   g.table = in.Take(inverse_sqrt::kTableDoubles * sizeof(double));
+  g.chebyshev = in.Take(chebyshev::kTableDoubles * sizeof(double));
   g.max_cells = LetkfMaxCells(g.key.m);
   g.bin_bytes = kernels::LetkfBinScratchBytes(g.key.m, g.max_cells);
   g.bin = sc.Take(g.bin_bytes);

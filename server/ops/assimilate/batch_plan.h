@@ -49,8 +49,9 @@ struct Group {
   size_t ptr_r = 0, ptr_obs = 0, ptr_f = 0, ptr_rhs = 0;  // device pointer arrays (batched calls)
   size_t ones = 0;  // split-K: kSplitChunks + 1 ones (the reduction's GEMV)
   // LETKF: coordinates (double) and domains per problem, the geometries (kernels::LetkfGeometry,
-  // per problem) and the inverse square root's table (math/inverse_sqrt.h, once)
-  size_t state_coords = 0, obs_coords = 0, domain = 0, geometry = 0, table = 0;
+  // per problem), the inverse square root's table (math/inverse_sqrt.h, once) and the Chebyshev
+  // series' (math/chebyshev.h, once)
+  size_t state_coords = 0, obs_coords = 0, domain = 0, geometry = 0, table = 0, chebyshev = 0;
   // scratch
   size_t split = 0;  // split-K partial products of C
   size_t xbar = 0, c = 0, s = 0, z = 0, v = 0, vf = 0, t = 0, ev = 0, u = 0, wbar = 0, flag = 0;

@@ -19,6 +19,7 @@
 #include "kernels/assimilate/assimilate_kernels.cuh"
 #include "kernels/assimilate/etkf_transform.cuh"
 #include "kernels/assimilate/letkf.cuh"
+#include "math/chebyshev.h"
 #include "math/inverse_sqrt.h"
 #include "common/nvtx.h"
 #include "common/parallel_copy.h"
@@ -269,11 +270,12 @@ void ConvertInto(const ArrayView& a, int64_t first, int64_t count, T* out) {
   }
 }
 
-// Packs an LETKF group's own sections: coordinates and domains in double, the geometries and the
-// inverse square root's table.
+// Packs an LETKF group's own sections: coordinates and domains in double, the geometries, the
+// inverse square root's table and the Chebyshev series'.
 void PackLetkf(const Group& g, const Batch& batch, char* in) {
   const int64_t n = g.key.n, m = g.key.m, d = g.key.dims;
   inverse_sqrt::WriteTable(reinterpret_cast<double*>(in + g.table));
+  chebyshev::WriteTable(reinterpret_cast<double*>(in + g.chebyshev));
   for (int p = 0; p < g.P(); ++p) {
     const Problem& pr = batch.requests[static_cast<size_t>(g.members[p].first)]
                             ->problems[static_cast<size_t>(g.members[p].second)];
@@ -821,7 +823,7 @@ absl::Status GroupRunner<T>::RunLetkf() {
         Sc<double>(g_.xbar) + p * n, In<T>(g_.obs) + p * m * g_.W, state_coords, obs_coords,
         In<double>(g_.domain) + p * d, Sc<int>(g_.sorted), Sc<int>(g_.cell_start),
         In<const ProblemParams>(g_.params) + p, candidates_ + p, In<double>(g_.table),
-        reinterpret_cast<T*>(out_ + g_.xa) + p * n * N, Sc<double>(g_.partials), &warps, stream()));
+        In<double>(g_.chebyshev), reinterpret_cast<T*>(out_ + g_.xa) + p * n * N, Sc<double>(g_.partials), &warps, stream()));
     RETURN_IF_ERROR(Launched());
     CUDA_RETURN_IF_ERROR(kernels::LaunchReduceSpread(1, warps, n, Sc<double>(g_.partials), spread_ + p, stream()));
     RETURN_IF_ERROR(Launched());
