@@ -66,6 +66,18 @@ __global__ void CellStartKernel(const LetkfGeometry* __restrict__ geometry, int6
   cell_start[c] = static_cast<int>(lo);
 }
 
+// The observations' coordinates in cell order: sorted_coords[k] = coords[sorted[k]] (d each).
+__global__ void GatherSortedCoordsKernel(const LetkfGeometry* __restrict__ geometry, int64_t m,
+                                         const double* __restrict__ coords, const int* __restrict__ sorted,
+                                         double* __restrict__ sorted_coords) {
+  const int d = geometry->dims;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < m * d;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t k = e / d;
+    sorted_coords[e] = coords[static_cast<int64_t>(sorted[k]) * d + (e - k * d)];
+  }
+}
+
 // A thread a variable (striding): its candidates, summed a warp at a time into *count.
 __global__ void CountCandidatesKernel(const LetkfGeometry* __restrict__ geometry, int64_t n,
                                       const double* __restrict__ state_coords, const int* __restrict__ cell_start,
@@ -347,7 +359,7 @@ template <typename T>
 __global__ void __launch_bounds__(kWarp) LetkfAnalysisKernel(
     const LetkfGeometry* __restrict__ geometry, int64_t n, int N, int W, const T* __restrict__ anomalies,
     const double* __restrict__ xbar, const T* __restrict__ obs, const double* __restrict__ state_coords,
-    const double* __restrict__ obs_coords, const double* __restrict__ domain, const int* __restrict__ sorted,
+    const double* __restrict__ sorted_coords, const double* __restrict__ domain, const int* __restrict__ sorted,
     const int* __restrict__ cell_start, const ProblemParams* __restrict__ params,
     const unsigned long long* __restrict__ candidates, const double* __restrict__ table, T* __restrict__ xa,
     double* __restrict__ partials) {
@@ -385,7 +397,7 @@ __global__ void __launch_bounds__(kWarp) LetkfAnalysisKernel(
         double coeff = 0;
         if (k < end) {
           j = sorted[k];
-          coeff = LocalCoefficient(geo, point, obs_coords, domain, j, search);
+          coeff = LocalCoefficient(geo, point, sorted_coords, domain, k, search);
         }
         const bool accept = coeff > localization::kMinCoefficient;
         const unsigned mask = __ballot_sync(0xffffffffu, accept);
@@ -471,7 +483,7 @@ size_t LetkfBinScratchBytes(int64_t m, int64_t max_cells) {
 
 cudaError_t LaunchLetkfBin(const LetkfGeometry* g, int64_t m, int64_t max_cells, const double* obs_coords,
                            void* scratch, size_t scratch_bytes, int* sorted, int* cell_start,
-                           cudaStream_t stream) {
+                           double* sorted_coords, cudaStream_t stream) {
   char* at = static_cast<char*>(scratch);
   auto* keys = reinterpret_cast<unsigned*>(at);
   at += Align(static_cast<size_t>(m) * sizeof(unsigned));
@@ -489,6 +501,11 @@ cudaError_t LaunchLetkfBin(const LetkfGeometry* g, int64_t m, int64_t max_cells,
   if (e != cudaSuccess) return e;
   CellStartKernel<<<static_cast<unsigned>((max_cells + kBinThreads) / kBinThreads), kBinThreads, 0, stream>>>(
       g, m, sorted_keys, cell_start);
+  e = cudaGetLastError();
+  if (e != cudaSuccess || m == 0) return e;
+  const int64_t blocks = std::min<int64_t>((m * kLetkfMaxAxes + kBinThreads - 1) / kBinThreads, 4096);
+  GatherSortedCoordsKernel<<<static_cast<unsigned>(blocks), kBinThreads, 0, stream>>>(g, m, obs_coords, sorted,
+                                                                                      sorted_coords);
   return cudaGetLastError();
 }
 
@@ -507,7 +524,7 @@ int LetkfAnalysisWarps(int64_t n) { return LaunchedWarps(n); }
 template <typename T>
 cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int64_t n, int N, int W, const T* a,
                                 const double* xbar, const T* obs, const double* state_coords,
-                                const double* obs_coords, const double* domain, const int* sorted,
+                                const double* sorted_coords, const double* domain, const int* sorted,
                                 const int* cell_start, const ProblemParams* params,
                                 const unsigned long long* candidates, const double* table,
                                 const double* chebyshev_table, T* xa, double* partials, int* warps, cudaStream_t stream) {
@@ -515,7 +532,7 @@ cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int64_t n, int N, int W,
   const int blocks = LaunchedWarps(n);
   *warps = blocks;
   if (N <= kLetkfTeamMaxMembers) {
-    return LaunchLetkfTeam<T>(g, n, N, W, a, xbar, obs, state_coords, obs_coords, domain, sorted, cell_start,
+    return LaunchLetkfTeam<T>(g, n, N, W, a, xbar, obs, state_coords, sorted_coords, domain, sorted, cell_start,
                               params, candidates, table, chebyshev_table, xa, partials, blocks, stream);
   }
   const size_t smem = WarpLayout(N).total * sizeof(double);
@@ -523,7 +540,7 @@ cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int64_t n, int N, int W,
                                        static_cast<int>(smem));
   if (e != cudaSuccess) return e;
   LetkfAnalysisKernel<T><<<blocks, kWarp, smem, stream>>>(g, n, N, W, a, xbar, obs, state_coords,
-                                                               obs_coords, domain, sorted, cell_start, params,
+                                                               sorted_coords, domain, sorted, cell_start, params,
                                                                candidates, table, xa, partials);
   return cudaGetLastError();
 }

@@ -42,11 +42,12 @@ using localization::LetkfGeometry;
 size_t LetkfBinScratchBytes(int64_t m, int64_t max_cells);
 
 // Bins m observations (coordinates obs_coords, m x d, double; g: the problem's geometry, on the
-// device, with at most max_cells cells): sorted[k] is the k-th observation in cell order, and
+// device, with at most max_cells cells): sorted[k] is the k-th observation in cell order,
+// sorted_coords its coordinates (m x d: one load fewer on the neighbour search's chain), and
 // cell c holds sorted[cell_start[c] .. cell_start[c + 1]) (max_cells + 1 ints).
 cudaError_t LaunchLetkfBin(const LetkfGeometry* g, int64_t m, int64_t max_cells, const double* obs_coords,
                            void* scratch, size_t scratch_bytes, int* sorted, int* cell_start,
-                           cudaStream_t stream);
+                           double* sorted_coords, cudaStream_t stream);
 
 // The candidate pairs of one problem (g on the device): over its n variables (state_coords,
 // n x d, double), the observations in the cells around each (cell_start from LaunchLetkfBin),
@@ -56,15 +57,15 @@ cudaError_t LaunchLetkfCountCandidates(const LetkfGeometry* g, int64_t n, const 
 
 // The analysis of one problem (g on the device; d = g->dims coordinates a point). a: n x N
 // inflated state anomalies (LaunchCentreState), xbar: their means; obs: m rows of W values
-// [Yw | dw] (LaunchPrepareObs); state_coords (n x d), obs_coords (m x d) and domain (d values,
-// periodic) in double; sorted / cell_start from LaunchLetkfBin; candidates: the count of
+// [Yw | dw] (LaunchPrepareObs); state_coords (n x d) and domain (d values, periodic) in double;
+// sorted, cell_start and sorted_coords from LaunchLetkfBin; candidates: the count of
 // LaunchLetkfCountCandidates (over params->max_candidates: no variable is analysed); table:
 // math/inverse_sqrt.h's WriteTable, chebyshev: math/chebyshev.h's (read for N <= 64). xa: n x N analysis; partials: per-warp sums of row
 // variances, `*warps` of them (for LaunchReduceSpread; at most LetkfAnalysisWarps(n)).
 template <typename T>
 cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int64_t n, int N, int W, const T* a,
                                 const double* xbar, const T* obs, const double* state_coords,
-                                const double* obs_coords, const double* domain, const int* sorted,
+                                const double* sorted_coords, const double* domain, const int* sorted,
                                 const int* cell_start, const ProblemParams* params,
                                 const unsigned long long* candidates, const double* table,
                                 const double* chebyshev_table, T* xa, double* partials, int* warps, cudaStream_t stream);

@@ -16,12 +16,12 @@ using localization::BinningCoordinates;
 using localization::Neighbourhood;
 using localization::ObservationCell;
 
-// The taper coefficient of observation j for `point` (0 beyond the search reach).
-__device__ __forceinline__ double LocalCoefficient(const LetkfGeometry& g, const double* point,
-                                                   const double* obs_coords, const double* domain, int j,
-                                                   double search) {
+// The taper coefficient of the observation at coords[j * dims ...] for `point` (0 beyond the
+// search reach).
+__device__ __forceinline__ double LocalCoefficient(const LetkfGeometry& g, const double* point, const double* coords,
+                                                   const double* domain, int j, double search) {
   const double dist = localization::Distance(static_cast<localization::Metric>(g.metric), point,
-                                             obs_coords + static_cast<int64_t>(j) * g.dims, g.dims, domain,
+                                             coords + static_cast<int64_t>(j) * g.dims, g.dims, domain,
                                              g.sphere_radius);
   if (dist > search) return 0;
   return localization::TaperCoefficient(static_cast<localization::Taper>(g.taper), dist, g.radius);
@@ -112,7 +112,7 @@ constexpr int kLetkfTeamMaxMembers = 64;
 // one-warp shared-memory kernel (letkf.cu) for any N <= kMaxLetkfMembers.
 template <typename T>
 cudaError_t LaunchLetkfTeam(const LetkfGeometry* g, int64_t n, int N, int W, const T* a, const double* xbar,
-                            const T* obs, const double* state_coords, const double* obs_coords,
+                            const T* obs, const double* state_coords, const double* sorted_coords,
                             const double* domain, const int* sorted, const int* cell_start,
                             const ProblemParams* params, const unsigned long long* candidates,
                             const double* table, const double* chebyshev_table, T* xa, double* partials, int blocks,

@@ -10,7 +10,7 @@
 // conflict-free) keeps a thread under 255 registers and a team near 27 KB, so that eight teams
 // share an SM at N = 50; one warp needs no barriers, only shuffles and __syncwarp. Most local
 // problems are well conditioned (G = (N-1) I + a modest positive part): for them a Chebyshev
-// series in G (about 2 N^2 multiply-adds a term, no reductions) replaces the Householder
+// series in G (N^2 multiply-adds a term, no reductions) replaces the Householder
 // tridiagonalisation (about 2/3 N^3 multiply-adds in 3N dependent reductions). Row l + 32 keeps
 // its reflector components in the entries each step retires (LAPACK's storage); row l's go to a
 // packed array (a register written at a run-time index would cost a jump and a reshuffle of the
@@ -24,7 +24,7 @@
 //   reflectors  rows 0 ... 31 of v_j for j < 30 (rows j + 2 ... 31 each, packed)
 //   list     up to 2R accepted observations (index, taper coefficient) awaiting staging
 //   vectors  the step's column, v and p, T's diagonal, off-diagonal, tau, Q^T a, Q^T b (R each;
-//            column, v, p and Q^T a double as the Chebyshev path's buffers of T_k a and T_k b),
+//            column and v double as the Chebyshev path's buffers of T_k a),
 //            staged coefficients, the reduction slots and the neighbouring cells' ranges
 // Steps for variable i:
 //   1. The candidates of the neighbouring cells, 32 at a time (one a lane): those with a taper
@@ -34,9 +34,9 @@
 //      the accumulators in registers).
 //   2. The tiles handed over through shared memory: row l into registers, row l + 32 into place.
 //      Gershgorin's bound on G / (N - 1) picks the path: the Chebyshev series while their degree
-//      is at most 2N (math/chebyshev.h: kappa up to 16 at N = 40), else the tridiagonal form.
-//   Chebyshev path (ChebyshevAnalysis): W a and G^-1 b as series in G, one product G v for both
-//      vectors a term through shared memory, one reduction at the end.
+//      is at most 4N (math/chebyshev.h: kappa up to 45 for N >= 32), else the tridiagonal form.
+//   Chebyshev path (ChebyshevAnalysis): W a and a . G^-1 b from series in G applied to a, one
+//      product G v a term through shared memory, one reduction at the end.
 //   Tridiagonal path (HouseholderAnalysis):
 //   3. SYTD2 (lower), two warp reductions a step: the column's norm, then p . v with the
 //      reflections of Q^T a and Q^T b riding along; v and w are formed where they are used.
@@ -209,46 +209,37 @@ struct TeamVectors {
   double *stage, *refl_a, *column, *vvec, *pvec, *diag, *off, *tau, *uvec, *zvec;
 };
 
-// G v and G w for the lane's rows (row l in g, row rb in row_b when has_b), v and w in shared
-// memory (zero from N on): two partial sums a product and row (eight chains in all), two
-// 16-byte broadcast loads and one of row rb per four columns.
+// G v for the lane's rows (row l in g, row rb in row_b when has_b), v in shared memory (zero
+// from N on): four partial sums a row, a 16-byte broadcast load of v and one of row rb per two
+// columns.
 template <int kCols, bool kPair, int kOwn>
-__device__ __forceinline__ void TwoProducts(const double (&g)[kCols], const double* row_b, bool has_b, int N,
-                                            const double* v, const double* w, double (&gv)[kOwn],
-                                            double (&gw)[kOwn]) {
-  double sv[2] = {0, 0}, sw[2] = {0, 0}, bv[2] = {0, 0}, bw[2] = {0, 0};
+__device__ __forceinline__ void Product(const double (&g)[kCols], const double* row_b, bool has_b, int N,
+                                        const double* v, double (&gv)[kOwn]) {
+  double sa[4] = {0, 0, 0, 0}, sb[4] = {0, 0, 0, 0};
 #pragma unroll
   for (int C = 0; C < kCols / 8; ++C) {
     if (8 * C >= N) break;
     const double2* v2 = reinterpret_cast<const double2*>(v + 8 * C);
-    const double2* w2 = reinterpret_cast<const double2*>(w + 8 * C);
     const double2* b2 = reinterpret_cast<const double2*>(row_b + 8 * C);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const double2 vv = v2[e], ww = w2[e];
-      const double g0 = g[8 * C + 2 * e], g1 = g[8 * C + 2 * e + 1];
-      const int h = e % 2;
-      sv[h] = fma(g1, vv.y, fma(g0, vv.x, sv[h]));
-      sw[h] = fma(g1, ww.y, fma(g0, ww.x, sw[h]));
+      const double2 vv = v2[e];
+      sa[e] = fma(g[8 * C + 2 * e + 1], vv.y, fma(g[8 * C + 2 * e], vv.x, sa[e]));
       if (kPair && has_b) {
         const double2 bb = b2[e];
-        bv[h] = fma(bb.y, vv.y, fma(bb.x, vv.x, bv[h]));
-        bw[h] = fma(bb.y, ww.y, fma(bb.x, ww.x, bw[h]));
+        sb[e] = fma(bb.y, vv.y, fma(bb.x, vv.x, sb[e]));
       }
     }
   }
-  gv[0] = sv[0] + sv[1];
-  gw[0] = sw[0] + sw[1];
-  if constexpr (kPair) {
-    gv[1] = bv[0] + bv[1];
-    gw[1] = bw[0] + bw[1];
-  }
+  gv[0] = (sa[0] + sa[1]) + (sa[2] + sa[3]);
+  if constexpr (kPair) gv[1] = (sb[0] + sb[1]) + (sb[2] + sb[3]);
 }
 
 // The Chebyshev series for G's analysis (math/chebyshev.h), or degree 0 for the Householder
 // path. G' = G / (N - 1) has its spectrum in [1, kappa] with kappa Gershgorin's bound on G over
-// N - 1 (G >= (N - 1) I); the series is taken while its degree is at most 2N: a term costs
-// about 2 N^2 multiply-adds and the tridiagonalisation with its solves about N^3 in all.
+// N - 1 (G >= (N - 1) I); the series is taken while its degree is at most 4N: a term costs one
+// product G v (N^2 multiply-adds, no reduction), the tridiagonalisation with its solves about
+// N^3 multiply-adds in 3N dependent reductions.
 template <int kCols>
 __device__ __forceinline__ chebyshev::Rung SeriesFor(const double (&g)[kCols], const double* row_b, bool has_b,
                                                      int N, const double* table) {
@@ -261,15 +252,16 @@ __device__ __forceinline__ chebyshev::Rung SeriesFor(const double (&g)[kCols], c
     bound = fmax(bound, s);
   }
   chebyshev::Rung series = chebyshev::Select(table, WarpMax(bound) / (N - 1));
-  if (series.degree > 2 * N) series.degree = 0;
+  if (series.degree > 4 * N) series.degree = 0;
   return series;
 }
 
-// Steps 3 to 5 of the Chebyshev path: W a = G'^(-1/2) a and a . wbar = a . G'^-1 b / (N - 1) as
-// the series' sums of T_k(t) a and T_k(t) b, t = (2 G' - (kappa + 1) I) / (kappa - 1), by the
-// three-term recurrence T_{k+1} = 2 t T_k - T_{k-1}: one product with G a term for both vectors,
-// through shared memory (two buffers each, so one __syncwarp a term; the other holds T_{k-1}'s),
-// and one reduction at the end. acc gets W a + a . wbar for the lane's members.
+// Steps 3 to 5 of the Chebyshev path: W a = p(G') a with p the series of x^(-1/2), and
+// a . wbar = a . G^-1 b = b . q(G') a / (N - 1) with q that of x^(-1) (G symmetric), both sums
+// of the same T_k(t) a, t = (2 G' - (kappa + 1) I) / (kappa - 1), from the three-term recurrence
+// T_{k+1} = 2 t T_k - T_{k-1}: one product with G a term, through shared memory (two buffers, so
+// one __syncwarp a term; the other holds T_{k-1} a), and one reduction at the end. acc gets
+// W a + a . wbar for the lane's members.
 template <int kCols, bool kPair, int kOwn>
 __device__ __forceinline__ void ChebyshevAnalysis(const double (&g)[kCols], const double* row_b,
                                                   const TeamVectors& m, TeamSums& team, int N, int lane,
@@ -278,45 +270,40 @@ __device__ __forceinline__ void ChebyshevAnalysis(const double (&g)[kCols], cons
   const int rb = lane + 32;
   const bool has_b = kPair && rb < N;
   const double n1 = N - 1, scale = 2 / ((series.kappa - 1) * n1), shift = -(series.kappa + 1) / (series.kappa - 1);
-  // T_k(t) a and T_k(t) b for the lane's members; T_{k-1}'s are in the other buffers.
-  double x_now[kOwn], b_now[kOwn], sum_x[kOwn], sum_b[kOwn];
+  double now[kOwn], sum_sqrt[kOwn], sum_inv[kOwn];  // T_k(t) a and the two sums, the lane's members
 #pragma unroll
   for (int k = 0; k < kOwn; ++k) {
-    x_now[k] = fore[k];
-    b_now[k] = b[k];
-    sum_x[k] = series.inv_sqrt[0] * fore[k];
-    sum_b[k] = series.inv[0] * b[k];
+    now[k] = fore[k];
+    sum_sqrt[k] = series.inv_sqrt[0] * fore[k];
+    sum_inv[k] = series.inv[0] * fore[k];
   }
+  double cs = series.inv_sqrt[1], ci = series.inv[1];  // the next term's coefficients, loaded a term ahead
   for (int k = 0; k < series.degree; ++k) {
+    const bool more = k + 1 < series.degree;
+    const double cs_next = more ? series.inv_sqrt[k + 2] : 0.0, ci_next = more ? series.inv[k + 2] : 0.0;
     double* v = k % 2 == 0 ? m.column : m.vvec;
-    double* w = k % 2 == 0 ? m.pvec : m.uvec;
     const double* v_prev = k % 2 == 0 ? m.vvec : m.column;
-    const double* w_prev = k % 2 == 0 ? m.uvec : m.pvec;
-    v[lane] = x_now[0];
-    w[lane] = b_now[0];
-    if constexpr (kPair) {
-      v[rb] = has_b ? x_now[1] : 0.0;
-      w[rb] = has_b ? b_now[1] : 0.0;
-    }
+    v[lane] = now[0];
+    if constexpr (kPair) v[rb] = has_b ? now[1] : 0.0;
     __syncwarp();
-    double gv[kOwn], gw[kOwn];
-    TwoProducts<kCols, kPair>(g, row_b, has_b, N, v, w, gv, gw);
-    const double twice = k == 0 ? 1.0 : 2.0, cx = series.inv_sqrt[k + 1], cb = series.inv[k + 1];
+    double gv[kOwn];
+    Product<kCols, kPair>(g, row_b, has_b, N, v, gv);
+    const double twice = k == 0 ? 1.0 : 2.0;
 #pragma unroll
     for (int o = 0; o < kOwn; ++o) {
-      const int member = o == 0 ? lane : rb;
-      const double x_prev = k == 0 ? 0.0 : v_prev[member], b_prev = k == 0 ? 0.0 : w_prev[member];
-      x_now[o] = twice * fma(scale, gv[o], shift * x_now[o]) - x_prev;
-      b_now[o] = twice * fma(scale, gw[o], shift * b_now[o]) - b_prev;
-      sum_x[o] = fma(cx, x_now[o], sum_x[o]);
-      sum_b[o] = fma(cb, b_now[o], sum_b[o]);
+      const double prev = k == 0 ? 0.0 : v_prev[o == 0 ? lane : rb];
+      now[o] = twice * fma(scale, gv[o], shift * now[o]) - prev;
+      sum_sqrt[o] = fma(cs, now[o], sum_sqrt[o]);
+      sum_inv[o] = fma(ci, now[o], sum_inv[o]);
     }
+    cs = cs_next;
+    ci = ci_next;
   }
-  double dot = fore[0] * sum_b[0];
-  if constexpr (kPair) dot += fore[1] * sum_b[1];
+  double dot = b[0] * sum_inv[0];
+  if constexpr (kPair) dot += b[1] * sum_inv[1];
   dot = team.Sum(dot) / n1;
 #pragma unroll
-  for (int k = 0; k < kOwn; ++k) acc[k] = sum_x[k] + dot;
+  for (int k = 0; k < kOwn; ++k) acc[k] = sum_sqrt[k] + dot;
 }
 
 // Steps 3 to 5 of the Householder path: W a + a . wbar for the lane's members into acc, from G
@@ -569,7 +556,7 @@ template <int kCols, bool kPair, typename T>
 __global__ void __launch_bounds__(32) LetkfTeamKernel(
     const LetkfGeometry* __restrict__ geometry, int64_t n, int N, int W, const T* __restrict__ anomalies,
     const double* __restrict__ xbar, const T* __restrict__ obs, const double* __restrict__ state_coords,
-    const double* __restrict__ obs_coords, const double* __restrict__ domain, const int* __restrict__ sorted,
+    const double* __restrict__ sorted_coords, const double* __restrict__ domain, const int* __restrict__ sorted,
     const int* __restrict__ cell_start, const ProblemParams* __restrict__ params,
     const unsigned long long* __restrict__ candidate_pairs, const double* __restrict__ table,
     const double* __restrict__ chebyshev_table, T* __restrict__ xa, double* __restrict__ partials) {
@@ -668,8 +655,9 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
       int j = 0;
       double c = 0;
       if (o < around.count) {
-        j = sorted[cell_begin[o] + pos];
-        c = LocalCoefficient(geo, point, obs_coords, domain, j, search);
+        const int k = cell_begin[o] + pos;  // the candidate's place in cell order
+        j = sorted[k];
+        c = LocalCoefficient(geo, point, sorted_coords, domain, k, search);
       }
       const bool accept = c > localization::kMinCoefficient;
       const unsigned mask = __ballot_sync(kFullWarp, accept);
@@ -738,7 +726,7 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
 
 template <int kCols, bool kPair, typename T>
 cudaError_t LaunchTeam(const LetkfGeometry* g, int64_t n, int N, int W, const T* a, const double* xbar,
-                       const T* obs, const double* state_coords, const double* obs_coords, const double* domain,
+                       const T* obs, const double* state_coords, const double* sorted_coords, const double* domain,
                        const int* sorted, const int* cell_start, const ProblemParams* params,
                        const unsigned long long* candidates, const double* table, const double* chebyshev_table,
                        T* xa, double* partials, int blocks, cudaStream_t stream) {
@@ -746,7 +734,7 @@ cudaError_t LaunchTeam(const LetkfGeometry* g, int64_t n, int N, int W, const T*
   cudaError_t e = cudaFuncSetAttribute(LetkfTeamKernel<kCols, kPair, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(smem));
   if (e != cudaSuccess) return e;
-  LetkfTeamKernel<kCols, kPair, T><<<blocks, 32, smem, stream>>>(g, n, N, W, a, xbar, obs, state_coords, obs_coords,
+  LetkfTeamKernel<kCols, kPair, T><<<blocks, 32, smem, stream>>>(g, n, N, W, a, xbar, obs, state_coords, sorted_coords,
                                                                  domain, sorted, cell_start, params, candidates, table,
                                                                  chebyshev_table, xa, partials);
   return cudaGetLastError();
@@ -756,21 +744,21 @@ cudaError_t LaunchTeam(const LetkfGeometry* g, int64_t n, int N, int W, const T*
 
 template <typename T>
 cudaError_t LaunchLetkfTeam(const LetkfGeometry* g, int64_t n, int N, int W, const T* a, const double* xbar,
-                            const T* obs, const double* state_coords, const double* obs_coords,
+                            const T* obs, const double* state_coords, const double* sorted_coords,
                             const double* domain, const int* sorted, const int* cell_start,
                             const ProblemParams* params, const unsigned long long* candidates,
                             const double* table, const double* chebyshev_table, T* xa, double* partials, int blocks,
                             cudaStream_t stream) {
   if (N < 2 || N > kLetkfTeamMaxMembers) return cudaErrorInvalidValue;
   if (N <= 32) {
-    return LaunchTeam<32, false, T>(g, n, N, W, a, xbar, obs, state_coords, obs_coords, domain, sorted, cell_start,
+    return LaunchTeam<32, false, T>(g, n, N, W, a, xbar, obs, state_coords, sorted_coords, domain, sorted, cell_start,
                                     params, candidates, table, chebyshev_table, xa, partials, blocks, stream);
   }
   if (N <= 56) {  // row l in 56 registers, not 64, for N <= 56: room for the steps' loads in flight
-    return LaunchTeam<56, true, T>(g, n, N, W, a, xbar, obs, state_coords, obs_coords, domain, sorted, cell_start,
+    return LaunchTeam<56, true, T>(g, n, N, W, a, xbar, obs, state_coords, sorted_coords, domain, sorted, cell_start,
                                    params, candidates, table, chebyshev_table, xa, partials, blocks, stream);
   }
-  return LaunchTeam<64, true, T>(g, n, N, W, a, xbar, obs, state_coords, obs_coords, domain, sorted, cell_start,
+  return LaunchTeam<64, true, T>(g, n, N, W, a, xbar, obs, state_coords, sorted_coords, domain, sorted, cell_start,
                                  params, candidates, table, chebyshev_table, xa, partials, blocks, stream);
 }
 

@@ -124,8 +124,8 @@ def gershgorin_kappas(X, HX, r, state, obs, radius, domain):
 @pytest.mark.parametrize("error_scale, series", [(30.0, True), (1e-3, False)])
 def test_well_and_ill_conditioned_local_problems_match_numpy(client, rng, error_scale, series):
     # Large observation errors keep every local G / (N-1) within kappa 16, where the CUDA kernel
-    # takes the Chebyshev series (degree 73 <= 2N); small ones put every G far beyond the
-    # series' ladder (kappa 45), where it takes the tridiagonal path. Both match NumPy.
+    # takes the Chebyshev series (degree 73 <= 4N); small ones put every G beyond the series'
+    # ladder (kappa 45), where it takes the tridiagonal path. Both match NumPy.
     N, domain, radius = 40, np.array([40.0]), 2.0
     state, obs, X, HX, y, r = random_problem(rng, 80, 200, N, lambda k: rng.uniform(0, 40, (k, 1)))
     r = r * error_scale

@@ -53,6 +53,7 @@ void LayOutLetkf(Group& g, Arena& in, Arena& sc) {
   g.bin_bytes = kernels::LetkfBinScratchBytes(g.key.m, g.max_cells);
   g.bin = sc.Take(g.bin_bytes);
   g.sorted = sc.Take(m * sizeof(int));
+  g.sorted_coords = sc.Take(m * d * sizeof(double));
   g.cell_start = sc.Take((static_cast<size_t>(g.max_cells) + 1) * sizeof(int));
   g.partials = sc.Take(static_cast<size_t>(kernels::LetkfAnalysisWarps(g.key.n)) * sizeof(double));
 }

@@ -57,8 +57,9 @@ struct Group {
   size_t xbar = 0, c = 0, s = 0, z = 0, v = 0, vf = 0, t = 0, ev = 0, u = 0, wbar = 0, flag = 0;
   size_t partials = 0;
   // LETKF scratch, reused by the group's problems one after another: the binning's sort, the
-  // sorted observations and the cells' starts (bin_bytes: the sort's scratch, as sized)
-  size_t bin = 0, bin_bytes = 0, sorted = 0, cell_start = 0;
+  // sorted observations, the cells' starts and the coordinates in cell order (bin_bytes: the
+  // sort's scratch, as sized)
+  size_t bin = 0, bin_bytes = 0, sorted = 0, cell_start = 0, sorted_coords = 0;
   int64_t max_cells = 0;
   // out
   size_t xa = 0, innovation = 0;

@@ -811,8 +811,8 @@ absl::Status GroupRunner<T>::RunLetkf() {
     const double* obs_coords = In<double>(g_.obs_coords) + p * m * d;
     const double* state_coords = In<double>(g_.state_coords) + p * n * d;
     CUDA_RETURN_IF_ERROR(kernels::LaunchLetkfBin(geometry + p, m, g_.max_cells, obs_coords, Sc<void>(g_.bin),
-                                                 g_.bin_bytes, Sc<int>(g_.sorted),
-                                                 Sc<int>(g_.cell_start), stream()));
+                                                 g_.bin_bytes, Sc<int>(g_.sorted), Sc<int>(g_.cell_start),
+                                                 Sc<double>(g_.sorted_coords), stream()));
     RETURN_IF_ERROR(Launched());
     CUDA_RETURN_IF_ERROR(kernels::LaunchLetkfCountCandidates(geometry + p, n, state_coords, Sc<int>(g_.cell_start),
                                                              candidates_ + p, stream()));
@@ -820,7 +820,7 @@ absl::Status GroupRunner<T>::RunLetkf() {
     int warps = 0;
     CUDA_RETURN_IF_ERROR(kernels::LaunchLetkfAnalysis<T>(
         geometry + p, n, static_cast<int>(N), static_cast<int>(g_.W), In<T>(g_.x) + p * n * N,
-        Sc<double>(g_.xbar) + p * n, In<T>(g_.obs) + p * m * g_.W, state_coords, obs_coords,
+        Sc<double>(g_.xbar) + p * n, In<T>(g_.obs) + p * m * g_.W, state_coords, Sc<double>(g_.sorted_coords),
         In<double>(g_.domain) + p * d, Sc<int>(g_.sorted), Sc<int>(g_.cell_start),
         In<const ProblemParams>(g_.params) + p, candidates_ + p, In<double>(g_.table),
         In<double>(g_.chebyshev), reinterpret_cast<T*>(out_ + g_.xa) + p * n * N, Sc<double>(g_.partials), &warps, stream()));
