@@ -1,7 +1,8 @@
 // The LETKF on the device (nvcc-built): the observations binned by cell, then a block per state
 // variable (at a time) that finds its local observations, forms its local ETKF and writes its
-// analysis row: the team kernel of letkf_team.cu (one or two warps, G's rows in registers) for
-// N <= 64, the one-warp kernel of letkf.cu (G in shared memory) beyond.
+// analysis row: the team kernel of letkf_team.cu (one warp, G's rows l in registers, l + 32 in
+// shared memory; a Chebyshev series for well-conditioned G) for N <= 64, the one-warp kernel of
+// letkf.cu (G in shared memory) beyond.
 // No per-variable host work and no per-variable global scratch.
 //
 // Binning (math/letkf_cells.h, shared with the CPU backend): every observation within the
@@ -14,7 +15,9 @@
 //      with c > 1e-3 are staged (their whitened rows, 16 at a time) and added to
 //      G = (N-1) I + sum_k c_k y_k y_k^T on the tensor cores (mma.m8n8k4 in float64) and to
 //      b = sum_k c_k dw_k y_k.
-//   2. G = Q T Q^T by Householder reflections (T tridiagonal).
+//   2. G = Q T Q^T by Householder reflections (T tridiagonal). (The team kernel takes a
+//      well-conditioned G by Chebyshev series in G applied to a instead of 2 and 3:
+//      math/chebyshev.h.)
 //   3. In T's basis: wbar = T^-1 Q^T b and W a = sqrt(N-1) T^-1/2 Q^T a, the inverse square root
 //      as Zolotarev's rational approximation (math/inverse_sqrt.h, relative error <= 2e-15 for
 //      cond(G) up to 1e16) whose terms are tridiagonal solves, one a thread.
