@@ -7,9 +7,10 @@
 // products cost less than a tridiagonalisation (math/inverse_sqrt.h covers every other case).
 //
 // The degree grows with kappa about as log(2e15) / log((sqrt(kappa) + 1) / (sqrt(kappa) - 1)):
-// 20 at kappa = 2, 49 at 8, 106 at 32. The table holds a ladder of intervals [1, 2^((k+1)/2)]; the
-// coefficients come from the series' definition (a discrete cosine transform of f at 256
-// Chebyshev points, in long double), on the host, once (milliseconds). Header-only; Select on host and device.
+// 20 at kappa = 2, 49 at 8, 106 at 32. The table holds a ladder of intervals [1, 2^((k+1)/2)];
+// the coefficients come from the series' definition (a discrete cosine transform of f at 256
+// Chebyshev points, in long double), on the host, once (milliseconds). Header-only; Select
+// and Evaluate on host and device.
 #pragma once
 
 #include <cmath>

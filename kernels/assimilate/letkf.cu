@@ -527,7 +527,8 @@ cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int64_t n, int N, int W,
                                 const double* sorted_coords, const double* domain, const int* sorted,
                                 const int* cell_start, const ProblemParams* params,
                                 const unsigned long long* candidates, const double* table,
-                                const double* chebyshev_table, T* xa, double* partials, int* warps, cudaStream_t stream) {
+                                const double* chebyshev_table, T* xa, double* partials, int* warps,
+                                cudaStream_t stream) {
   if (N < 2 || N > kMaxLetkfMembers) return cudaErrorInvalidValue;
   const int blocks = LaunchedWarps(n);
   *warps = blocks;

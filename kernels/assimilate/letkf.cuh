@@ -63,15 +63,17 @@ cudaError_t LaunchLetkfCountCandidates(const LetkfGeometry* g, int64_t n, const 
 // [Yw | dw] (LaunchPrepareObs); state_coords (n x d) and domain (d values, periodic) in double;
 // sorted, cell_start and sorted_coords from LaunchLetkfBin; candidates: the count of
 // LaunchLetkfCountCandidates (over params->max_candidates: no variable is analysed); table:
-// math/inverse_sqrt.h's WriteTable, chebyshev: math/chebyshev.h's (read for N <= 64). xa: n x N analysis; partials: per-warp sums of row
-// variances, `*warps` of them (for LaunchReduceSpread; at most LetkfAnalysisWarps(n)).
+// math/inverse_sqrt.h's WriteTable, chebyshev_table: math/chebyshev.h's (read for N <= 64).
+// xa: n x N analysis; partials: per-warp sums of row variances, `*warps` of them (for
+// LaunchReduceSpread; at most LetkfAnalysisWarps(n)).
 template <typename T>
 cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int64_t n, int N, int W, const T* a,
                                 const double* xbar, const T* obs, const double* state_coords,
                                 const double* sorted_coords, const double* domain, const int* sorted,
                                 const int* cell_start, const ProblemParams* params,
                                 const unsigned long long* candidates, const double* table,
-                                const double* chebyshev_table, T* xa, double* partials, int* warps, cudaStream_t stream);
+                                const double* chebyshev_table, T* xa, double* partials, int* warps,
+                                cudaStream_t stream);
 
 // A bound on the per-warp partials LaunchLetkfAnalysis writes for n variables.
 int LetkfAnalysisWarps(int64_t n);

@@ -86,9 +86,10 @@ struct TeamLayout {
       return here;
     };
     ldb = cols + 2;  // 2 mod 4 (cols: whole chunks): eight lanes' 16-byte loads meet 32 banks
+    auto larger = [](size_t x, size_t y) { return x > y ? x : y; };
     const size_t staged = kStage * kLds, handover = 32 * kHandoverLd;
     const size_t solves = 2 * static_cast<size_t>(N) * kSolveLanes;
-    stage = take(staged > handover ? (staged > solves ? staged : solves) : (handover > solves ? handover : solves));
+    stage = take(larger(larger(staged, handover), solves));
     second = take(kPair ? static_cast<size_t>(N - 32) * ldb : 0);
     reflectors = take(ReflectorOffset(30));
     list_coeff = take(kListCap);
