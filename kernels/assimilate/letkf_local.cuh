@@ -104,7 +104,8 @@ __device__ inline double FinishAnalysisMembers(double (&acc)[kPer], const double
   return sum(var) / (N - 1);
 }
 
-// The largest N of the team kernel (letkf_team.cu): G's rows in registers, one a thread.
+// The largest N of the team kernel (letkf_team.cu): a warp a variable, lane l holding G's row l in
+// registers and row l + 32 in shared memory.
 constexpr int kLetkfTeamMaxMembers = 64;
 
 // The analysis kernels, as LaunchLetkfAnalysis (letkf.cuh) describes them, with `blocks` blocks
