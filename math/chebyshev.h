@@ -7,10 +7,11 @@
 // products cost less than a tridiagonalisation (math/inverse_sqrt.h covers every other case).
 //
 // The degree grows with kappa about as log(2e15) / log((sqrt(kappa) + 1) / (sqrt(kappa) - 1)):
-// 20 at kappa = 2, 49 at 8, 106 at 32. The table holds a ladder of intervals [1, 2^((k+1)/2)];
-// the coefficients come from the series' definition (a discrete cosine transform of f at 256
-// Chebyshev points, in long double), on the host, once (milliseconds). Header-only; Select
-// and Evaluate on host and device.
+// 20 at kappa = 2, 49 at 8, 106 at 32. The table holds a ladder of intervals [1, 2^((k+1)/4)]
+// (a bound is rounded up by at most 2^(1/4), at most 6% on the degree); the coefficients come
+// from the series' definition (a discrete cosine transform of f at 256 Chebyshev points, in
+// long double), on the host, once (milliseconds). Header-only; Select and Evaluate on host and
+// device.
 #pragma once
 
 #include <cmath>
@@ -21,9 +22,9 @@
 
 namespace gpucompute::chebyshev {
 
-inline constexpr int kRungs = 11;        // kappa = 2^0.5 ... 2^5.5
+inline constexpr int kRungs = 22;        // kappa = 2^0.25 ... 2^5.5
 inline constexpr int kMaxDegree = 128;   // rungs needing more are left out (degree 0)
-inline constexpr int kCoefficients = 2048;
+inline constexpr int kCoefficients = 3072;
 inline constexpr double kTolerance = 1e-15;  // the truncation's error, relative to f on [1, kappa]
 
 // Layout of the table, in doubles: kappa, degree, first coefficient (kRungs each); then each
@@ -31,7 +32,7 @@ inline constexpr double kTolerance = 1e-15;  // the truncation's error, relative
 inline constexpr size_t kTableDoubles = 3 * kRungs + kCoefficients;
 
 // Rung k's interval is [1, RungKappa(k)].
-GPUCOMPUTE_HOST_DEVICE inline double RungKappa(int k) { return std::exp2(0.5 * (k + 1)); }
+GPUCOMPUTE_HOST_DEVICE inline double RungKappa(int k) { return std::exp2(0.25 * (k + 1)); }
 
 namespace detail {
 

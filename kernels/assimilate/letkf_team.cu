@@ -211,29 +211,36 @@ struct TeamVectors {
 };
 
 // G v for the lane's rows (row l in g, row rb in row_b when has_b), v in shared memory (zero
-// from N on): four partial sums a row, a 16-byte broadcast load of v and one of row rb per two
-// columns.
+// from N on, as are g and row_b): a 16-byte broadcast load of v and one of row rb per two
+// columns, over all kCols columns without a test (one block the compiler can pipeline: the
+// loads of later columns in flight while earlier ones are multiplied), in four partial sums a
+// row (short dependent chains).
 template <int kCols, bool kPair, int kOwn>
-__device__ __forceinline__ void Product(const double (&g)[kCols], const double* row_b, bool has_b, int N,
-                                        const double* v, double (&gv)[kOwn]) {
-  double sa[4] = {0, 0, 0, 0}, sb[4] = {0, 0, 0, 0};
+__device__ __forceinline__ void Product(const double (&g)[kCols], const double* row_b, bool has_b, const double* v,
+                                        double (&gv)[kOwn]) {
+  constexpr int kSums = 4;
+  double sa[kSums] = {}, sb[kSums] = {};
+  const double2* v2 = reinterpret_cast<const double2*>(v);
+  const double2* b2 = reinterpret_cast<const double2*>(row_b);
 #pragma unroll
-  for (int C = 0; C < kCols / 8; ++C) {
-    if (8 * C >= N) break;
-    const double2* v2 = reinterpret_cast<const double2*>(v + 8 * C);
-    const double2* b2 = reinterpret_cast<const double2*>(row_b + 8 * C);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const double2 vv = v2[e];
-      sa[e] = fma(g[8 * C + 2 * e + 1], vv.y, fma(g[8 * C + 2 * e], vv.x, sa[e]));
-      if (kPair && has_b) {
-        const double2 bb = b2[e];
-        sb[e] = fma(bb.y, vv.y, fma(bb.x, vv.x, sb[e]));
-      }
+  for (int e = 0; e < kCols / 2; ++e) {
+    const double2 vv = v2[e];
+    sa[e % kSums] = fma(g[2 * e + 1], vv.y, fma(g[2 * e], vv.x, sa[e % kSums]));
+    if (kPair && has_b) {
+      const double2 bb = b2[e];
+      sb[e % kSums] = fma(bb.y, vv.y, fma(bb.x, vv.x, sb[e % kSums]));
     }
   }
-  gv[0] = (sa[0] + sa[1]) + (sa[2] + sa[3]);
-  if constexpr (kPair) gv[1] = (sb[0] + sb[1]) + (sb[2] + sb[3]);
+#pragma unroll
+  for (int w = kSums / 2; w > 0; w /= 2) {
+#pragma unroll
+    for (int k = 0; k < w; ++k) {
+      sa[k] += sa[k + w];
+      sb[k] += sb[k + w];
+    }
+  }
+  gv[0] = sa[0];
+  if constexpr (kPair) gv[1] = sb[0];
 }
 
 // The Chebyshev series for G's analysis (math/chebyshev.h), or degree 0 for the Householder
@@ -288,7 +295,7 @@ __device__ __forceinline__ void ChebyshevAnalysis(const double (&g)[kCols], cons
     if constexpr (kPair) v[rb] = has_b ? now[1] : 0.0;
     __syncwarp();
     double gv[kOwn];
-    Product<kCols, kPair>(g, row_b, has_b, N, v, gv);
+    Product<kCols, kPair>(g, row_b, has_b, v, gv);
     const double twice = k == 0 ? 1.0 : 2.0;
 #pragma unroll
     for (int o = 0; o < kOwn; ++o) {
@@ -604,11 +611,12 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
 #pragma unroll
     for (int s = 0; s < kTiles; ++s) d0[s] = d1[s] = 0;
     double b[kOwn] = {};
-    // Adds the `count` listed observations, 16 at a time; the next 16 rows are loaded (lane l:
-    // their columns l and l + 32) while the tensor cores work on the staged ones.
+    // Adds the `count` listed observations, 16 at a time; the next 16 rows and innovations are
+    // loaded (lane l: the rows' columns l and l + 32, row l's innovation) while the tensor
+    // cores work on the staged ones. All 16 staged rows are written (zero past the listed).
     auto add_listed = [&](int count) {
       __syncwarp();
-      double next_rows[kOwn][kStage];
+      double next_rows[kOwn][kStage], next_d = 0;
       auto fetch = [&](int b0) {
         const int staged = min(kStage, count - b0);
 #pragma unroll
@@ -623,12 +631,10 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
         const int staged = min(kStage, count - b0), rows = (staged + 3) / 4 * 4;
 #pragma unroll
         for (int k = 0; k < kStage; ++k) {
-          if (k < rows) {
-            stage[k * kLds + lane] = next_rows[0][k];
-            if constexpr (kPair) stage[k * kLds + rb] = next_rows[1][k];
-          }
+          stage[k * kLds + lane] = next_rows[0][k];
+          if constexpr (kPair) stage[k * kLds + rb] = next_rows[1][k];
         }
-        if (lane < rows) {
+        if (lane < kStage) {
           const double c = lane < staged ? list_coeff[b0 + lane] : 0.0;
           coeff[lane] = c;
           dc[lane] = lane < staged ? c * static_cast<double>(obs[static_cast<int64_t>(list_index[b0 + lane]) * W + N])
@@ -689,17 +695,10 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
       __syncwarp();
       double g[kCols];
 #pragma unroll
-      for (int c = 0; c < kCols; ++c) {
-        double x = 0;
-        if (lane < N && c < N) {
-          if (c <= lane) {
-            x = handover[lane * kHandoverLd + c];
-          } else if (c < 32) {
-            x = handover[c * kHandoverLd + lane];
-          } else {
-            x = smem[l.second + (c - 32) * l.ldb + lane];
-          }
-        }
+      for (int c = 0; c < kCols; ++c) {  // G[lane][c] from the stored lower triangle: one load a column
+        const double* at = c >= 32 ? smem + l.second + (c - 32) * l.ldb + lane
+                                   : (c <= lane ? handover + lane * kHandoverLd + c : handover + c * kHandoverLd + lane);
+        const double x = lane < N && c < N ? *at : 0.0;
         g[c] = c == lane && lane < N ? x + n1 : x;
       }
       if (has_b) {
