@@ -169,7 +169,7 @@ __device__ __forceinline__ void AddTiles(double (&d0)[kTiles], double (&d1)[kTil
     double yv[kT], ya[kT];
 #pragma unroll
     for (int I = 0; I < kT; ++I) {
-      yv[I] = 8 * I < N ? yr[8 * I + g] : 0.0;
+      yv[I] = 8 * I <= N ? yr[8 * I + g] : 0.0;  // column N: the innovations
       ya[I] = ck * yv[I];
     }
     int t = 0;
@@ -177,17 +177,17 @@ __device__ __forceinline__ void AddTiles(double (&d0)[kTiles], double (&d1)[kTil
     for (int I = 0; I < kT; ++I) {
 #pragma unroll
       for (int J = 0; J <= I; ++J, ++t) {
-        if (8 * I < N) MmaF64(d0[t], d1[t], ya[I], yv[J]);
+        if (8 * I <= N) MmaF64(d0[t], d1[t], ya[I], yv[J]);  // row N: b (when N < kCols)
       }
     }
   }
 }
 
-// The tiles into place (rows below N only): G's first 32 rows into the handover area, the rest
-// into the second rows.
+// The tiles into place: G's first 32 rows into the handover area, its other rows into the second
+// rows, row N (b, from the innovations staged as column N) into row_n.
 template <int kCols, int kTiles>
 __device__ __forceinline__ void StoreTiles(const double (&d0)[kTiles], const double (&d1)[kTiles], double* handover,
-                                           double* second, int ldb, int N, int lane) {
+                                           double* second, double* row_n, int ldb, int N, int lane) {
   constexpr int kT = kCols / 8;
   const int g = lane >> 2, q4 = lane & 3;
   int t = 0;
@@ -196,8 +196,8 @@ __device__ __forceinline__ void StoreTiles(const double (&d0)[kTiles], const dou
 #pragma unroll
     for (int J = 0; J <= I; ++J, ++t) {
       const int row = 8 * I + g, c = 8 * J + 2 * q4;
-      if (row < N) {
-        double* at = 8 * I < 32 ? handover + row * kHandoverLd + c : second + (row - 32) * ldb + c;
+      if (row <= N) {
+        double* at = row == N ? row_n + c : (8 * I < 32 ? handover + row * kHandoverLd + c : second + (row - 32) * ldb + c);
         if (c < N) at[0] = d0[t];
         if (c + 1 < N) at[1] = d1[t];
       }
@@ -611,19 +611,20 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
 #pragma unroll
     for (int s = 0; s < kTiles; ++s) d0[s] = d1[s] = 0;
     double b[kOwn] = {};
-    // Adds the `count` listed observations, 16 at a time; the next 16 rows and innovations are
-    // loaded (lane l: the rows' columns l and l + 32, row l's innovation) while the tensor
-    // cores work on the staged ones. All 16 staged rows are written (zero past the listed).
+    // Adds the `count` listed observations, 16 at a time; the next 16 rows are loaded (lane l:
+    // their columns l and l + 32, column N the innovation) while the tensor cores work on the
+    // staged ones. All 16 staged rows are written (zero past the listed). With N < kCols the
+    // tiles' row N is b; with N = kCols b is summed here.
     auto add_listed = [&](int count) {
       __syncwarp();
-      double next_rows[kOwn][kStage], next_d = 0;
+      double next_rows[kOwn][kStage];
       auto fetch = [&](int b0) {
         const int staged = min(kStage, count - b0);
 #pragma unroll
         for (int k = 0; k < kStage; ++k) {
           const T* row = obs + static_cast<int64_t>(k < staged ? list_index[b0 + k] : 0) * W;
-          next_rows[0][k] = k < staged && lane < N ? static_cast<double>(row[lane]) : 0.0;
-          if constexpr (kPair) next_rows[1][k] = k < staged && has_b ? static_cast<double>(row[rb]) : 0.0;
+          next_rows[0][k] = k < staged && lane <= N ? static_cast<double>(row[lane]) : 0.0;
+          if constexpr (kPair) next_rows[1][k] = k < staged && rb <= N ? static_cast<double>(row[rb]) : 0.0;
         }
       };
       fetch(0);
@@ -637,14 +638,18 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
         if (lane < kStage) {
           const double c = lane < staged ? list_coeff[b0 + lane] : 0.0;
           coeff[lane] = c;
-          dc[lane] = lane < staged ? c * static_cast<double>(obs[static_cast<int64_t>(list_index[b0 + lane]) * W + N])
-                                   : 0.0;
+          if (N == kCols) {
+            dc[lane] = lane < staged ? c * static_cast<double>(obs[static_cast<int64_t>(list_index[b0 + lane]) * W + N])
+                                     : 0.0;
+          }
         }
         __syncwarp();
         if (b0 + kStage < count) fetch(b0 + kStage);
-        for (int k = 0; k < staged; ++k) {
-          b[0] += dc[k] * stage[k * kLds + lane];
-          if constexpr (kPair) b[1] += dc[k] * stage[k * kLds + rb];
+        if (N == kCols) {
+          for (int k = 0; k < staged; ++k) {
+            b[0] += dc[k] * stage[k * kLds + lane];
+            if constexpr (kPair) b[1] += dc[k] * stage[k * kLds + rb];
+          }
         }
         AddTiles<kCols, kLds>(d0, d1, stage, coeff, rows, N, lane);
         __syncwarp();
@@ -691,8 +696,12 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
       // 2. The tiles handed over: row l into registers, row rb completed in place (its entries
       // right of the diagonal from the rows below it).
       double* handover = stage;
-      StoreTiles<kCols>(d0, d1, handover, smem + l.second, l.ldb, N, lane);
+      StoreTiles<kCols>(d0, d1, handover, smem + l.second, vectors.pvec, l.ldb, N, lane);
       __syncwarp();
+      if (N < kCols) {
+        b[0] = lane < N ? vectors.pvec[lane] : 0.0;
+        if constexpr (kPair) b[1] = has_b ? vectors.pvec[rb] : 0.0;
+      }
       double g[kCols];
 #pragma unroll
       for (int c = 0; c < kCols; ++c) {  // G[lane][c] from the stored lower triangle: one load a column
