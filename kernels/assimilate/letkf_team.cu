@@ -158,10 +158,11 @@ struct TeamSums {
   }
 };
 
-// The staged rows' products on the tiles on and below the diagonal (numbered row by row).
+// The staged rows' products on the tiles on and below the diagonal (numbered row by row), the
+// tiles of rows and columns 0 ... last.
 template <int kCols, int kLds, int kTiles>
 __device__ __forceinline__ void AddTiles(double (&d0)[kTiles], double (&d1)[kTiles], const double* stage,
-                                         const double* coeff, int rows, int N, int lane) {
+                                         const double* coeff, int rows, int last, int lane) {
   constexpr int kT = kCols / 8;
   const int g = lane >> 2, q4 = lane & 3;
   for (int k = 0; k < rows; k += 4) {
@@ -170,7 +171,7 @@ __device__ __forceinline__ void AddTiles(double (&d0)[kTiles], double (&d1)[kTil
     double yv[kT], ya[kT];
 #pragma unroll
     for (int I = 0; I < kT; ++I) {
-      yv[I] = 8 * I <= N ? yr[8 * I + g] : 0.0;  // column N: the innovations
+      yv[I] = 8 * I <= last ? yr[8 * I + g] : 0.0;
       ya[I] = ck * yv[I];
     }
     int t = 0;
@@ -178,15 +179,15 @@ __device__ __forceinline__ void AddTiles(double (&d0)[kTiles], double (&d1)[kTil
     for (int I = 0; I < kT; ++I) {
 #pragma unroll
       for (int J = 0; J <= I; ++J, ++t) {
-        if (8 * I <= N) MmaF64(d0[t], d1[t], ya[I], yv[J]);  // row N: b (when N < kCols)
+        if (8 * I <= last) MmaF64(d0[t], d1[t], ya[I], yv[J]);
       }
     }
   }
 }
 
 // The tiles into place: G's first 32 rows into the handover area, its other rows into the second
-// rows, row N (b, from the innovations staged as column N) into row_n.
-template <int kCols, int kTiles>
+// rows, row N (b, from the innovations staged as column N) into row_n when kRowN.
+template <int kCols, bool kRowN, int kTiles>
 __device__ __forceinline__ void StoreTiles(const double (&d0)[kTiles], const double (&d1)[kTiles], double* handover,
                                            double* second, double* row_n, int ldb, int N, int lane) {
   constexpr int kT = kCols / 8;
@@ -197,8 +198,9 @@ __device__ __forceinline__ void StoreTiles(const double (&d0)[kTiles], const dou
 #pragma unroll
     for (int J = 0; J <= I; ++J, ++t) {
       const int row = 8 * I + g, c = 8 * J + 2 * q4;
-      if (row <= N) {
-        double* at = row == N ? row_n + c : (8 * I < 32 ? handover + row * kHandoverLd + c : second + (row - 32) * ldb + c);
+      if (row < N || (kRowN && row == N)) {
+        double* at = kRowN && row == N ? row_n + c
+                                       : (8 * I < 32 ? handover + row * kHandoverLd + c : second + (row - 32) * ldb + c);
         if (c < N) at[0] = d0[t];
         if (c + 1 < N) at[1] = d1[t];
       }
@@ -612,10 +614,13 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
 #pragma unroll
     for (int s = 0; s < kTiles; ++s) d0[s] = d1[s] = 0;
     double b[kOwn] = {};
+    // b as the tiles' row N, the innovations staged as column N (lane N - 32 loads them): for the
+    // paired teams with a spare tile row (the 32-wide team spills with it and is 7-15% slower).
+    const bool row_n_b = kPair && N < kCols;
     // Adds the `count` listed observations, 16 at a time; the next 16 rows are loaded (lane l:
     // their columns l and l + 32, column N the innovation) while the tensor cores work on the
-    // staged ones. All 16 staged rows are written (zero past the listed). With N < kCols the
-    // tiles' row N is b; with N = kCols b is summed here.
+    // staged ones. All 16 staged rows are written (zero past the listed). With row_n_b the
+    // tiles' row N is b; otherwise b is summed here.
     auto add_listed = [&](int count) {
       __syncwarp();
       double next_rows[kOwn][kStage];
@@ -624,8 +629,8 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
 #pragma unroll
         for (int k = 0; k < kStage; ++k) {
           const T* row = obs + static_cast<int64_t>(k < staged ? list_index[b0 + k] : 0) * W;
-          next_rows[0][k] = k < staged && lane <= N ? static_cast<double>(row[lane]) : 0.0;
-          if constexpr (kPair) next_rows[1][k] = k < staged && rb <= N ? static_cast<double>(row[rb]) : 0.0;
+          next_rows[0][k] = k < staged && lane < N ? static_cast<double>(row[lane]) : 0.0;
+          if constexpr (kPair) next_rows[1][k] = k < staged && rb <= N ? static_cast<double>(row[rb]) : 0.0;  // N: dw
         }
       };
       fetch(0);
@@ -639,20 +644,20 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
         if (lane < kStage) {
           const double c = lane < staged ? list_coeff[b0 + lane] : 0.0;
           coeff[lane] = c;
-          if (N == kCols) {
+          if (!row_n_b) {
             dc[lane] = lane < staged ? c * static_cast<double>(obs[static_cast<int64_t>(list_index[b0 + lane]) * W + N])
                                      : 0.0;
           }
         }
         __syncwarp();
         if (b0 + kStage < count) fetch(b0 + kStage);
-        if (N == kCols) {
+        if (!row_n_b) {
           for (int k = 0; k < staged; ++k) {
             b[0] += dc[k] * stage[k * kLds + lane];
             if constexpr (kPair) b[1] += dc[k] * stage[k * kLds + rb];
           }
         }
-        AddTiles<kCols, kLds>(d0, d1, stage, coeff, rows, N, lane);
+        AddTiles<kCols, kLds>(d0, d1, stage, coeff, rows, row_n_b ? N : N - 1, lane);
         __syncwarp();
       }
     };
@@ -697,9 +702,9 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
       // 2. The tiles handed over: row l into registers, row rb completed in place (its entries
       // right of the diagonal from the rows below it).
       double* handover = stage;
-      StoreTiles<kCols>(d0, d1, handover, smem + l.second, vectors.pvec, l.ldb, N, lane);
+      StoreTiles<kCols, kPair>(d0, d1, handover, smem + l.second, vectors.pvec, l.ldb, N, lane);
       __syncwarp();
-      if (N < kCols) {
+      if (row_n_b) {
         b[0] = lane < N ? vectors.pvec[lane] : 0.0;
         if constexpr (kPair) b[1] = has_b ? vectors.pvec[rb] : 0.0;
       }
