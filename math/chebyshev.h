@@ -1,6 +1,7 @@
 // x^(-1/2) and x^(-1) of a symmetric positive definite matrix applied to a vector by Chebyshev
 // series, for matrices whose spectrum lies in [1, kappa] with kappa small: p(G) v with p the
-// series truncated at a degree where its error on [1, kappa] is at most 1e-15 relative. Each
+// series truncated at a degree where its error on [1, kappa] is at most 1e-15 relative (2^-30
+// for results rounded to float32: 1/64 of their rounding's unit, at about 0.6 of the degree). Each
 // term is one product G v (three-term recurrence on t = (2 G - (kappa + 1) I) / (kappa - 1),
 // whose spectrum lies in [-1, 1]), so the series needs neither a factorisation nor a reduction:
 // the LETKF's GPU kernel takes this path for well-conditioned local problems, where degree
@@ -25,11 +26,19 @@ namespace gpucompute::chebyshev {
 inline constexpr int kRungs = 22;        // kappa = 2^0.25 ... 2^5.5
 inline constexpr int kMaxDegree = 128;   // rungs needing more are left out (degree 0)
 inline constexpr int kCoefficients = 3072;
-inline constexpr double kTolerance = 1e-15;  // the truncation's error, relative to f on [1, kappa]
 
-// Layout of the table, in doubles: kappa, degree, first coefficient (kRungs each); then each
-// rung's coefficients of x^(-1/2), then of x^(-1) (degree + 1 each: c_0 / 2, c_1, ...).
-inline constexpr size_t kTableDoubles = 3 * kRungs + kCoefficients;
+// The precision of the results a series serves, and its truncation's error relative to f on
+// [1, kappa]. A rung stores the coefficients up to its double degree; the single degree is a
+// shorter truncation of the same series.
+enum class Precision { kDouble, kSingle };
+inline constexpr double kTolerance = 1e-15;
+inline constexpr double kSingleTolerance = 0x1p-30;
+
+// Layout of the table, in doubles: kappa, double degree, single degree, first coefficient (kRungs
+// each); then each rung's coefficients of x^(-1/2), then of x^(-1) (double degree + 1 each:
+// c_0 / 2, c_1, ...).
+inline constexpr int kHeader = 4 * kRungs;
+inline constexpr size_t kTableDoubles = kHeader + kCoefficients;
 
 // Rung k's interval is [1, RungKappa(k)].
 GPUCOMPUTE_HOST_DEVICE inline double RungKappa(int k) { return std::exp2(0.25 * (k + 1)); }
@@ -60,13 +69,13 @@ std::vector<long double> Coefficients(F f, long double kappa, int count) {
 }
 
 // The lowest degree d whose truncation error, sum |c_n| over the kTailWindow coefficients after
-// d (those further on are smaller by rho^-kTailWindow, and below the rounding), is within the
-// tolerance of f's smallest value on the interval, fmin; 0 if above kMaxDegree.
-inline int Degree(const std::vector<long double>& c, long double fmin) {
+// d (those further on are smaller by rho^-kTailWindow, and below the rounding), is within
+// `tolerance` of f's smallest value on the interval, fmin; 0 if above kMaxDegree.
+inline int Degree(const std::vector<long double>& c, long double fmin, double tolerance) {
   for (int d = 1; d <= kMaxDegree; ++d) {
     long double tail = 0;
     for (int n = d + 1; n <= d + kTailWindow; ++n) tail += std::fabs(c[n]);
-    if (tail <= kTolerance * fmin) return d;
+    if (tail <= tolerance * fmin) return d;
   }
   return 0;
 }
@@ -83,18 +92,23 @@ inline void WriteTable(double* out) {
       const long double kappa = RungKappa(k);
       const auto inv_sqrt = detail::Coefficients([](long double x) { return 1 / std::sqrt(x); }, kappa, kCount);
       const auto inv = detail::Coefficients([](long double x) { return 1 / x; }, kappa, kCount);
-      const int a = detail::Degree(inv_sqrt, 1 / std::sqrt(kappa)), b = detail::Degree(inv, 1 / kappa);
-      const int degree = a == 0 || b == 0 ? 0 : (a > b ? a : b);
+      auto degree_within = [&](double tolerance) {
+        const int a = detail::Degree(inv_sqrt, 1 / std::sqrt(kappa), tolerance);
+        const int b = detail::Degree(inv, 1 / kappa, tolerance);
+        return a == 0 || b == 0 ? 0 : (a > b ? a : b);
+      };
+      const int degree = degree_within(kTolerance);
       t[k] = static_cast<double>(kappa);
       t[kRungs + k] = degree;
-      t[2 * kRungs + k] = static_cast<double>(at);
+      t[2 * kRungs + k] = degree_within(kSingleTolerance);
+      t[3 * kRungs + k] = static_cast<double>(at);
       if (degree == 0 || at + 2 * (degree + 1) > kCoefficients) {
-        t[kRungs + k] = 0;
+        t[kRungs + k] = t[2 * kRungs + k] = 0;
         continue;
       }
       for (int n = 0; n <= degree; ++n) {
-        t[3 * kRungs + at + n] = static_cast<double>(inv_sqrt[n]);
-        t[3 * kRungs + at + degree + 1 + n] = static_cast<double>(inv[n]);
+        t[kHeader + at + n] = static_cast<double>(inv_sqrt[n]);
+        t[kHeader + at + degree + 1 + n] = static_cast<double>(inv[n]);
       }
       at += 2 * (degree + 1);
     }
@@ -111,17 +125,20 @@ struct Rung {
   const double* inv = nullptr;
 };
 
-// The lowest rung whose interval [1, kappa] holds `kappa` (degree 0 beyond the ladder).
-GPUCOMPUTE_HOST_DEVICE inline Rung Select(const double* table, double kappa) {
+// The lowest rung whose interval [1, kappa] holds `kappa`, truncated for `precision` (degree 0
+// beyond the ladder).
+GPUCOMPUTE_HOST_DEVICE inline Rung Select(const double* table, double kappa,
+                                          Precision precision = Precision::kDouble) {
   Rung r;
   int k = 0;
   while (k < kRungs && table[k] < kappa) ++k;
   if (k == kRungs) return r;
   r.kappa = table[k];
-  r.degree = static_cast<int>(table[kRungs + k]);
-  const double* first = table + 3 * kRungs + static_cast<size_t>(table[2 * kRungs + k]);
+  const int stored = static_cast<int>(table[kRungs + k]);
+  r.degree = precision == Precision::kDouble ? stored : static_cast<int>(table[2 * kRungs + k]);
+  const double* first = table + kHeader + static_cast<size_t>(table[3 * kRungs + k]);
   r.inv_sqrt = first;
-  r.inv = first + r.degree + 1;
+  r.inv = first + stored + 1;
   return r;
 }
 

@@ -35,7 +35,8 @@
 //      rides in column N, so that the tiles' row N is b (the others sum b apart).
 //   2. The tiles handed over through shared memory: row l into registers, row l + 32 into place.
 //      Gershgorin's bound on G / (N - 1) picks the path: the Chebyshev series while their degree
-//      is at most 4N (math/chebyshev.h: kappa up to 45 for N >= 32), else the tridiagonal form.
+//      is at most 4N (math/chebyshev.h: kappa up to 45 for N >= 32; float32 problems take the
+//      series truncated for their results), else the tridiagonal form.
 //   Chebyshev path (ChebyshevAnalysis): W a and a . G^-1 b from series in G applied to a, one
 //      product G v a term through shared memory, one reduction at the end.
 //   Tridiagonal path (HouseholderAnalysis):
@@ -45,6 +46,7 @@
 //   5. W a back through the stored reflectors, two a reduction.
 //   Then relaxation, variance, the row written.
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/assimilate/letkf_local.cuh"
 #include "kernels/assimilate/warp_ops.cuh"
@@ -250,10 +252,11 @@ __device__ __forceinline__ void Product(const double (&g)[kCols], const double* 
 // path. G' = G / (N - 1) has its spectrum in [1, kappa] with kappa Gershgorin's bound on G over
 // N - 1 (G >= (N - 1) I); the series is taken while its degree is at most 4N: a term costs one
 // product G v (N^2 multiply-adds, no reduction), the tridiagonalisation with its solves about
-// N^3 multiply-adds in 3N dependent reductions.
+// N^3 multiply-adds in 3N dependent reductions. Float32 results take the series truncated for
+// them (about 0.6 of the degree).
 template <int kCols>
 __device__ __forceinline__ chebyshev::Rung SeriesFor(const double (&g)[kCols], const double* row_b, bool has_b,
-                                                     int N, const double* table) {
+                                                     int N, const double* table, chebyshev::Precision precision) {
   double bound = 0;
 #pragma unroll
   for (int c = 0; c < kCols; ++c) bound += fabs(g[c]);  // zero beyond N
@@ -262,7 +265,7 @@ __device__ __forceinline__ chebyshev::Rung SeriesFor(const double (&g)[kCols], c
     for (int c = 0; c < N; ++c) s += fabs(row_b[c]);
     bound = fmax(bound, s);
   }
-  chebyshev::Rung series = chebyshev::Select(table, WarpMax(bound) / (N - 1));
+  chebyshev::Rung series = chebyshev::Select(table, WarpMax(bound) / (N - 1), precision);
   if (series.degree > 4 * N) series.degree = 0;
   return series;
 }
@@ -573,6 +576,7 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
     const double* __restrict__ chebyshev_table, T* __restrict__ xa, double* __restrict__ partials) {
   using Layout = TeamLayout<kPair>;
   constexpr int kT = kCols / 8, kTiles = kT * (kT + 1) / 2, kLds = Layout::kLds, kOwn = kPair ? 2 : 1;
+  constexpr auto kPrecision = std::is_same_v<T, float> ? chebyshev::Precision::kSingle : chebyshev::Precision::kDouble;
   static_assert(kCols % 8 == 0 && kCols <= Layout::kRows && (kPair || kCols == 32),
                 "G's rows: whole chunks of eight columns, lane l's row l in registers");
   extern __shared__ __align__(16) double smem[];  // 16 bytes: the double2 loads
@@ -721,7 +725,7 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
         row_b[rb] += n1;
         for (int c = N; c < kCols; ++c) row_b[c] = 0;  // read by the last chunk's products
       }
-      const chebyshev::Rung series = SeriesFor(g, row_b, has_b, N, chebyshev_table);
+      const chebyshev::Rung series = SeriesFor(g, row_b, has_b, N, chebyshev_table, kPrecision);
       if (series.degree > 0) {
         ChebyshevAnalysis<kCols, kPair>(g, row_b, vectors, team, N, lane, series, fore, b, acc);
       } else {

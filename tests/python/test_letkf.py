@@ -13,6 +13,7 @@
 - With a step taper reaching every observation the LETKF is the global ETKF.
 - Well-conditioned local problems (the CUDA kernel's Chebyshev series) and ill-conditioned ones
   (its tridiagonal path), against NumPy to 1e-10.
+- Float32 problems: the float64 analysis of their inputs, to float32's rounding.
 - Ensembles of 2 to 128 members (the GPU kernel's tiles and lanes), and on a CUDA server the
   same random problems through a CPU server, to 1e-10.
 - Bad inputs: INVALID_ARGUMENT naming the field; a problem whose neighbour search would examine
@@ -141,6 +142,26 @@ def test_well_and_ill_conditioned_local_problems_match_numpy(client, rng, error_
     want = mean + factor * (want - mean)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * np.abs(want).max())
     assert np.abs(got - X).max() > 1e-6
+
+
+@pytest.mark.parametrize("members", [20, 40, 50])
+def test_float32_is_the_float64_analysis_of_its_inputs_rounded(client, rng, members):
+    # The CUDA kernel computes a float32 problem in float64 from its float32 inputs, with the
+    # Chebyshev series truncated for float32 results (2^-30 rather than 1e-15): the result is the
+    # float64 analysis of the same inputs to within float32's rounding (the whitened anomalies are
+    # held in float32, and the result rounded). The CPU backend computes in float32 throughout.
+    state, obs, X, HX, y, r = random_problem(rng, 60, 150, members, lambda k: rng.uniform(0, 40, (k, 1)))
+    X, HX, y, r = (a.astype(np.float32).astype(np.float64) for a in (X, HX, y, 30 * r))
+    domain = np.array([40.0])
+    assert gershgorin_kappas(X, HX, r, state, obs, 2.0, domain).max() <= 16  # the series
+    kw = dict(method="letkf", state_coords=state, obs_coords=obs,
+              localization=dict(radius=2.0, metric="periodic", domain=domain))
+    a64 = client.assimilate(X, HX, y, r, dtype="float64", **kw)
+    a32 = client.assimilate(X, HX, y, r, dtype="float32", **kw)
+    assert a32.dtype == np.float32
+    tol = 1e-6 if backend() == "cuda" else 1e-5
+    np.testing.assert_allclose(a32, a64, rtol=0, atol=tol * np.abs(a64).max())
+    assert np.abs(a64 - X).max() > 1e-4
 
 
 @pytest.mark.parametrize("dims", [3, 7])
