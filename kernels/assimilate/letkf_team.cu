@@ -58,7 +58,7 @@ namespace {
 
 constexpr int kStage = 16;       // observation rows staged per update of G (a multiple of 4)
 constexpr int kSolveLanes = 8;   // tridiagonal solves at once
-constexpr int kMaxCells = 27;    // 3^kLetkfMaxAxes neighbouring cells
+constexpr int kMaxCells = 27;    // neighbouring cells at most (math/letkf_cells.h)
 constexpr int kHandoverLd = 33;  // G's first 32 rows handed over: an odd stride, rows and columns conflict-free
 
 // G's rows are handled in chunks of eight columns (at most 64 columns: eight chunks). A step

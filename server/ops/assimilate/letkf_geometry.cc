@@ -15,9 +15,12 @@ namespace {
 
 using localization::Metric;
 
-// Widens cells against rounding in the cell arithmetic (an observation at exactly the search
-// radius, which the step taper keeps, stays in a neighbouring cell).
+// Widens the reach against rounding in the cell arithmetic (an observation at exactly the search
+// radius, which the step taper keeps, stays within the neighbourhood), and the cells beyond
+// reach / CellsPerReach (so that a neighbourhood spans at most 2 CellsPerReach + 1 cells an axis
+// whatever the rounding of its ends).
 constexpr double kReachMargin = 1 + 1e-9;
+constexpr double kCellMargin = 1 + 1e-6;
 
 }  // namespace
 
@@ -63,10 +66,12 @@ localization::LetkfGeometry MakeLetkfGeometry(const Problem& p) {
       }
     }
   }
-  // Cells per axis: as many as fit at the reach's width, then coarser until within the budget.
+  // Cells per axis: as many as fit at the least width, then coarser until within the budget.
+  g.reach = reach;
+  const double least = reach / localization::CellsPerReach(g.axes) * kCellMargin;
   const int64_t budget = LetkfMaxCells(p.m);
   double cells[localization::kLetkfMaxAxes] = {1, 1, 1};
-  for (int a = 0; a < g.axes; ++a) cells[a] = std::max(1.0, std::floor(std::min(extent[a] / reach, 1e9)));
+  for (int a = 0; a < g.axes; ++a) cells[a] = std::max(1.0, std::floor(std::min(extent[a] / least, 1e9)));
   auto total = [&] {
     double t = 1;
     for (int a = 0; a < g.axes; ++a) t *= cells[a];
@@ -81,7 +86,7 @@ localization::LetkfGeometry MakeLetkfGeometry(const Problem& p) {
   g.total_cells = 1;
   for (int a = 0; a < g.axes; ++a) {
     g.cells[a] = static_cast<int>(cells[a]);
-    g.cell[a] = std::max(extent[a] / cells[a], reach);
+    g.cell[a] = std::max(extent[a] / cells[a], least);
     g.total_cells *= g.cells[a];
   }
   return g;

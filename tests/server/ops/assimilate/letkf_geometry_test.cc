@@ -1,8 +1,9 @@
-// The LETKF's binning geometry (letkf_geometry.h, math/letkf_cells.h): every axis's cells are at
-// least the search reach wide and cover the observations (Euclidean), the domain (periodic) or
-// the unit cube of the sphere's vectors (great circle), within the cell budget; the bins hold
-// every observation once, and the cells around a point hold every observation within reach of
-// it (against a brute-force search), which the candidate count adds up.
+// The LETKF's binning geometry (letkf_geometry.h, math/letkf_cells.h): every axis's cells are
+// wider than 1/k of the search reach (k = CellsPerReach(axes)) and cover the observations
+// (Euclidean), the domain (periodic) or the unit cube of the sphere's vectors (great circle),
+// within the cell budget; the bins hold every observation once, and the cells around a point,
+// at most 2k + 1 an axis, hold every observation within reach of it (against a brute-force
+// search), which the candidate count adds up.
 #include "server/ops/assimilate/letkf_geometry.h"
 
 #include <algorithm>
@@ -61,18 +62,21 @@ Letkf Make(int64_t m, int64_t d, double extent, double radius, Metric metric, ui
   return l;
 }
 
-TEST(LetkfGeometry, EuclideanCellsSpanTheObservationsAtLeastTheReachWide) {
+TEST(LetkfGeometry, EuclideanCellsSpanTheObservationsHalfTheReachWide) {
   const Letkf l = Make(5000, 2, 1000, 5, Metric::kEuclidean, 1);
   const localization::LetkfGeometry g = MakeLetkfGeometry(l.p);
   const double reach = localization::SearchRadius(Taper::kGaspariCohn, 5);
   ASSERT_EQ(g.axes, 2);
+  ASSERT_EQ(localization::CellsPerReach(2), 2);
+  EXPECT_GE(g.reach, reach);
+  EXPECT_LE(g.reach, reach * (1 + 1e-8));
   for (int a = 0; a < 2; ++a) {
     double lo = 1e300;
     for (int64_t j = 0; j < l.p.m; ++j) lo = std::min(lo, l.obs[static_cast<size_t>(j * 2 + a)]);
     EXPECT_EQ(g.origin[a], lo);
-    EXPECT_GE(g.cell[a], reach);
+    EXPECT_GT(g.cell[a], g.reach / 2);
     EXPECT_GE(g.cells[a] * g.cell[a], l.Extent(a) * (1 - 1e-12));
-    EXPECT_EQ(g.cells[a], static_cast<int>(std::floor(l.Extent(a) / (reach * (1 + 1e-9)))));
+    EXPECT_EQ(g.cells[a], static_cast<int>(std::floor(l.Extent(a) / (g.reach / 2 * (1 + 1e-6)))));
   }
   EXPECT_EQ(g.total_cells, int64_t{g.cells[0]} * g.cells[1]);
 }
@@ -84,7 +88,7 @@ TEST(LetkfGeometry, PeriodicCellsDivideTheDomain) {
   for (int a = 0; a < 3; ++a) {
     EXPECT_EQ(g.domain[a], 50);
     EXPECT_NEAR(g.cells[a] * g.cell[a], 50, 1e-9);
-    EXPECT_GE(g.cell[a], localization::SearchRadius(Taper::kGaspariCohn, 2));
+    EXPECT_GE(g.cell[a], localization::SearchRadius(Taper::kGaspariCohn, 2));  // three axes: k = 1
   }
 }
 
@@ -95,7 +99,7 @@ TEST(LetkfGeometry, TheCellBudgetCoarsensTheGrid) {
   EXPECT_LE(g.total_cells, LetkfMaxCells(10));
   for (int a = 0; a < 2; ++a) {
     EXPECT_GE(g.cells[a] * g.cell[a], l.Extent(a) * (1 - 1e-12));
-    EXPECT_GE(g.cell[a], localization::SearchRadius(Taper::kGaspariCohn, 1));
+    EXPECT_GE(g.cell[a], localization::SearchRadius(Taper::kGaspariCohn, 1) / 2);
   }
 }
 
@@ -189,6 +193,42 @@ void ExpectCandidatesCoverTheReach(Letkf&& l, Taper taper, int64_t n, uint64_t s
   EXPECT_EQ(CandidatePairs(g, bins, lonlat.data(), n), candidates);
   EXPECT_GE(candidates, within);
   EXPECT_GT(within, 0);
+}
+
+// A neighbourhood spans at most 2k + 1 cells an axis (27 in all), at cell edges too, where the
+// rounding of the box's ends is closest to a cell boundary.
+TEST(LetkfBins, NeighbourhoodsSpanAtMostTwoKPlusOneCellsAnAxis) {
+  for (const auto& [d, metric] : {std::pair{1, Metric::kPeriodic}, {2, Metric::kPeriodic}, {2, Metric::kEuclidean},
+                                  {3, Metric::kEuclidean}}) {
+    const Letkf l = Make(3000, d, 97.3, 1.7, metric, 20 + d);
+    const localization::LetkfGeometry g = MakeLetkfGeometry(l.p);
+    const int k = localization::CellsPerReach(g.axes);
+    std::mt19937_64 rng(30 + d);
+    std::uniform_real_distribution<double> u(0, 1);
+    for (int i = 0; i < 20000; ++i) {
+      double point[3];
+      for (int a = 0; a < d; ++a) {  // on a cell boundary, or a few ulps off it, or anywhere
+        const double edge = g.origin[a] + std::floor(u(rng) * g.cells[a]) * g.cell[a];
+        point[a] = i % 3 == 0 ? edge : (i % 3 == 1 ? std::nextafter(edge, -1e300) : g.origin[a] + u(rng) * 97.3);
+      }
+      const localization::Neighbourhood around(g, point);
+      ASSERT_LE(around.count, 27);
+      for (int a = 0; a < d; ++a) ASSERT_LE(around.span[a], 2 * k + 1) << "axis " << a << " of " << d;
+    }
+  }
+}
+
+// On a plane, the cells half a reach wide hold about 2.5^2 / 9 of the candidates of cells a reach
+// wide (a box of 2.5 reaches an axis, not 3).
+TEST(LetkfBins, HalfReachCellsHoldFewerCandidatesOnAPlane) {
+  const Letkf l = Make(20000, 2, 200, 2, Metric::kPeriodic, 40);
+  const localization::LetkfGeometry g = MakeLetkfGeometry(l.p);
+  const LetkfBins bins = BinObservations(g, l.obs.data(), l.p.m);
+  const std::vector<double> points = Points(2000, 2, 200, 41);
+  const double reach = g.reach, density = 20000.0 / (200.0 * 200.0);
+  const double per_point = static_cast<double>(CandidatePairs(g, bins, points.data(), 2000)) / 2000;
+  EXPECT_LT(per_point, 0.75 * 9 * reach * reach * density);
+  EXPECT_GT(per_point, 0.6 * 9 * reach * reach * density);
 }
 
 TEST(LetkfBins, CandidatesCoverTheReachEuclidean) {
