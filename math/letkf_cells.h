@@ -87,6 +87,8 @@ struct Neighbourhood {
   int lo[kLetkfMaxAxes] = {0, 0, 0};
   int span[kLetkfMaxAxes] = {1, 1, 1};
   int count = 0;
+  int pieces = 1;  // runs a row of cells along axis 0: two where a periodic axis 0 wraps
+  int runs = 0;    // count / span[0] rows of cells, `pieces` runs each
 
   GPUCOMPUTE_HOST_DEVICE Neighbourhood(const LetkfGeometry& g, const double* point) {
     double q[kLetkfMaxAxes];
@@ -107,6 +109,21 @@ struct Neighbourhood {
       }
       count *= span[ax];
     }
+    const int end = lo[0] + span[0];
+    pieces = g.metric == static_cast<int>(Metric::kPeriodic) && (lo[0] < 0 || end > g.cells[0]) ? 2 : 1;
+    runs = span[0] > 0 ? count / span[0] * pieces : 0;
+  }
+
+  // Run r (0 <= r < runs): `length` cells from `first` (an index into the cells' starts), whose
+  // observations are consecutive in the sorted order (the cells' index runs fastest along axis
+  // 0). The runs, in turn, hold the cells in the order of Cell.
+  GPUCOMPUTE_HOST_DEVICE void Run(const LetkfGeometry& g, int r, int* first, int* length) const {
+    const int row = r / pieces, cells = g.cells[0];
+    const int start = lo[0] < 0 ? lo[0] + cells : lo[0];  // the row's first cell along axis 0
+    const int base = Cell(g, row * span[0]) - start;       // the row's cell 0 along axis 0
+    const int head = pieces == 1 ? span[0] : cells - start;  // cells before the wrap
+    *first = base + (r % pieces == 0 ? start : 0);
+    *length = r % pieces == 0 ? head : span[0] - head;
   }
 
   // The o-th cell (0 <= o < count), as an index into the cells' starts.
@@ -127,9 +144,10 @@ struct Neighbourhood {
   // candidates a search examines for the point, a bound on its local observations.
   GPUCOMPUTE_HOST_DEVICE int64_t Candidates(const LetkfGeometry& g, const int* cell_start) const {
     int64_t total = 0;
-    for (int o = 0; o < count; ++o) {
-      const int c = Cell(g, o);
-      total += cell_start[c + 1] - cell_start[c];
+    for (int r = 0; r < runs; ++r) {
+      int first = 0, length = 0;
+      Run(g, r, &first, &length);
+      total += cell_start[first + length] - cell_start[first];
     }
     return total;
   }

@@ -388,9 +388,10 @@ __global__ void __launch_bounds__(kWarp) LetkfAnalysisKernel(
     // 1. The local observations, into G and b.
     const Neighbourhood around(geo, point);
     int staged = 0, total = 0;
-    for (int o = 0; o < around.count; ++o) {
-      const int cell = around.Cell(geo, o);
-      const int begin = cell_start[cell], end = cell_start[cell + 1];
+    for (int r = 0; r < around.runs; ++r) {
+      int first = 0, length = 0;
+      around.Run(geo, r, &first, &length);
+      const int begin = cell_start[first], end = cell_start[first + length];
       for (int base = begin; base < end; base += kWarp) {
         const int k = base + lane;
         int j = 0;

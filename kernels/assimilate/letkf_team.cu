@@ -25,9 +25,9 @@
 //   list     up to 2R accepted observations (index, taper coefficient) awaiting staging
 //   vectors  the step's column, v and p, T's diagonal, off-diagonal, tau, Q^T a, Q^T b (R each;
 //            column and v double as the Chebyshev path's buffers of T_k a),
-//            staged coefficients, the reduction slots and the neighbouring cells' ranges
+//            staged coefficients, the reduction slots and the runs of neighbouring cells
 // Steps for variable i:
-//   1. The candidates of the neighbouring cells, 32 at a time (one a lane): those with a taper
+//   1. The candidates of the neighbouring cells' runs, 32 at a time (one a lane): those with a taper
 //      coefficient above 1e-3 are listed; 16 listed rows at a time are staged (lane l loads
 //      columns l and l + 32 of each, the next 16 while the tensor cores work) and added to G's
 //      8 x 8 tiles on and below the diagonal on the tensor cores (float64 m8n8k4, the
@@ -58,7 +58,7 @@ namespace {
 
 constexpr int kStage = 16;       // observation rows staged per update of G (a multiple of 4)
 constexpr int kSolveLanes = 8;   // tridiagonal solves at once
-constexpr int kMaxCells = 27;    // neighbouring cells at most (math/letkf_cells.h)
+constexpr int kMaxRuns = 27;     // runs of neighbouring cells at most (math/letkf_cells.h)
 constexpr int kHandoverLd = 33;  // G's first 32 rows handed over: an odd stride, rows and columns conflict-free
 
 // G's rows are handled in chunks of eight columns (at most 64 columns: eight chunks). A step
@@ -79,7 +79,7 @@ struct TeamLayout {
   static constexpr int kListCap = 2 * kRows;
   int ldb;  // the second rows' stride
   size_t stage, second, reflectors, list_coeff, list_index, column, v, p, diag, off, tau, u, z, coeff, dc, slots,
-      cells, total;
+      runs, total;
 
   __host__ __device__ TeamLayout(int N, int cols) {
     size_t at = 0;
@@ -108,7 +108,7 @@ struct TeamLayout {
     coeff = take(kStage);
     dc = take(kStage);
     slots = take(8);
-    cells = take(kMaxCells);  // ints: each cell's first sorted position and count
+    runs = take(kMaxRuns);  // ints: each run's first sorted position and count
     total = at;
   }
 };
@@ -592,8 +592,8 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
                             smem + l.diag,  smem + l.off,        smem + l.tau,    smem + l.u, smem + l.z};
   double* coeff = smem + l.coeff;
   double* dc = smem + l.dc;
-  int* cell_begin = reinterpret_cast<int*>(smem + l.cells);
-  int* cell_count = cell_begin + kMaxCells;
+  int* run_begin = reinterpret_cast<int*>(smem + l.runs);
+  int* run_size = run_begin + kMaxRuns;
   const LetkfGeometry& geo = *geometry;
   const ProblemParams& pp = *params;
   const double search = localization::SearchRadius(static_cast<localization::Taper>(geo.taper), geo.radius);
@@ -606,12 +606,18 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
     fore[0] = lane < N ? static_cast<double>(anomalies[i * N + lane]) : 0.0;
     if constexpr (kPair) fore[1] = has_b ? static_cast<double>(anomalies[i * N + rb]) : 0.0;
     // 1. The local observations, into G's tiles and b.
-    const Neighbourhood around(geo, point);
     __syncwarp();  // the last variable's readers of shared memory are done
-    if (lane < around.count) {
-      const int cell = around.Cell(geo, lane);
-      cell_begin[lane] = cell_start[cell];
-      cell_count[lane] = cell_start[cell + 1] - cell_begin[lane];
+    int runs = 0, size = 0;  // the neighbourhood's runs of cells; lane r: run r's candidates
+    {
+      const Neighbourhood around(geo, point);
+      runs = around.runs;
+      if (lane < runs) {
+        int first = 0, length = 0;
+        around.Run(geo, lane, &first, &length);
+        run_begin[lane] = cell_start[first];
+        size = cell_start[first + length] - run_begin[lane];
+        run_size[lane] = size;
+      }
     }
     __syncwarp();
     double d0[kTiles], d1[kTiles];
@@ -665,19 +671,27 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
         __syncwarp();
       }
     };
+    // The candidates in all: by one warp reduction in the float32 kernels, by a loop in the
+    // float64 ones (measured with the builds alternated: the reduction made the float32 kernel 5%
+    // faster and the float64 one 3% slower, a matter of instruction scheduling at the register
+    // ceiling, not of the count's own cost).
     int candidates = 0;
-    for (int o = 0; o < around.count; ++o) candidates += cell_count[o];
-    int o = 0, pos = lane;  // this lane's candidate: cell o, position pos in it
+    if constexpr (kPrecision == chebyshev::Precision::kSingle) {
+      candidates = __reduce_add_sync(kFullWarp, size);
+    } else {
+      for (int r = 0; r < runs; ++r) candidates += run_size[r];
+    }
+    int o = 0, pos = lane;  // this lane's candidate: run o, position pos in it
     auto advance = [&]() {
-      while (o < around.count && pos >= cell_count[o]) pos -= cell_count[o++];
+      while (o < runs && pos >= run_size[o]) pos -= run_size[o++];
     };
     advance();
     int listed = 0, total = 0;
     for (int base = 0; base < candidates; base += 32) {
       int j = 0;
       double c = 0;
-      if (o < around.count) {
-        const int k = cell_begin[o] + pos;  // the candidate's place in cell order
+      if (o < runs) {
+        const int k = run_begin[o] + pos;  // the candidate's place in cell order
         j = sorted[k];
         c = LocalCoefficient(geo, point, sorted_coords, domain, k, search);
       }

@@ -196,8 +196,9 @@ void ExpectCandidatesCoverTheReach(Letkf&& l, Taper taper, int64_t n, uint64_t s
 }
 
 // A neighbourhood spans at most 2k + 1 cells an axis (27 in all), at cell edges too, where the
-// rounding of the box's ends is closest to a cell boundary.
-TEST(LetkfBins, NeighbourhoodsSpanAtMostTwoKPlusOneCellsAnAxis) {
+// rounding of the box's ends is closest to a cell boundary; its runs of consecutive cells hold
+// them in order (periodic: split where axis 0 wraps).
+TEST(LetkfBins, NeighbourhoodsSpanAtMostTwoKPlusOneCellsAnAxisInRuns) {
   for (const auto& [d, metric] : {std::pair{1, Metric::kPeriodic}, {2, Metric::kPeriodic}, {2, Metric::kEuclidean},
                                   {3, Metric::kEuclidean}}) {
     const Letkf l = Make(3000, d, 97.3, 1.7, metric, 20 + d);
@@ -214,6 +215,17 @@ TEST(LetkfBins, NeighbourhoodsSpanAtMostTwoKPlusOneCellsAnAxis) {
       const localization::Neighbourhood around(g, point);
       ASSERT_LE(around.count, 27);
       for (int a = 0; a < d; ++a) ASSERT_LE(around.span[a], 2 * k + 1) << "axis " << a << " of " << d;
+      // The runs hold the cells in Cell's order.
+      ASSERT_LE(around.runs, 27);
+      std::vector<int> cells, runs;
+      for (int o = 0; o < around.count; ++o) cells.push_back(around.Cell(g, o));
+      for (int r = 0; r < around.runs; ++r) {
+        int first = 0, length = 0;
+        around.Run(g, r, &first, &length);
+        ASSERT_GT(length, 0);
+        for (int c = first; c < first + length; ++c) runs.push_back(c);
+      }
+      ASSERT_EQ(runs, cells) << "point " << i << " of " << d << " axes";
     }
   }
 }
