@@ -6,7 +6,8 @@
 // No per-variable host work and no per-variable global scratch.
 //
 // Binning (math/letkf_cells.h, shared with the CPU backend): every observation within the
-// search reach of a point lies in the 3^axes cells around the point's cell. The observations are
+// search reach of a point lies in the cells around it (at most 27, as up to 18 runs of
+// consecutive cells). The observations are
 // sorted by cell (a radix sort of (cell, index) pairs, so the order, and with it every sum, is the
 // same from run to run) and each cell's range found by binary search.
 //

@@ -19,10 +19,11 @@ namespace gpucompute::assimilate {
 int64_t LetkfMaxCells(int64_t m);
 
 // The geometry of problem `p` (a validated LETKF problem). Every observation within the taper's
-// search radius of a point lies in the 3^axes cells around the point's cell: each axis's cells
-// are at least the search reach wide (the chord of the search radius for the great circle,
-// whose points are binned by their unit vectors). Euclidean axes span the observations' range;
-// periodic ones the domain. At most LetkfMaxCells(p.m) cells.
+// search radius of a point lies in the cells that meet the box of half-width `reach` around it:
+// each axis's cells are wider than reach / CellsPerReach(axes) (the reach: the search radius,
+// or its chord for the great circle, whose points are binned by their unit vectors), so at most
+// 2 CellsPerReach + 1 an axis. Euclidean axes span the observations' range; periodic ones the
+// domain. At most LetkfMaxCells(p.m) cells.
 localization::LetkfGeometry MakeLetkfGeometry(const Problem& p);
 
 // The observations sorted by cell: cell c holds sorted[cell_start[c] .. cell_start[c + 1]), in
