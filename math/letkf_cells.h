@@ -23,7 +23,8 @@ namespace gpucompute::localization {
 // Binned axes at most.
 constexpr int kLetkfMaxAxes = 3;
 
-// Cells a reach along each axis: the most that keeps a neighbourhood within 27 cells.
+// Cells a reach along each axis, k: a neighbourhood spans at most 2k + 1 cells an axis (9, 25 or
+// 27 in all, and as many runs at most; the kernels hold 27).
 GPUCOMPUTE_HOST_DEVICE constexpr int CellsPerReach(int axes) { return axes <= 1 ? 4 : (axes == 2 ? 2 : 1); }
 
 // One problem's localisation and binning, as the neighbour search reads it.
