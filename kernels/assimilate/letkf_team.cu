@@ -16,20 +16,23 @@
 // packed array (a register written at a run-time index would cost a jump and a reshuffle of the
 // row's registers a step). docs/design/assimilate.md "The LETKF".
 //
-// Shared memory (doubles), for N members and R = 32 or 64 members a team:
-//   stage    16 x (R + 4) staged observation rows; then G's first 32 rows handed over from the
-//            tensor-core tiles (stride 33); then two arrays a solve lane for the tridiagonal
-//            solves (eight lanes)
+// Shared memory (in doubles; TeamLayout), for N members and R = 32 or 64 members a team:
+//   stage    16 staged observation rows (stride R + 4 doubles, or R + 8 floats for float32
+//            problems); then G's first 32 rows handed over from the tensor-core tiles (stride
+//            33); then two arrays a solve lane for the tridiagonal solves (eight lanes)
+//   list     up to 2R accepted observations (index, taper coefficient) awaiting staging, the
+//            staged coefficients, the reduction slots and the runs of neighbouring cells
 //   second   rows 32 ... N - 1 of G (stride: the row's columns + 2, 2 mod 4 doubles)
 //   reflectors  rows 0 ... 31 of v_j for j < 30 (rows j + 2 ... 31 each, packed)
-//   list     up to 2R accepted observations (index, taper coefficient) awaiting staging
 //   vectors  the step's column, v and p, T's diagonal, off-diagonal, tau, Q^T a, Q^T b (R each;
-//            column and v double as the Chebyshev path's buffers of T_k a),
-//            staged coefficients, the reduction slots and the runs of neighbouring cells
+//            column and v double as the Chebyshev path's buffers of T_k a)
+//   While the rows are staged, float32 problems' next 16 rows lie over second, reflectors and
+//   vectors, unused until the tiles are handed over.
 // Steps for variable i:
 //   1. The candidates of the neighbouring cells' runs, 32 at a time (one a lane): those with a taper
 //      coefficient above 1e-3 are listed; 16 listed rows at a time are staged (lane l loads
-//      columns l and l + 32 of each, the next 16 while the tensor cores work) and added to G's
+//      columns l and l + 32 of each, the next 16 while the tensor cores work: float64 rows
+//      through registers, float32 ones by cp.async into a second buffer) and added to G's
 //      8 x 8 tiles on and below the diagonal on the tensor cores (float64 m8n8k4, the
 //      accumulators in registers); in the paired teams with N < kCols each row's innovation
 //      rides in column N, so that the tiles' row N is b (the others sum b apart).
@@ -68,18 +71,42 @@ constexpr int kHandoverLd = 33;  // G's first 32 rows handed over: an odd stride
 #define GPUCOMPUTE_EIGHT_COLUMNS(X, C) \
   X(8 * (C)) X(8 * (C) + 1) X(8 * (C) + 2) X(8 * (C) + 3) X(8 * (C) + 4) X(8 * (C) + 5) X(8 * (C) + 6) X(8 * (C) + 7)
 
+// Copies `bytes` (sizeof(T), or 0: zeros) from global to shared memory asynchronously
+// (cp.async, L1-cached): the staged rows arrive without passing through registers.
+template <typename T>
+__device__ __forceinline__ void CopyAsync(T* dst, const T* src, bool copy) {
+  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(to), "l"(src), "n"(sizeof(T)),
+               "r"(copy ? static_cast<int>(sizeof(T)) : 0));
+}
+__device__ __forceinline__ void CopyAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void CopyAsyncWait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
+
 // The first 32 rows' components of the reflectors v_j, j < 30 (rows j + 2 ... 31, packed): the
 // offset of v_j's.
 __host__ __device__ constexpr int ReflectorOffset(int j) { return 30 * j - j * (j - 1) / 2; }
 
-template <bool kPair>
+// Float32 observation rows are staged as they are, by cp.async (no registers, no conversion
+// until the tiles' loads); float64 ones through registers. Measured with
+// the builds alternated: cp.async staging took the N = 50 float32 kernel from 62.1 to 57.4 ms,
+// and the float64 one from 71.6 to 76.5 ms.
+template <typename T>
+inline constexpr bool kStagedAsync = std::is_same_v<T, float>;
+template <typename T>
+using StagedType = std::conditional_t<kStagedAsync<T>, T, double>;
+
+// Offsets (in doubles) in a team's shared memory; T: the staged rows' element type.
+template <bool kPair, typename T>
 struct TeamLayout {
   static constexpr int kRows = kPair ? 64 : 32;  // members a team covers: lane l, and l + 32
-  static constexpr int kLds = kRows + 4;         // staged rows' stride: the tiles' loads conflict-free
+  // Staged rows' stride in elements: the tiles' loads (rows q, columns g: q kLds + g for q < 4,
+  // g < 8) conflict-free.
+  static constexpr int kLds = kRows + (sizeof(T) == 8 ? 4 : 8);
   static constexpr int kListCap = 2 * kRows;
   int ldb;  // the second rows' stride
-  size_t stage, second, reflectors, list_coeff, list_index, column, v, p, diag, off, tau, u, z, coeff, dc, slots,
-      runs, total;
+  size_t stage, stage_next, second, reflectors, list_coeff, list_index, column, v, p, diag, off, tau, u, z, coeff,
+      dc, slots, runs, total;
 
   __host__ __device__ TeamLayout(int N, int cols) {
     size_t at = 0;
@@ -90,13 +117,20 @@ struct TeamLayout {
     };
     ldb = cols + 2;  // 2 mod 4 (cols: whole chunks): eight lanes' 16-byte loads meet 32 banks
     auto larger = [](size_t x, size_t y) { return x > y ? x : y; };
-    const size_t staged = kStage * kLds, handover = 32 * kHandoverLd;
+    const size_t staged = (kStage * kLds * sizeof(T) + 15) / 16 * 2, handover = 32 * kHandoverLd;  // in doubles
     const size_t solves = 2 * static_cast<size_t>(N) * kSolveLanes;
     stage = take(larger(larger(staged, handover), solves));
-    second = take(kPair ? static_cast<size_t>(N - 32) * ldb : 0);
-    reflectors = take(ReflectorOffset(30));
+    // Live while observations are staged: the list, the staged coefficients, the runs.
     list_coeff = take(kListCap);
     list_index = take(kListCap / 2);  // ints
+    coeff = take(kStage);
+    dc = take(kStage);
+    slots = take(8);
+    runs = take(kMaxRuns);  // ints: each run's first sorted position and count
+    // Unused until the tiles are handed over: float32 problems' next staged rows lie over them.
+    stage_next = at;
+    second = take(kPair ? static_cast<size_t>(N - 32) * ldb : 0);
+    reflectors = take(ReflectorOffset(30));
     column = take(kRows);
     v = take(kRows);
     p = take(kRows);
@@ -105,11 +139,7 @@ struct TeamLayout {
     tau = take(kRows);
     u = take(kRows);
     z = take(kRows);
-    coeff = take(kStage);
-    dc = take(kStage);
-    slots = take(8);
-    runs = take(kMaxRuns);  // ints: each run's first sorted position and count
-    total = at;
+    total = kStagedAsync<T> ? larger(at, stage_next + staged) : at;
   }
 };
 
@@ -162,18 +192,18 @@ struct TeamSums {
 
 // The staged rows' products on the tiles on and below the diagonal (numbered row by row), the
 // tiles of rows and columns 0 ... last.
-template <int kCols, int kLds, int kTiles>
-__device__ __forceinline__ void AddTiles(double (&d0)[kTiles], double (&d1)[kTiles], const double* stage,
+template <int kCols, int kLds, int kTiles, typename T>
+__device__ __forceinline__ void AddTiles(double (&d0)[kTiles], double (&d1)[kTiles], const T* stage,
                                          const double* coeff, int rows, int last, int lane) {
   constexpr int kT = kCols / 8;
   const int g = lane >> 2, q4 = lane & 3;
   for (int k = 0; k < rows; k += 4) {
-    const double* yr = stage + (k + q4) * kLds;
+    const T* yr = stage + (k + q4) * kLds;
     const double ck = coeff[k + q4];
     double yv[kT], ya[kT];
 #pragma unroll
     for (int I = 0; I < kT; ++I) {
-      yv[I] = 8 * I <= last ? yr[8 * I + g] : 0.0;
+      yv[I] = 8 * I <= last ? static_cast<double>(yr[8 * I + g]) : 0.0;
       ya[I] = ck * yv[I];
     }
     int t = 0;
@@ -574,7 +604,9 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
     const int* __restrict__ cell_start, const ProblemParams* __restrict__ params,
     const unsigned long long* __restrict__ candidate_pairs, const double* __restrict__ table,
     const double* __restrict__ chebyshev_table, T* __restrict__ xa, double* __restrict__ partials) {
-  using Layout = TeamLayout<kPair>;
+  constexpr bool kAsyncStage = kStagedAsync<T>;
+  using Staged = StagedType<T>;
+  using Layout = TeamLayout<kPair, Staged>;
   constexpr int kT = kCols / 8, kTiles = kT * (kT + 1) / 2, kLds = Layout::kLds, kOwn = kPair ? 2 : 1;
   constexpr auto kPrecision = std::is_same_v<T, float> ? chebyshev::Precision::kSingle : chebyshev::Precision::kDouble;
   static_assert(kCols % 8 == 0 && kCols <= Layout::kRows && (kPair || kCols == 32),
@@ -584,11 +616,11 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
   const int lane = threadIdx.x, rb = lane + 32;  // the lane's members: lane, and rb if has_b
   const bool has_b = kPair && rb < N;
   TeamSums team{lane, smem + l.slots};
-  double* stage = smem + l.stage;
+  Staged* stage = reinterpret_cast<Staged*>(smem + l.stage);
   double* row_b = smem + l.second + (has_b ? lane * l.ldb : 0);  // G's row rb (when has_b)
   double* list_coeff = smem + l.list_coeff;
   int* list_index = reinterpret_cast<int*>(smem + l.list_index);
-  const TeamVectors vectors{stage,          smem + l.reflectors, smem + l.column, smem + l.v, smem + l.p,
+  const TeamVectors vectors{smem + l.stage, smem + l.reflectors, smem + l.column, smem + l.v, smem + l.p,
                             smem + l.diag,  smem + l.off,        smem + l.tau,    smem + l.u, smem + l.z};
   double* coeff = smem + l.coeff;
   double* dc = smem + l.dc;
@@ -627,48 +659,83 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
     // b as the tiles' row N, the innovations staged as column N (lane N - 32 loads them): for the
     // paired teams with a spare tile row (the 32-wide team spills with it and is 7-15% slower).
     const bool row_n_b = kPair && N < kCols;
-    // Adds the `count` listed observations, 16 at a time; the next 16 rows are loaded (lane l:
-    // their columns l and l + 32, column N the innovation) while the tensor cores work on the
-    // staged ones. All 16 staged rows are written (zero past the listed). With row_n_b the
-    // tiles' row N is b; otherwise b is summed here.
+    // The staged rows b0 ... b0 + staged - 1 (all 16 written, zero past the listed) into G's tiles,
+    // and b apart unless row_n_b.
+    auto add_staged = [&](const Staged* rows_at, int b0, int staged) {
+      if (lane < kStage) {
+        const double c = lane < staged ? list_coeff[b0 + lane] : 0.0;
+        coeff[lane] = c;
+        if (!row_n_b) {
+          dc[lane] = lane < staged ? c * static_cast<double>(obs[static_cast<int64_t>(list_index[b0 + lane]) * W + N])
+                                   : 0.0;
+        }
+      }
+      __syncwarp();
+      if (!row_n_b) {
+        for (int k = 0; k < staged; ++k) {
+          b[0] += dc[k] * static_cast<double>(rows_at[k * kLds + lane]);
+          if constexpr (kPair) b[1] += dc[k] * static_cast<double>(rows_at[k * kLds + rb]);
+        }
+      }
+      AddTiles<kCols, kLds>(d0, d1, rows_at, coeff, (staged + 3) / 4 * 4, row_n_b ? N : N - 1, lane);
+      __syncwarp();
+    };
+    // Adds the `count` listed observations, 16 at a time, the next 16 rows loaded (lane l: their
+    // columns l and l + 32, column N the innovation) while the tensor cores take the staged ones.
     auto add_listed = [&](int count) {
       __syncwarp();
-      double next_rows[kOwn][kStage];
-      auto fetch = [&](int b0) {
-        const int staged = min(kStage, count - b0);
+      if constexpr (kAsyncStage) {
+        // Rows b0 ... b0 + 15 into `to` by cp.async (lane l: columns l and l + 32, column N the
+        // innovation), zeros past the listed and past column N.
+        auto issue = [&](int b0, Staged* to) {
+          const int staged = min(kStage, count - b0);
 #pragma unroll
-        for (int k = 0; k < kStage; ++k) {
-          const T* row = obs + static_cast<int64_t>(k < staged ? list_index[b0 + k] : 0) * W;
-          next_rows[0][k] = k < staged && lane < N ? static_cast<double>(row[lane]) : 0.0;
-          if constexpr (kPair) next_rows[1][k] = k < staged && rb <= N ? static_cast<double>(row[rb]) : 0.0;  // N: dw
+          for (int k = 0; k < kStage; ++k) {
+            const T* row = obs + static_cast<int64_t>(k < staged ? list_index[b0 + k] : 0) * W;
+            CopyAsync(to + k * kLds + lane, row + lane, k < staged && lane < N);
+            if constexpr (kPair) CopyAsync(to + k * kLds + rb, row + rb, k < staged && rb <= N);  // N: dw
+          }
+          CopyAsyncCommit();
+        };
+        Staged* now_rows = stage;
+        Staged* next_rows = reinterpret_cast<Staged*>(smem + l.stage_next);
+        issue(0, now_rows);
+        for (int b0 = 0; b0 < count; b0 += kStage) {
+          const int staged = min(kStage, count - b0);
+          if (b0 + kStage < count) {
+            issue(b0 + kStage, next_rows);
+            CopyAsyncWait<1>();
+          } else {
+            CopyAsyncWait<0>();
+          }
+          add_staged(now_rows, b0, staged);
+          Staged* const done = now_rows;
+          now_rows = next_rows;
+          next_rows = done;
         }
-      };
-      fetch(0);
-      for (int b0 = 0; b0 < count; b0 += kStage) {
-        const int staged = min(kStage, count - b0), rows = (staged + 3) / 4 * 4;
+      } else {
+        // The next 16 rows into registers while the tensor cores take the staged ones.
+        double next_rows[kOwn][kStage];
+        auto fetch = [&](int b0) {
+          const int staged = min(kStage, count - b0);
 #pragma unroll
-        for (int k = 0; k < kStage; ++k) {
-          stage[k * kLds + lane] = next_rows[0][k];
-          if constexpr (kPair) stage[k * kLds + rb] = next_rows[1][k];
-        }
-        if (lane < kStage) {
-          const double c = lane < staged ? list_coeff[b0 + lane] : 0.0;
-          coeff[lane] = c;
-          if (!row_n_b) {
-            dc[lane] = lane < staged ? c * static_cast<double>(obs[static_cast<int64_t>(list_index[b0 + lane]) * W + N])
-                                     : 0.0;
+          for (int k = 0; k < kStage; ++k) {
+            const T* row = obs + static_cast<int64_t>(k < staged ? list_index[b0 + k] : 0) * W;
+            next_rows[0][k] = k < staged && lane < N ? static_cast<double>(row[lane]) : 0.0;
+            if constexpr (kPair) next_rows[1][k] = k < staged && rb <= N ? static_cast<double>(row[rb]) : 0.0;  // N: dw
           }
-        }
-        __syncwarp();
-        if (b0 + kStage < count) fetch(b0 + kStage);
-        if (!row_n_b) {
-          for (int k = 0; k < staged; ++k) {
-            b[0] += dc[k] * stage[k * kLds + lane];
-            if constexpr (kPair) b[1] += dc[k] * stage[k * kLds + rb];
+        };
+        fetch(0);
+        for (int b0 = 0; b0 < count; b0 += kStage) {
+          const int staged = min(kStage, count - b0);
+#pragma unroll
+          for (int k = 0; k < kStage; ++k) {
+            stage[k * kLds + lane] = next_rows[0][k];
+            if constexpr (kPair) stage[k * kLds + rb] = next_rows[1][k];
           }
+          if (b0 + kStage < count) fetch(b0 + kStage);
+          add_staged(stage, b0, staged);
         }
-        AddTiles<kCols, kLds>(d0, d1, stage, coeff, rows, row_n_b ? N : N - 1, lane);
-        __syncwarp();
       }
     };
     // The candidates in all: by one warp reduction in the float32 kernels, by a loop in the
@@ -719,7 +786,7 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
     if (total > 0) {
       // 2. The tiles handed over: row l into registers, row rb completed in place (its entries
       // right of the diagonal from the rows below it).
-      double* handover = stage;
+      double* handover = smem + l.stage;
       StoreTiles<kCols, kPair>(d0, d1, handover, smem + l.second, vectors.pvec, l.ldb, N, lane);
       __syncwarp();
       if (row_n_b) {
@@ -763,7 +830,7 @@ cudaError_t LaunchTeam(const LetkfGeometry* g, int64_t n, int N, int W, const T*
                        const int* sorted, const int* cell_start, const ProblemParams* params,
                        const unsigned long long* candidates, const double* table, const double* chebyshev_table,
                        T* xa, double* partials, int blocks, cudaStream_t stream) {
-  const size_t smem = TeamLayout<kPair>(N, kCols).total * sizeof(double);
+  const size_t smem = TeamLayout<kPair, StagedType<T>>(N, kCols).total * sizeof(double);
   cudaError_t e = cudaFuncSetAttribute(LetkfTeamKernel<kCols, kPair, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(smem));
   if (e != cudaSuccess) return e;
