@@ -71,8 +71,9 @@ constexpr int kHandoverLd = 33;  // G's first 32 rows handed over: an odd stride
 #define GPUCOMPUTE_EIGHT_COLUMNS(X, C) \
   X(8 * (C)) X(8 * (C) + 1) X(8 * (C) + 2) X(8 * (C) + 3) X(8 * (C) + 4) X(8 * (C) + 5) X(8 * (C) + 6) X(8 * (C) + 7)
 
-// Copies `bytes` (sizeof(T), or 0: zeros) from global to shared memory asynchronously
-// (cp.async, L1-cached): the staged rows arrive without passing through registers.
+// *dst = *src (or zero unless `copy`) from global to shared memory asynchronously (cp.async,
+// L1-cached; complete after CopyAsyncWait, visible to the warp after a __syncwarp): the staged
+// rows arrive without passing through registers.
 template <typename T>
 __device__ __forceinline__ void CopyAsync(T* dst, const T* src, bool copy) {
   const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
@@ -88,9 +89,9 @@ __device__ __forceinline__ void CopyAsyncWait() { asm volatile("cp.async.wait_gr
 __host__ __device__ constexpr int ReflectorOffset(int j) { return 30 * j - j * (j - 1) / 2; }
 
 // Float32 observation rows are staged as they are, by cp.async (no registers, no conversion
-// until the tiles' loads); float64 ones through registers. Measured with
-// the builds alternated: cp.async staging took the N = 50 float32 kernel from 62.1 to 57.4 ms,
-// and the float64 one from 71.6 to 76.5 ms.
+// until the tiles' loads); float64 ones through registers. Measured with the builds alternated:
+// cp.async staging took the N = 50 float32 kernel from 62.2 to 57.7 ms, and the float64 one
+// from 71.6 to 76.5 ms.
 template <typename T>
 inline constexpr bool kStagedAsync = std::is_same_v<T, float>;
 template <typename T>
