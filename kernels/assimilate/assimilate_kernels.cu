@@ -308,15 +308,6 @@ size_t TransformRowsSmem(int N, int es, int rows) {
                              kFusedWarps * (Prefetch(rows) + 1) * rows * N) * es;
 }
 
-template <int kBytes>
-__device__ __forceinline__ void CpAsync(void* smem, const void* gmem) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(dst), "l"(gmem), "n"(kBytes));
-}
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ __forceinline__ void CpAsyncWait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
-
 // Issues the raw rows of tile `grp` (kRows rows of N, from the problem's rows xp) into dst by
 // cp.async; always commits a group, maybe empty (past the last tile).
 template <typename T, int kRows>

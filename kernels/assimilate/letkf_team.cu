@@ -71,19 +71,6 @@ constexpr int kHandoverLd = 33;  // G's first 32 rows handed over: an odd stride
 #define GPUCOMPUTE_EIGHT_COLUMNS(X, C) \
   X(8 * (C)) X(8 * (C) + 1) X(8 * (C) + 2) X(8 * (C) + 3) X(8 * (C) + 4) X(8 * (C) + 5) X(8 * (C) + 6) X(8 * (C) + 7)
 
-// *dst = *src (or zero unless `copy`) from global to shared memory asynchronously (cp.async,
-// L1-cached; complete after CopyAsyncWait, visible to the warp after a __syncwarp): the staged
-// rows arrive without passing through registers.
-template <typename T>
-__device__ __forceinline__ void CopyAsync(T* dst, const T* src, bool copy) {
-  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(to), "l"(src), "n"(sizeof(T)),
-               "r"(copy ? static_cast<int>(sizeof(T)) : 0));
-}
-__device__ __forceinline__ void CopyAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ __forceinline__ void CopyAsyncWait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
-
 // The first 32 rows' components of the reflectors v_j, j < 30 (rows j + 2 ... 31, packed): the
 // offset of v_j's.
 __host__ __device__ constexpr int ReflectorOffset(int j) { return 30 * j - j * (j - 1) / 2; }
@@ -693,10 +680,10 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
 #pragma unroll
           for (int k = 0; k < kStage; ++k) {
             const T* row = obs + static_cast<int64_t>(k < staged ? list_index[b0 + k] : 0) * W;
-            CopyAsync(to + k * kLds + lane, row + lane, k < staged && lane < N);
-            if constexpr (kPair) CopyAsync(to + k * kLds + rb, row + rb, k < staged && rb <= N);  // N: dw
+            CpAsyncOrZero<sizeof(T)>(to + k * kLds + lane, row + lane, k < staged && lane < N);
+            if constexpr (kPair) CpAsyncOrZero<sizeof(T)>(to + k * kLds + rb, row + rb, k < staged && rb <= N);  // N: dw
           }
-          CopyAsyncCommit();
+          CpAsyncCommit();
         };
         Staged* now_rows = stage;
         Staged* next_rows = reinterpret_cast<Staged*>(smem + l.stage_next);
@@ -705,9 +692,9 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
           const int staged = min(kStage, count - b0);
           if (b0 + kStage < count) {
             issue(b0 + kStage, next_rows);
-            CopyAsyncWait<1>();
+            CpAsyncWait<1>();
           } else {
-            CopyAsyncWait<0>();
+            CpAsyncWait<0>();
           }
           add_staged(now_rows, b0, staged);
           Staged* const done = now_rows;

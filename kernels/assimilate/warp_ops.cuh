@@ -1,5 +1,5 @@
 // Warp-level building blocks shared by the assimilate kernels (nvcc only): sums and maxima
-// across a full warp, and the float64 tensor-core MMA.
+// across a full warp, the float64 tensor-core MMA, and asynchronous copies to shared memory.
 #pragma once
 
 namespace gpucompute::assimilate::kernels {
@@ -26,5 +26,23 @@ __device__ __forceinline__ void MmaF64(double& d0, double& d1, double a, double 
                : "+d"(d0), "+d"(d1)
                : "d"(a), "d"(b));
 }
+
+// *smem = *gmem, kBytes (4, 8 or 16) from global to shared memory asynchronously (cp.async,
+// L1-cached): complete after CpAsyncWait, visible to the other threads after a __syncwarp or
+// __syncthreads. CpAsyncOrZero writes zeros unless `copy`.
+template <int kBytes>
+__device__ __forceinline__ void CpAsync(void* smem, const void* gmem) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(dst), "l"(gmem), "n"(kBytes));
+}
+template <int kBytes>
+__device__ __forceinline__ void CpAsyncOrZero(void* smem, const void* gmem, bool copy) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(gmem), "n"(kBytes),
+               "r"(copy ? kBytes : 0));
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
 
 }  // namespace gpucompute::assimilate::kernels
