@@ -92,9 +92,10 @@ void LetkfAnalysis<T>::LocalTransform(const double* point, Scratch* s) const {
   const localization::Neighbourhood around(geometry_, point);
   s->yl.clear();  // the local rows, tapered
   s->dl.clear();
-  for (int o = 0; o < around.count; ++o) {
-    const int cell = around.Cell(geometry_, o);
-    for (int k = bins_.cell_start[cell]; k < bins_.cell_start[cell + 1]; ++k) {
+  for (int r = 0; r < around.runs; ++r) {  // runs of consecutive cells, in the kernels' order
+    int first = 0, length = 0;
+    around.Run(geometry_, r, &first, &length);
+    for (int k = bins_.cell_start[first]; k < bins_.cell_start[first + length]; ++k) {
       const int64_t j = bins_.sorted[static_cast<size_t>(k)];
       const double dist = localization::Distance(l.metric, point, obs_coords_.data() + j * d, d,
                                                  l.domain.data(), l.sphere_radius);
