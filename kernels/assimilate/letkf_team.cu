@@ -33,8 +33,8 @@
 //      coefficient above 1e-3 are listed; 16 listed rows at a time are staged (lane l loads
 //      columns l and l + 32 of each, the next 16 while the tensor cores work: float64 rows
 //      through registers, float32 ones by cp.async into a second buffer) and added to G's
-//      8 x 8 tiles on and below the diagonal on the tensor cores (float64 m8n8k4, the
-//      accumulators in registers); in the paired teams with N < kCols each row's innovation
+//      8 x 8 tiles on and below the diagonal on the tensor cores (float64 m8n8k4, or m16n8k4 for
+//      two tiles of a column block in float32 problems' kernels; the accumulators in registers); in the paired teams with N < kCols each row's innovation
 //      rides in column N, so that the tiles' row N is b (the others sum b apart).
 //   2. The tiles handed over through shared memory: row l into registers, row l + 32 into place.
 //      Gershgorin's bound on G / (N - 1) picks the path: the Chebyshev series while their degree
@@ -83,6 +83,13 @@ template <typename T>
 inline constexpr bool kStagedAsync = std::is_same_v<T, float>;
 template <typename T>
 using StagedType = std::conditional_t<kStagedAsync<T>, T, double>;
+
+// Float32 problems' tiles take two at a time (AddTiles), float64 ones one: measured with the
+// builds alternated (H100, N = 50), the pairs took the float32 kernel from 57.5 to 55.0 ms and
+// the float64 one from 72.2 to 81.1 ms (its register allocation at the ceiling; no spill in the
+// paths it ran).
+template <typename T>
+inline constexpr bool kPairedTiles = std::is_same_v<T, float>;
 
 // Offsets (in doubles) in a team's shared memory; T: the staged rows' element type.
 template <bool kPair, typename T>
@@ -179,8 +186,9 @@ struct TeamSums {
 };
 
 // The staged rows' products on the tiles on and below the diagonal (numbered row by row), the
-// tiles of rows and columns 0 ... last.
-template <int kCols, int kLds, int kTiles, typename T>
+// tiles of rows and columns 0 ... last. kPaired: two tiles of a column block at a time (one
+// m16n8k4 MMA for the tiles (I, J) and (I + 1, J), which share B), else one m8n8k4 a tile.
+template <int kCols, int kLds, bool kPaired, int kTiles, typename T>
 __device__ __forceinline__ void AddTiles(double (&d0)[kTiles], double (&d1)[kTiles], const T* stage,
                                          const double* coeff, int rows, int last, int lane) {
   constexpr int kT = kCols / 8;
@@ -194,12 +202,27 @@ __device__ __forceinline__ void AddTiles(double (&d0)[kTiles], double (&d1)[kTil
       yv[I] = 8 * I <= last ? static_cast<double>(yr[8 * I + g]) : 0.0;
       ya[I] = ck * yv[I];
     }
-    int t = 0;
+    if constexpr (kPaired) {
 #pragma unroll
-    for (int I = 0; I < kT; ++I) {
+      for (int J = 0; J < kT; ++J) {  // column block J's tiles I = J ... kT - 1, the last alone when odd
 #pragma unroll
-      for (int J = 0; J <= I; ++J, ++t) {
-        if (8 * I <= last) MmaF64(d0[t], d1[t], ya[I], yv[J]);
+        for (int I = J; I < kT; I += 2) {
+          const int t = I * (I + 1) / 2 + J, u = (I + 1) * (I + 2) / 2 + J;
+          if (I + 1 < kT && 8 * (I + 1) <= last) {
+            MmaF64Pair(d0[t], d1[t], d0[u], d1[u], ya[I], ya[I + 1], yv[J]);
+          } else if (8 * I <= last) {
+            MmaF64(d0[t], d1[t], ya[I], yv[J]);
+          }
+        }
+      }
+    } else {
+      int t = 0;
+#pragma unroll
+      for (int I = 0; I < kT; ++I) {
+#pragma unroll
+        for (int J = 0; J <= I; ++J, ++t) {
+          if (8 * I <= last) MmaF64(d0[t], d1[t], ya[I], yv[J]);
+        }
       }
     }
   }
@@ -665,7 +688,7 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
           if constexpr (kPair) b[1] += dc[k] * static_cast<double>(rows_at[k * kLds + rb]);
         }
       }
-      AddTiles<kCols, kLds>(d0, d1, rows_at, coeff, (staged + 3) / 4 * 4, row_n_b ? N : N - 1, lane);
+      AddTiles<kCols, kLds, kPairedTiles<T>>(d0, d1, rows_at, coeff, (staged + 3) / 4 * 4, row_n_b ? N : N - 1, lane);
       __syncwarp();
     };
     // Adds the `count` listed observations, 16 at a time, the next 16 rows loaded (lane l: their

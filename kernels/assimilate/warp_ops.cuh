@@ -27,6 +27,21 @@ __device__ __forceinline__ void MmaF64(double& d0, double& d1, double a, double 
                : "d"(a), "d"(b));
 }
 
+// The same for two 8 x 8 tiles that share B: A's rows 0 ... 7 in a0 and rows 8 ... 15 in a1 (the
+// lane holds A[lane / 4][lane % 4] and A[8 + lane / 4][lane % 4]), D's in (d0, d1) and (d2, d3).
+// On Hopper one m16n8k4 float64 MMA (faster than two m8n8k4); before it, two m8n8k4.
+__device__ __forceinline__ void MmaF64Pair(double& d0, double& d1, double& d2, double& d3, double a0, double a1,
+                                           double b) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};\n"
+               : "+d"(d0), "+d"(d1), "+d"(d2), "+d"(d3)
+               : "d"(a0), "d"(a1), "d"(b));
+#else
+  MmaF64(d0, d1, a0, b);
+  MmaF64(d2, d3, a1, b);
+#endif
+}
+
 // *smem = *gmem, kBytes (4, 8 or 16) from global to shared memory asynchronously (cp.async,
 // L1-cached): complete after CpAsyncWait, visible to the other threads after a __syncwarp or
 // __syncthreads. CpAsyncOrZero writes zeros unless `copy`.
