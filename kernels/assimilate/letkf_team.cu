@@ -34,8 +34,9 @@
 //      columns l and l + 32 of each, the next 16 while the tensor cores work: float64 rows
 //      through registers, float32 ones by cp.async into a second buffer) and added to G's
 //      8 x 8 tiles on and below the diagonal on the tensor cores (float64 m8n8k4, or m16n8k4 for
-//      two tiles of a column block in float32 problems' kernels; the accumulators in registers); in the paired teams with N < kCols each row's innovation
-//      rides in column N, so that the tiles' row N is b (the others sum b apart).
+//      two tiles of a column block in float32 problems' kernels; the accumulators in registers);
+//      in the paired teams with N < kCols each row's innovation rides in column N, so that the
+//      tiles' row N is b (the others sum b apart).
 //   2. The tiles handed over through shared memory: row l into registers, row l + 32 into place.
 //      Gershgorin's bound on G / (N - 1) picks the path: the Chebyshev series while their degree
 //      is at most 4N (math/chebyshev.h: kappa up to 45 for N >= 32; float32 problems take the
