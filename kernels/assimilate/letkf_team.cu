@@ -44,10 +44,10 @@
 //   Chebyshev path (ChebyshevAnalysis): W a and a . G^-1 b from series in G applied to a, one
 //      product G v a term through shared memory, one reduction at the end.
 //   Tridiagonal path (HouseholderAnalysis):
-//   3. SYTD2 (lower), two warp reductions a step: the column's norm, then p . v with the
-//      reflections of Q^T a and Q^T b riding along; v and w are formed where they are used.
-//   4. The solves in T's basis: Zolotarev's terms, one a lane of the first eight.
-//   5. W a back through the stored reflectors, two a reduction.
+//   3. Tridiagonalize: SYTD2 (lower), two warp reductions a step: the column's norm, then p . v
+//      with the reflections of Q^T a and Q^T b riding along; v and w formed where they are used.
+//   4. SolveInTridiagonalBasis: Zolotarev's terms, a solve a lane of the first eight.
+//   5. BackFromTridiagonalBasis: W a back through the stored reflectors, two a reduction.
 //   Then relaxation, variance, the row written.
 #include <cmath>
 #include <type_traits>
@@ -362,25 +362,17 @@ __device__ __forceinline__ void ChebyshevAnalysis(const double (&g)[kCols], cons
   for (int k = 0; k < kOwn; ++k) acc[k] = sum_sqrt[k] + dot;
 }
 
-// Steps 3 to 5 of the Householder path: W a + a . wbar for the lane's members into acc, from G
-// (row l in g, row rb in row_b) through its tridiagonal form (any conditioning).
+// Step 3 of the Householder path: G = Q T Q^T (row l in g, row rb in row_b; LAPACK's SYTD2,
+// lower), with u = Q^T a and z = Q^T b on the way (u and z come in holding a and b). T's
+// diagonal, off-diagonal and tau go to m, and u and z too; the reflectors' components stay in
+// row_b's retired entries (row rb) and m.refl_a (rows below 32). A step's column entries and p
+// go to shared memory before the reductions, whose __syncwarp publishes them.
 template <int kCols, bool kPair, int kOwn>
-__device__ __forceinline__ void HouseholderAnalysis(double (&g)[kCols], double* row_b, const TeamVectors& m,
-                                                    TeamSums& team, int N, int lane, const double* table,
-                                                    const double (&fore)[kOwn], const double (&b)[kOwn],
-                                                    double (&acc)[kOwn]) {
+__device__ __forceinline__ void Tridiagonalize(double (&g)[kCols], double* row_b, const TeamVectors& m, TeamSums& team,
+                                               int N, int lane, double (&u)[kOwn], double (&z)[kOwn]) {
   const int rb = lane + 32;
   const bool has_b = kPair && rb < N;
-  const double n1 = N - 1;
-  // 3. G = Q T Q^T, with u = Q^T a and z = Q^T b on the way. A step's column entries and p
-  // go to shared memory before the reductions, whose __syncwarp publishes them.
   double col = g[0], next = g[1];  // row l's G[l][j], G[l][j + 1] at step j
-  double u[kOwn], z[kOwn];
-#pragma unroll
-  for (int k = 0; k < kOwn; ++k) {
-    u[k] = fore[k];
-    z[k] = b[k];
-  }
   for (int j = 0; j + 2 < N; ++j) {
     const bool rows_a = j < 31;  // rows l > j remain in the trailing matrix (uniform)
     double col_b = 0, next_b = 0;
@@ -527,7 +519,17 @@ __device__ __forceinline__ void HouseholderAnalysis(double (&g)[kCols], double* 
     m.zvec[rb] = z[1];
   }
   __syncwarp();
-  // 4. In T's basis: acc = r((N-1)^-1 T) u, z = T^-1 z, a solve a lane.
+}
+
+// Step 4 of the Householder path, in T's basis: acc = r((N-1)^-1 T) u (Zolotarev's terms) and
+// z = T^-1 z, a tridiagonal solve a lane (eight at a time).
+template <bool kPair, int kOwn>
+__device__ __forceinline__ void SolveInTridiagonalBasis(const TeamVectors& m, int N, int lane, const double* table,
+                                                        const double (&u)[kOwn], double (&z)[kOwn],
+                                                        double (&acc)[kOwn]) {
+  const int rb = lane + 32;
+  const bool has_b = kPair && rb < N;
+  const double n1 = N - 1;
   double bound = 0;  // Gershgorin's bound on T's largest eigenvalue
   if (lane < N) bound = GershgorinRow(m.diag, m.off, N, lane);
   if (has_b) bound = fmax(bound, GershgorinRow(m.diag, m.off, N, rb));
@@ -565,9 +567,18 @@ __device__ __forceinline__ void HouseholderAnalysis(double (&g)[kCols], double* 
   }
 #pragma unroll
   for (int k = 0; k < kOwn; ++k) acc[k] += rung.d0 * u[k];
-  // 5. Back from T's basis: W a = Q acc = H_0 H_1 ... H_{N-3} acc, two reflectors a
-  // reduction: H_j, then H_{j-1}, whose dot follows from the first with v_{j-1} . v_j
-  // (the compact WY form of the pair). a . wbar = u . z rides along with the first.
+}
+
+// Step 5 of the Householder path, back from T's basis: W a = Q acc = H_0 H_1 ... H_{N-3} acc,
+// two reflectors a reduction: H_j, then H_{j-1}, whose dot follows from the first with
+// v_{j-1} . v_j (the compact WY form of the pair). a . wbar = u . z rides along with the first
+// and is added to acc.
+template <bool kPair, int kOwn>
+__device__ __forceinline__ void BackFromTridiagonalBasis(const double* row_b, const TeamVectors& m, TeamSums& team,
+                                                         int N, int lane, const double (&u)[kOwn],
+                                                         const double (&z)[kOwn], double (&acc)[kOwn]) {
+  const int rb = lane + 32;
+  const bool has_b = kPair && rb < N;
   double dot = 0;
   for (int j = N - 3; j >= 0; j -= 2) {
     const double t1 = m.tau[j], t0 = j > 0 ? m.tau[j - 1] : 0.0;
@@ -606,6 +617,24 @@ __device__ __forceinline__ void HouseholderAnalysis(double (&g)[kCols], double* 
   if constexpr (kPair) {
     if (has_b) acc[1] += dot;
   }
+}
+
+// Steps 3 to 5 of the Householder path: W a + a . wbar for the lane's members into acc, from G
+// (row l in g, row rb in row_b) through its tridiagonal form (any conditioning).
+template <int kCols, bool kPair, int kOwn>
+__device__ __forceinline__ void HouseholderAnalysis(double (&g)[kCols], double* row_b, const TeamVectors& m,
+                                                    TeamSums& team, int N, int lane, const double* table,
+                                                    const double (&fore)[kOwn], const double (&b)[kOwn],
+                                                    double (&acc)[kOwn]) {
+  double u[kOwn], z[kOwn];
+#pragma unroll
+  for (int k = 0; k < kOwn; ++k) {
+    u[k] = fore[k];
+    z[k] = b[k];
+  }
+  Tridiagonalize<kCols, kPair>(g, row_b, m, team, N, lane, u, z);
+  SolveInTridiagonalBasis<kPair>(m, N, lane, table, u, z, acc);
+  BackFromTridiagonalBasis<kPair>(row_b, m, team, N, lane, u, z, acc);
 }
 
 template <int kCols, bool kPair, typename T>
