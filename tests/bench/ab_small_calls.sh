@@ -15,7 +15,10 @@ for round in $(seq 1 "$rounds"); do
     rm -f /tmp/ab.port
     "$server" --address=127.0.0.1:0 --port_file=/tmp/ab.port --backend=cuda --log_level=warn &
     pid=$!
-    for _ in $(seq 1 300); do [ -s /tmp/ab.port ] && break; sleep 0.1; done
+    for _ in $(seq 1 1200); do  # a fresh machine's first start warms the kernels, about 30 s
+      { [ -s /tmp/ab.port ] || ! kill -0 "$pid" 2>/dev/null; } && break
+      sleep 0.1
+    done
     for op in "--op periodogram --samples 1000 --frequencies 1000" \
               "--op dense --in 1024 --out 4096 --layers 1 --rows 1 --model-dtype bfloat16"; do
       echo "== round $round $(basename "$server") $op"
