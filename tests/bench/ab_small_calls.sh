@@ -7,6 +7,8 @@
 # each: a 1,000 x 1,000 periodogram and one dense row (1024 -> 4096 bf16), each beside an Echo
 # of its bytes. Prints gpucompute-load's table lines, labelled.
 set -uo pipefail
+# shellcheck source=tests/bench/cuda_server.sh
+source "$(dirname "$0")/cuda_server.sh"
 [ $# -ge 2 ] || { sed -n '2,9p' "$0"; exit 2; }
 a=$1 b=$2 rounds=${3:-2}
 status=0
@@ -15,10 +17,7 @@ for round in $(seq 1 "$rounds"); do
     rm -f /tmp/ab.port
     "$server" --address=127.0.0.1:0 --port_file=/tmp/ab.port --backend=cuda --log_level=warn &
     pid=$!
-    for _ in $(seq 1 1200); do  # a fresh machine's first start warms the kernels, about 30 s
-      { [ -s /tmp/ab.port ] || ! kill -0 "$pid" 2>/dev/null; } && break
-      sleep 0.1
-    done
+    wait_for_port /tmp/ab.port "$pid"
     for op in "--op periodogram --samples 1000 --frequencies 1000" \
               "--op dense --in 1024 --out 4096 --layers 1 --rows 1 --model-dtype bfloat16"; do
       echo "== round $round $(basename "$server") $op"

@@ -20,7 +20,7 @@ cpid=
 if [ "${LETKF_CPU:-1}" = 1 ]; then
   gpucompute-server --address=127.0.0.1:0 --port_file=/tmp/letkf-cpu.port --backend=cpu >> "$log" 2>&1 &
   cpid=$!
-  for _ in $(seq 1 300); do [ -s /tmp/letkf-cpu.port ] && break; sleep 0.1; done
+  wait_for_port /tmp/letkf-cpu.port "$cpid" 300
   cpu=(--cpu-target "127.0.0.1:$(cat /tmp/letkf-cpu.port)")
 fi
 nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/^/{"card": "/; s/$/"}/' | tee -a "$out/letkf.jsonl"
