@@ -92,6 +92,40 @@ __global__ void CountCandidatesKernel(const LetkfGeometry* __restrict__ geometry
   if (threadIdx.x % kWarp == 0 && mine > 0) atomicAdd(count, mine);
 }
 
+// The local observations of variables first ... first + chunk - 1, a warp a variable: the
+// accepted candidates (ScanCandidates' order) as lists.index / lists.coeff from k * kLetkfListCap
+// for the chunk's k-th variable (the first kLetkfListCap), their count (all of them) in
+// lists.count[k].
+constexpr int kListWarps = kBinThreads / kWarp;
+__global__ void __launch_bounds__(kBinThreads) ListLocalKernel(
+    const LetkfGeometry* __restrict__ geometry, int64_t first, int64_t chunk, const double* __restrict__ state_coords,
+    const double* __restrict__ sorted_coords, const double* __restrict__ domain, const int* __restrict__ sorted,
+    const int* __restrict__ cell_start, const ProblemParams* __restrict__ params,
+    const unsigned long long* __restrict__ candidate_pairs, const LetkfLists lists) {
+  __shared__ int runs[kListWarps][2 * kMaxRuns];
+  const int lane = threadIdx.x % kWarp, w = threadIdx.x / kWarp;
+  const LetkfGeometry& geo = *geometry;
+  const double search = localization::SearchRadius(static_cast<Taper>(geo.taper), geo.radius);
+  const int64_t rows = *candidate_pairs > params->max_candidates ? 0 : chunk;  // refused: none
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * kListWarps + w; k < rows;
+       k += static_cast<int64_t>(gridDim.x) * kListWarps) {
+    int listed = 0;
+    int* index = lists.index + k * kLetkfListCap;
+    double* coeff = lists.coeff + k * kLetkfListCap;
+    __syncwarp();  // the last variable's readers of the runs are done
+    ScanCandidates<true>(geo, state_coords + (first + k) * geo.dims, search, cell_start, sorted, sorted_coords,
+                         domain, runs[w], runs[w] + kMaxRuns, lane, [&](int j, double c, unsigned mask) {
+                           const int at = listed + __popc(mask & ((1u << lane) - 1));
+                           if (((mask >> lane) & 1) && at < kLetkfListCap) {
+                             index[at] = j;
+                             coeff[at] = c;
+                           }
+                           listed += __popc(mask);
+                         });
+    if (lane == 0) lists.count[k] = listed;
+  }
+}
+
 size_t Align(size_t b) { return (b + 255) / 256 * 256; }
 
 int KeyBits(int64_t cells) {
@@ -471,8 +505,10 @@ __global__ void __launch_bounds__(kWarp) LetkfAnalysisKernel(
   if (lane == 0) partials[warp] = variance_sum;
 }
 
-// Enough warps to fill the GPU several times over; each strides over the variables.
+// Enough warps to fill the GPU several times over; each strides over the variables (the team
+// kernel's, over a chunk's: kTeamBlocks at most).
 int LaunchedWarps(int64_t n) { return static_cast<int>(std::min<int64_t>(n, int64_t{1} << 16)); }
+constexpr int64_t kTeamBlocks = 8192;
 
 
 }  // namespace
@@ -522,20 +558,57 @@ cudaError_t LaunchLetkfCountCandidates(const LetkfGeometry* g, int64_t n, const 
 
 int LetkfAnalysisWarps(int64_t n) { return LaunchedWarps(n); }
 
+namespace {
+int64_t ListChunk(int64_t n) { return std::min(n, kLetkfListChunk); }
+}  // namespace
+
+size_t LetkfListBytes(int64_t n, int N) {
+  if (N > kLetkfTeamMaxMembers) return 0;
+  const auto c = static_cast<size_t>(ListChunk(n));
+  return Align(c * sizeof(int)) + Align(c * kLetkfListCap * sizeof(int)) + c * kLetkfListCap * sizeof(double);
+}
+
+LetkfLists LetkfListsAt(void* at, int64_t n) {
+  const auto c = static_cast<size_t>(ListChunk(n));
+  char* p = static_cast<char*>(at);
+  LetkfLists lists{};
+  lists.count = reinterpret_cast<int*>(p);
+  p += Align(c * sizeof(int));
+  lists.index = reinterpret_cast<int*>(p);
+  p += Align(c * kLetkfListCap * sizeof(int));
+  lists.coeff = reinterpret_cast<double*>(p);
+  return lists;
+}
+
 template <typename T>
 cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int64_t n, int N, int W, const T* a,
                                 const double* xbar, const T* obs, const double* state_coords,
                                 const double* sorted_coords, const double* domain, const int* sorted,
                                 const int* cell_start, const ProblemParams* params,
                                 const unsigned long long* candidates, const double* table,
-                                const double* chebyshev_table, T* xa, double* partials, int* warps,
-                                cudaStream_t stream) {
+                                const double* chebyshev_table, const LetkfLists& lists, T* xa, double* partials,
+                                int* warps, cudaStream_t stream) {
   if (N < 2 || N > kMaxLetkfMembers) return cudaErrorInvalidValue;
   const int blocks = LaunchedWarps(n);
   *warps = blocks;
   if (N <= kLetkfTeamMaxMembers) {
-    return LaunchLetkfTeam<T>(g, n, N, W, a, xbar, obs, state_coords, sorted_coords, domain, sorted, cell_start,
-                              params, candidates, table, chebyshev_table, xa, partials, blocks, stream);
+    // A chunk at a time: the lists, the listed variables' analyses, the others' (if any:
+    // their blocks return at once otherwise). Each block adds to its partial.
+    cudaError_t e = cudaMemsetAsync(partials, 0, static_cast<size_t>(blocks) * sizeof(double), stream);
+    for (int64_t first = 0; first < n && e == cudaSuccess; first += kLetkfListChunk) {
+      const int64_t chunk = std::min(kLetkfListChunk, n - first);
+      const int64_t list_blocks = std::min<int64_t>((chunk + kListWarps - 1) / kListWarps, 4096);
+      ListLocalKernel<<<static_cast<unsigned>(list_blocks), kBinThreads, 0, stream>>>(
+          g, first, chunk, state_coords, sorted_coords, domain, sorted, cell_start, params, candidates, lists);
+      e = cudaGetLastError();
+      for (const bool listed : {true, false}) {
+        if (e != cudaSuccess) break;
+        e = LaunchLetkfTeam<T>(g, first, chunk, N, W, a, xbar, obs, state_coords, sorted_coords, domain, sorted,
+                               cell_start, params, candidates, table, chebyshev_table, lists, listed, xa, partials,
+                               static_cast<int>(std::min<int64_t>(chunk, kTeamBlocks)), stream);
+      }
+    }
+    return e;
   }
   const size_t smem = WarpLayout(N).total * sizeof(double);
   cudaError_t e = cudaFuncSetAttribute(LetkfAnalysisKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -551,7 +624,8 @@ cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int64_t n, int N, int W,
   template cudaError_t LaunchLetkfAnalysis<T>(                                                           \
       const LetkfGeometry*, int64_t, int, int, const T*, const double*, const T*, const double*, \
       const double*, const double*, const int*, const int*, const ProblemParams*,                        \
-      const unsigned long long*, const double*, const double*, T*, double*, int*, cudaStream_t);
+      const unsigned long long*, const double*, const double*, const LetkfLists&, T*, double*, int*,      \
+      cudaStream_t);
 GPUCOMPUTE_INSTANTIATE(float)
 GPUCOMPUTE_INSTANTIATE(double)
 #undef GPUCOMPUTE_INSTANTIATE

@@ -2,8 +2,9 @@
 // variable (at a time) that finds its local observations, forms its local ETKF and writes its
 // analysis row: the team kernel of letkf_team.cu (one warp, G's rows l in registers, l + 32 in
 // shared memory; a Chebyshev series for well-conditioned G) for N <= 64, the one-warp kernel of
-// letkf.cu (G in shared memory) beyond.
-// No per-variable host work and no per-variable global scratch.
+// letkf.cu (G in shared memory) beyond. For the team kernel a kernel of its own lists each
+// variable's local observations first, a chunk of variables at a time (LetkfLists).
+// No per-variable host work.
 //
 // Binning (math/letkf_cells.h, shared with the CPU backend): every observation within the
 // search reach of a point lies in the cells around it (at most 27, as up to 18 runs of
@@ -59,12 +60,31 @@ cudaError_t LaunchLetkfBin(const LetkfGeometry* g, int64_t m, int64_t max_cells,
 cudaError_t LaunchLetkfCountCandidates(const LetkfGeometry* g, int64_t n, const double* state_coords,
                                        const int* cell_start, unsigned long long* count, cudaStream_t stream);
 
+// The team kernel's lists (N <= 64): a chunk of variables at a time, each variable's local
+// observations (index and taper coefficient, in the scan's order) are listed by a kernel of its
+// own, at up to kLetkfListCap a variable, before their analyses; variables with more are analysed
+// by the team kernel scanning its candidates itself. count: kLetkfListChunk ints, index and
+// coeff: kLetkfListChunk * kLetkfListCap each.
+constexpr int kLetkfListCap = 128;
+constexpr int64_t kLetkfListChunk = int64_t{1} << 16;
+struct LetkfLists {
+  int* count;
+  int* index;
+  double* coeff;
+};
+
+// Device scratch bytes of the lists for n variables of N members (0 where N > 64: the
+// one-warp kernel scans its candidates itself); LetkfListsAt lays them out from `at`.
+size_t LetkfListBytes(int64_t n, int N);
+LetkfLists LetkfListsAt(void* at, int64_t n);
+
 // The analysis of one problem (g on the device; d = g->dims coordinates a point). a: n x N
 // inflated state anomalies (LaunchCentreState), xbar: their means; obs: m rows of W values
 // [Yw | dw] (LaunchPrepareObs); state_coords (n x d) and domain (d values, periodic) in double;
 // sorted, cell_start and sorted_coords from LaunchLetkfBin; candidates: the count of
 // LaunchLetkfCountCandidates (over params->max_candidates: no variable is analysed); table:
-// math/inverse_sqrt.h's WriteTable, chebyshev_table: math/chebyshev.h's (read for N <= 64).
+// math/inverse_sqrt.h's WriteTable, chebyshev_table: math/chebyshev.h's (read for N <= 64);
+// lists: LetkfListsAt over LetkfListBytes(n, N) bytes of scratch (unused for N > 64).
 // xa: n x N analysis; partials: per-warp sums of row variances, `*warps` of them (for
 // LaunchReduceSpread; at most LetkfAnalysisWarps(n)).
 template <typename T>
@@ -73,8 +93,8 @@ cudaError_t LaunchLetkfAnalysis(const LetkfGeometry* g, int64_t n, int N, int W,
                                 const double* sorted_coords, const double* domain, const int* sorted,
                                 const int* cell_start, const ProblemParams* params,
                                 const unsigned long long* candidates, const double* table,
-                                const double* chebyshev_table, T* xa, double* partials, int* warps,
-                                cudaStream_t stream);
+                                const double* chebyshev_table, const LetkfLists& lists, T* xa, double* partials,
+                                int* warps, cudaStream_t stream);
 
 // A bound on the per-warp partials LaunchLetkfAnalysis writes for n variables.
 int LetkfAnalysisWarps(int64_t n);

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/assimilate/letkf.cuh"
+#include "kernels/assimilate/warp_ops.cuh"
 #include "math/localization.h"
 
 namespace gpucompute::assimilate::kernels {
@@ -25,6 +26,58 @@ __device__ __forceinline__ double LocalCoefficient(const LetkfGeometry& g, const
                                              g.sphere_radius);
   if (dist > search) return 0;
   return localization::TaperCoefficient(static_cast<localization::Taper>(g.taper), dist, g.radius);
+}
+
+// The most runs of neighbouring cells a point has (math/letkf_cells.h).
+constexpr int kMaxRuns = 27;
+
+// A point's candidates (the observations in the runs of cells around it, in cell order), a round
+// of 32 at a time, one a lane: round(j, c, mask) with the candidate's observation j, its taper
+// coefficient c (0 past the last candidate) and the round's ballot of c > kMinCoefficient.
+// run_begin and run_size: the warp's kMaxRuns ints each in shared memory. kCountByReduction:
+// the candidates counted by a warp reduction, else by a loop over the runs (which is faster
+// depends on the caller's register allocation).
+template <bool kCountByReduction, typename Round>
+__device__ __forceinline__ void ScanCandidates(const LetkfGeometry& geo, const double* point, double search,
+                                               const int* cell_start, const int* sorted,
+                                               const double* sorted_coords, const double* domain, int* run_begin,
+                                               int* run_size, int lane, Round round) {
+  int runs = 0, size = 0;  // lane r: run r's candidates
+  {
+    const Neighbourhood around(geo, point);
+    runs = around.runs;
+    if (lane < runs) {
+      int first = 0, length = 0;
+      around.Run(geo, lane, &first, &length);
+      run_begin[lane] = cell_start[first];
+      size = cell_start[first + length] - run_begin[lane];
+      run_size[lane] = size;
+    }
+  }
+  __syncwarp();
+  int candidates = 0;
+  if constexpr (kCountByReduction) {
+    candidates = __reduce_add_sync(kFullWarp, size);
+  } else {
+    for (int r = 0; r < runs; ++r) candidates += run_size[r];
+  }
+  int o = 0, pos = lane;  // this lane's candidate: run o, position pos in it
+  auto advance = [&]() {
+    while (o < runs && pos >= run_size[o]) pos -= run_size[o++];
+  };
+  advance();
+  for (int base = 0; base < candidates; base += 32) {
+    int j = 0;
+    double c = 0;
+    if (o < runs) {
+      const int k = run_begin[o] + pos;  // the candidate's place in cell order
+      j = sorted[k];
+      c = LocalCoefficient(geo, point, sorted_coords, domain, k, search);
+    }
+    round(j, c, __ballot_sync(kFullWarp, c > localization::kMinCoefficient));
+    pos += 32;
+    advance();
+  }
 }
 
 // Row i's Gershgorin bound on the largest eigenvalue of the symmetric tridiagonal T (diagonal
@@ -108,15 +161,17 @@ __device__ inline double FinishAnalysisMembers(double (&acc)[kPer], const double
 // registers and row l + 32 in shared memory.
 constexpr int kLetkfTeamMaxMembers = 64;
 
-// The analysis kernels, as LaunchLetkfAnalysis (letkf.cuh) describes them, with `blocks` blocks
-// that stride over the variables (one partial each): the team kernel for N <= 64, the
-// one-warp shared-memory kernel (letkf.cu) for any N <= kMaxLetkfMembers.
+// The team kernel (N <= 64), as LaunchLetkfAnalysis (letkf.cuh) describes it, over the variables
+// first ... first + chunk - 1 (chunk <= kLetkfListChunk), with `blocks` blocks that stride over
+// them, each adding its rows' variances to partials[block]: listed, the variables with up to
+// kLetkfListCap local observations from their lists; else the others, each scanning its
+// candidates itself. The one-warp shared-memory kernel (letkf.cu) takes any N <= kMaxLetkfMembers.
 template <typename T>
-cudaError_t LaunchLetkfTeam(const LetkfGeometry* g, int64_t n, int N, int W, const T* a, const double* xbar,
-                            const T* obs, const double* state_coords, const double* sorted_coords,
-                            const double* domain, const int* sorted, const int* cell_start,
-                            const ProblemParams* params, const unsigned long long* candidates,
-                            const double* table, const double* chebyshev_table, T* xa, double* partials, int blocks,
-                            cudaStream_t stream);
+cudaError_t LaunchLetkfTeam(const LetkfGeometry* g, int64_t first, int64_t chunk, int N, int W, const T* a,
+                            const double* xbar, const T* obs, const double* state_coords,
+                            const double* sorted_coords, const double* domain, const int* sorted,
+                            const int* cell_start, const ProblemParams* params, const unsigned long long* candidates,
+                            const double* table, const double* chebyshev_table, const LetkfLists& lists,
+                            bool listed, T* xa, double* partials, int blocks, cudaStream_t stream);
 
 }  // namespace gpucompute::assimilate::kernels

@@ -4,7 +4,11 @@
 // the analysis row.
 //
 // Why this shape: the analysis is latency-bound (a chain of dependent steps a variable) and
-// wants many variables in flight an SM. Row l in registers costs no shared-memory load a
+// wants many variables in flight an SM. The neighbour search runs before it, in a kernel of its
+// own at full occupancy, so that its registers and its waits on the candidates' loads stay out
+// of this one (measured with the builds alternated, H200, N = 50: 55.0 -> 48.9 ms in float32,
+// 71.9 -> 69.8 ms in float64; at N = 20, where the kernel drops from 168 to 128 registers,
+// 31.0 -> 25.6 ms in float32). Row l in registers costs no shared-memory load a
 // multiply-add (a step reads only broadcast vectors, two 16-byte loads per four multiply-adds,
 // each serving both of a lane's rows); row l + 32 in shared memory (its loads 16-byte and
 // conflict-free) keeps a thread under 255 registers and a team near 27 KB, so that eight teams
@@ -29,8 +33,9 @@
 //   While the rows are staged, float32 problems' next 16 rows lie over second, reflectors and
 //   vectors, unused until the tiles are handed over.
 // Steps for variable i:
-//   1. The candidates of the neighbouring cells' runs, 32 at a time (one a lane): those with a taper
-//      coefficient above 1e-3 are listed; 16 listed rows at a time are staged (lane l loads
+//   1. Its local observations, from the list ListLocalKernel (letkf.cu) wrote (up to
+//      kLetkfListCap; a variable with more scans the candidates of the neighbouring cells' runs
+//      itself, 32 at a time, one a lane: ScanCandidates); 16 listed rows at a time are staged (lane l loads
 //      columns l and l + 32 of each, the next 16 while the tensor cores work: float64 rows
 //      through registers, float32 ones by cp.async into a second buffer) and added to G's
 //      8 x 8 tiles on and below the diagonal on the tensor cores (float64 m8n8k4, or m16n8k4 for
@@ -62,7 +67,6 @@ namespace {
 
 constexpr int kStage = 16;       // observation rows staged per update of G (a multiple of 4)
 constexpr int kSolveLanes = 8;   // tridiagonal solves at once
-constexpr int kMaxRuns = 27;     // runs of neighbouring cells at most (math/letkf_cells.h)
 constexpr int kHandoverLd = 33;  // G's first 32 rows handed over: an odd stride, rows and columns conflict-free
 
 // G's rows are handled in chunks of eight columns (at most 64 columns: eight chunks). A step
@@ -637,14 +641,15 @@ __device__ __forceinline__ void HouseholderAnalysis(double (&g)[kCols], double* 
   BackFromTridiagonalBasis<kPair>(row_b, m, team, N, lane, u, z, acc);
 }
 
-template <int kCols, bool kPair, typename T>
+template <int kCols, bool kPair, typename T, bool kListed>
 __global__ void __launch_bounds__(32) LetkfTeamKernel(
-    const LetkfGeometry* __restrict__ geometry, int64_t n, int N, int W, const T* __restrict__ anomalies,
+    const LetkfGeometry* __restrict__ geometry, int64_t first, int64_t chunk, int N, int W, const T* __restrict__ anomalies,
     const double* __restrict__ xbar, const T* __restrict__ obs, const double* __restrict__ state_coords,
     const double* __restrict__ sorted_coords, const double* __restrict__ domain, const int* __restrict__ sorted,
     const int* __restrict__ cell_start, const ProblemParams* __restrict__ params,
     const unsigned long long* __restrict__ candidate_pairs, const double* __restrict__ table,
-    const double* __restrict__ chebyshev_table, T* __restrict__ xa, double* __restrict__ partials) {
+    const double* __restrict__ chebyshev_table, const LetkfLists lists, T* __restrict__ xa,
+    double* __restrict__ partials) {
   constexpr bool kAsyncStage = kStagedAsync<T>;
   using Staged = StagedType<T>;
   using Layout = TeamLayout<kPair, Staged>;
@@ -672,27 +677,18 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
   const double search = localization::SearchRadius(static_cast<localization::Taper>(geo.taper), geo.radius);
   const double n1 = N - 1;
   double variance_sum = 0;
-  const int64_t rows = *candidate_pairs > pp.max_candidates ? 0 : n;  // refused: none
-  for (int64_t i = blockIdx.x; i < rows; i += gridDim.x) {
+  const int64_t rows = *candidate_pairs > pp.max_candidates ? 0 : chunk;  // refused: none
+  for (int64_t k = blockIdx.x; k < rows; k += gridDim.x) {
+    // Listed: the chunk's variables with up to kLetkfListCap local observations; else the rest.
+    const int count = lists.count[k];
+    if ((count <= kLetkfListCap) != kListed) continue;
+    const int64_t i = first + k;
     const double* point = state_coords + i * geo.dims;
     double fore[kOwn];  // the forecast anomalies of the lane's members
     fore[0] = lane < N ? static_cast<double>(anomalies[i * N + lane]) : 0.0;
     if constexpr (kPair) fore[1] = has_b ? static_cast<double>(anomalies[i * N + rb]) : 0.0;
     // 1. The local observations, into G's tiles and b.
     __syncwarp();  // the last variable's readers of shared memory are done
-    int runs = 0, size = 0;  // the neighbourhood's runs of cells; lane r: run r's candidates
-    {
-      const Neighbourhood around(geo, point);
-      runs = around.runs;
-      if (lane < runs) {
-        int first = 0, length = 0;
-        around.Run(geo, lane, &first, &length);
-        run_begin[lane] = cell_start[first];
-        size = cell_start[first + length] - run_begin[lane];
-        run_size[lane] = size;
-      }
-    }
-    __syncwarp();
     double d0[kTiles], d1[kTiles];
 #pragma unroll
     for (int s = 0; s < kTiles; ++s) d0[s] = d1[s] = 0;
@@ -779,48 +775,43 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
         }
       }
     };
-    // The candidates in all: by one warp reduction in the float32 kernels, by a loop in the
-    // float64 ones (measured with the builds alternated: the reduction made the float32 kernel 5%
-    // faster and the float64 one 3% slower, a matter of instruction scheduling at the register
-    // ceiling, not of the count's own cost).
-    int candidates = 0;
-    if constexpr (kPrecision == chebyshev::Precision::kSingle) {
-      candidates = __reduce_add_sync(kFullWarp, size);
+    int total = 0;  // the local observations
+    if constexpr (kListed) {
+      total = count;
+      const int64_t at = k * kLetkfListCap;
+      for (int b0 = 0; b0 < total; b0 += Layout::kListCap) {
+        const int now = min(Layout::kListCap, total - b0);
+        __syncwarp();  // the last block's readers of the list are done
+        for (int e = lane; e < now; e += 32) {
+          list_index[e] = lists.index[at + b0 + e];
+          list_coeff[e] = lists.coeff[at + b0 + e];
+        }
+        add_listed(now);
+      }
     } else {
-      for (int r = 0; r < runs; ++r) candidates += run_size[r];
+      // The candidates counted by one warp reduction in the float32 kernels, by a loop in the
+      // float64 ones (measured with the builds alternated: the reduction made the float32 kernel
+      // 5% faster and the float64 one 3% slower, a matter of instruction scheduling at the
+      // register ceiling, not of the count's own cost).
+      int listed = 0;
+      ScanCandidates<kPrecision == chebyshev::Precision::kSingle>(
+          geo, point, search, cell_start, sorted, sorted_coords, domain, run_begin, run_size, lane,
+          [&](int j, double c, unsigned mask) {
+            const int round = __popc(mask);
+            if (listed + round > Layout::kListCap) {
+              add_listed(listed);
+              listed = 0;
+            }
+            if ((mask >> lane) & 1) {
+              const int at = listed + __popc(mask & ((1u << lane) - 1));
+              list_index[at] = j;
+              list_coeff[at] = c;
+            }
+            listed += round;
+            total += round;
+          });
+      if (listed > 0) add_listed(listed);
     }
-    int o = 0, pos = lane;  // this lane's candidate: run o, position pos in it
-    auto advance = [&]() {
-      while (o < runs && pos >= run_size[o]) pos -= run_size[o++];
-    };
-    advance();
-    int listed = 0, total = 0;
-    for (int base = 0; base < candidates; base += 32) {
-      int j = 0;
-      double c = 0;
-      if (o < runs) {
-        const int k = run_begin[o] + pos;  // the candidate's place in cell order
-        j = sorted[k];
-        c = LocalCoefficient(geo, point, sorted_coords, domain, k, search);
-      }
-      const bool accept = c > localization::kMinCoefficient;
-      const unsigned mask = __ballot_sync(kFullWarp, accept);
-      const int round = __popc(mask);
-      if (listed + round > Layout::kListCap) {
-        add_listed(listed);
-        listed = 0;
-      }
-      if (accept) {
-        const int at = listed + __popc(mask & ((1u << lane) - 1));
-        list_index[at] = j;
-        list_coeff[at] = c;
-      }
-      listed += round;
-      total += round;
-      pos += 32;
-      advance();
-    }
-    if (listed > 0) add_listed(listed);
     double acc[kOwn];  // the analysis anomalies of the lane's members
 #pragma unroll
     for (int k = 0; k < kOwn; ++k) acc[k] = fore[k];
@@ -862,52 +853,56 @@ __global__ void __launch_bounds__(32) LetkfTeamKernel(
       if (has_b) xa[i * N + rb] = static_cast<T>(acc[1] + xbar[i]);
     }
   }
-  if (lane == 0) partials[blockIdx.x] = variance_sum;
+  if (lane == 0) partials[blockIdx.x] += variance_sum;
 }
 
 template <int kCols, bool kPair, typename T>
-cudaError_t LaunchTeam(const LetkfGeometry* g, int64_t n, int N, int W, const T* a, const double* xbar,
-                       const T* obs, const double* state_coords, const double* sorted_coords, const double* domain,
-                       const int* sorted, const int* cell_start, const ProblemParams* params,
+cudaError_t LaunchTeam(const LetkfGeometry* g, int64_t first, int64_t chunk, int N, int W, const T* a,
+                       const double* xbar, const T* obs, const double* state_coords, const double* sorted_coords,
+                       const double* domain, const int* sorted, const int* cell_start, const ProblemParams* params,
                        const unsigned long long* candidates, const double* table, const double* chebyshev_table,
-                       T* xa, double* partials, int blocks, cudaStream_t stream) {
+                       const LetkfLists& lists, bool listed, T* xa, double* partials, int blocks,
+                       cudaStream_t stream) {
   const size_t smem = TeamLayout<kPair, StagedType<T>>(N, kCols).total * sizeof(double);
-  cudaError_t e = cudaFuncSetAttribute(LetkfTeamKernel<kCols, kPair, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem));
-  if (e != cudaSuccess) return e;
-  LetkfTeamKernel<kCols, kPair, T><<<blocks, 32, smem, stream>>>(g, n, N, W, a, xbar, obs, state_coords, sorted_coords,
-                                                                 domain, sorted, cell_start, params, candidates, table,
-                                                                 chebyshev_table, xa, partials);
-  return cudaGetLastError();
+  auto launch = [&](auto kernel) {
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (e != cudaSuccess) return e;
+    kernel<<<blocks, 32, smem, stream>>>(g, first, chunk, N, W, a, xbar, obs, state_coords, sorted_coords, domain,
+                                         sorted, cell_start, params, candidates, table, chebyshev_table, lists, xa,
+                                         partials);
+    return cudaGetLastError();
+  };
+  return listed ? launch(LetkfTeamKernel<kCols, kPair, T, true>) : launch(LetkfTeamKernel<kCols, kPair, T, false>);
 }
 
 }  // namespace
 
 template <typename T>
-cudaError_t LaunchLetkfTeam(const LetkfGeometry* g, int64_t n, int N, int W, const T* a, const double* xbar,
-                            const T* obs, const double* state_coords, const double* sorted_coords,
-                            const double* domain, const int* sorted, const int* cell_start,
-                            const ProblemParams* params, const unsigned long long* candidates,
-                            const double* table, const double* chebyshev_table, T* xa, double* partials, int blocks,
-                            cudaStream_t stream) {
+cudaError_t LaunchLetkfTeam(const LetkfGeometry* g, int64_t first, int64_t chunk, int N, int W, const T* a,
+                            const double* xbar, const T* obs, const double* state_coords,
+                            const double* sorted_coords, const double* domain, const int* sorted,
+                            const int* cell_start, const ProblemParams* params, const unsigned long long* candidates,
+                            const double* table, const double* chebyshev_table, const LetkfLists& lists,
+                            bool listed, T* xa, double* partials, int blocks, cudaStream_t stream) {
   if (N < 2 || N > kLetkfTeamMaxMembers) return cudaErrorInvalidValue;
-  if (N <= 32) {
-    return LaunchTeam<32, false, T>(g, n, N, W, a, xbar, obs, state_coords, sorted_coords, domain, sorted, cell_start,
-                                    params, candidates, table, chebyshev_table, xa, partials, blocks, stream);
-  }
-  if (N <= 56) {  // row l in 56 registers, not 64, for N <= 56: room for the steps' loads in flight
-    return LaunchTeam<56, true, T>(g, n, N, W, a, xbar, obs, state_coords, sorted_coords, domain, sorted, cell_start,
-                                   params, candidates, table, chebyshev_table, xa, partials, blocks, stream);
-  }
-  return LaunchTeam<64, true, T>(g, n, N, W, a, xbar, obs, state_coords, sorted_coords, domain, sorted, cell_start,
-                                 params, candidates, table, chebyshev_table, xa, partials, blocks, stream);
+  // Row l in 32 registers for N <= 32; in 56, not 64, for N <= 56: room for the steps' loads in flight.
+  auto launch = [&](auto kernel_shape) {
+    constexpr int kCols = decltype(kernel_shape)::value;
+    return LaunchTeam<kCols, (kCols > 32), T>(g, first, chunk, N, W, a, xbar, obs, state_coords, sorted_coords,
+                                              domain, sorted, cell_start, params, candidates, table,
+                                              chebyshev_table, lists, listed, xa, partials, blocks, stream);
+  };
+  if (N <= 32) return launch(std::integral_constant<int, 32>{});
+  if (N <= 56) return launch(std::integral_constant<int, 56>{});
+  return launch(std::integral_constant<int, 64>{});
 }
 
 #define GPUCOMPUTE_INSTANTIATE(T)                                                                            \
-  template cudaError_t LaunchLetkfTeam<T>(const LetkfGeometry*, int64_t, int, int, const T*, const double*,  \
-                                          const T*, const double*, const double*, const double*, const int*, \
-                                          const int*, const ProblemParams*, const unsigned long long*,       \
-                                          const double*, const double*, T*, double*, int, cudaStream_t);
+  template cudaError_t LaunchLetkfTeam<T>(const LetkfGeometry*, int64_t, int64_t, int, int, const T*,          \
+                                          const double*, const T*, const double*, const double*, const double*, \
+                                          const int*, const int*, const ProblemParams*,                         \
+                                          const unsigned long long*, const double*, const double*,              \
+                                          const LetkfLists&, bool, T*, double*, int, cudaStream_t);
 GPUCOMPUTE_INSTANTIATE(float)
 GPUCOMPUTE_INSTANTIATE(double)
 #undef GPUCOMPUTE_INSTANTIATE

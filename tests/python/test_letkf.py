@@ -16,6 +16,8 @@
 - Float32 problems: the float64 analysis of their inputs, to float32's rounding.
 - Ensembles of 2 to 128 members (the GPU kernel's tiles and lanes), and on a CUDA server the
   same random problems through a CPU server, to 1e-10.
+- Variables with more local observations than the CUDA backend lists ahead (128) beside ones
+  with few, against NumPy; more variables than it lists at once (65,536), against a CPU server.
 - Bad inputs: INVALID_ARGUMENT naming the field; a problem whose neighbour search would examine
   more candidate pairs than --assimilate_max_letkf_candidates: RESOURCE_EXHAUSTED, alone.
 """
@@ -108,6 +110,36 @@ def test_ensemble_sizes_match_numpy(client, rng, members):
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * np.abs(want).max())
 
 
+def local_counts(state, obs, radius, domain):
+    """Each variable's local observations (Gaspari-Cohn coefficient above 1e-3)."""
+    return np.array([(taper(distances(p, obs, "periodic", domain), radius, "gaspari_cohn") > 1e-3).sum()
+                     for p in state])
+
+
+@pytest.mark.parametrize("members", [20, 50])
+def test_dense_and_sparse_neighbourhoods_match_numpy(client, rng, members):
+    """Variables with more local observations than the CUDA backend lists ahead (128: those scan
+    their candidates themselves) beside variables with few, in one problem: against NumPy."""
+    domain = np.array([100.0])
+    state = np.arange(0.0, 100.0, 2.0)[:, None]
+    obs = np.concatenate([rng.uniform(0, 20, (320, 1)), rng.uniform(20, 100, (100, 1))])
+    radius = 2.5
+    counts = local_counts(state, obs, radius, domain)
+    assert counts.max() > 200 and counts.min() < 30
+    _, _, X, HX, y, r = random_problem(rng, len(state), len(obs), members, lambda k: state if k == len(state) else obs)
+    kw = dict(radius=radius, metric="periodic", domain=domain)
+    got = client.assimilate(X, HX, y, r, method="letkf", rtps=0.3, state_coords=state, obs_coords=obs,
+                            localization=kw, return_diagnostics=True)
+    want = letkf_reference(X, HX, y, r, state, obs, radius, "gaspari_cohn", "periodic", domain=domain)
+    fore = X - X.mean(axis=1, keepdims=True)
+    ana = want - want.mean(axis=1, keepdims=True)
+    factor = 1 - 0.3 + 0.3 * np.sqrt(np.var(fore, axis=1, ddof=1) / np.var(ana, axis=1, ddof=1))
+    want = want.mean(axis=1, keepdims=True) + factor[:, None] * ana
+    np.testing.assert_allclose(got.analysis, want, rtol=0, atol=1e-10 * np.abs(want).max())
+    spread = np.sqrt(np.mean(np.var(want, axis=1, ddof=1)))
+    assert got.analysis_spread == pytest.approx(spread, rel=1e-10)
+
+
 def gershgorin_kappas(X, HX, r, state, obs, radius, domain):
     """Per variable, Gershgorin's bound on the local G over N - 1 (G = (N-1) I + Y^T C Y, Gaspari-Cohn,
     periodic): the CUDA kernel's measure of a local problem's conditioning."""
@@ -195,6 +227,27 @@ def test_cuda_matches_the_cpu_backend(client, rng, tmp_path):
                 np.testing.assert_allclose(got.analysis, want.analysis, rtol=0, atol=tol * scale)
                 assert got.analysis_spread == pytest.approx(want.analysis_spread, rel=tol)
                 np.testing.assert_allclose(got.innovation_mean, want.innovation_mean, rtol=0, atol=tol * scale)
+
+
+def test_cuda_matches_the_cpu_backend_over_many_chunks(client, rng, tmp_path):
+    """More variables than the CUDA backend lists at once (65,536), with a dense cluster of
+    observations in the second chunk (variables there scan their candidates themselves)."""
+    if backend() != "cuda":
+        pytest.skip("compares a CUDA server with a CPU one")
+    n = 70000
+    domain = np.array([float(n)])
+    state = np.arange(float(n))[:, None]
+    obs = np.concatenate([rng.uniform(0, n, (5000, 1)), rng.uniform(66000, 66010, (300, 1))])
+    _, _, X, HX, y, r = random_problem(rng, n, len(obs), 8, lambda k: state if k == n else obs)
+    kw = dict(method="letkf", inflation=1.02, state_coords=state, obs_coords=obs, return_diagnostics=True,
+              localization=dict(radius=3.0, metric="periodic", domain=domain))
+    with run_server(tmp_path, "--backend=cpu") as target, gpucompute.Client(target, timeout=120) as cpu:
+        for dtype, tol in [("float64", 1e-10), ("float32", 1e-4)]:
+            got = client.assimilate(X, HX, y, r, dtype=dtype, **kw)
+            want = cpu.assimilate(X, HX, y, r, dtype=dtype, **kw)
+            np.testing.assert_allclose(got.analysis, want.analysis, rtol=0, atol=tol * np.abs(want.analysis).max())
+            assert got.analysis_spread == pytest.approx(want.analysis_spread, rel=tol)
+    assert np.abs(got.analysis[66000:66010] - X[66000:66010]).max() > 1e-3  # the cluster moved them
 
 
 def test_cuda_takes_up_to_128_members(client, rng):

@@ -56,6 +56,7 @@ void LayOutLetkf(Group& g, Arena& in, Arena& sc) {
   g.sorted_coords = sc.Take(m * d * sizeof(double));
   g.cell_start = sc.Take((static_cast<size_t>(g.max_cells) + 1) * sizeof(int));
   g.partials = sc.Take(static_cast<size_t>(kernels::LetkfAnalysisWarps(g.key.n)) * sizeof(double));
+  g.lists = sc.Take(kernels::LetkfListBytes(g.key.n, static_cast<int>(g.key.N)));
 }
 
 // The global methods' transforms and their scratch.

@@ -58,8 +58,8 @@ struct Group {
   size_t partials = 0;
   // LETKF scratch, reused by the group's problems one after another: the binning's sort, the
   // sorted observations, the cells' starts and the coordinates in cell order (bin_bytes: the
-  // sort's scratch, as sized)
-  size_t bin = 0, bin_bytes = 0, sorted = 0, cell_start = 0, sorted_coords = 0;
+  // sort's scratch, as sized), the local observations' lists (kernels::LetkfListBytes)
+  size_t bin = 0, bin_bytes = 0, sorted = 0, cell_start = 0, sorted_coords = 0, lists = 0;
   int64_t max_cells = 0;
   // out
   size_t xa = 0, innovation = 0;
