@@ -6,8 +6,8 @@
 // Why this shape: the analysis is latency-bound (a chain of dependent steps a variable) and
 // wants many variables in flight an SM. The neighbour search runs before it, in a kernel of its
 // own at full occupancy, so that its registers and its waits on the candidates' loads stay out
-// of this one (measured with the builds alternated, H200, N = 50: 55.0 -> 48.9 ms in float32,
-// 71.9 -> 69.8 ms in float64; at N = 20, where the kernel drops from 168 to 128 registers,
+// of this one (timed in one run with the build before it, H200, N = 50: 55.0 -> 48.9 ms in
+// float32, 71.9 -> 69.8 ms in float64; at N = 20, where the kernel drops from 168 to 128 registers,
 // 31.0 -> 25.6 ms in float32). Row l in registers costs no shared-memory load a
 // multiply-add (a step reads only broadcast vectors, two 16-byte loads per four multiply-adds,
 // each serving both of a lane's rows); row l + 32 in shared memory (its loads 16-byte and
@@ -35,9 +35,9 @@
 // Steps for variable i:
 //   1. Its local observations, from the list ListLocalKernel (letkf.cu) wrote (up to
 //      kLetkfListCap; a variable with more scans the candidates of the neighbouring cells' runs
-//      itself, 32 at a time, one a lane: ScanCandidates); 16 listed rows at a time are staged (lane l loads
-//      columns l and l + 32 of each, the next 16 while the tensor cores work: float64 rows
-//      through registers, float32 ones by cp.async into a second buffer) and added to G's
+//      itself, 32 at a time, one a lane: ScanCandidates); 16 listed rows at a time are staged
+//      (lane l loads columns l and l + 32 of each, the next 16 while the tensor cores work:
+//      float64 rows through registers, float32 ones by cp.async into a second buffer) and added to G's
 //      8 x 8 tiles on and below the diagonal on the tensor cores (float64 m8n8k4, or m16n8k4 for
 //      two tiles of a column block in float32 problems' kernels; the accumulators in registers);
 //      in the paired teams with N < kCols each row's innovation rides in column N, so that the
@@ -643,7 +643,8 @@ __device__ __forceinline__ void HouseholderAnalysis(double (&g)[kCols], double* 
 
 template <int kCols, bool kPair, typename T, bool kListed>
 __global__ void __launch_bounds__(32) LetkfTeamKernel(
-    const LetkfGeometry* __restrict__ geometry, int64_t first, int64_t chunk, int N, int W, const T* __restrict__ anomalies,
+    const LetkfGeometry* __restrict__ geometry, int64_t first, int64_t chunk, int N, int W,
+    const T* __restrict__ anomalies,
     const double* __restrict__ xbar, const T* __restrict__ obs, const double* __restrict__ state_coords,
     const double* __restrict__ sorted_coords, const double* __restrict__ domain, const int* __restrict__ sorted,
     const int* __restrict__ cell_start, const ProblemParams* __restrict__ params,

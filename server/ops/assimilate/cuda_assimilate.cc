@@ -823,7 +823,8 @@ absl::Status GroupRunner<T>::RunLetkf() {
         Sc<double>(g_.xbar) + p * n, In<T>(g_.obs) + p * m * g_.W, state_coords, Sc<double>(g_.sorted_coords),
         In<double>(g_.domain) + p * d, Sc<int>(g_.sorted), Sc<int>(g_.cell_start),
         In<const ProblemParams>(g_.params) + p, candidates_ + p, In<double>(g_.table), In<double>(g_.chebyshev),
-        kernels::LetkfListsAt(Sc<char>(g_.lists), n), reinterpret_cast<T*>(out_ + g_.xa) + p * n * N, Sc<double>(g_.partials), &warps, stream()));
+        kernels::LetkfListsAt(Sc<char>(g_.lists), n), reinterpret_cast<T*>(out_ + g_.xa) + p * n * N,
+        Sc<double>(g_.partials), &warps, stream()));
     RETURN_IF_ERROR(Launched());
     CUDA_RETURN_IF_ERROR(kernels::LaunchReduceSpread(1, warps, n, Sc<double>(g_.partials), spread_ + p, stream()));
     RETURN_IF_ERROR(Launched());
