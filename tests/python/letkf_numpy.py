@@ -34,7 +34,7 @@ def distances(point, obs, metric, domain=None, earth_radius=None):
 
 
 def letkf_reference(X, HX, y, r, state_coords, obs_coords, radius, kind, metric, domain=None,
-                    earth_radius=None, inflation=1.0):
+                    earth_radius=None, inflation=1.0, rtpp=0.0, rtps=0.0):
     N = X.shape[1]
     xbar = X.mean(axis=1, keepdims=True)
     A = inflation * (X - xbar)
@@ -55,4 +55,18 @@ def letkf_reference(X, HX, y, r, state_coords, obs_coords, radius, kind, metric,
         wbar = V @ ((V.T @ (Yl.T @ (rinv * d[near]))) / g)
         W = V @ np.diag(np.sqrt((N - 1) / g)) @ V.T
         Xa[i] = xbar[i, 0] + A[i] @ (wbar[:, None] + W)
-    return Xa
+    return relax(Xa, A, rtpp, rtps)
+
+
+def relax(Xa, A, rtpp, rtps):
+    """Relaxation of the analysis anomalies toward the (inflated) forecast ones A: RTPP mixes the
+    anomalies, RTPS scales them so that each row's spread moves toward the forecast's."""
+    if rtpp == 0 and rtps == 0:
+        return Xa
+    mean = Xa.mean(axis=1, keepdims=True)
+    ana = Xa - mean
+    ana = (1 - rtpp) * ana + rtpp * A
+    if rtps > 0:
+        ratio = np.sqrt((A ** 2).sum(axis=1, keepdims=True) / (ana ** 2).sum(axis=1, keepdims=True))
+        ana = (1 - rtps + rtps * ratio) * ana
+    return mean + ana

@@ -104,9 +104,8 @@ def test_ensemble_sizes_match_numpy(client, rng, members):
     kw = dict(radius=2.5, metric="periodic", domain=[30.0])
     got = client.assimilate(X, HX, y, r, method="letkf", rtpp=0.3, state_coords=state, obs_coords=obs,
                             localization=kw)
-    want = letkf_reference(X, HX, y, r, state, obs, 2.5, "gaspari_cohn", "periodic", domain=np.array([30.0]))
-    rtpp = 0.3 * (X - X.mean(axis=1, keepdims=True)) + 0.7 * (want - want.mean(axis=1, keepdims=True))
-    want = rtpp + want.mean(axis=1, keepdims=True)
+    want = letkf_reference(X, HX, y, r, state, obs, 2.5, "gaspari_cohn", "periodic", domain=np.array([30.0]),
+                           rtpp=0.3)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * np.abs(want).max())
 
 
@@ -130,11 +129,7 @@ def test_dense_and_sparse_neighbourhoods_match_numpy(client, rng, members):
     kw = dict(radius=radius, metric="periodic", domain=domain)
     got = client.assimilate(X, HX, y, r, method="letkf", rtps=0.3, state_coords=state, obs_coords=obs,
                             localization=kw, return_diagnostics=True)
-    want = letkf_reference(X, HX, y, r, state, obs, radius, "gaspari_cohn", "periodic", domain=domain)
-    fore = X - X.mean(axis=1, keepdims=True)
-    ana = want - want.mean(axis=1, keepdims=True)
-    factor = 1 - 0.3 + 0.3 * np.sqrt(np.var(fore, axis=1, ddof=1) / np.var(ana, axis=1, ddof=1))
-    want = want.mean(axis=1, keepdims=True) + factor[:, None] * ana
+    want = letkf_reference(X, HX, y, r, state, obs, radius, "gaspari_cohn", "periodic", domain=domain, rtps=0.3)
     np.testing.assert_allclose(got.analysis, want, rtol=0, atol=1e-10 * np.abs(want).max())
     spread = np.sqrt(np.mean(np.var(want, axis=1, ddof=1)))
     assert got.analysis_spread == pytest.approx(spread, rel=1e-10)
@@ -166,12 +161,7 @@ def test_well_and_ill_conditioned_local_problems_match_numpy(client, rng, error_
     assert kappas.max() <= 16 if series else kappas.min() > 46
     got = client.assimilate(X, HX, y, r, method="letkf", rtps=0.3, state_coords=state, obs_coords=obs,
                             localization=dict(radius=radius, metric="periodic", domain=domain))
-    want = letkf_reference(X, HX, y, r, state, obs, radius, "gaspari_cohn", "periodic", domain=domain)
-    mean = want.mean(axis=1, keepdims=True)
-    spread = np.sqrt(((want - mean) ** 2).sum(axis=1, keepdims=True))
-    fore = X - X.mean(axis=1, keepdims=True)
-    factor = 0.7 + 0.3 * np.sqrt((fore ** 2).sum(axis=1, keepdims=True)) / spread  # RTPS
-    want = mean + factor * (want - mean)
+    want = letkf_reference(X, HX, y, r, state, obs, radius, "gaspari_cohn", "periodic", domain=domain, rtps=0.3)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * np.abs(want).max())
     assert np.abs(got - X).max() > 1e-6
 
