@@ -1,6 +1,6 @@
 """A plain NumPy LETKF (a loop over state variables: distances, taper, the local ETKF by
 numpy.linalg.eigh), the reference of tests/python/test_letkf.py and of the Gaspari-Cohn taper
-in tests/bench/letkf_bench.py. The conventions are the server's (docs/python.md "Localised
+in tests/bench/letkf_bench.py, and the relaxation (RTPP, RTPS) of every filter's reference. The conventions are the server's (docs/python.md "Localised
 analysis (LETKF)"): DAPPER's radius, an observation enters when its coefficient exceeds 1e-3."""
 
 import numpy as np
@@ -58,9 +58,10 @@ def letkf_reference(X, HX, y, r, state_coords, obs_coords, radius, kind, metric,
     return relax(Xa, A, rtpp, rtps)
 
 
-def relax(Xa, A, rtpp, rtps):
+def relax(Xa, A, rtpp=0.0, rtps=0.0):
     """Relaxation of the analysis anomalies toward the (inflated) forecast ones A: RTPP mixes the
-    anomalies, RTPS scales them so that each row's spread moves toward the forecast's."""
+    anomalies, RTPS scales them so that each row's spread moves toward the forecast's (also the
+    global filters' reference, tests/python/test_assimilate.py)."""
     if rtpp == 0 and rtps == 0:
         return Xa
     mean = Xa.mean(axis=1, keepdims=True)

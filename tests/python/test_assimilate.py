@@ -18,6 +18,7 @@ import scipy.linalg
 
 import gpucompute
 from conftest import client_of_server
+from letkf_numpy import relax
 from rpc_util import expect_rpc_error
 from gpucompute.v1 import compute_pb2, tensor_pb2
 
@@ -61,17 +62,6 @@ def kalman(X, H, y, R, inflation=1.0):
     K = P @ H.T @ np.linalg.inv(H @ P @ H.T + R)
     mean = xbar[:, 0] + K @ (y - H @ xbar[:, 0])
     return mean, (np.eye(len(mean)) - K @ H) @ P
-
-
-def relax(Xa, Xf, inflation, rtpp=None, rtps=None):
-    ma = Xa.mean(axis=1, keepdims=True)
-    Aa = Xa - ma
-    _, Af = anomalies(Xf, inflation)
-    if rtpp is not None:
-        return ma + (1 - rtpp) * Aa + rtpp * Af
-    sa = Aa.std(axis=1, ddof=1, keepdims=True)
-    sf = Af.std(axis=1, ddof=1, keepdims=True)
-    return ma + Aa * (1 - rtps + rtps * sf / sa)
 
 
 def random_problem(rng, n, m, N, full_r):
@@ -185,7 +175,7 @@ def test_relaxation(client, rng, kind, method):
     alpha = float(rng.uniform(0.2, 0.9))
     base = (etkf_reference(X, HX, y, R, 1.1) if method == "etkf"
             else enkf_reference(X, HX, y, R, E, 1.1))
-    want = relax(base, X, 1.1, **{kind: alpha})
+    want = relax(base, anomalies(X, 1.1)[1], **{kind: alpha})
     kw = dict(perturbations=E) if method == "enkf" else {}
     Xa = client.assimilate(X, HX, y, np.diag(R), method=method, inflation=1.1,
                            **{kind: alpha}, **kw)
