@@ -6,12 +6,10 @@
 // Why this shape: the analysis is latency-bound (a chain of dependent steps a variable) and
 // wants many variables in flight an SM. The neighbour search runs before it, in a kernel of its
 // own at full occupancy, so that its registers and its waits on the candidates' loads stay out
-// of this one (timed in one run with the build before it, H200, N = 50: 55.0 -> 48.9 ms in
-// float32, 71.9 -> 69.8 ms in float64; at N = 20, where the kernel drops from 168 to 128 registers,
-// 31.0 -> 25.6 ms in float32). Row l in registers costs no shared-memory load a
-// multiply-add (a step reads only broadcast vectors, two 16-byte loads per four multiply-adds,
-// each serving both of a lane's rows); row l + 32 in shared memory (its loads 16-byte and
-// conflict-free) keeps a thread under 255 registers and a team near 27 KB, so that eight teams
+// of this one (docs/design/assimilate.md "The LETKF" has the timings). Row l in registers costs
+// no shared-memory load a multiply-add (a step reads only broadcast vectors, two 16-byte loads
+// per four multiply-adds, each serving both of a lane's rows); row l + 32 in shared memory
+// (its loads 16-byte and conflict-free) keeps a thread under 255 registers and a team near 27 KB, so that eight teams
 // share an SM at N = 50; one warp needs no barriers, only shuffles and __syncwarp. Most local
 // problems are well conditioned (G = (N-1) I + a modest positive part): for them a Chebyshev
 // series in G (N^2 multiply-adds a term, no reductions) replaces the Householder
